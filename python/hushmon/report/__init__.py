@@ -1,0 +1,1 @@
+"""Self-contained HTML reports (plots inlined as SVG) shared by every command."""

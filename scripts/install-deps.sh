@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the system packages hushmon needs on Debian 12 (root). Idempotent:
+# a package already present is not touched, and apt-get update runs only when
+# something is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  openmpi-bin libopenmpi-dev          # MPI programs and mpirun
+  nats-server libnats-dev             # online transport (cluster mode)
+  linux-perf                          # perf stat, for checks of the PMU
+  prometheus-node-exporter collectd-core  # agents compared in bench/
+  chromium                            # headless screenshots of reports in tests
+  iproute2 procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all system packages present"
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages (${missing[*]}); run as root or install them" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# The services these packages bring must not start on install: tests and
+# benchmarks start their own instances with their own config.
+printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+chmod +x /usr/sbin/policy-rc.d
+trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"

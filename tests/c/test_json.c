@@ -1,0 +1,96 @@
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hm_json.h"
+#include "hm_parse.h"
+#include "hm_test.h"
+
+static char *render(void (*build)(hm_json *), int *finish_rc)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    hm_json j;
+    hm_json_init(&j, f, false);
+    build(&j);
+    *finish_rc = hm_json_finish(&j);
+    fclose(f);
+    return buf;
+}
+
+static void build_nested(hm_json *j)
+{
+    hm_json_object_begin(j);
+    hm_json_kv_string(j, "op", "bcast \"x\"\n");
+    hm_json_kv_double(j, "mean", 1.5e-6);
+    hm_json_kv_double(j, "nan", NAN);
+    hm_json_key(j, "sizes");
+    hm_json_array_begin(j);
+    hm_json_int(j, 1);
+    hm_json_int(j, -2);
+    hm_json_array_end(j);
+    hm_json_key(j, "empty");
+    hm_json_object_begin(j);
+    hm_json_object_end(j);
+    hm_json_kv_bool(j, "ok", true);
+    hm_json_object_end(j);
+}
+
+static void build_unbalanced(hm_json *j)
+{
+    hm_json_array_begin(j);
+}
+
+static void test_json(hm_test_counts *c)
+{
+    int rc;
+    char *s = render(build_nested, &rc);
+    CHECK(c, rc == 0);
+    CHECK(c, strcmp(s, "{\"op\":\"bcast \\\"x\\\"\\n\",\"mean\":1.5e-06,\"nan\":null,"
+                       "\"sizes\":[1,-2],\"empty\":{},\"ok\":true}\n") == 0);
+    free(s);
+    s = render(build_unbalanced, &rc);
+    CHECK(c, rc == -1);
+    free(s);
+}
+
+static void test_parse(hm_test_counts *c)
+{
+    hm_error err;
+    int64_t v;
+    CHECK(c, hm_parse_int64("64K", 0, 1 << 30, 1, &v, &err) == 0 && v == 65536);
+    CHECK(c, hm_parse_int64("64K", 0, 1 << 30, 0, &v, &err) == -1);
+    CHECK(c, hm_parse_int64("-5", 0, 10, 1, &v, &err) == -1);
+    CHECK(c, hm_parse_int64("12abc", 0, 100, 1, &v, &err) == -1);
+    CHECK(c, hm_parse_int64("", 0, 100, 1, &v, &err) == -1);
+    double d;
+    CHECK(c, hm_parse_double("0.25", 0, 1, &d, &err) == 0 && d == 0.25);
+    CHECK(c, hm_parse_double("nan", 0, 1, &d, &err) == -1);
+    CHECK(c, hm_parse_double("2", 0, 1, &d, &err) == -1);
+
+    int64_t *sizes;
+    size_t n;
+    CHECK(c, hm_parse_size_list("0:8:x2", &sizes, &n, &err) == 0 && n == 5 && sizes[0] == 0 &&
+                 sizes[1] == 1 && sizes[4] == 8);
+    free(sizes);
+    CHECK(c, hm_parse_size_list("1K,0:100:+50,3", &sizes, &n, &err) == 0 && n == 5 &&
+                 sizes[0] == 1024 && sizes[3] == 100 && sizes[4] == 3);
+    free(sizes);
+    CHECK(c, hm_parse_size_list("1:1M:x2", &sizes, &n, &err) == 0 && n == 21 && sizes[20] == 1048576);
+    free(sizes);
+    CHECK(c, hm_parse_size_list("-1", &sizes, &n, &err) == -1);
+    CHECK(c, hm_parse_size_list("8:1", &sizes, &n, &err) == -1);
+    CHECK(c, hm_parse_size_list("1:8:x1", &sizes, &n, &err) == -1);
+    CHECK(c, hm_parse_size_list("1:8", &sizes, &n, &err) == -1);
+    CHECK(c, hm_parse_size_list(",", &sizes, &n, &err) == -1);
+    CHECK(c, hm_parse_size_list("abc", &sizes, &n, &err) == -1 && strstr(err.msg, "abc") != NULL);
+}
+
+int main(void)
+{
+    hm_test_counts c = {0, 0};
+    test_json(&c);
+    test_parse(&c);
+    return hm_test_finish("test_json", &c);
+}
