@@ -1,0 +1,47 @@
+/* MPI_Allreduce and MPI_Iallreduce:
+ * sum of m bytes (unsigned char) to every rank. */
+#include "op.h"
+
+static int init(hm_op_ctx *c, hm_error *err)
+{
+    return hm_op_ctx_buffers(c, c->size_bytes, c->size_bytes, err);
+}
+
+static int run(hm_op_ctx *c, hm_error *err)
+{
+    int m = hm_op_count_of(c);
+    int rc = MPI_Allreduce(hm_op_sendbuf(c), hm_op_recvbuf(c), m, MPI_UNSIGNED_CHAR, MPI_SUM,
+                           c->comm);
+    return hm_op_mpi_check(rc, "MPI_Allreduce", err);
+}
+
+static int run_nonblocking(hm_op_ctx *c, hm_error *err)
+{
+    int m = hm_op_count_of(c);
+    MPI_Request req;
+    int rc = MPI_Iallreduce(hm_op_sendbuf(c), hm_op_recvbuf(c), m, MPI_UNSIGNED_CHAR, MPI_SUM,
+                            c->comm, &req);
+    if (hm_op_mpi_check(rc, "MPI_Iallreduce", err) != 0)
+        return -1;
+    return hm_op_wait(&req, "MPI_Iallreduce", err);
+}
+
+const hm_op hm_op_allreduce = {
+    .name = "allreduce",
+    .description = "MPI_Allreduce: sum of m bytes (unsigned char) to every rank",
+    .min_ranks = 2,
+    .uses_size = true,
+    .nonblocking = false,
+    .init = init,
+    .run = run,
+};
+
+const hm_op hm_op_iallreduce = {
+    .name = "iallreduce",
+    .description = "MPI_Iallreduce + MPI_Wait: sum of m bytes (unsigned char) to every rank",
+    .min_ranks = 2,
+    .uses_size = true,
+    .nonblocking = true,
+    .init = init,
+    .run = run_nonblocking,
+};

@@ -1,0 +1,309 @@
+#include "hm_clock_sync.h"
+
+#include <stdlib.h>
+
+/* Tags of the ping-pong; sync runs on a duplicate of the caller's
+ * communicator, so they cannot collide with the caller's messages. */
+enum { TAG_PING = 7301, TAG_PONG = 7302 };
+
+#define MPI_TRY(call, err, what)                                                   \
+    do {                                                                           \
+        int mpi_rc_ = (call);                                                      \
+        if (mpi_rc_ != MPI_SUCCESS)                                                \
+            return hm_error_set(err, "%s failed (MPI error %d)", what, mpi_rc_);   \
+    } while (0)
+
+int64_t hm_clock_spin_until_ns(const hm_clock *c, int64_t deadline_ns)
+{
+    int64_t now;
+    do {
+        now = hm_clock_now_ns(c);
+    } while (now < deadline_ns);
+    return now;
+}
+
+void hm_clock_sync_opts_default(hm_clock_sync_opts *o)
+{
+    o->algo = HM_SYNC_RING;
+    o->rounds_without_improvement = 100;
+    o->max_rounds = 10000;
+    o->ping_shared_clock = false;
+}
+
+/* Client side of one pair: pings `server` until the tracker is satisfied,
+ * then tells it to stop. The offset is to the clock the server reads. */
+static int pair_client(MPI_Comm comm, int server, const hm_timer *timer, int stop_after,
+                       int max_rounds, int64_t *offset_ns, hm_error *err)
+{
+    hm_rtt_tracker tr;
+    hm_rtt_tracker_init(&tr, stop_after, max_rounds);
+    int more = 1;
+    while (more) {
+        int64_t remote_ns;
+        int64_t t_send = hm_timer_now_ns(timer);
+        MPI_TRY(MPI_Send(&more, 1, MPI_INT, server, TAG_PING, comm), err, "clock ping");
+        MPI_TRY(MPI_Recv(&remote_ns, 1, MPI_INT64_T, server, TAG_PONG, comm, MPI_STATUS_IGNORE),
+                err, "clock pong");
+        int64_t t_recv = hm_timer_now_ns(timer);
+        if (hm_rtt_tracker_add(&tr, t_send, remote_ns, t_recv))
+            more = 0;
+    }
+    MPI_TRY(MPI_Send(&more, 1, MPI_INT, server, TAG_PING, comm), err, "clock ping (stop)");
+    *offset_ns = tr.best_offset_ns;
+    return 0;
+}
+
+/* Server side: answers each ping with its clock (local + server_offset_ns)
+ * until the client says stop. */
+static int pair_server(MPI_Comm comm, int client, const hm_timer *timer, int64_t server_offset_ns,
+                       hm_error *err)
+{
+    for (;;) {
+        int more;
+        MPI_TRY(MPI_Recv(&more, 1, MPI_INT, client, TAG_PING, comm, MPI_STATUS_IGNORE), err,
+                "clock ping");
+        if (!more)
+            return 0;
+        int64_t now = hm_timer_now_ns(timer) + server_offset_ns;
+        MPI_TRY(MPI_Send(&now, 1, MPI_INT64_T, client, TAG_PONG, comm), err, "clock pong");
+    }
+}
+
+static int sync_linear(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_opts *o,
+                       int64_t *offset_ns, hm_error *err)
+{
+    int rank, n;
+    MPI_TRY(MPI_Comm_rank(comm, &rank), err, "MPI_Comm_rank");
+    MPI_TRY(MPI_Comm_size(comm, &n), err, "MPI_Comm_size");
+    *offset_ns = 0;
+    if (rank == 0) {
+        for (int i = 1; i < n; i++)
+            if (pair_server(comm, i, timer, 0, err) != 0)
+                return -1;
+        return 0;
+    }
+    return pair_client(comm, 0, timer, o->rounds_without_improvement, o->max_rounds, offset_ns,
+                       err);
+}
+
+/* Ring: rank i measures its offset to i-1 (two phases so that every rank
+ * plays one role at a time), rank 0 gathers them, sums prefixes
+ * (o_i = o_{1,0} + ... + o_{i,i-1}) and scatters the results. */
+static int sync_ring(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_opts *o,
+                     int64_t *offset_ns, hm_error *err)
+{
+    int rank, n;
+    MPI_TRY(MPI_Comm_rank(comm, &rank), err, "MPI_Comm_rank");
+    MPI_TRY(MPI_Comm_size(comm, &n), err, "MPI_Comm_size");
+    int64_t to_left = 0;
+    for (int phase = 0; phase < 2; phase++) {
+        /* phase 0: odd ranks are clients; phase 1: even ranks > 0 are. */
+        bool client = rank > 0 && (rank % 2 == 1) == (phase == 0);
+        bool server = rank + 1 < n && ((rank + 1) % 2 == 1) == (phase == 0);
+        if (client && pair_client(comm, rank - 1, timer, o->rounds_without_improvement,
+                                  o->max_rounds, &to_left, err) != 0)
+            return -1;
+        if (server && pair_server(comm, rank + 1, timer, 0, err) != 0)
+            return -1;
+    }
+    int64_t *all = NULL;
+    if (rank == 0) {
+        all = malloc(sizeof *all * (size_t)n);
+        if (all == NULL)
+            return hm_error_set(err, "out of memory for %d clock offsets", n);
+    }
+    int rc = MPI_Gather(&to_left, 1, MPI_INT64_T, all, 1, MPI_INT64_T, 0, comm);
+    if (rc == MPI_SUCCESS && rank == 0) {
+        all[0] = 0;
+        for (int i = 1; i < n; i++)
+            all[i] += all[i - 1];
+    }
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Scatter(all, 1, MPI_INT64_T, offset_ns, 1, MPI_INT64_T, 0, comm);
+    free(all);
+    if (rc != MPI_SUCCESS)
+        return hm_error_set(err, "gathering ring clock offsets failed (MPI error %d)", rc);
+    return 0;
+}
+
+/* Binomial tree: in the round for step L (from the top power of two down
+ * to 1) every rank r with lowbit(r) == L syncs directly to the global clock
+ * of its parent r - L, which was synced in an earlier round. ceil(log2 n)
+ * rounds, all pairs of a round in parallel. */
+static int sync_tree(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_opts *o,
+                     int64_t *offset_ns, hm_error *err)
+{
+    int rank, n;
+    MPI_TRY(MPI_Comm_rank(comm, &rank), err, "MPI_Comm_rank");
+    MPI_TRY(MPI_Comm_size(comm, &n), err, "MPI_Comm_size");
+    *offset_ns = 0;
+    if (n < 2)
+        return 0;
+    for (int step = hm_clock_tree_top(n); step >= 1; step /= 2) {
+        if (rank > 0 && hm_clock_tree_lowbit(rank) == step) {
+            if (pair_client(comm, rank - step, timer, o->rounds_without_improvement,
+                            o->max_rounds, offset_ns, err) != 0)
+                return -1;
+        } else if ((rank == 0 || hm_clock_tree_lowbit(rank) > step) && rank + step < n) {
+            if (pair_server(comm, rank + step, timer, *offset_ns, err) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static int sync_algo(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_opts *o,
+                     int64_t *offset_ns, hm_error *err)
+{
+    switch (o->algo) {
+    case HM_SYNC_LINEAR:
+        return sync_linear(comm, timer, o, offset_ns, err);
+    case HM_SYNC_RING:
+        return sync_ring(comm, timer, o, offset_ns, err);
+    case HM_SYNC_TREE:
+        return sync_tree(comm, timer, o, offset_ns, err);
+    }
+    return hm_error_set(err, "clock sync algorithm %d unknown", (int)o->algo);
+}
+
+/* Runs the algorithm either on all of `work` or, when ranks of a node share
+ * a system-wide clock, on one leader per node and copies the leader's
+ * offset to the rest of the node. */
+static int sync_on(MPI_Comm work, const hm_timer *timer, const hm_clock_sync_opts *o,
+                   int64_t *offset_ns, hm_clock_sync_info *info, hm_error *err)
+{
+    int rank;
+    MPI_TRY(MPI_Comm_rank(work, &rank), err, "MPI_Comm_rank");
+    MPI_Comm node;
+    MPI_TRY(MPI_Comm_split_type(work, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node), err,
+            "MPI_Comm_split_type(SHARED)");
+    int node_rank;
+    int rc = MPI_Comm_rank(node, &node_rank);
+    int is_leader = node_rank == 0;
+    int nodes = 0;
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Allreduce(&is_leader, &nodes, 1, MPI_INT, MPI_SUM, work);
+    if (rc != MPI_SUCCESS) {
+        MPI_Comm_free(&node);
+        return hm_error_set(err, "counting nodes failed (MPI error %d)", rc);
+    }
+    info->nodes = nodes;
+    if (!timer->system_wide || o->ping_shared_clock) {
+        MPI_Comm_free(&node);
+        MPI_TRY(MPI_Comm_size(work, &info->synced_ranks), err, "MPI_Comm_size");
+        return sync_algo(work, timer, o, offset_ns, err);
+    }
+    /* Leaders are ordered by rank in `work`, so rank 0 leads its node and is
+     * rank 0 among the leaders: the global clock stays rank 0's. */
+    MPI_Comm leaders;
+    rc = MPI_Comm_split(work, is_leader ? 0 : MPI_UNDEFINED, rank, &leaders);
+    if (rc != MPI_SUCCESS) {
+        MPI_Comm_free(&node);
+        return hm_error_set(err, "splitting node leaders failed (MPI error %d)", rc);
+    }
+    int status = 0;
+    *offset_ns = 0;
+    if (is_leader) {
+        status = sync_algo(leaders, timer, o, offset_ns, err);
+        MPI_Comm_free(&leaders);
+    }
+    /* Agree on failure before the next collective, so nobody waits forever. */
+    int worst = status;
+    rc = MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MIN, work);
+    if (rc == MPI_SUCCESS && worst == 0)
+        rc = MPI_Bcast(offset_ns, 1, MPI_INT64_T, 0, node);
+    MPI_Comm_free(&node);
+    if (status != 0)
+        return -1;
+    if (rc != MPI_SUCCESS || worst != 0)
+        return hm_error_set(err, "clock sync failed on another rank (MPI error %d)", rc);
+    info->synced_ranks = nodes;
+    return 0;
+}
+
+int hm_clock_sync(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_opts *opts,
+                  hm_clock *clock, hm_clock_sync_info *info, hm_error *err)
+{
+    hm_clock_sync_info local_info = {0, 0, 0.0};
+    clock->timer = timer;
+    clock->offset_ns = 0;
+    double t0 = MPI_Wtime();
+    MPI_Comm work;
+    MPI_TRY(MPI_Comm_dup(comm, &work), err, "MPI_Comm_dup");
+    int64_t offset = 0;
+    int rc = sync_on(work, timer, opts, &offset, &local_info, err);
+    MPI_Comm_free(&work);
+    if (rc != 0)
+        return hm_error_wrap(err, "clock synchronization (%s)", hm_sync_algo_names[opts->algo]);
+    clock->offset_ns = offset;
+    local_info.elapsed_s = MPI_Wtime() - t0;
+    if (info != NULL)
+        *info = local_info;
+    return 0;
+}
+
+int hm_clock_residual(MPI_Comm comm, const hm_clock *clock, int rounds_without_improvement,
+                      int64_t *own_ns, int64_t *max_abs_ns, hm_error *err)
+{
+    MPI_Comm work;
+    MPI_TRY(MPI_Comm_dup(comm, &work), err, "MPI_Comm_dup");
+    int rank, n;
+    int rc = MPI_Comm_rank(work, &rank);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Comm_size(work, &n);
+    if (rc != MPI_SUCCESS) {
+        MPI_Comm_free(&work);
+        return hm_error_set(err, "residual clock offset: MPI error %d", rc);
+    }
+    /* The ping-pong code reads the timer plus an offset only on the server
+     * side; a client-side view of the global clock is a timer whose reading
+     * already includes our offset, so measure with offsets on both sides by
+     * correcting afterwards. */
+    int64_t residual = 0;
+    int status = 0;
+    if (rank == 0) {
+        for (int i = 1; i < n && status == 0; i++)
+            status = pair_server(work, i, clock->timer, clock->offset_ns, err);
+    } else {
+        int64_t to_global = 0;
+        status = pair_client(work, 0, clock->timer, rounds_without_improvement, 10000, &to_global,
+                             err);
+        /* to_global is the offset of our raw timer to rank 0's global clock;
+         * what remains after our own correction is the residual. */
+        residual = to_global - clock->offset_ns;
+    }
+    int64_t abs_res = residual < 0 ? -residual : residual;
+    int64_t worst = 0;
+    int worst_status = 0;
+    rc = MPI_Allreduce(&status, &worst_status, 1, MPI_INT, MPI_MIN, work);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Allreduce(&abs_res, &worst, 1, MPI_INT64_T, MPI_MAX, work);
+    MPI_Comm_free(&work);
+    if (status != 0)
+        return hm_error_wrap(err, "residual clock offset");
+    if (rc != MPI_SUCCESS || worst_status != 0)
+        return hm_error_set(err, "residual clock offset failed on another rank (MPI error %d)",
+                            rc);
+    *own_ns = residual;
+    *max_abs_ns = worst;
+    return 0;
+}
+
+int hm_clock_bcast_bound_ns(MPI_Comm comm, const hm_clock *clock, int repeats, int64_t *bound_ns,
+                            hm_error *err)
+{
+    int64_t worst = 0;
+    for (int i = 0; i < repeats; i++) {
+        MPI_TRY(MPI_Barrier(comm), err, "barrier before t_bcast probe");
+        /* 8 bytes, as the stage start time that the bound is for. */
+        int64_t sent_ns = hm_clock_now_ns(clock);
+        MPI_TRY(MPI_Bcast(&sent_ns, 1, MPI_INT64_T, 0, comm), err, "t_bcast probe broadcast");
+        int64_t delay = hm_clock_now_ns(clock) - sent_ns;
+        if (delay > worst)
+            worst = delay;
+    }
+    int64_t all = 0;
+    MPI_TRY(MPI_Allreduce(&worst, &all, 1, MPI_INT64_T, MPI_MAX, comm), err, "t_bcast reduce");
+    *bound_ns = all;
+    return 0;
+}

@@ -1,0 +1,74 @@
+/* A global clock for MPI programs: every rank learns the offset of its
+ * local timer to rank 0's (MPIPerf section 5), so schedules such as "start
+ * launch l at tau + l*delta" mean the same instant on every rank.
+ *
+ * Offsets come from ping-pongs: the exchange with the minimum round-trip
+ * time wins, and a pair stops after d exchanges that did not improve it
+ * (default 100). Ranks on one node that read a system-wide clock
+ * (hm_timer.system_wide) need no ping-pong between them: only one leader
+ * per node takes part, the others copy its offset.
+ *
+ * All functions here are collective over `comm` and return 0, or -1 with
+ * err set when an MPI call failed (the caller should then abort: the other
+ * ranks may be inside a collective). */
+#ifndef HM_CLOCK_SYNC_H
+#define HM_CLOCK_SYNC_H
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hm_clock_estimate.h"
+#include "hm_error.h"
+#include "hm_timer.h"
+
+typedef struct hm_clock {
+    const hm_timer *timer;
+    int64_t offset_ns; /* global = local + offset_ns */
+} hm_clock;
+
+/* The global clock now, in ns. */
+static inline int64_t hm_clock_now_ns(const hm_clock *c)
+{
+    return hm_timer_now_ns(c->timer) + c->offset_ns;
+}
+
+/* Spins (no sleep: waking up takes tens of microseconds) until the global
+ * clock reaches deadline_ns; returns the reading that passed it. */
+int64_t hm_clock_spin_until_ns(const hm_clock *c, int64_t deadline_ns);
+
+typedef struct hm_clock_sync_opts {
+    hm_sync_algo algo;             /* default HM_SYNC_RING */
+    int rounds_without_improvement; /* d, default 100 */
+    int max_rounds;                /* cap per pair, default 10000 */
+    bool ping_shared_clock;        /* ping even ranks that share a system-wide clock */
+} hm_clock_sync_opts;
+
+void hm_clock_sync_opts_default(hm_clock_sync_opts *o);
+
+typedef struct hm_clock_sync_info {
+    int nodes;            /* distinct shared-memory nodes in comm */
+    int synced_ranks;     /* ranks that took part in ping-pongs */
+    double elapsed_s;     /* wall time of the synchronization */
+} hm_clock_sync_info;
+
+/* Computes clock->offset_ns on every rank of comm (rank 0's offset is 0).
+ * info may be NULL. */
+int hm_clock_sync(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_opts *opts,
+                  hm_clock *clock, hm_clock_sync_info *info, hm_error *err);
+
+/* Measures how far the synchronized clocks still disagree: rank 0 pings
+ * every rank in turn (same min-RTT rule) using the global clocks, whose
+ * offset should be 0. On every rank *own_ns is that rank's residual and
+ * *max_abs_ns the largest |residual| over all ranks. Cost O(n): meant for
+ * once after sync and once at the end of a run (drift). */
+int hm_clock_residual(MPI_Comm comm, const hm_clock *clock, int rounds_without_improvement,
+                      int64_t *own_ns, int64_t *max_abs_ns, hm_error *err);
+
+/* An upper bound of the time to broadcast one clock reading from rank 0 to
+ * every rank of comm (MPIPerf's t_bcast): the largest delay seen over
+ * `repeats` broadcasts, on the same value on every rank. */
+int hm_clock_bcast_bound_ns(MPI_Comm comm, const hm_clock *clock, int repeats, int64_t *bound_ns,
+                            hm_error *err);
+
+#endif
