@@ -1,0 +1,1 @@
+"""hushmon bench: run hushmon-bench under mpirun, check and report its results."""

@@ -1,0 +1,459 @@
+"""The HTML report and the machine summary of one bench run.
+
+The page answers, in order: can these numbers be trusted (timer check with
+the wait patterns, residual clock offset and drift, share of rejected
+launches), what did the collectives cost (plots, then tables with the seed's
+n_t / n_c / n_s, mean, median, SE, min, max and CI), and how wrong would a
+loop-based benchmark have been (loop / synchronized ratio).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from hushmon.bench.checks import (
+    NULL_TOLERANCE_S,
+    RELATIVE_TOLERANCE,
+    TRUE_TIME_S,
+    LoopVsSync,
+    invalid_share,
+    loop_vs_sync,
+    pattern_checks,
+)
+from hushmon.bench.plots import (
+    format_bytes,
+    loop_ratio_figure,
+    point_ops_figure,
+    time_vs_size_figure,
+)
+from hushmon.bench.results import SYNC_METHOD, BenchResult, BenchRun
+from hushmon.report.html import Page
+
+US_PER_S = 1e6
+# The seed's stop rule: relative standard error of the mean at most 5 %.
+RSE_TARGET = 0.05
+# The seed's threshold g for "too many invalid launches in a stage".
+INVALID_SHARE_WARN = 0.25
+# Clock error above this share of the shortest synchronized time makes the
+# global times of the shortest operations doubtful.
+CLOCK_ERROR_SHARE_WARN = 0.10
+
+METHOD_EXPLANATION = (
+    "Synchronized method (MPIPerf, seed 002): clocks of all ranks are synchronized to rank 0 "
+    "(offset from the minimum round-trip time), rank 0 broadcasts a start time, and every rank "
+    "starts launch l of a stage at the same global instant tau_j + l*delta_j. A launch that "
+    "starts late or ends after its window is invalid and not used. The time of a launch is the "
+    "maximum over ranks of the local time; the global time is the latest end minus the "
+    "scheduled start. 25 % of the lowest and highest valid times are dropped (n_s used of n_c "
+    "valid of n_t total) before the mean, SE and Student-t confidence interval are computed. "
+    "The loop method times k back-to-back calls as IMB and OSU do; its mean includes the wait "
+    "for the slowest rank of the previous call, which is the systematic error shown below."
+)
+
+
+def us(seconds: float | None) -> float:
+    """Seconds to microseconds for display; missing stays NaN (shown as a dash)."""
+    if seconds is None:
+        return math.nan
+    return seconds * US_PER_S
+
+
+def _fmt_us(seconds: float | None) -> str:
+    if seconds is None or math.isnan(seconds):
+        return "not reported"
+    return f"{seconds * US_PER_S:.3g} µs"
+
+
+def _fmt_ci(low: float, high: float) -> str:
+    if math.isnan(low) or math.isnan(high):
+        return "–"
+    # No-break spaces keep an interval on one line in narrow table cells.
+    return f"{low * US_PER_S:.4g}\u00a0–\u00a0{high * US_PER_S:.4g}"
+
+
+def meta_items(run: BenchRun, provenance: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
+    m = run.meta
+    mpi = " ".join(
+        x for x in (m.mpi_library, f"(MPI {m.mpi_version})" if m.mpi_version else None) if x
+    )
+    timer = m.timer or "not reported"
+    if m.timer_resolution_ns is not None:
+        timer += f" (resolution {m.timer_resolution_ns:g} ns)"
+    sync = m.sync or "not reported"
+    if m.sync_rounds_without_improvement is not None:
+        sync += f" (stops after {m.sync_rounds_without_improvement} rounds without a smaller RTT)"
+    nprocs = m.nprocs if m.nprocs is not None else sorted({r.nprocs for r in run.results})
+    items: list[tuple[str, Any]] = [
+        ("program", " ".join(x for x in (m.program, m.version) if x) or "not reported"),
+        ("MPI library", mpi or "not reported"),
+        ("timer", timer),
+        ("clock sync", sync),
+        ("residual clock offset (max after sync)", _fmt_us(m.clock_offset_residual_max_s)),
+        ("clock drift (max at end of run)", _fmt_us(m.clock_drift_max_s)),
+        ("hosts", ", ".join(m.hosts) or "not reported"),
+        ("processes", nprocs),
+        ("methods", ", ".join(m.methods or tuple(run.methods()))),
+        ("started", m.started_at or "not reported"),
+    ]
+    for key, value in sorted(m.params.items()):
+        items.append((f"param {key}", value))
+    if provenance:
+        for key in ("command", "mpirun", "wall_time_s", "exit_code", "hushmon_version"):
+            if key in provenance:
+                value = provenance[key]
+                if isinstance(value, list):
+                    value = " ".join(str(v) for v in value)
+                items.append((key.replace("_", " "), value))
+    items.append(("results file", run.source))
+    return items
+
+
+def _pattern_findings(page: Page, run: BenchRun) -> None:
+    for check in pattern_checks(run):
+        local = check.mean_s
+        glob = check.global_mean_s
+        if check.true_s == 0.0:
+            detail = (
+                f"true time 0; local mean {_fmt_us(local)}, global mean {_fmt_us(glob)} "
+                f"(must be under {NULL_TOLERANCE_S * US_PER_S:g} µs)"
+            )
+        else:
+            detail = (
+                f"true time {_fmt_us(check.true_s)}; local mean {_fmt_us(local)} "
+                f"({check.relative_error(local):+.1%}), global mean {_fmt_us(glob)} "
+                f"({check.relative_error(glob):+.1%}); tolerance ±{RELATIVE_TOLERANCE:.0%}"
+            )
+        if check.passed:
+            page.finding(
+                "low", f"{check.op} on {check.nprocs} ranks: timer and schedule OK", detail
+            )
+        else:
+            page.finding(
+                "high",
+                f"{check.op} on {check.nprocs} ranks is off its known time",
+                detail + ". The timer or the clock synchronization cannot be trusted for "
+                "short operations; try another --timer.",
+            )
+
+
+def _clock_findings(page: Page, run: BenchRun) -> None:
+    m = run.meta
+    errors = [e for e in (m.clock_offset_residual_max_s, m.clock_drift_max_s) if e is not None]
+    if not errors:
+        page.finding(
+            "medium",
+            "clock error not reported",
+            "The results file has no residual clock offset or drift; global times are unverified.",
+        )
+        return
+    # Wait patterns are timer checks (the null one is ~0 by design), not operations.
+    shortest = min(
+        (
+            r.mean
+            for r in run.results
+            if r.method == SYNC_METHOD and r.mean > 0 and TRUE_TIME_S.get(r.op) is None
+        ),
+        default=math.nan,
+    )
+    worst = max(abs(e) for e in errors)
+    detail = (
+        f"residual offset {_fmt_us(m.clock_offset_residual_max_s)} after sync, "
+        f"{_fmt_us(m.clock_drift_max_s)} at the end of the run; shortest synchronized mean "
+        f"{_fmt_us(shortest)}"
+    )
+    if not math.isnan(shortest) and worst > CLOCK_ERROR_SHARE_WARN * shortest:
+        page.finding(
+            "medium",
+            "clock error is comparable to the shortest times",
+            detail + ". Global times of the shortest operations are uncertain by that much.",
+        )
+    else:
+        page.finding("low", "clocks stayed synchronized", detail)
+
+
+def _invalid_findings(page: Page, run: BenchRun) -> None:
+    noisy = [
+        r for r in run.results if r.method == SYNC_METHOD and invalid_share(r) > INVALID_SHARE_WARN
+    ]
+    if noisy:
+        worst = max(noisy, key=invalid_share)
+        page.finding(
+            "medium",
+            f"{len(noisy)} results rejected more than {INVALID_SHARE_WARN:.0%} of launches",
+            f"worst: {worst.op} at {format_bytes(worst.size)} B, {invalid_share(worst):.0%} "
+            f"invalid (late start {worst.invalid_late_start}, overrun {worst.invalid_overrun}). "
+            "Other load on the nodes delayed launches; the valid ones are still correct.",
+        )
+    unconverged = [
+        r
+        for r in run.results
+        if r.method == SYNC_METHOD and not math.isnan(r.rse) and r.rse > RSE_TARGET
+    ]
+    if unconverged:
+        page.finding(
+            "low",
+            f"{len(unconverged)} results stopped at the launch limit above {RSE_TARGET:.0%} RSE",
+            "Their confidence intervals are wider; raise the launch limit to tighten them: "
+            + ", ".join(f"{r.op}/{format_bytes(r.size)}" for r in unconverged[:8]),
+        )
+
+
+def _loop_findings(page: Page, pairs: list[LoopVsSync]) -> None:
+    ratios = [p for p in pairs if not math.isnan(p.ratio)]
+    if not ratios:
+        return
+    worst = max(ratios, key=lambda p: abs(math.log(p.ratio)) if p.ratio > 0 else math.inf)
+    ratio_values = sorted(p.ratio for p in ratios)
+    median = ratio_values[len(ratio_values) // 2]
+    detail = (
+        f"{len(ratios)} pairs; median loop/synchronized ratio {median:.2f}; largest deviation "
+        f"{worst.ratio:.2f}x for {worst.op} at {format_bytes(worst.size)} B on {worst.nprocs} "
+        f"ranks ({_fmt_us(worst.loop.mean)} loop vs {_fmt_us(worst.sync.mean)} synchronized)"
+    )
+    if abs(worst.ratio - 1.0) > RELATIVE_TOLERANCE:
+        page.finding("medium", "the loop method misstates collective times", detail)
+    else:
+        page.finding("low", "loop and synchronized methods agree within 10 %", detail)
+
+
+def _result_rows(results: Iterable[BenchResult]) -> list[list[Any]]:
+    rows = []
+    for r in sorted(results, key=lambda r: (r.nprocs, r.size, r.method)):
+        invalid = "–"
+        if r.invalid_late_start is not None or r.invalid_overrun is not None:
+            invalid = f"{r.invalid_late_start or 0} / {r.invalid_overrun or 0}"
+        rows.append(
+            [
+                format_bytes(r.size),
+                r.nprocs,
+                r.method,
+                r.n_total,
+                r.n_valid,
+                r.n_used,
+                us(r.mean),
+                us(r.median),
+                us(r.se),
+                us(r.min),
+                us(r.max),
+                _fmt_ci(r.ci_low, r.ci_high),
+                us(r.global_mean),
+                r.rse * 100,
+                invalid,
+            ]
+        )
+    return rows
+
+
+def _ci_levels(run: BenchRun) -> list[str]:
+    return sorted({level for r in run.results for level in r.ci}, key=float)
+
+
+def _ci_table(page: Page, run: BenchRun) -> None:
+    levels = _ci_levels(run)
+    if not levels:
+        return
+    page.heading("Student-t error and confidence intervals", 3)
+    page.paragraph(
+        "E = t · SE (t: Student's coefficient at confidence level p), the half-width of the "
+        "interval, for each level the program reported (µs).",
+        "meta",
+    )
+    rows = []
+    for r in run.results:
+        row: list[Any] = [r.op, format_bytes(r.size), r.nprocs, r.method]
+        for level in levels:
+            low, high = r.ci.get(level, (math.nan, math.nan))
+            row += [_fmt_ci(low, high), us((high - low) / 2)]
+        rows.append(row)
+    columns = ["op", "size, B", "ranks", "method"]
+    for level in levels:
+        columns += [f"CI {float(level):.0%}", f"E {float(level):.0%}"]
+    page.table(columns, rows, text_columns=(0, 2, 3, *range(4, 4 + 2 * len(levels), 2)))
+
+
+def _loop_table(page: Page, pairs: list[LoopVsSync]) -> None:
+    rows = [
+        [
+            p.op,
+            format_bytes(p.size),
+            p.nprocs,
+            p.loop_method,
+            us(p.sync.mean),
+            us(p.sync.global_mean),
+            us(p.loop.mean),
+            us(p.difference_s),
+            p.ratio,
+        ]
+        for p in sorted(pairs, key=lambda p: (p.op, p.loop_method, p.nprocs, p.size))
+    ]
+    page.table(
+        [
+            "op",
+            "size, B",
+            "ranks",
+            "loop method",
+            "synchronized mean, µs",
+            "synchronized global, µs",
+            "loop mean, µs",
+            "loop − sync, µs",
+            "loop / sync",
+        ],
+        rows,
+        text_columns=(0, 1, 3),
+    )
+
+
+def _per_rank_tables(page: Page, run: BenchRun) -> None:
+    with_ranks = [r for r in run.results if r.per_rank]
+    if not with_ranks:
+        return
+    page.heading("Per-rank times", 2)
+    page.paragraph(
+        "Local time of each rank (the launch time above is the maximum over ranks); "
+        "times in µs. A rank that is always slowest points at the algorithm's critical path.",
+        "meta",
+    )
+    for r in with_ranks:
+        keys = list(dict.fromkeys(k for entry in r.per_rank for k in entry))
+        page.heading(f"{r.op}, {format_bytes(r.size)} B, {r.nprocs} ranks, {r.method}", 3)
+        rows = []
+        for entry in r.per_rank:
+            row = []
+            for k in keys:
+                value = entry.get(k)
+                # Per-rank times are seconds like every time in the file;
+                # rank numbers and counts are integers.
+                row.append(us(value) if isinstance(value, float) else value)
+            rows.append(row)
+        page.table([k if k in ("rank",) else f"{k}" for k in keys], rows, text_columns=())
+
+
+def build_page(run: BenchRun, provenance: Mapping[str, Any] | None = None) -> Page:
+    ops = run.ops()
+    page = Page("hushmon bench: MPI collective timings")
+    page.paragraph(
+        f"{len(run.results)} measurements of {len(ops)} operations ({', '.join(ops)}) with "
+        f"methods {', '.join(run.methods()) or 'none'}.",
+    )
+    page.heading("Run", 2)
+    page.meta(meta_items(run, provenance))
+
+    page.heading("Can these numbers be trusted?", 2)
+    if not run.results:
+        page.finding("high", "no results", "The results file holds no measurements.")
+    _pattern_findings(page, run)
+    _clock_findings(page, run)
+    _invalid_findings(page, run)
+    pairs = loop_vs_sync(run)
+    _loop_findings(page, pairs)
+
+    sweep = time_vs_size_figure(run)
+    points = point_ops_figure(run)
+    if sweep is not None or points is not None:
+        page.heading("Time of each operation", 2)
+    if sweep is not None:
+        page.figure(
+            sweep,
+            "Mean time (µs, log scale) with confidence-interval bars; the dashed line is the "
+            "synchronized time on the global clock. Sizes of 0 bytes are in the tables only.",
+        )
+    if points is not None:
+        page.figure(points, "Operations measured at one size and process count (mean, CI bars).")
+
+    if pairs:
+        page.heading("Loop vs synchronized: the error the schedule removes", 2)
+        ratio_fig = loop_ratio_figure(pairs)
+        if ratio_fig is not None:
+            page.figure(
+                ratio_fig,
+                "Ratio of the loop-method mean to the synchronized mean; 1 means no error.",
+            )
+        _loop_table(page, pairs)
+
+    page.heading("Results", 2)
+    page.paragraph(
+        "Times in µs. n_t launches in total, n_c valid, n_s used after trimming; invalid = "
+        "late start / overrun; RSE = SE / mean.",
+        "meta",
+    )
+    for op in ops:
+        page.heading(op, 3)
+        level = {r.ci_level for r in run.for_op(op)}
+        ci_name = f"CI {level.pop():.0%}" if len(level) == 1 else "CI"
+        page.table(
+            [
+                "size, B",
+                "ranks",
+                "method",
+                "n_t",
+                "n_c",
+                "n_s",
+                "mean",
+                "median",
+                "SE",
+                "min",
+                "max",
+                ci_name,
+                "global mean",
+                "RSE, %",
+                "invalid",
+            ],
+            _result_rows(run.for_op(op)),
+            text_columns=(0, 2),
+        )
+    _ci_table(page, run)
+    _per_rank_tables(page, run)
+    page.heading("Method", 2)
+    page.paragraph(METHOD_EXPLANATION, "meta")
+    return page
+
+
+def write_report(
+    run: BenchRun, html_path: Path, provenance: Mapping[str, Any] | None = None
+) -> Path:
+    return build_page(run, provenance).write(html_path)
+
+
+def _nan_to_none(value: float | None) -> float | None:
+    if value is None or math.isnan(value):
+        return None
+    return value
+
+
+def summary(run: BenchRun, report_path: Path | None) -> dict[str, Any]:
+    """What ``--json`` prints: where things are, the self-checks and the loop error."""
+    return {
+        "report": str(report_path) if report_path else None,
+        "results_file": run.source,
+        "nresults": len(run.results),
+        "ops": run.ops(),
+        "methods": run.methods(),
+        "clock_offset_residual_max_s": run.meta.clock_offset_residual_max_s,
+        "clock_drift_max_s": run.meta.clock_drift_max_s,
+        "pattern_checks": [
+            {
+                "op": c.op,
+                "nprocs": c.nprocs,
+                "true_s": c.true_s,
+                "mean_s": _nan_to_none(c.mean_s),
+                "global_mean_s": c.global_mean_s,
+                "passed": c.passed,
+            }
+            for c in pattern_checks(run)
+        ],
+        "loop_vs_sync": [
+            {
+                "op": p.op,
+                "size": p.size,
+                "nprocs": p.nprocs,
+                "loop_method": p.loop_method,
+                "sync_mean_s": _nan_to_none(p.sync.mean),
+                "loop_mean_s": _nan_to_none(p.loop.mean),
+                "ratio": _nan_to_none(p.ratio),
+            }
+            for p in loop_vs_sync(run)
+        ],
+    }

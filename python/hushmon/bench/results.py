@@ -1,0 +1,309 @@
+"""Reading the JSON that ``hushmon-bench --json`` writes into typed records.
+
+The schema is the C program's contract (docs in c/bench/README.md): a ``meta``
+object with provenance and a ``results`` list with one record per
+(op, size, nprocs, method). Every problem in a file becomes one
+:class:`HushmonError` that names the file and the field, so ``hushmon bench
+report broken.json`` answers in one line. Fields the C program may leave out
+(per-rank data, CI map, invalid-launch reasons) are optional here; the
+statistics the report is built from are required.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hushmon.errors import HushmonError
+
+PROGRAM_NAME = "hushmon-bench"
+SYNC_METHOD = "sync"
+LOOP_METHODS = ("loop", "loop_barrier")
+
+# Statistics every result must carry (seconds or counts); null is allowed
+# for the times (an operation with no valid launch has no mean).
+_REQUIRED_COUNTS = ("n_total", "n_valid", "n_used")
+_REQUIRED_TIMES_S = ("mean", "median", "se", "min", "max", "ci_low", "ci_high")
+
+
+@dataclass(frozen=True)
+class BenchMeta:
+    """Provenance of one run; anything the program did not report is None."""
+
+    program: str | None = None
+    version: str | None = None
+    mpi_library: str | None = None
+    mpi_version: str | None = None
+    timer: str | None = None
+    timer_resolution_ns: float | None = None
+    sync: str | None = None
+    sync_rounds_without_improvement: int | None = None
+    clock_offset_residual_max_s: float | None = None
+    clock_drift_max_s: float | None = None
+    hosts: tuple[str, ...] = ()
+    nprocs: int | None = None
+    methods: tuple[str, ...] = ()
+    params: Mapping[str, Any] = field(default_factory=dict)
+    started_at: str | None = None
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """The summary of one (op, size, nprocs, method) measurement, times in seconds."""
+
+    op: str
+    size: int
+    nprocs: int
+    method: str
+    n_total: int
+    n_valid: int
+    n_used: int
+    mean: float
+    median: float
+    se: float
+    min: float
+    max: float
+    ci_level: float
+    ci_low: float
+    ci_high: float
+    global_mean: float | None = None
+    global_median: float | None = None
+    root: int | None = None
+    invalid_late_start: int | None = None
+    invalid_overrun: int | None = None
+    delta_final_s: float | None = None
+    ci: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    per_rank: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        """What a loop result and a synchronized result are matched on."""
+        return (self.op, self.size, self.nprocs)
+
+    @property
+    def rse(self) -> float:
+        """Relative standard error of the mean (the seed's stop criterion)."""
+        if not self.mean or math.isnan(self.mean) or math.isnan(self.se):
+            return math.nan
+        return self.se / self.mean
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """One ``hushmon-bench --json`` document."""
+
+    meta: BenchMeta
+    results: tuple[BenchResult, ...]
+    source: str = "<memory>"
+
+    def ops(self) -> list[str]:
+        """Operations in the order the program measured them."""
+        return list(dict.fromkeys(r.op for r in self.results))
+
+    def methods(self) -> list[str]:
+        return list(dict.fromkeys(r.method for r in self.results))
+
+    def for_op(self, op: str) -> list[BenchResult]:
+        return [r for r in self.results if r.op == op]
+
+
+class _Reader:
+    """Field access that turns every type problem into a message with its path."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, where: str, message: str) -> HushmonError:
+        return HushmonError(f"{self.source}: {where}: {message}")
+
+    def number(
+        self, obj: Mapping[str, Any], key: str, where: str, *, required: bool, nullable: bool
+    ) -> float | None:
+        if key not in obj:
+            if required:
+                raise self.fail(where, f"missing field '{key}'")
+            return None
+        value = obj[key]
+        if value is None:
+            if nullable or not required:
+                return None
+            raise self.fail(where, f"field '{key}' is null")
+        # bool is an int in Python; a true/false here is a schema error.
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(where, f"field '{key}' must be a number, got {value!r}")
+        return float(value)
+
+    def integer(
+        self, obj: Mapping[str, Any], key: str, where: str, *, required: bool
+    ) -> int | None:
+        value = self.number(obj, key, where, required=required, nullable=False)
+        if value is None:
+            return None
+        if not value.is_integer() or value < 0:
+            raise self.fail(where, f"field '{key}' must be a non-negative integer, got {value!r}")
+        return int(value)
+
+    def text(self, obj: Mapping[str, Any], key: str, where: str, *, required: bool) -> str | None:
+        if key not in obj or obj[key] is None:
+            if required:
+                raise self.fail(where, f"missing field '{key}'")
+            return None
+        value = obj[key]
+        if not isinstance(value, str) or not value:
+            raise self.fail(where, f"field '{key}' must be a non-empty string, got {value!r}")
+        return value
+
+    def text_list(self, obj: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+        value = obj.get(key)
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(where, f"field '{key}' must be a list of strings")
+        return tuple(value)
+
+
+def _nan_if_none(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+def _parse_meta(reader: _Reader, obj: Any) -> BenchMeta:
+    if obj is None:
+        return BenchMeta()
+    if not isinstance(obj, dict):
+        raise reader.fail("meta", "must be an object")
+    w = "meta"
+    program = reader.text(obj, "program", w, required=False)
+    if program is not None and program != PROGRAM_NAME:
+        raise reader.fail(w, f"written by '{program}', not by {PROGRAM_NAME}")
+    params = obj.get("params") or {}
+    if not isinstance(params, dict):
+        raise reader.fail(w, "field 'params' must be an object")
+    rounds = reader.integer(obj, "sync_rounds_without_improvement", w, required=False)
+    nprocs = reader.integer(obj, "nprocs", w, required=False)
+    return BenchMeta(
+        program=program,
+        version=reader.text(obj, "version", w, required=False),
+        mpi_library=reader.text(obj, "mpi_library", w, required=False),
+        mpi_version=reader.text(obj, "mpi_version", w, required=False),
+        timer=reader.text(obj, "timer", w, required=False),
+        timer_resolution_ns=reader.number(
+            obj, "timer_resolution_ns", w, required=False, nullable=True
+        ),
+        sync=reader.text(obj, "sync", w, required=False),
+        sync_rounds_without_improvement=rounds,
+        clock_offset_residual_max_s=reader.number(
+            obj, "clock_offset_residual_max_s", w, required=False, nullable=True
+        ),
+        clock_drift_max_s=reader.number(obj, "clock_drift_max_s", w, required=False, nullable=True),
+        hosts=reader.text_list(obj, "hosts", w),
+        nprocs=nprocs,
+        methods=reader.text_list(obj, "methods", w),
+        params=params,
+        started_at=reader.text(obj, "started_at", w, required=False),
+    )
+
+
+def _parse_ci_map(reader: _Reader, obj: Any, where: str) -> dict[str, tuple[float, float]]:
+    if obj is None:
+        return {}
+    if not isinstance(obj, dict):
+        raise reader.fail(where, "field 'ci' must be an object of level: [low, high]")
+    out: dict[str, tuple[float, float]] = {}
+    for level, bounds in obj.items():
+        ok = (
+            isinstance(bounds, list)
+            and len(bounds) == 2
+            and all(
+                b is None or (isinstance(b, int | float) and not isinstance(b, bool))
+                for b in bounds
+            )
+        )
+        if not ok:
+            raise reader.fail(where, f"ci['{level}'] must be [low, high], got {bounds!r}")
+        out[str(level)] = (_nan_if_none(bounds[0]), _nan_if_none(bounds[1]))
+    return out
+
+
+def _parse_result(reader: _Reader, obj: Any, index: int) -> BenchResult:
+    where = f"results[{index}]"
+    if not isinstance(obj, dict):
+        raise reader.fail(where, "must be an object")
+    op = reader.text(obj, "op", where, required=True)
+    assert op is not None  # required=True guarantees it
+    where = f"results[{index}] ({op})"
+    counts = {k: reader.integer(obj, k, where, required=True) for k in _REQUIRED_COUNTS}
+    times = {
+        k: _nan_if_none(reader.number(obj, k, where, required=True, nullable=True))
+        for k in _REQUIRED_TIMES_S
+    }
+    size = reader.integer(obj, "size", where, required=True)
+    nprocs = reader.integer(obj, "nprocs", where, required=True)
+    ci_level = reader.number(obj, "ci_level", where, required=True, nullable=False)
+    assert size is not None and nprocs is not None and ci_level is not None
+    if not 0.0 < ci_level < 1.0:
+        raise reader.fail(where, f"ci_level must be in (0, 1), got {ci_level}")
+    per_rank = obj.get("per_rank") or []
+    if not isinstance(per_rank, list) or not all(isinstance(p, dict) for p in per_rank):
+        raise reader.fail(where, "field 'per_rank' must be a list of objects")
+    return BenchResult(
+        op=op,
+        size=size,
+        nprocs=nprocs,
+        method=reader.text(obj, "method", where, required=False) or SYNC_METHOD,
+        n_total=counts["n_total"] or 0,
+        n_valid=counts["n_valid"] or 0,
+        n_used=counts["n_used"] or 0,
+        ci_level=ci_level,
+        global_mean=reader.number(obj, "global_mean", where, required=False, nullable=True),
+        global_median=reader.number(obj, "global_median", where, required=False, nullable=True),
+        root=reader.integer(obj, "root", where, required=False),
+        invalid_late_start=reader.integer(obj, "invalid_late_start", where, required=False),
+        invalid_overrun=reader.integer(obj, "invalid_overrun", where, required=False),
+        delta_final_s=reader.number(obj, "delta_final_s", where, required=False, nullable=True),
+        ci=_parse_ci_map(reader, obj.get("ci"), where),
+        per_rank=tuple(per_rank),
+        **times,
+    )
+
+
+def parse_run(document: Any, source: str = "<memory>") -> BenchRun:
+    """A parsed JSON document as a :class:`BenchRun`, or a one-line error."""
+    reader = _Reader(source)
+    if not isinstance(document, dict):
+        raise reader.fail("top level", "must be an object with 'meta' and 'results'")
+    if "results" not in document:
+        raise reader.fail("top level", "missing 'results' (is this hushmon-bench --json output?)")
+    results = document["results"]
+    if not isinstance(results, list):
+        raise reader.fail("results", "must be a list")
+    meta = _parse_meta(reader, document.get("meta"))
+    return BenchRun(
+        meta=meta,
+        results=tuple(_parse_result(reader, r, i) for i, r in enumerate(results)),
+        source=source,
+    )
+
+
+def loads_run(text: str, source: str = "<memory>") -> BenchRun:
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise HushmonError(
+            f"{source}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from exc
+    return parse_run(document, source)
+
+
+def load_run(path: Path) -> BenchRun:
+    """Read a results file written by ``hushmon-bench --json``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise HushmonError(f"{path}: no such file") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HushmonError(f"{path}: cannot read: {exc}") from exc
+    return loads_run(text, str(path))
