@@ -92,7 +92,7 @@ def test_successful_run_keeps_raw_data_and_writes_report(
     assert passed == [
         "--op",
         "bcast",
-        "--size",
+        "--sizes",
         "1:64K:x4",
         "--timer",
         "tsc",

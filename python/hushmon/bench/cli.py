@@ -55,7 +55,7 @@ def bench_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
     out: list[str] = []
     for flag, value in (
         ("--op", args.op),
-        ("--size", args.size),
+        ("--sizes", args.size),
         ("--timer", args.timer),
         ("--sync", args.sync),
     ):
@@ -183,7 +183,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--np", type=int, help=f"MPI processes (default {DEMO_NPROCS})")
     parser.add_argument("--op", help="operations, comma list (default: the program's)")
-    parser.add_argument("--size", help="message sizes, e.g. 1:64K:x2 or 0,8,1K")
+    parser.add_argument(
+        "--size", "--sizes", dest="size", help="message sizes, e.g. 1:64K:x2 or 0,8,1K"
+    )
     parser.add_argument(
         "--method", help="sync, loop, loop_barrier or both (= sync,loop); a comma list"
     )
