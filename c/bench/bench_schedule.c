@@ -1,0 +1,82 @@
+#include "bench_schedule.h"
+
+#include <math.h>
+
+void hm_schedule_params_default(hm_schedule_params *p)
+{
+    p->launches_per_stage = 8;
+    p->warmup_launches = 4;
+    p->invalid_fraction = 0.25;
+    p->gamma = 1.1;
+    p->shrink_after_clean = 2;
+}
+
+void hm_stop_rule_default(hm_stop_rule *r)
+{
+    r->rse_max = 0.05;
+    r->min_valid = 10;
+    r->max_total = 100;
+    r->max_valid = 30;
+}
+
+hm_launch_status hm_launch_classify(int64_t arrive_ns, int64_t start_ns, int64_t end_ns,
+                                    int64_t window_end_ns)
+{
+    if (arrive_ns > start_ns)
+        return HM_LAUNCH_LATE;
+    if (end_ns > window_end_ns)
+        return HM_LAUNCH_OVERRUN;
+    return HM_LAUNCH_VALID;
+}
+
+hm_launch_status hm_launch_combine(bool any_late, bool any_overrun)
+{
+    if (any_late)
+        return HM_LAUNCH_LATE;
+    return any_overrun ? HM_LAUNCH_OVERRUN : HM_LAUNCH_VALID;
+}
+
+void hm_schedule_after_warmup(const hm_schedule_params *p, double warmup_span_ns,
+                              hm_delta_state *st)
+{
+    double span = warmup_span_ns > 0 ? warmup_span_ns : 0;
+    st->delta_ns = p->gamma * span / p->warmup_launches;
+    st->clean_stages = 0;
+}
+
+int hm_schedule_next_delta(const hm_schedule_params *p, const hm_stage_outcome *o,
+                           hm_delta_state *st)
+{
+    double old = st->delta_ns;
+    if ((double)o->invalid > p->invalid_fraction * o->launches) {
+        /* The seed's rule; the gamma*delta floor matters when the stage
+         * failed by late starts rather than overruns, so its span stayed
+         * on schedule and the seed's formula alone would barely move. */
+        double by_span = p->gamma * o->span_ns / o->launches;
+        double by_growth = p->gamma * old;
+        st->delta_ns = by_span > by_growth ? by_span : by_growth;
+        st->clean_stages = 0;
+    } else if (o->invalid == 0) {
+        st->clean_stages++;
+        if (p->shrink_after_clean > 0 && st->clean_stages >= p->shrink_after_clean) {
+            double shrunk = old / p->gamma;
+            double floor_ns = p->gamma * o->longest_ns;
+            st->delta_ns = shrunk > floor_ns ? shrunk : floor_ns;
+            if (st->delta_ns > old)
+                st->delta_ns = old;
+            st->clean_stages = 0;
+        }
+    } else {
+        st->clean_stages = 0;
+    }
+    if (st->delta_ns > old)
+        return 1;
+    return st->delta_ns < old ? -1 : 0;
+}
+
+bool hm_stop_reached(const hm_stop_rule *r, int n_total, int n_valid, double rse)
+{
+    if (n_total > r->max_total || n_valid > r->max_valid)
+        return true;
+    return n_valid >= r->min_valid && !isnan(rse) && rse <= r->rse_max;
+}

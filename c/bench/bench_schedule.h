@@ -1,0 +1,80 @@
+/* The synchronized launch schedule of MPIPerf (section 4, step 3), as pure
+ * functions so every rule is unit-tested without MPI:
+ *   stage j starts at tau_j = T0 + t_bcast; launch l at tau_j + l*delta_j
+ *   and must end before tau_j + (l+1)*delta_j;
+ *   a launch is invalid if some rank arrived after its start (late) or
+ *   ended after its window (overrun);
+ *   more than g of a stage invalid -> delta_{j+1} = gamma*(tau'_j - tau_j)/k;
+ *   stage 0 (k' launches, delta_0 = 0) only warms up and sets delta_1;
+ *   (hushmon addition) after `shrink_after_clean` stages without an
+ *   invalid launch, delta shrinks by gamma, never below gamma times the
+ *   longest launch of the stage, so one slow stage does not slow the rest;
+ *   stop when RSE <= rse_max with >= min_valid valid launches, or more
+ *   than max_total launches, or more than max_valid valid ones. */
+#ifndef HM_BENCH_SCHEDULE_H
+#define HM_BENCH_SCHEDULE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct hm_schedule_params {
+    int launches_per_stage;  /* k, default 8 */
+    int warmup_launches;     /* k', default 4 */
+    double invalid_fraction; /* g, default 0.25 */
+    double gamma;            /* default 1.1 */
+    int shrink_after_clean;  /* clean stages before delta shrinks; 0 = never; default 2 */
+} hm_schedule_params;
+
+typedef struct hm_stop_rule {
+    double rse_max;   /* default 0.05 */
+    int min_valid;    /* default 10 */
+    int max_total;    /* stop when n_total exceeds it, default 100 */
+    int max_valid;    /* stop when n_valid exceeds it, default 30 */
+} hm_stop_rule;
+
+void hm_schedule_params_default(hm_schedule_params *p);
+void hm_stop_rule_default(hm_stop_rule *r);
+
+/* Why a launch is invalid. A late start takes precedence: a launch that
+ * started late and also overran counts once, as late. */
+typedef enum hm_launch_status {
+    HM_LAUNCH_VALID = 0,
+    HM_LAUNCH_LATE = 1,
+    HM_LAUNCH_OVERRUN = 2,
+} hm_launch_status;
+
+/* One rank's view of a launch, on the global clock: it was ready at
+ * arrive_ns, scheduled at start_ns, finished at end_ns, and its window
+ * closes at window_end_ns (start + delta). */
+hm_launch_status hm_launch_classify(int64_t arrive_ns, int64_t start_ns, int64_t end_ns,
+                                    int64_t window_end_ns);
+
+/* A launch over all ranks, from the ranks' flags combined with MAX. */
+hm_launch_status hm_launch_combine(bool any_late, bool any_overrun);
+
+typedef struct hm_stage_outcome {
+    int launches;
+    int invalid;          /* late + overrun */
+    double span_ns;       /* tau'_j - tau_j: last end of the stage minus its start */
+    double longest_ns;    /* largest (end - scheduled start) of any launch */
+} hm_stage_outcome;
+
+typedef struct hm_delta_state {
+    double delta_ns;      /* window of the next stage */
+    int clean_stages;     /* consecutive stages without an invalid launch */
+} hm_delta_state;
+
+/* delta_1 from the warm-up stage: gamma * (tau'_0 - tau_0) / k'. */
+void hm_schedule_after_warmup(const hm_schedule_params *p, double warmup_span_ns,
+                              hm_delta_state *st);
+
+/* Updates the window after a measured stage (the rules above). Returns
+ * +1 if delta grew, -1 if it shrank, 0 if unchanged. */
+int hm_schedule_next_delta(const hm_schedule_params *p, const hm_stage_outcome *o,
+                           hm_delta_state *st);
+
+/* The stop rule; rse is se/mean of the sample that would be reported
+ * (NaN while undefined, which never satisfies the RSE branch). */
+bool hm_stop_reached(const hm_stop_rule *r, int n_total, int n_valid, double rse);
+
+#endif

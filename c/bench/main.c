@@ -1,0 +1,418 @@
+/* hushmon-bench: times MPI collectives by the MPIPerf method (seed 002).
+ *
+ * Every rank parses the same command line, so bad input ends every rank
+ * with the same verdict and no communication; later failures are agreed
+ * on with a reduction before the next collective, so no rank is left
+ * waiting. See docs/bench.md for the method and the JSON schema. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_measure.h"
+#include "bench_options.h"
+#include "bench_report.h"
+#include "bench_summary.h"
+#include "hm_clock_sync.h"
+#include "hm_mpi_timer.h"
+
+#define PROGRAM "hushmon-bench"
+
+/* Failure statuses besides 0:
+ *   -1 failed here, the other ranks do not know (may be inside a
+ *      collective this rank will never join): print and MPI_Abort;
+ *   FAILED_ELSEWHERE: another rank failed, every rank knows: exit quietly;
+ *   FAILED_HERE_AGREED: failed here, every rank knows: print and exit. */
+#define FAILED_ELSEWHERE (-2)
+#define FAILED_HERE_AGREED (-3)
+
+typedef struct run_state {
+    const hm_bench_opts *o;
+    int rank, world;
+    hm_timer timer;
+    hm_clock clock;
+    hm_buffer_pool pool;
+    size_t rotate_bytes;
+    hm_bench_meta meta;
+    hm_bench_result *results; /* rank 0 */
+    size_t n_results, cap_results;
+    FILE *table;              /* NULL with --quiet */
+} run_state;
+
+/* All ranks of comm learn whether every rank succeeded. */
+static int agree(MPI_Comm comm, int status, hm_error *err)
+{
+    int worst = 0;
+    int rc = MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MIN, comm);
+    if (rc != MPI_SUCCESS)
+        return hm_op_mpi_check(rc, "agreeing on status", err);
+    if (worst == 0)
+        return 0;
+    return status == 0 || status == FAILED_ELSEWHERE ? FAILED_ELSEWHERE : FAILED_HERE_AGREED;
+}
+
+static int push_result(run_state *s, const hm_bench_result *r, hm_error *err)
+{
+    if (s->n_results == s->cap_results) {
+        size_t cap = s->cap_results ? 2 * s->cap_results : 32;
+        hm_bench_result *grown = realloc(s->results, cap * sizeof *grown);
+        if (grown == NULL)
+            return hm_error_set(err, "out of memory for %zu results", cap);
+        s->results = grown;
+        s->cap_results = cap;
+    }
+    s->results[s->n_results++] = *r;
+    return 0;
+}
+
+/* Mean, min, max of this rank's own valid times, gathered on rank 0. */
+static int gather_rank_stats(const hm_bench_env *env, const hm_bench_samples *smp,
+                             double **out, hm_error *err)
+{
+    double mine[3] = {NAN, NAN, NAN};
+    if (smp->n_own > 0) {
+        double sum = 0, lo = INFINITY, hi = -INFINITY;
+        for (size_t i = 0; i < smp->n_own; i++) {
+            sum += smp->own_s[i];
+            lo = smp->own_s[i] < lo ? smp->own_s[i] : lo;
+            hi = smp->own_s[i] > hi ? smp->own_s[i] : hi;
+        }
+        mine[0] = sum / (double)smp->n_own;
+        mine[1] = lo;
+        mine[2] = hi;
+    }
+    double *all = NULL;
+    if (env->rank == 0) {
+        all = malloc((size_t)env->nprocs * 3 * sizeof *all);
+        if (all == NULL)
+            return hm_error_set(err, "out of memory for per-rank statistics");
+    }
+    int rc = MPI_Gather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, 0, env->comm);
+    if (rc != MPI_SUCCESS) {
+        free(all);
+        return hm_op_mpi_check(rc, "gathering per-rank statistics", err);
+    }
+    *out = all;
+    return 0;
+}
+
+static int summarize_valid(const double *v, const bool *valid, size_t n, const hm_bench_opts *o,
+                           hm_bench_summary *out, hm_error *err)
+{
+    size_t count = 0;
+    double *vals = hm_bench_valid_values(v, valid, n, &count);
+    if (vals == NULL)
+        return hm_error_set(err, "out of memory for %zu samples", n);
+    int rc = hm_bench_summarize(vals, count, o->trim, o->ci_level, out, err);
+    free(vals);
+    return rc;
+}
+
+/* Measures one (op, size, method) on env->comm; rank 0 keeps the result.
+ * Returns 0, -1 (failed here, err set) or FAILED_ELSEWHERE. */
+static int measure_case(run_state *s, const hm_bench_env *env, const hm_op *op, int64_t size,
+                        hm_bench_method method, hm_error *err)
+{
+    const hm_bench_opts *o = s->o;
+    hm_op_params params = {
+        .comm = env->comm,
+        .size_bytes = size,
+        .root = o->root,
+        .buffers = o->buffers,
+        .rotate_bytes = s->rotate_bytes,
+        .pool = &s->pool,
+        .timer = &s->timer,
+    };
+    hm_op_ctx ctx;
+    int st = agree(env->comm, hm_op_ctx_init(&ctx, op, &params, err), err);
+    if (st != 0)
+        return st;
+    hm_bench_samples smp;
+    memset(&smp, 0, sizeof smp);
+    int rc;
+    if (method == HM_METHOD_SYNC)
+        rc = hm_measure_sync(env, op, &ctx, &smp, err);
+    else
+        rc = hm_measure_loop(env, op, &ctx, method == HM_METHOD_LOOP_BARRIER, &smp, err);
+    hm_op_ctx_free(&ctx);
+    hm_bench_result r;
+    memset(&r, 0, sizeof r);
+    r.op = op;
+    r.size = op->uses_size ? size : 0;
+    r.nprocs = env->nprocs;
+    r.method = method;
+    r.root = o->root;
+    r.n_total = smp.n;
+    r.late = smp.late;
+    r.overrun = smp.overrun;
+    r.has_global = method == HM_METHOD_SYNC;
+    r.delta_final_s = smp.delta_final_s;
+    if (rc == 0)
+        rc = summarize_valid(smp.local_s, smp.valid, smp.n, o, &r.local, err);
+    if (rc == 0 && r.has_global)
+        rc = summarize_valid(smp.global_s, smp.valid, smp.n, o, &r.global, err);
+    if (rc == 0 && o->per_rank)
+        rc = gather_rank_stats(env, &smp, &r.rank_stats, err);
+    if (rc != 0 || env->rank != 0) {
+        free(r.rank_stats);
+        hm_bench_samples_free(&smp);
+        return rc;
+    }
+    if (o->raw)
+        r.samples = smp;
+    else
+        hm_bench_samples_free(&smp);
+    if (s->table != NULL)
+        hm_bench_table_row(s->table, &r);
+    if (push_result(s, &r, err) != 0) {
+        hm_bench_result_free(&r);
+        return -1;
+    }
+    return 0;
+}
+
+/* Every case on the sub-communicator of the first p ranks. */
+static int measure_on(run_state *s, int p, hm_error *err)
+{
+    const hm_bench_opts *o = s->o;
+    MPI_Comm comm;
+    int rc = MPI_Comm_split(MPI_COMM_WORLD, s->rank < p ? 0 : MPI_UNDEFINED, s->rank, &comm);
+    if (rc != MPI_SUCCESS)
+        return hm_op_mpi_check(rc, "creating the sub-communicator", err);
+    if (comm == MPI_COMM_NULL)
+        return 0; /* not part of this process count */
+    int status = hm_op_mpi_check(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN),
+                                 "MPI_Comm_set_errhandler", err);
+    hm_bench_env env = {.opts = o, .clock = &s->clock, .comm = comm, .rank = 0, .nprocs = p};
+    if (status == 0)
+        status = hm_op_mpi_check(MPI_Comm_rank(comm, &env.rank), "MPI_Comm_rank", err);
+    if (status == 0)
+        status = hm_clock_bcast_bound_ns(comm, &s->clock, o->bcast_probes, &env.t_bcast_ns, err);
+    for (size_t i = 0; i < o->n_ops && status == 0; i++) {
+        const hm_op *op = o->ops[i];
+        size_t n_sizes = op->uses_size ? o->n_sizes : 1;
+        for (size_t k = 0; k < n_sizes && status == 0; k++)
+            for (size_t m = 0; m < o->n_methods && status == 0; m++)
+                status = measure_case(s, &env, op, op->uses_size ? o->sizes[k] : 0,
+                                      o->methods[m], err);
+    }
+    MPI_Comm_free(&comm);
+    return status;
+}
+
+static void fill_library_meta(run_state *s)
+{
+    hm_bench_meta *m = &s->meta;
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (MPI_Get_library_version(lib, &len) != MPI_SUCCESS)
+        snprintf(lib, sizeof lib, "unknown");
+    lib[strcspn(lib, "\n")] = '\0';
+    snprintf(m->mpi_library, sizeof m->mpi_library, "%s", lib);
+    if (MPI_Get_version(&m->mpi_version, &m->mpi_subversion) != MPI_SUCCESS)
+        m->mpi_version = m->mpi_subversion = 0;
+    time_t now = time(NULL);
+    struct tm utc;
+    gmtime_r(&now, &utc);
+    strftime(m->started_at, sizeof m->started_at, "%Y-%m-%dT%H:%M:%SZ", &utc);
+}
+
+/* Host names of all ranks, distinct, in rank order (rank 0). */
+static int gather_hosts(run_state *s, hm_error *err)
+{
+    char name[MPI_MAX_PROCESSOR_NAME] = {0};
+    int len = 0;
+    if (hm_op_mpi_check(MPI_Get_processor_name(name, &len), "MPI_Get_processor_name", err) != 0)
+        return -1;
+    char *all = NULL;
+    if (s->rank == 0) {
+        all = calloc((size_t)s->world, MPI_MAX_PROCESSOR_NAME);
+        s->meta.hosts = calloc((size_t)s->world, sizeof *s->meta.hosts);
+        if (all == NULL || s->meta.hosts == NULL) {
+            free(all);
+            return hm_error_set(err, "out of memory for host names");
+        }
+    }
+    int rc = MPI_Gather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME,
+                        MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) {
+        free(all);
+        return hm_op_mpi_check(rc, "gathering host names", err);
+    }
+    for (int r = 0; s->rank == 0 && r < s->world; r++) {
+        char *h = all + (size_t)r * MPI_MAX_PROCESSOR_NAME;
+        h[MPI_MAX_PROCESSOR_NAME - 1] = '\0';
+        bool seen = false;
+        for (size_t i = 0; i < s->meta.n_hosts && !seen; i++)
+            seen = strcmp(s->meta.hosts[i], h) == 0;
+        if (!seen && (s->meta.hosts[s->meta.n_hosts] = strdup(h)) != NULL)
+            s->meta.n_hosts++;
+    }
+    free(all);
+    return 0;
+}
+
+/* Clock sync and its residual; at the end of the run, drift. */
+static int sync_clocks(run_state *s, int64_t *residual_own_ns, hm_error *err)
+{
+    const hm_bench_opts *o = s->o;
+    hm_clock_sync_opts so;
+    hm_clock_sync_opts_default(&so);
+    so.algo = o->sync;
+    so.rounds_without_improvement = o->sync_rounds;
+    so.ping_shared_clock = o->sync_ping_shared;
+    hm_clock_sync_info info;
+    if (hm_clock_sync(MPI_COMM_WORLD, &s->timer, &so, &s->clock, &info, err) != 0)
+        return -1;
+    int64_t worst = 0;
+    if (hm_clock_residual(MPI_COMM_WORLD, &s->clock, o->sync_rounds, residual_own_ns, &worst,
+                          err) != 0)
+        return -1;
+    s->meta.sync_nodes = info.nodes;
+    s->meta.sync_ranks = info.synced_ranks;
+    s->meta.sync_elapsed_s = info.elapsed_s;
+    s->meta.residual_max_s = (double)worst * 1e-9;
+    return 0;
+}
+
+static int measure_drift(run_state *s, int64_t residual_start_ns, hm_error *err)
+{
+    int64_t now_own = 0, worst = 0;
+    if (hm_clock_residual(MPI_COMM_WORLD, &s->clock, s->o->sync_rounds, &now_own, &worst, err) !=
+        0)
+        return -1;
+    int64_t change = now_own - residual_start_ns;
+    if (change < 0)
+        change = -change;
+    int64_t drift = 0;
+    int rc = MPI_Allreduce(&change, &drift, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS)
+        return hm_op_mpi_check(rc, "reducing clock drift", err);
+    s->meta.residual_end_max_s = (double)worst * 1e-9;
+    s->meta.drift_max_s = (double)drift * 1e-9;
+    return 0;
+}
+
+static int write_json(run_state *s, hm_error *err)
+{
+    const char *path = s->o->json_path;
+    bool to_stdout = strcmp(path, "-") == 0;
+    FILE *f = to_stdout ? stdout : fopen(path, "w");
+    if (f == NULL)
+        return hm_error_errno(err, "cannot write %s", path);
+    int rc = hm_bench_write_json(f, s->o, &s->meta, s->results, s->n_results);
+    if (to_stdout)
+        rc |= fflush(f);
+    else
+        rc |= fclose(f);
+    if (rc != 0)
+        return hm_error_errno(err, "writing %s", path);
+    return 0;
+}
+
+static int run(run_state *s, hm_error *err)
+{
+    const hm_bench_opts *o = s->o;
+    int st = agree(MPI_COMM_WORLD, hm_mpi_timer_init(&s->timer, o->timer, err), err);
+    if (st != 0)
+        return st;
+    int64_t residual_own = 0;
+    if (sync_clocks(s, &residual_own, err) != 0 || gather_hosts(s, err) != 0)
+        return -1;
+    s->rotate_bytes = o->rotate_bytes > 0 ? (size_t)o->rotate_bytes
+                                          : hm_buffer_rotate_default_bytes();
+    hm_bench_meta *m = &s->meta;
+    m->timer = s->timer.name;
+    m->timer_resolution_ns = s->timer.resolution_ns;
+    m->sync = hm_sync_algo_names[o->sync];
+    m->sync_rounds = o->sync_rounds;
+    m->sync_ping_shared = o->sync_ping_shared;
+    m->nprocs = s->world;
+    m->rotate_bytes = o->buffers == HM_BUFFERS_ROTATE ? (double)s->rotate_bytes : 0.0;
+    fill_library_meta(s);
+    if (s->rank == 0 && s->table != NULL)
+        hm_bench_table_header(s->table);
+    size_t n_counts = o->n_nprocs > 0 ? o->n_nprocs : 1;
+    for (size_t i = 0; i < n_counts; i++) {
+        int p = o->n_nprocs > 0 ? (int)o->nprocs[i] : s->world;
+        st = measure_on(s, p, err);
+        if (st == -1)
+            return -1;
+        /* Ranks outside this count wait here for the others. */
+        st = agree(MPI_COMM_WORLD, st, err);
+        if (st != 0)
+            return st;
+    }
+    if (measure_drift(s, residual_own, err) != 0)
+        return -1;
+    if (s->rank == 0 && s->table != NULL)
+        fprintf(s->table,
+                "# timer %s, sync %s: residual offset %.3f us after sync, %.3f us at the end "
+                "(drift %.3f us)\n",
+                m->timer, m->sync, m->residual_max_s * 1e6, m->residual_end_max_s * 1e6,
+                m->drift_max_s * 1e6);
+    if (s->rank == 0 && o->json_path != NULL && write_json(s, err) != 0)
+        return -1;
+    return 0;
+}
+
+static void free_state(run_state *s)
+{
+    for (size_t i = 0; i < s->n_results; i++)
+        hm_bench_result_free(&s->results[i]);
+    free(s->results);
+    for (size_t i = 0; i < s->meta.n_hosts; i++)
+        free(s->meta.hosts[i]);
+    free(s->meta.hosts);
+    hm_buffer_pool_free(&s->pool);
+}
+
+int main(int argc, char **argv)
+{
+    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
+        fprintf(stderr, PROGRAM ": MPI_Init failed\n");
+        return 1;
+    }
+    run_state s;
+    memset(&s, 0, sizeof s);
+    MPI_Comm_rank(MPI_COMM_WORLD, &s.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &s.world);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    hm_bench_opts o;
+    hm_error err = {{0}};
+    int code = 0;
+    /* Same argv on every rank: same verdict, no communication needed. */
+    int rc = hm_bench_parse(argc, argv, &o, &err);
+    if (rc == 0 && !o.help && !o.list)
+        rc = hm_bench_check_ranks(&o, s.world, &err);
+    if (rc != 0) {
+        if (s.rank == 0)
+            hm_error_print(PROGRAM, &err);
+        code = 2;
+    } else if (o.help || o.list) {
+        if (s.rank == 0) {
+            if (o.help)
+                hm_bench_print_help(stdout);
+            else
+                hm_bench_print_list(stdout);
+        }
+    } else {
+        s.o = &o;
+        bool json_stdout = o.json_path != NULL && strcmp(o.json_path, "-") == 0;
+        s.table = o.quiet ? NULL : (json_stdout ? stderr : stdout);
+        rc = run(&s, &err);
+        if (rc == FAILED_HERE_AGREED)
+            hm_error_print(PROGRAM, &err);
+        if (rc == -1) {
+            hm_error_print(PROGRAM, &err);
+            /* Failed inside a collective's neighbourhood: the other ranks
+             * may be blocked in a call this rank will never make. */
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        code = rc == 0 ? 0 : 1;
+        free_state(&s);
+    }
+    hm_bench_opts_free(&o);
+    MPI_Finalize();
+    return code;
+}

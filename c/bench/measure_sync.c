@@ -1,0 +1,141 @@
+/* MPIPerf's synchronized method (seed section 4, step 3): stages of k
+ * launches at tau_j + l*delta_j on the global clock, launches checked for
+ * late starts and overruns, the window adapted, stage 0 as warm-up. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "bench_measure.h"
+#include "bench_schedule.h"
+
+/* Rank 0 reads the global clock and announces tau_j = T0 + t_bcast. */
+static int stage_start(const hm_bench_env *env, int64_t *tau_ns, hm_error *err)
+{
+    int64_t tau = 0;
+    if (env->rank == 0)
+        tau = hm_clock_now_ns(env->clock) + env->t_bcast_ns;
+    if (hm_op_mpi_check(MPI_Bcast(&tau, 1, MPI_INT64_T, 0, env->comm), "stage start broadcast",
+                        err) != 0)
+        return -1;
+    *tau_ns = tau;
+    return 0;
+}
+
+/* Stage 0: k' launches back to back (delta_0 = 0) from tau_0; they absorb
+ * late initialization and set delta_1 from the stage's span. */
+static int warm_up(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, hm_delta_state *st,
+                   hm_error *err)
+{
+    const hm_schedule_params *p = &env->opts->schedule;
+    int64_t tau;
+    if (stage_start(env, &tau, err) != 0)
+        return -1;
+    hm_clock_spin_until_ns(env->clock, tau);
+    for (int l = 0; l < p->warmup_launches; l++) {
+        hm_op_ctx_next(ctx);
+        if (op->run(ctx, err) != 0)
+            return -1;
+    }
+    double span = (double)(hm_clock_now_ns(env->clock) - tau), worst = 0;
+    if (hm_op_mpi_check(MPI_Allreduce(&span, &worst, 1, MPI_DOUBLE, MPI_MAX, env->comm),
+                        "warm-up span reduce", err) != 0)
+        return -1;
+    hm_schedule_after_warmup(p, worst, st);
+    return 0;
+}
+
+/* One measured stage. mine/all hold 4k+1 doubles: per launch the local
+ * time, the global time, the late flag, the overrun flag, then the stage
+ * span; MAX over ranks turns them into the launch's values. */
+static int run_stage(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, int64_t delta_ns,
+                     double *mine, double *all, hm_error *err)
+{
+    int k = env->opts->schedule.launches_per_stage;
+    int64_t tau;
+    if (stage_start(env, &tau, err) != 0)
+        return -1;
+    int64_t end = tau;
+    for (int l = 0; l < k; l++) {
+        int64_t sched = tau + (int64_t)l * delta_ns;
+        hm_op_ctx_next(ctx);
+        int64_t arrive = hm_clock_now_ns(env->clock);
+        int64_t start = arrive < sched ? hm_clock_spin_until_ns(env->clock, sched) : arrive;
+        if (op->run(ctx, err) != 0)
+            return -1;
+        end = hm_clock_now_ns(env->clock);
+        hm_launch_status status = hm_launch_classify(arrive, sched, end, sched + delta_ns);
+        mine[l] = (double)(end - start) * 1e-9;
+        mine[k + l] = (double)(end - sched) * 1e-9;
+        mine[2 * k + l] = status == HM_LAUNCH_LATE;
+        mine[3 * k + l] = status == HM_LAUNCH_OVERRUN;
+    }
+    mine[4 * k] = (double)(end - tau) * 1e-9;
+    return hm_op_mpi_check(MPI_Allreduce(mine, all, 4 * k + 1, MPI_DOUBLE, MPI_MAX, env->comm),
+                           "stage results reduce", err);
+}
+
+/* Adds a reduced stage to the samples; fills the outcome for the window. */
+static int record_stage(int k, const double *mine, const double *all, hm_bench_samples *out,
+                        hm_stage_outcome *o, hm_error *err)
+{
+    o->launches = k;
+    o->invalid = 0;
+    o->span_ns = all[4 * k] * 1e9;
+    o->longest_ns = 0;
+    for (int l = 0; l < k; l++) {
+        hm_launch_status st = hm_launch_combine(all[2 * k + l] > 0, all[3 * k + l] > 0);
+        bool valid = st == HM_LAUNCH_VALID;
+        if (st == HM_LAUNCH_LATE)
+            out->late++;
+        else if (st == HM_LAUNCH_OVERRUN)
+            out->overrun++;
+        if (!valid)
+            o->invalid++;
+        if (all[k + l] * 1e9 > o->longest_ns)
+            o->longest_ns = all[k + l] * 1e9;
+        if (hm_bench_samples_push(out, all[l], all[k + l], valid, err) != 0)
+            return -1;
+        if (valid && hm_bench_samples_push_own(out, mine[l], err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int hm_measure_sync(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx,
+                    hm_bench_samples *out, hm_error *err)
+{
+    int k = env->opts->schedule.launches_per_stage;
+    double *mine = malloc((size_t)(4 * k + 1) * sizeof *mine);
+    double *all = malloc((size_t)(4 * k + 1) * sizeof *all);
+    int rc = -1;
+    if (mine == NULL || all == NULL) {
+        hm_error_set(err, "out of memory for a stage of %d launches", k);
+        goto done;
+    }
+    hm_delta_state st;
+    if (warm_up(env, op, ctx, &st, err) != 0)
+        goto done;
+    for (;;) {
+        /* Whole nanoseconds; at least 1 so launches keep their order. */
+        int64_t delta_ns = (int64_t)ceil(st.delta_ns);
+        if (delta_ns < 1)
+            delta_ns = 1;
+        if (run_stage(env, op, ctx, delta_ns, mine, all, err) != 0)
+            goto done;
+        hm_stage_outcome o;
+        if (record_stage(k, mine, all, out, &o, err) != 0)
+            goto done;
+        out->stages++;
+        out->delta_final_s = (double)delta_ns * 1e-9;
+        hm_schedule_next_delta(&env->opts->schedule, &o, &st);
+        bool stop = false;
+        if (hm_bench_should_stop(env->opts, out, &stop, err) != 0)
+            goto done;
+        if (stop)
+            break;
+    }
+    rc = 0;
+done:
+    free(mine);
+    free(all);
+    return rc == 0 ? 0 : hm_error_wrap(err, "%s, synchronized method", op->name);
+}
