@@ -1,0 +1,258 @@
+"""One monitored run: agent up, job announced, command run, job ended, data
+flushed, agent down, spool ingested, digest built.
+
+The order matters and is the point of this module:
+
+1. find the agent on the data directory's socket, else start one (embedded
+   mode) and wait for its first sample, so the job's first interval already
+   has rates;
+2. ``job begin``; run the command in its own process group;
+3. wait for the sample that closes the interval the command ended in, then
+   ``job end`` and ``flush`` (the spool file is closed so ingest sees it);
+4. stop the agent if we started it;
+5. ingest the spool into the store and build the digest.
+
+Monitoring trouble at any step is a warning: the command runs anyway, and
+``hushmon run`` exits with the command's exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hushmon.datadir import DataDir
+from hushmon.errors import HushmonError
+from hushmon.run.agent import AgentClient, AgentError, EmbeddedAgent, remove_stale_socket
+from hushmon.run.agent import running_agent as find_running_agent
+from hushmon.run.command import CommandResult, run_in_group
+
+DEFAULT_PERIOD_MS = 1000
+JOB_ID = re.compile(r"^[A-Za-z0-9_.-]{1,63}$")
+
+Warn = Callable[[str], None]
+
+
+def warn_stderr(message: str) -> None:
+    print(f"hushmon: warning: {message}", file=sys.stderr, flush=True)
+
+
+def check_job_id(job: str) -> str:
+    if not JOB_ID.match(job):
+        raise HushmonError(
+            f"job id {job!r} is not valid: use 1-63 characters of letters, digits, '_', '.', '-'"
+        )
+    return job
+
+
+def new_job_id() -> str:
+    """Unique on this machine: time to the second, then our pid."""
+    return time.strftime("run-%Y%m%dT%H%M%S") + f"-{os.getpid()}"
+
+
+@dataclass
+class RunOptions:
+    command: Sequence[str]
+    data: DataDir
+    job: str
+    period_ms: int | None = None  # None: the running agent's, or DEFAULT_PERIOD_MS
+    digest: bool = True
+    agent_path: Path | None = None  # None: build/bin/hushmon-agent
+
+
+@dataclass
+class RunOutcome:
+    job: str
+    command: list[str]
+    exit_code: int
+    agent_mode: str  # "embedded", "running" or "none"
+    interrupted_by: int | None = None
+    duration_s: float = 0.0
+    started_ns: int = 0
+    ended_ns: int = 0
+    warnings: list[str] = field(default_factory=list)
+    ingest: Any = None  # hushmon.store.ingest.IngestReport
+    digest: Any = None  # hushmon.digest.build.Digest
+
+    @property
+    def monitored(self) -> bool:
+        return self.agent_mode != "none"
+
+
+class Monitor:
+    """The agent side of a run; every method turns failures into warnings."""
+
+    def __init__(self, options: RunOptions, warn: Warn) -> None:
+        self.options = options
+        self.warn = warn
+        self.client: AgentClient | None = None
+        self.embedded: EmbeddedAgent | None = None
+        self.mode = "none"
+        self.period_s = (options.period_ms or DEFAULT_PERIOD_MS) / 1000.0
+        self.restore_period_ms: int | None = None
+        self.job_open = False
+
+    def connect(self) -> None:
+        data = self.options.data
+        try:
+            data.create()
+        except OSError as exc:
+            self.warn(f"cannot create the data directory {data.root}: {exc}; running unmonitored")
+            return
+        client = find_running_agent(data)
+        if client is not None:
+            self.client, self.mode = client, "running"
+            self._adopt_period(client)
+            return
+        try:
+            agent_path = self.options.agent_path or _default_agent_path()
+            remove_stale_socket(data)
+            self.embedded = EmbeddedAgent.start(
+                agent_path, data, self.options.period_ms or DEFAULT_PERIOD_MS
+            )
+        except (AgentError, HushmonError) as exc:
+            self.warn(f"no monitoring agent: {exc}; running unmonitored")
+            return
+        self.client, self.mode = self.embedded.client, "embedded"
+        # The first sample of a fresh agent has no rates (nothing to
+        # difference against): let it happen before the job starts.
+        self._wait_sample("waiting for the agent's first sample")
+
+    def _adopt_period(self, client: AgentClient) -> None:
+        try:
+            current = int(client.status().get("period", "0")) or None
+        except (AgentError, ValueError):
+            current = None
+        want = self.options.period_ms
+        if want is None:
+            if current:
+                self.period_s = current / 1000.0
+            return
+        if current and current != want:
+            try:
+                client.request(f"period {want}")
+                self.restore_period_ms = current
+            except AgentError as exc:
+                self.warn(f"cannot set the running agent's period: {exc}")
+                self.period_s = current / 1000.0
+
+    def _wait_sample(self, what: str) -> None:
+        if self.client is None:
+            return
+        try:
+            self.client.wait_for_next_sample(self.period_s)
+        except AgentError as exc:
+            self.warn(f"{what}: {exc}")
+
+    def _request(self, line: str) -> bool:
+        if self.client is None:
+            return False
+        try:
+            self.client.request(line)
+        except AgentError as exc:
+            self.warn(str(exc))
+            return False
+        return True
+
+    def job_begin(self, job: str) -> None:
+        self.job_open = self._request(f"job begin {job}")
+        if not self.job_open and self.client is not None:
+            self.warn(f"job {job} was not announced: its samples will not be attributed to it")
+
+    def job_end(self, job: str) -> None:
+        if self.client is None:
+            return
+        # The interval in which the command ended belongs to the job: wait
+        # for the sample that closes it before ending the job.
+        self._wait_sample("waiting for the job's last sample")
+        if self.job_open:
+            self._request(f"job end {job}")
+        if self.restore_period_ms is not None:
+            self._request(f"period {self.restore_period_ms}")
+        self._request("flush")
+
+    def close(self) -> None:
+        if self.embedded is None:
+            return
+        code = self.embedded.stop()
+        if code not in (0, None):
+            self.warn(f"the embedded agent exited with code {code}{self.embedded.log_tail()}")
+        self.embedded = None
+
+
+def _default_agent_path() -> Path:
+    from hushmon.paths import program
+
+    return program("hushmon-agent")
+
+
+def analyse(outcome: RunOutcome, options: RunOptions, warn: Warn) -> None:
+    """Ingest the spool and build the digest; trouble becomes a warning."""
+    data = options.data
+    try:
+        from hushmon.store.ingest import ingest_spool
+    except ModuleNotFoundError as exc:
+        warn(f"the store is not available ({exc}); the data stays in {data.spool}")
+        return
+    try:
+        outcome.ingest = ingest_spool(data.database, data.spool)
+    except (HushmonError, OSError) as exc:
+        warn(f"ingesting {data.spool}: {exc}; the spool is kept")
+        return
+    if not options.digest:
+        return
+    try:
+        from hushmon.digest.build import build_digest
+    except ModuleNotFoundError as exc:
+        warn(f"the digest is not available ({exc}); the data is in {data.database}")
+        return
+    try:
+        outcome.digest = build_digest(data.database, outcome.job, data.reports(outcome.job))
+    except (HushmonError, OSError) as exc:
+        warn(f"building the digest of job {outcome.job}: {exc}")
+
+
+def run_monitored(options: RunOptions, warn: Warn = warn_stderr) -> RunOutcome:
+    """The whole run; returns what happened (exit code = the command's)."""
+    job = check_job_id(options.job)
+    warnings: list[str] = []
+
+    def note(message: str) -> None:
+        warnings.append(message)
+        warn(message)
+
+    monitor = Monitor(options, note)
+    result: CommandResult
+    try:
+        monitor.connect()
+        monitor.job_begin(job)
+
+        def on_signal(signum: int) -> None:
+            note(f"signal {signum}: stopping the job, keeping the data gathered so far")
+
+        result = run_in_group(options.command, on_signal)
+        if result.error:
+            note(f"cannot run the command: {result.error}")
+        monitor.job_end(job)
+    finally:
+        monitor.close()
+    outcome = RunOutcome(
+        job=job,
+        command=list(options.command),
+        exit_code=result.exit_code,
+        agent_mode=monitor.mode,
+        interrupted_by=result.interrupted_by,
+        duration_s=result.duration_s,
+        started_ns=result.started_ns,
+        ended_ns=result.ended_ns,
+        warnings=warnings,
+    )
+    if outcome.monitored:
+        analyse(outcome, options, note)
+    return outcome
