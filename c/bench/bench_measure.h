@@ -18,7 +18,8 @@ typedef struct hm_bench_env {
     const hm_clock *clock;
     MPI_Comm comm;
     int rank, nprocs;
-    int64_t t_bcast_ns;   /* t_bcast bound on this communicator */
+    int64_t t_bcast_ns;   /* t_bcast bound on this communicator (raised when
+                           * a stage start arrives late) */
 } hm_bench_env;
 
 typedef struct hm_bench_samples {
@@ -49,8 +50,8 @@ int hm_bench_should_stop(const hm_bench_opts *o, const hm_bench_samples *s, bool
 /* The valid values of an array, copied into a new malloc'ed array. */
 double *hm_bench_valid_values(const double *v, const bool *valid, size_t n, size_t *count);
 
-/* MPIPerf's synchronized method. */
-int hm_measure_sync(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx,
+/* MPIPerf's synchronized method; may raise env->t_bcast_ns. */
+int hm_measure_sync(hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx,
                     hm_bench_samples *out, hm_error *err);
 
 /* The IMB/OSU loop: `loop` (back to back) or `loop_barrier` (a barrier

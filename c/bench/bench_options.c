@@ -13,7 +13,7 @@ enum {
     OPT_SYNC = 256, OPT_SYNC_ROUNDS, OPT_SYNC_PING_SHARED, OPT_BCAST_PROBES, OPT_STAGE,
     OPT_WARMUP, OPT_INVALID, OPT_GAMMA, OPT_SHRINK, OPT_RSE, OPT_MIN_VALID, OPT_MAX_TOTAL,
     OPT_MAX_VALID, OPT_TRIM, OPT_CI, OPT_LOOP_ITERS, OPT_BUFFERS, OPT_ROTATE, OPT_JSON,
-    OPT_PER_RANK, OPT_RAW, OPT_QUIET, OPT_LIST, OPT_TIMER, OPT_ROOT, OPT_METHOD, OPT_NPROCS,
+    OPT_PER_RANK, OPT_RAW, OPT_SPIN, OPT_QUIET, OPT_LIST, OPT_TIMER, OPT_ROOT, OPT_METHOD, OPT_NPROCS,
 };
 
 static const struct option long_opts[] = {
@@ -27,6 +27,7 @@ static const struct option long_opts[] = {
     {"sync-rounds", required_argument, NULL, OPT_SYNC_ROUNDS},
     {"sync-ping-shared", no_argument, NULL, OPT_SYNC_PING_SHARED},
     {"bcast-probes", required_argument, NULL, OPT_BCAST_PROBES},
+    {"spin-us", required_argument, NULL, OPT_SPIN},
     {"stage-launches", required_argument, NULL, OPT_STAGE},
     {"warmup-launches", required_argument, NULL, OPT_WARMUP},
     {"invalid-fraction", required_argument, NULL, OPT_INVALID},
@@ -73,7 +74,9 @@ void hm_bench_print_help(FILE *out)
             "  --sync-rounds D        stop a ping-pong after D rounds without a smaller\n"
             "                         RTT (default 100)\n"
             "  --sync-ping-shared     ping-pong even ranks that share a node's clock\n"
-            "  --bcast-probes N       broadcasts behind the t_bcast bound (default 10)\n\n"
+            "  --bcast-probes N       broadcasts behind the t_bcast bound (default 10)\n"
+            "  --spin-us US           wait for a launch by spinning its last US microseconds,\n"
+            "                         sleeping before (default 200)\n\n"
             "schedule and stop rules (sync method):\n"
             "  --stage-launches K     launches per stage (default 8)\n"
             "  --warmup-launches K'   launches of warm-up stage 0, discarded (default 4)\n"
@@ -117,6 +120,7 @@ static void set_defaults(hm_bench_opts *o)
     o->sync = HM_SYNC_RING;
     o->sync_rounds = 100;
     o->bcast_probes = 10;
+    o->spin_ns = 200000;
     hm_schedule_params_default(&o->schedule);
     hm_stop_rule_default(&o->stop);
     o->trim = 0.25;
@@ -234,6 +238,13 @@ static int apply(hm_bench_opts *o, int c, const char *arg, hm_error *err)
         return 0;
     case OPT_BCAST_PROBES:
         return parse_int(arg, "--bcast-probes", 1, 100000, &o->bcast_probes, err);
+    case OPT_SPIN: {
+        double us;
+        if (parse_dbl(arg, "--spin-us", 0.0, 1e7, &us, err) != 0)
+            return -1;
+        o->spin_ns = (int64_t)(us * 1000.0);
+        return 0;
+    }
     case OPT_STAGE:
         return parse_int(arg, "--stage-launches", 1, 100000, &sp->launches_per_stage, err);
     case OPT_WARMUP:

@@ -38,6 +38,7 @@ typedef struct hm_bench_opts {
     int sync_rounds;              /* --sync-rounds: d */
     bool sync_ping_shared;        /* --sync-ping-shared */
     int bcast_probes;             /* --bcast-probes: broadcasts behind t_bcast */
+    int64_t spin_ns;              /* --spin-us: spin this long before a launch, sleep before */
     hm_schedule_params schedule;
     hm_stop_rule stop;
     double trim;                  /* --trim: fraction dropped at each end */

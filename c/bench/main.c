@@ -110,7 +110,7 @@ static int summarize_valid(const double *v, const bool *valid, size_t n, const h
 
 /* Measures one (op, size, method) on env->comm; rank 0 keeps the result.
  * Returns 0, -1 (failed here, err set) or FAILED_ELSEWHERE. */
-static int measure_case(run_state *s, const hm_bench_env *env, const hm_op *op, int64_t size,
+static int measure_case(run_state *s, hm_bench_env *env, const hm_op *op, int64_t size,
                         hm_bench_method method, hm_error *err)
 {
     const hm_bench_opts *o = s->o;

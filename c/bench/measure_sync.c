@@ -29,7 +29,7 @@ static int warm_up(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, hm_
     int64_t tau;
     if (stage_start(env, &tau, err) != 0)
         return -1;
-    hm_clock_spin_until_ns(env->clock, tau);
+    hm_clock_wait_until_ns(env->clock, tau, env->opts->spin_ns);
     for (int l = 0; l < p->warmup_launches; l++) {
         hm_op_ctx_next(ctx);
         if (op->run(ctx, err) != 0)
@@ -43,9 +43,10 @@ static int warm_up(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, hm_
     return 0;
 }
 
-/* One measured stage. mine/all hold 4k+1 doubles: per launch the local
+/* One measured stage. mine/all hold 4k+2 doubles: per launch the local
  * time, the global time, the late flag, the overrun flag, then the stage
- * span; MAX over ranks turns them into the launch's values. */
+ * span and how late the stage start reached this rank; MAX over ranks
+ * turns them into the launch's (and the stage's) values. */
 static int run_stage(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, int64_t delta_ns,
                      double *mine, double *all, hm_error *err)
 {
@@ -54,11 +55,13 @@ static int run_stage(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, i
     if (stage_start(env, &tau, err) != 0)
         return -1;
     int64_t end = tau;
+    mine[4 * k + 1] = (double)(hm_clock_now_ns(env->clock) - tau) * 1e-9;
     for (int l = 0; l < k; l++) {
         int64_t sched = tau + (int64_t)l * delta_ns;
         hm_op_ctx_next(ctx);
         int64_t arrive = hm_clock_now_ns(env->clock);
-        int64_t start = arrive < sched ? hm_clock_spin_until_ns(env->clock, sched) : arrive;
+        int64_t start =
+            arrive < sched ? hm_clock_wait_until_ns(env->clock, sched, env->opts->spin_ns) : arrive;
         if (op->run(ctx, err) != 0)
             return -1;
         end = hm_clock_now_ns(env->clock);
@@ -69,7 +72,7 @@ static int run_stage(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, i
         mine[3 * k + l] = status == HM_LAUNCH_OVERRUN;
     }
     mine[4 * k] = (double)(end - tau) * 1e-9;
-    return hm_op_mpi_check(MPI_Allreduce(mine, all, 4 * k + 1, MPI_DOUBLE, MPI_MAX, env->comm),
+    return hm_op_mpi_check(MPI_Allreduce(mine, all, 4 * k + 2, MPI_DOUBLE, MPI_MAX, env->comm),
                            "stage results reduce", err);
 }
 
@@ -100,12 +103,12 @@ static int record_stage(int k, const double *mine, const double *all, hm_bench_s
     return 0;
 }
 
-int hm_measure_sync(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx,
+int hm_measure_sync(hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx,
                     hm_bench_samples *out, hm_error *err)
 {
     int k = env->opts->schedule.launches_per_stage;
-    double *mine = malloc((size_t)(4 * k + 1) * sizeof *mine);
-    double *all = malloc((size_t)(4 * k + 1) * sizeof *all);
+    double *mine = malloc((size_t)(4 * k + 2) * sizeof *mine);
+    double *all = malloc((size_t)(4 * k + 2) * sizeof *all);
     int rc = -1;
     if (mine == NULL || all == NULL) {
         hm_error_set(err, "out of memory for a stage of %d launches", k);
@@ -126,6 +129,14 @@ int hm_measure_sync(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx,
             goto done;
         out->stages++;
         out->delta_final_s = (double)delta_ns * 1e-9;
+        /* hushmon addition: t_bcast is meant as an upper bound; when the
+         * start of a stage reached some rank after tau_j, the bound was
+         * wrong (a busy or oversubscribed node), so raise it the way delta
+         * is raised, or every later stage would start late as well. */
+        double start_late_ns = all[4 * k + 1] * 1e9;
+        if (start_late_ns > 0)
+            env->t_bcast_ns = (int64_t)(env->opts->schedule.gamma *
+                                        ((double)env->t_bcast_ns + start_late_ns));
         hm_schedule_next_delta(&env->opts->schedule, &o, &st);
         bool stop = false;
         if (hm_bench_should_stop(env->opts, out, &stop, err) != 0)

@@ -1,6 +1,7 @@
 #include "hm_clock_sync.h"
 
 #include <stdlib.h>
+#include <time.h>
 
 /* Tags of the ping-pong; sync runs on a duplicate of the caller's
  * communicator, so they cannot collide with the caller's messages. */
@@ -20,6 +21,17 @@ int64_t hm_clock_spin_until_ns(const hm_clock *c, int64_t deadline_ns)
         now = hm_clock_now_ns(c);
     } while (now < deadline_ns);
     return now;
+}
+
+int64_t hm_clock_wait_until_ns(const hm_clock *c, int64_t deadline_ns, int64_t spin_ns)
+{
+    int64_t sleep_ns = deadline_ns - hm_clock_now_ns(c) - spin_ns;
+    if (sleep_ns > 0) {
+        struct timespec ts = {.tv_sec = sleep_ns / 1000000000, .tv_nsec = sleep_ns % 1000000000};
+        /* An early wake-up (signal) is harmless: the spin covers the rest. */
+        (void)nanosleep(&ts, NULL);
+    }
+    return hm_clock_spin_until_ns(c, deadline_ns);
 }
 
 void hm_clock_sync_opts_default(hm_clock_sync_opts *o)

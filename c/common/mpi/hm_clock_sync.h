@@ -37,6 +37,11 @@ static inline int64_t hm_clock_now_ns(const hm_clock *c)
  * clock reaches deadline_ns; returns the reading that passed it. */
 int64_t hm_clock_spin_until_ns(const hm_clock *c, int64_t deadline_ns);
 
+/* Like hm_clock_spin_until_ns, but sleeps through all but the last spin_ns
+ * of a long wait, so ranks sharing a core (oversubscribed runs) can run
+ * meanwhile; the spin at the end hides the wake-up latency. */
+int64_t hm_clock_wait_until_ns(const hm_clock *c, int64_t deadline_ns, int64_t spin_ns);
+
 typedef struct hm_clock_sync_opts {
     hm_sync_algo algo;             /* default HM_SYNC_RING */
     int rounds_without_improvement; /* d, default 100 */
