@@ -1,0 +1,140 @@
+/* The launch schedule of hushmon-bench: launch validity, the adaptive
+ * window and the stop rules (MPIPerf defaults). */
+#include <math.h>
+
+#include "bench_schedule.h"
+#include "hm_test.h"
+
+static void test_defaults(hm_test_counts *c)
+{
+    hm_schedule_params p;
+    hm_stop_rule r;
+    hm_schedule_params_default(&p);
+    hm_stop_rule_default(&r);
+    CHECK(c, p.launches_per_stage == 8 && p.warmup_launches == 4);
+    CHECK_NEAR(c, p.invalid_fraction, 0.25, 0);
+    CHECK_NEAR(c, p.gamma, 1.1, 0);
+    CHECK_NEAR(c, r.rse_max, 0.05, 0);
+    CHECK(c, r.min_valid == 10 && r.max_total == 100 && r.max_valid == 30);
+}
+
+static void test_classify(hm_test_counts *c)
+{
+    /* Ready before the start, done inside the window. */
+    CHECK(c, hm_launch_classify(90, 100, 150, 200) == HM_LAUNCH_VALID);
+    /* Ready exactly at the start still counts as on time. */
+    CHECK(c, hm_launch_classify(100, 100, 150, 200) == HM_LAUNCH_VALID);
+    /* Ending exactly at the window end is inside it. */
+    CHECK(c, hm_launch_classify(90, 100, 200, 200) == HM_LAUNCH_VALID);
+    CHECK(c, hm_launch_classify(101, 100, 150, 200) == HM_LAUNCH_LATE);
+    CHECK(c, hm_launch_classify(90, 100, 201, 200) == HM_LAUNCH_OVERRUN);
+    /* Late and overrun: counted once, as late. */
+    CHECK(c, hm_launch_classify(150, 100, 300, 200) == HM_LAUNCH_LATE);
+    CHECK(c, hm_launch_combine(false, false) == HM_LAUNCH_VALID);
+    CHECK(c, hm_launch_combine(true, true) == HM_LAUNCH_LATE);
+    CHECK(c, hm_launch_combine(false, true) == HM_LAUNCH_OVERRUN);
+}
+
+static void test_warmup_sets_delta(hm_test_counts *c)
+{
+    hm_schedule_params p;
+    hm_schedule_params_default(&p);
+    hm_delta_state st = {123, 5};
+    /* delta_1 = gamma * (tau'_0 - tau_0) / k' = 1.1 * 4000 / 4 */
+    hm_schedule_after_warmup(&p, 4000, &st);
+    CHECK_NEAR(c, st.delta_ns, 1100, 1e-9);
+    CHECK(c, st.clean_stages == 0);
+    hm_schedule_after_warmup(&p, -5, &st); /* clock oddity: no negative window */
+    CHECK_NEAR(c, st.delta_ns, 0, 0);
+}
+
+static void test_delta_grows(hm_test_counts *c)
+{
+    hm_schedule_params p;
+    hm_schedule_params_default(&p);
+    hm_delta_state st = {1000, 1};
+    /* 3 of 8 invalid (> 25 %): delta = gamma * span / k = 1.1 * 16000 / 8. */
+    hm_stage_outcome o = {.launches = 8, .invalid = 3, .span_ns = 16000, .longest_ns = 900};
+    CHECK(c, hm_schedule_next_delta(&p, &o, &st) == 1);
+    CHECK_NEAR(c, st.delta_ns, 2200, 1e-9);
+    CHECK(c, st.clean_stages == 0);
+    /* Late starts with an on-time span: the gamma * delta floor applies. */
+    st.delta_ns = 1000;
+    o.span_ns = 8000;
+    hm_schedule_next_delta(&p, &o, &st);
+    CHECK_NEAR(c, st.delta_ns, 1100, 1e-9);
+    /* Exactly 25 % invalid (2 of 8) is not "more than g": unchanged. */
+    st.delta_ns = 1000;
+    o.invalid = 2;
+    CHECK(c, hm_schedule_next_delta(&p, &o, &st) == 0);
+    CHECK_NEAR(c, st.delta_ns, 1000, 0);
+}
+
+static void test_delta_shrinks_after_clean_stages(hm_test_counts *c)
+{
+    hm_schedule_params p;
+    hm_schedule_params_default(&p);
+    hm_delta_state st = {11000, 0};
+    hm_stage_outcome clean = {.launches = 8, .invalid = 0, .span_ns = 88000, .longest_ns = 2000};
+    /* First clean stage: wait for a second one. */
+    CHECK(c, hm_schedule_next_delta(&p, &clean, &st) == 0);
+    CHECK(c, st.clean_stages == 1);
+    /* Second: shrink by gamma. */
+    CHECK(c, hm_schedule_next_delta(&p, &clean, &st) == -1);
+    CHECK_NEAR(c, st.delta_ns, 10000, 1e-6);
+    CHECK(c, st.clean_stages == 0);
+    /* Never below gamma * the longest launch. */
+    st.delta_ns = 2300;
+    st.clean_stages = 1;
+    hm_schedule_next_delta(&p, &clean, &st);
+    CHECK_NEAR(c, st.delta_ns, 2200, 1e-9);
+    /* ... and never grows by "shrinking" when the floor is above delta. */
+    st.delta_ns = 2000;
+    st.clean_stages = 1;
+    CHECK(c, hm_schedule_next_delta(&p, &clean, &st) == 0);
+    CHECK_NEAR(c, st.delta_ns, 2000, 0);
+    /* A stage with some (<= g) invalid launches resets the clean count. */
+    hm_stage_outcome some = {.launches = 8, .invalid = 1, .span_ns = 1, .longest_ns = 1};
+    st.clean_stages = 1;
+    hm_schedule_next_delta(&p, &some, &st);
+    CHECK(c, st.clean_stages == 0);
+    /* shrink_after_clean = 0 turns shrinking off. */
+    p.shrink_after_clean = 0;
+    st.delta_ns = 5000;
+    for (int i = 0; i < 5; i++)
+        hm_schedule_next_delta(&p, &clean, &st);
+    CHECK_NEAR(c, st.delta_ns, 5000, 0);
+}
+
+static void test_stop_rules(hm_test_counts *c)
+{
+    hm_stop_rule r;
+    hm_stop_rule_default(&r);
+    /* RSE branch: needs both the error bound and 10 valid launches. */
+    CHECK(c, !hm_stop_reached(&r, 16, 9, 0.01));
+    CHECK(c, hm_stop_reached(&r, 16, 10, 0.05));
+    CHECK(c, !hm_stop_reached(&r, 16, 10, 0.0501));
+    CHECK(c, !hm_stop_reached(&r, 16, 12, NAN));
+    /* Count caps: more than 100 total, or more than 30 valid. */
+    CHECK(c, !hm_stop_reached(&r, 100, 5, 0.9));
+    CHECK(c, hm_stop_reached(&r, 101, 5, 0.9));
+    CHECK(c, !hm_stop_reached(&r, 40, 30, 0.9));
+    CHECK(c, hm_stop_reached(&r, 40, 31, 0.9));
+    /* All settable. */
+    r.rse_max = 0.01;
+    r.min_valid = 3;
+    CHECK(c, hm_stop_reached(&r, 8, 3, 0.01));
+    CHECK(c, !hm_stop_reached(&r, 8, 3, 0.02));
+}
+
+int main(void)
+{
+    hm_test_counts c = {0, 0};
+    test_defaults(&c);
+    test_classify(&c);
+    test_warmup_sets_delta(&c);
+    test_delta_grows(&c);
+    test_delta_shrinks_after_clean_stages(&c);
+    test_stop_rules(&c);
+    return hm_test_finish("test_bench_schedule", &c);
+}
