@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -234,7 +235,8 @@ def run_monitored(options: RunOptions, warn: Warn = warn_stderr) -> RunOutcome:
         monitor.job_begin(job)
 
         def on_signal(signum: int) -> None:
-            note(f"signal {signum}: stopping the job, keeping the data gathered so far")
+            name = signal.Signals(signum).name
+            note(f"{name}: stopping the job, keeping the data gathered so far")
 
         result = run_in_group(options.command, on_signal)
         if result.error:

@@ -1,0 +1,340 @@
+"""``hushmon run``'s control flow, against a stand-in agent that speaks the
+control-socket protocol of docs/formats.md and writes a line-protocol spool:
+the order of requests, the exit code passed through, Ctrl-C keeping the
+data, a running agent reused, an agent that cannot start.
+
+(The real agent is exercised in test_run_agent.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from hushmon.datadir import DataDir
+from hushmon.run import agent as agent_mod
+from hushmon.run.session import RunOptions, run_monitored
+
+# A stand-in for hushmon-agent: same flags, same socket protocol, same spool
+# naming; it also logs every request it answers, so the tests can check the
+# order. Samples every period: a cpu line, and a job line per active job.
+FAKE_AGENT = textwrap.dedent(
+    """\
+    import os, signal, socket, sys, threading, time
+    args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+    spool, sock_path = args["--spool-dir"], args["--socket"]
+    period = int(args.get("--period-ms", "1000")) / 1000.0
+    log = open(os.environ["FAKE_AGENT_LOG"], "a", buffering=1)
+    if os.environ.get("FAKE_AGENT_FAIL"):
+        print("fake-agent: cannot open /proc/stat: simulated", file=sys.stderr)
+        sys.exit(3)
+    jobs, samples, lock = set(), [0], threading.Lock()
+    state = {"seq": 0, "file": None}
+    def open_file():
+        name = f"fake-{time.time_ns()}-{state['seq']}.lp.open"
+        state["seq"] += 1
+        state["file"] = open(os.path.join(spool, name), "a")
+    def close_file():
+        f = state["file"]
+        if f is not None:
+            f.close()
+            os.rename(f.name, f.name[: -len(".open")])
+            state["file"] = None
+    def sampler():
+        while True:
+            time.sleep(period - time.time() % period)
+            now = int(time.time() // period * period * 1e9)
+            with lock:
+                if state["file"] is None:
+                    open_file()
+                f = state["file"]
+                f.write(f"cpu,host=fake,cpu=total user_pct=50,idle_pct=50 {now}\\n")
+                for j in sorted(jobs):
+                    f.write(f"job,host=fake,job={j} active=1i {now}\\n")
+                f.flush()
+                samples[0] += 1
+    def stop(*_):
+        with lock:
+            close_file()
+        log.write("stopped\\n")
+        os._exit(0)
+    signal.signal(signal.SIGTERM, stop)
+    if os.path.exists(sock_path):
+        os.unlink(sock_path)
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(sock_path)
+    srv.listen(8)
+    threading.Thread(target=sampler, daemon=True).start()
+    while True:
+        conn, _ = srv.accept()
+        line = conn.makefile().readline().strip()
+        log.write(line + "\\n")
+        words = line.split()
+        with lock:
+            if line == "status":
+                reply = f"ok period={int(period * 1000)} samples={samples[0]} jobs={len(jobs)}"
+            elif words[:2] == ["job", "begin"]:
+                jobs.add(words[2]); reply = "ok"
+            elif words[:2] == ["job", "end"]:
+                jobs.discard(words[2]); reply = "ok"
+            elif line == "flush":
+                close_file(); reply = "ok"
+            elif words[:1] == ["period"]:
+                period = int(words[1]) / 1000.0; reply = "ok"
+            else:
+                reply = "error unknown request"
+        conn.sendall((reply + "\\n").encode())
+        conn.close()
+    """
+)
+
+
+@pytest.fixture
+def fake_agent(tmp_path: Path) -> Path:
+    path = tmp_path / "fake-agent"
+    path.write_text(f"#!{sys.executable}\n" + FAKE_AGENT)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def agent_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    log = tmp_path / "agent-requests.log"
+    monkeypatch.setenv("FAKE_AGENT_LOG", str(log))
+    return log
+
+
+def requests(log: Path) -> list[str]:
+    return [ln for ln in log.read_text().splitlines() if ln != "status"]
+
+
+def hushmon_run(
+    *args: str, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hushmon.cli", "run", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie may linger in a container
+    whose init does not reap)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "State:\tZ" not in status
+
+
+def spool_text(data: Path) -> str:
+    return "".join(p.read_text() for p in sorted((data / "spool").glob("*.lp*")))
+
+
+def test_control_flow_in_order(tmp_path: Path, fake_agent: Path, agent_log: Path) -> None:
+    data, summary = tmp_path / "data", tmp_path / "run.json"
+    out = hushmon_run(
+        "--data-dir", str(data), "--job", "flow1", "--period", "200", "--agent", str(fake_agent),
+        "--json", str(summary), "--", "sh", "-c", "sleep 0.5; echo from-the-job",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "from-the-job\n"  # the command's stdout is untouched
+    assert requests(agent_log) == ["job begin flow1", "job end flow1", "flush", "stopped"]
+    # Every spool file is closed (renamed .lp) before ingest, and the job's
+    # periods are in it.
+    assert not list((data / "spool").glob("*.open"))
+    assert "job=flow1 active=1i" in spool_text(data)
+    result = json.loads(summary.read_text())
+    assert result["job"] == "flow1" and result["agent"] == "embedded"
+    assert result["exit_code"] == 0 and result["interrupted_by"] is None
+    assert result["duration_s"] >= 0.5
+    if result["ingest"] is not None:  # the store is present: the job reached it
+        assert "flow1" in result["ingest"]["jobs"]
+
+
+@pytest.mark.parametrize("code", [0, 3, 77])
+def test_exit_code_passes_through(
+    tmp_path: Path, fake_agent: Path, agent_log: Path, code: int
+) -> None:
+    out = hushmon_run(
+        "--data-dir", str(tmp_path / "d"), "--period", "100", "--no-digest",
+        "--agent", str(fake_agent), "--", "sh", "-c", f"exit {code}",
+    )  # fmt: skip
+    assert out.returncode == code, out.stderr
+    assert f"exit code {code}" in out.stderr
+
+
+def test_command_not_found_is_127_and_still_ends_the_job(
+    tmp_path: Path, fake_agent: Path, agent_log: Path
+) -> None:
+    out = hushmon_run(
+        "--data-dir", str(tmp_path / "d"), "--job", "nf", "--period", "100", "--no-digest",
+        "--agent", str(fake_agent), "--", str(tmp_path / "no-such-program"),
+    )  # fmt: skip
+    assert out.returncode == 127
+    assert "no-such-program: No such file or directory" in out.stderr
+    assert requests(agent_log)[:3] == ["job begin nf", "job end nf", "flush"]
+
+
+def test_ctrl_c_stops_the_job_and_keeps_the_data(
+    tmp_path: Path, fake_agent: Path, agent_log: Path
+) -> None:
+    data, summary = tmp_path / "data", tmp_path / "run.json"
+    marker = tmp_path / "job-started"
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "hushmon.cli", "run", "--data-dir", str(data),
+            "--job", "cc1", "--period", "100", "--agent", str(fake_agent),
+            "--json", str(summary), "--", "sh", "-c", f"touch {marker}; sleep 60",
+        ],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists(), "the job never started"
+    time.sleep(0.5)  # a few samples inside the job
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - started < 20, "Ctrl-C must not wait for the job's own end"
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert "stopped by SIGINT" in err
+    assert requests(agent_log) == ["job begin cc1", "job end cc1", "flush", "stopped"]
+    assert "job=cc1 active=1i" in spool_text(data)  # what was gathered is kept
+    result = json.loads(summary.read_text())
+    assert result["interrupted_by"] == "SIGINT"
+    if result["ingest"] is not None:
+        assert "cc1" in result["ingest"]["jobs"]
+
+
+def test_sigterm_is_forwarded_to_the_whole_group(tmp_path: Path) -> None:
+    """Batch systems stop jobs with SIGTERM: every process of the command
+    goes, including grandchildren in the same group."""
+    pids = tmp_path / "pids"
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "hushmon.cli", "run", "--data-dir", str(tmp_path / "d"),
+            "--agent", str(tmp_path / "missing-agent"), "--",
+            "sh", "-c", f"sleep 60 & echo $! > {pids}; wait",
+        ],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    grandchild = int(pids.read_text())
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM
+    time.sleep(0.2)
+    assert not running(grandchild)
+
+
+def test_running_agent_is_used_and_left_running(
+    tmp_path: Path, fake_agent: Path, agent_log: Path
+) -> None:
+    data = DataDir(tmp_path / "data").create()
+    agent = subprocess.Popen(
+        [str(fake_agent), "--spool-dir", str(data.spool), "--socket", str(data.agent_socket),
+         "--period-ms", "100"],
+    )  # fmt: skip
+    try:
+        client = agent_mod.AgentClient(data.agent_socket)
+        deadline = time.monotonic() + 20
+        while not client.answers() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        summary = tmp_path / "run.json"
+        out = hushmon_run(
+            "--data-dir", str(data.root), "--job", "shared1", "--no-digest",
+            "--json", str(summary), "--", "true",
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        assert json.loads(summary.read_text())["agent"] == "running"
+        assert agent.poll() is None, "a running agent is not ours to stop"
+        assert requests(agent_log) == ["job begin shared1", "job end shared1", "flush"]
+    finally:
+        agent.terminate()
+        agent.wait(timeout=10)
+
+
+def test_agent_that_cannot_start_leaves_the_command_running(
+    tmp_path: Path, fake_agent: Path, agent_log: Path
+) -> None:
+    marker = tmp_path / "ran"
+    out = hushmon_run(
+        "--data-dir", str(tmp_path / "d"), "--agent", str(fake_agent), "--",
+        "sh", "-c", f"touch {marker}; exit 5",
+        env={"FAKE_AGENT_FAIL": "1"},
+    )  # fmt: skip
+    assert out.returncode == 5
+    assert marker.exists()
+    warning = next(ln for ln in out.stderr.splitlines() if "warning" in ln)
+    assert "exited with code 3 at start" in warning
+    assert "simulated" in warning  # the agent's own reason, from its log
+    assert "running unmonitored" in warning
+    assert "ran unmonitored" in out.stderr
+
+
+def test_missing_agent_runs_unmonitored(tmp_path: Path) -> None:
+    out = hushmon_run(
+        "--data-dir", str(tmp_path / "d"), "--agent", str(tmp_path / "nope"), "--", "true"
+    )
+    assert out.returncode == 0
+    assert "no monitoring agent" in out.stderr and "running unmonitored" in out.stderr
+
+
+def test_agent_silent_on_its_socket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    silent = tmp_path / "silent-agent"
+    silent.write_text("#!/bin/sh\nexec sleep 60\n")
+    silent.chmod(0o755)
+    monkeypatch.setattr(agent_mod, "START_TIMEOUT_S", 0.5)
+    outcome = run_monitored(
+        RunOptions(
+            command=["sh", "-c", "exit 4"],
+            data=DataDir(tmp_path / "d"),
+            job="silent1",
+            agent_path=silent,
+        )
+    )
+    assert outcome.exit_code == 4
+    assert outcome.agent_mode == "none"
+    assert any("did not open" in w for w in outcome.warnings)
+
+
+def test_job_id_from_slurm_and_validation(tmp_path: Path) -> None:
+    args = ["--data-dir", str(tmp_path / "d"), "--agent", str(tmp_path / "nope")]
+    out = hushmon_run(*args, "--json", "-", "--", "true", env={"SLURM_JOB_ID": "4242"})
+    assert json.loads(out.stdout)["job"] == "4242"
+    bad = hushmon_run(*args, "--job", "a/b", "--", "true")
+    assert bad.returncode == 2 and "job id 'a/b' is not valid" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--period", "5", "--", "true"], "outside 10"),
+        (["--period", "fast", "--", "true"], "not a whole number"),
+        ([], "no command given"),
+        (["--demo", "--", "true"], "--demo takes no COMMAND"),
+    ],
+)
+def test_bad_usage(tmp_path: Path, args: list[str], message: str) -> None:
+    out = hushmon_run("--data-dir", str(tmp_path / "d"), *args)
+    assert out.returncode == 2
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr
