@@ -1,0 +1,65 @@
+/* The agent: its sources, batch, sink and control socket, and the loop
+ * that samples them on wall-clock-aligned instants. */
+#ifndef HM_AGENT_H
+#define HM_AGENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "control.h"
+#include "hm_error.h"
+#include "jobs.h"
+#include "lp.h"
+#include "sampler.h"
+#include "sinks/sink.h"
+
+#define HM_AGENT_SOURCES_MAX 32
+
+typedef struct hm_agent_source {
+    const hm_sampler_ops *ops;
+    void *state;
+    bool failing;            /* last sample failed; logged once until it recovers */
+} hm_agent_source;
+
+typedef struct hm_agent {
+    hm_agent_config cfg;
+    const hm_config_override *overrides;
+    size_t n_overrides;
+    hm_jobs jobs;
+    hm_node_shared node;
+    hm_self_stats self;
+    hm_agent_source source[HM_AGENT_SOURCES_MAX];
+    size_t nsources;
+    hm_lp lp;
+    hm_sink sink;
+    hm_control control;
+    int64_t start_ns;
+    uint64_t samples;
+    uint64_t missed_periods;
+    int timer_fd, signal_fd;
+    bool stop;
+    bool quiet_sources;      /* --once: a failing source is reported, not repeated */
+} hm_agent;
+
+/* Checks that every name in cfg->sources is a registered source. */
+int hm_agent_check_sources(const char *sources, hm_error *err);
+
+int hm_agent_init(hm_agent *a, const hm_agent_config *cfg, const hm_config_override *overrides,
+                  size_t n_overrides, hm_error *err);
+/* One cycle: reads every source and hands the batch to the sink.
+ * ts_ns stamps the lines; mono_ns is when the reads began. */
+int hm_agent_cycle(hm_agent *a, int64_t ts_ns, int64_t mono_ns, hm_error *err);
+/* Two readings interval_ms apart, the second one written. */
+int hm_agent_once(hm_agent *a, int64_t interval_ms, hm_error *err);
+/* Samples until SIGTERM/SIGINT; SIGHUP reloads the config. */
+int hm_agent_run(hm_agent *a, hm_error *err);
+/* Handles one control request (exposed for tests). */
+void hm_agent_control(void *agent, const char *request, char *response, size_t size);
+void hm_agent_fini(hm_agent *a);
+
+/* The next aligned instant strictly after now_ns: k * period + offset. */
+int64_t hm_agent_next_boundary(int64_t now_ns, int64_t period_ns, int64_t offset_ns);
+
+#endif

@@ -1,0 +1,249 @@
+#include "config.h"
+
+#include <stddef.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hm_parse.h"
+#include "toml.h"
+
+#ifndef HM_AGENT_PROFILE_DIR
+#define HM_AGENT_PROFILE_DIR "/usr/share/hushmon/pmu"
+#endif
+
+typedef enum opt_type { OPT_STRING, OPT_INT, OPT_LIST } opt_type;
+
+typedef struct option_def {
+    const char *key;       /* TOML key ("table.key") */
+    const char *flag;      /* long flag */
+    opt_type type;
+    size_t offset, size;   /* into hm_agent_config */
+    int64_t min, max;      /* OPT_INT */
+    const char *choices;   /* OPT_STRING: "a|b|c" or NULL for free text */
+    const char *help;
+} option_def;
+
+#define STR(field) OPT_STRING, offsetof(hm_agent_config, field), sizeof(((hm_agent_config *)0)->field)
+#define INT(field) OPT_INT, offsetof(hm_agent_config, field), sizeof(int64_t)
+#define LIST(field) OPT_LIST, offsetof(hm_agent_config, field), sizeof(((hm_agent_config *)0)->field)
+
+static const option_def options[] = {
+    {"host", "--host", STR(host), 0, 0, NULL, "host tag on every line (default: short host name)"},
+    {"root", "--root", STR(root), 0, 0, NULL, "prefix of every /proc and /sys path (fixture trees)"},
+    {"period_ms", "--period-ms", INT(period_ms), 10, 3600000, NULL, "sampling period, 10 ms .. 1 h (default 1000)"},
+    {"offset_ms", "--offset-ms", INT(offset_ms), 0, 3600000, NULL, "per-node offset from the aligned boundary (< period)"},
+    {"sources", "--sources", LIST(sources), 0, 0, NULL, "comma-separated sources, or 'default' (see below)"},
+    {"sink.type", "--sink", STR(sink), 0, 0, "spool|stdout", "where batches go (default spool)"},
+    {"sink.spool_dir", "--spool-dir", STR(spool_dir), 0, 0, NULL, "spool directory (default /var/spool/hushmon)"},
+    {"sink.file_bytes", "--spool-file-bytes", INT(spool_file_bytes), 4096, INT64_C(1) << 40, NULL, "close a spool file past this size (default 4M)"},
+    {"sink.total_bytes", "--spool-total-bytes", INT(spool_total_bytes), 8192, INT64_C(1) << 50, NULL, "keep the spool below this size, oldest files go first (default 256M)"},
+    {"sink.batch_bytes", "--batch-bytes", INT(batch_bytes), 4096, INT64_C(1) << 30, NULL, "capacity of one period's batch (default 1M)"},
+    {"control.socket", "--socket", STR(socket_path), 0, 0, NULL, "control socket path, '' for none (default /run/hushmon/agent.sock)"},
+    {"pmu.mode", "--pmu", STR(pmu_mode), 0, 0, "none|kernel|rotate", "hardware counters: none, kernel multiplexing, agent rotation (default kernel)"},
+    {"pmu.backend", "--pmu-backend", STR(pmu_backend), 0, 0, "perf|sim", "perf_event_open, or the simulated PMU (default perf)"},
+    {"pmu.profile", "--pmu-profile", STR(pmu_profile), 0, 0, NULL, "event profile name, or 'auto' from /proc/cpuinfo"},
+    {"pmu.profile_dir", "--pmu-profile-dir", STR(pmu_profile_dir), 0, 0, NULL, "directory of profile files (*.toml)"},
+    {"pmu.sim_counters", "--pmu-sim-counters", INT(pmu_sim_counters), 1, 64, NULL, "counters of the simulated PMU (default 4)"},
+    {"jobs.cgroup_root", "--cgroup-root", STR(cgroup_root), 0, 0, NULL, "cgroup v2 mount under root (default sys/fs/cgroup)"},
+    {"jobs.slurm_dir", "--slurm-dir", STR(slurm_dir), 0, 0, NULL, "Slurm job cgroups under cgroup_root (default system.slice/slurmstepd.scope)"},
+};
+
+#undef STR
+#undef INT
+#undef LIST
+
+static const option_def *find_option(const char *key)
+{
+    for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
+        if (strcmp(options[i].key, key) == 0)
+            return &options[i];
+    return NULL;
+}
+
+void hm_config_defaults(hm_agent_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    if (gethostname(cfg->host, sizeof cfg->host - 1) != 0 || cfg->host[0] == '\0')
+        strcpy(cfg->host, "localhost");
+    char *dot = strchr(cfg->host, '.');
+    if (dot != NULL)
+        *dot = '\0';
+    strcpy(cfg->root, "/");
+    cfg->period_ms = 1000;
+    cfg->offset_ms = 0;
+    strcpy(cfg->sources, "default");
+    strcpy(cfg->sink, "spool");
+    strcpy(cfg->spool_dir, "/var/spool/hushmon");
+    cfg->spool_file_bytes = INT64_C(4) << 20;
+    cfg->spool_total_bytes = INT64_C(256) << 20;
+    cfg->batch_bytes = INT64_C(1) << 20;
+    strcpy(cfg->socket_path, "/run/hushmon/agent.sock");
+    strcpy(cfg->pmu_mode, "kernel");
+    strcpy(cfg->pmu_backend, "perf");
+    strcpy(cfg->pmu_profile, "auto");
+    strcpy(cfg->pmu_profile_dir, HM_AGENT_PROFILE_DIR);
+    cfg->pmu_sim_counters = 4;
+    strcpy(cfg->cgroup_root, "sys/fs/cgroup");
+    strcpy(cfg->slurm_dir, "system.slice/slurmstepd.scope");
+}
+
+static bool in_choices(const char *choices, const char *value)
+{
+    size_t vl = strlen(value);
+    const char *p = choices;
+    while (*p) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == vl && strncmp(p, value, len) == 0)
+            return true;
+        if (bar == NULL)
+            break;
+        p = bar + 1;
+    }
+    return false;
+}
+
+static int set_string(const option_def *o, hm_agent_config *cfg, const char *value, hm_error *err)
+{
+    if (o->choices != NULL && !in_choices(o->choices, value))
+        return hm_error_set(err, "%s: '%s' is not one of %s", o->key, value, o->choices);
+    if (strlen(value) >= o->size)
+        return hm_error_set(err, "%s: value too long (max %zu characters)", o->key, o->size - 1);
+    strcpy((char *)cfg + o->offset, value);
+    return 0;
+}
+
+int hm_config_set(hm_agent_config *cfg, const char *key, const char *value, hm_error *err)
+{
+    const option_def *o = find_option(key);
+    if (o == NULL)
+        return hm_error_set(err, "unknown option '%s'", key);
+    if (o->type == OPT_INT) {
+        int64_t v;
+        if (hm_parse_int64(value, o->min, o->max, 1, &v, err) < 0)
+            return hm_error_wrap(err, "%s", o->key);
+        memcpy((char *)cfg + o->offset, &v, sizeof v);
+        return 0;
+    }
+    return set_string(o, cfg, value, err);
+}
+
+/* TOML array of strings -> "a,b,c". */
+static int join_list(const hm_toml_entry *e, char *out, size_t size, const char *source,
+                     hm_error *err)
+{
+    if (e->value.type == HM_TOML_STRING) {
+        if (strlen(e->value.str) >= size)
+            return hm_error_set(err, "%s:%d: '%s' too long", source, e->line, e->key);
+        strcpy(out, e->value.str);
+        return 0;
+    }
+    if (e->value.type != HM_TOML_ARRAY || (e->value.n > 0 && e->value.item_type != HM_TOML_STRING))
+        return hm_error_set(err, "%s:%d: '%s' must be an array of strings", source, e->line, e->key);
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < e->value.n; i++) {
+        size_t len = strlen(e->value.items[i]);
+        if (used + len + 2 > size)
+            return hm_error_set(err, "%s:%d: '%s' too long", source, e->line, e->key);
+        if (i > 0)
+            out[used++] = ',';
+        memcpy(out + used, e->value.items[i], len + 1);
+        used += len;
+    }
+    return 0;
+}
+
+int hm_config_load_file(hm_agent_config *cfg, const char *path, hm_error *err)
+{
+    hm_toml_doc doc;
+    if (hm_toml_load(&doc, path, err) < 0)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < sizeof options / sizeof options[0] && rc == 0; i++) {
+        const option_def *o = &options[i];
+        hm_toml_entry *e = hm_toml_get(&doc, o->key);
+        if (e == NULL)
+            continue;
+        if (o->type == OPT_INT) {
+            if (e->value.type != HM_TOML_INT) {
+                rc = hm_error_set(err, "%s:%d: '%s' must be an integer", path, e->line, o->key);
+            } else if (e->value.i < o->min || e->value.i > o->max) {
+                rc = hm_error_set(err, "%s:%d: '%s' = %lld is outside [%lld, %lld]", path, e->line,
+                                  o->key, (long long)e->value.i, (long long)o->min,
+                                  (long long)o->max);
+            } else {
+                memcpy((char *)cfg + o->offset, &e->value.i, sizeof(int64_t));
+            }
+        } else if (o->type == OPT_LIST) {
+            rc = join_list(e, (char *)cfg + o->offset, o->size, path, err);
+        } else if (e->value.type != HM_TOML_STRING) {
+            rc = hm_error_set(err, "%s:%d: '%s' must be a string in quotes", path, e->line, o->key);
+        } else if (set_string(o, cfg, e->value.str, err) < 0) {
+            rc = hm_error_wrap(err, "%s:%d", path, e->line);
+        }
+    }
+    if (rc == 0) {
+        const hm_toml_entry *unknown = hm_toml_first_unused(&doc, NULL);
+        if (unknown != NULL)
+            rc = hm_error_set(err, "%s:%d: unknown key '%s'", path, unknown->line, unknown->key);
+    }
+    hm_toml_free(&doc);
+    return rc;
+}
+
+int hm_config_check(const hm_agent_config *cfg, hm_error *err)
+{
+    if (cfg->offset_ms >= cfg->period_ms)
+        return hm_error_set(err, "offset_ms (%lld) must be less than period_ms (%lld)",
+                            (long long)cfg->offset_ms, (long long)cfg->period_ms);
+    if (cfg->host[0] == '\0')
+        return hm_error_set(err, "host must not be empty");
+    if (cfg->root[0] == '\0')
+        return hm_error_set(err, "root must not be empty");
+    if (strcmp(cfg->sink, "spool") == 0 && cfg->spool_dir[0] == '\0')
+        return hm_error_set(err, "sink 'spool' needs spool_dir");
+    if (cfg->spool_total_bytes < 2 * cfg->spool_file_bytes)
+        return hm_error_set(err, "sink.total_bytes must be at least twice sink.file_bytes");
+    return 0;
+}
+
+int hm_config_build(hm_agent_config *out, const char *config_path,
+                    const hm_config_override *overrides, size_t n_overrides, hm_error *err)
+{
+    hm_agent_config cfg;
+    hm_config_defaults(&cfg);
+    if (config_path != NULL && config_path[0] != '\0') {
+        if (strlen(config_path) >= sizeof cfg.config_path)
+            return hm_error_set(err, "config path too long");
+        strcpy(cfg.config_path, config_path);
+        if (hm_config_load_file(&cfg, config_path, err) < 0)
+            return -1;
+    }
+    for (size_t i = 0; i < n_overrides; i++)
+        if (hm_config_set(&cfg, overrides[i].key, overrides[i].value, err) < 0)
+            return -1;
+    if (hm_config_check(&cfg, err) < 0)
+        return -1;
+    *out = cfg;
+    return 0;
+}
+
+const char *hm_config_key_for_flag(const char *flag)
+{
+    for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
+        if (strcmp(options[i].flag, flag) == 0)
+            return options[i].key;
+    return NULL;
+}
+
+void hm_config_print_help(FILE *out)
+{
+    for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
+        const option_def *o = &options[i];
+        char left[64];
+        snprintf(left, sizeof left, "%s %s", o->flag,
+                 o->type == OPT_INT ? "N" : (o->choices ? o->choices : "VALUE"));
+        fprintf(out, "  %-30s %s  [%s]\n", left, o->help, o->key);
+    }
+}

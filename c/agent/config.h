@@ -1,0 +1,61 @@
+/* The agent's settings: defaults, then the TOML file, then command-line
+ * flags. One table (config.c) lists every option with its TOML key, its
+ * flag, its type and range, and its help text, so the file format, the
+ * flags and --help cannot drift apart. */
+#ifndef HM_AGENT_CONFIG_H
+#define HM_AGENT_CONFIG_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "hm_error.h"
+
+typedef struct hm_agent_config {
+    char config_path[PATH_MAX];   /* "" when none */
+    char host[64];
+    char root[PATH_MAX];          /* prefix of every /proc, /sys path */
+    int64_t period_ms;
+    int64_t offset_ms;            /* per-node shift from the aligned boundary */
+    char sources[512];            /* comma-separated names, or "default" */
+    char sink[16];                /* spool | stdout */
+    char spool_dir[PATH_MAX];
+    int64_t spool_file_bytes;     /* a spool file is closed past this size */
+    int64_t spool_total_bytes;    /* the spool directory is kept below this */
+    char socket_path[PATH_MAX];   /* "" = no control socket */
+    int64_t batch_bytes;          /* capacity of one period's batch */
+    char pmu_mode[16];            /* none | kernel | rotate */
+    char pmu_backend[16];         /* perf | sim */
+    char pmu_profile[128];        /* auto | profile name */
+    char pmu_profile_dir[PATH_MAX];
+    int64_t pmu_sim_counters;
+    char cgroup_root[PATH_MAX];   /* cgroup v2 mount, relative to root */
+    char slurm_dir[PATH_MAX];     /* Slurm's job cgroups, relative to cgroup_root */
+} hm_agent_config;
+
+/* One option that was given on the command line: applied after the file,
+ * and again after every reload, so flags keep overriding the file. */
+typedef struct hm_config_override {
+    const char *key;
+    const char *value;
+} hm_config_override;
+
+void hm_config_defaults(hm_agent_config *cfg);
+/* Sets the option named by its TOML key from a string (flag value). */
+int hm_config_set(hm_agent_config *cfg, const char *key, const char *value, hm_error *err);
+/* Reads the TOML file into cfg (keys it does not mention keep their value). */
+int hm_config_load_file(hm_agent_config *cfg, const char *path, hm_error *err);
+/* defaults + file (if cfg->config_path set) + overrides, then checks. */
+int hm_config_build(hm_agent_config *out, const char *config_path,
+                    const hm_config_override *overrides, size_t n_overrides, hm_error *err);
+/* Cross-field checks (offset < period, known modes). */
+int hm_config_check(const hm_agent_config *cfg, hm_error *err);
+
+/* Finds the option key for a long flag ("--period-ms" -> "period_ms");
+ * NULL if unknown. */
+const char *hm_config_key_for_flag(const char *flag);
+/* Prints one line per option for --help. */
+void hm_config_print_help(FILE *out);
+
+#endif

@@ -1,0 +1,171 @@
+#include "control.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "log.h"
+
+int hm_control_open(hm_control *c, const char *path, hm_error *err)
+{
+    memset(c, 0, sizeof *c);
+    c->listen_fd = -1;
+    for (int i = 0; i < HM_CONTROL_CLIENTS; i++)
+        c->client[i].fd = -1;
+    if (path[0] == '\0')
+        return 0;
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof addr.sun_path)
+        return hm_error_set(err, "control socket path %s too long (max %zu)", path,
+                            sizeof addr.sun_path - 1);
+    strcpy(addr.sun_path, path);
+    /* Create the parent directory (e.g. /run/hushmon) if needed. */
+    char dir[sizeof addr.sun_path];
+    strcpy(dir, path);
+    char *slash = strrchr(dir, '/');
+    if (slash != NULL && slash != dir) {
+        *slash = '\0';
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+            return hm_error_errno(err, "creating %s", dir);
+    }
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (probe < 0)
+        return hm_error_errno(err, "socket");
+    if (connect(probe, (struct sockaddr *)&addr, sizeof addr) == 0) {
+        close(probe);
+        return hm_error_set(err, "another agent is listening on %s", path);
+    }
+    close(probe);
+    unlink(path); /* stale socket from a dead agent */
+    c->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (c->listen_fd < 0)
+        return hm_error_errno(err, "socket");
+    if (bind(c->listen_fd, (struct sockaddr *)&addr, sizeof addr) < 0 ||
+        listen(c->listen_fd, 8) < 0) {
+        hm_error_errno(err, "listening on %s", path);
+        close(c->listen_fd);
+        c->listen_fd = -1;
+        return -1;
+    }
+    chmod(path, 0660);
+    strcpy(c->path, path);
+    return 0;
+}
+
+static void drop_client(hm_control_client *cl)
+{
+    if (cl->fd >= 0)
+        close(cl->fd);
+    cl->fd = -1;
+    cl->len = 0;
+}
+
+void hm_control_close(hm_control *c)
+{
+    for (int i = 0; i < HM_CONTROL_CLIENTS; i++)
+        drop_client(&c->client[i]);
+    if (c->listen_fd >= 0) {
+        close(c->listen_fd);
+        unlink(c->path);
+    }
+    c->listen_fd = -1;
+}
+
+size_t hm_control_pollfds(const hm_control *c, struct pollfd *fds)
+{
+    size_t n = 0;
+    if (c->listen_fd < 0)
+        return 0;
+    fds[n++] = (struct pollfd){.fd = c->listen_fd, .events = POLLIN};
+    for (int i = 0; i < HM_CONTROL_CLIENTS; i++)
+        if (c->client[i].fd >= 0)
+            fds[n++] = (struct pollfd){.fd = c->client[i].fd, .events = POLLIN};
+    return n;
+}
+
+/* Sends one response line; a client that does not read it is dropped
+ * rather than allowed to block the agent. */
+static bool respond(hm_control_client *cl, const char *text)
+{
+    char line[HM_CONTROL_LINE_MAX + 2];
+    int n = snprintf(line, sizeof line, "%s\n", text);
+    if (n < 0)
+        return false;
+    if ((size_t)n >= sizeof line) {
+        line[sizeof line - 2] = '\n';
+        n = (int)sizeof line - 1;
+    }
+    ssize_t w = send(cl->fd, line, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    return w == n;
+}
+
+static void serve_client(hm_control_client *cl, hm_control_handler handler, void *arg)
+{
+    ssize_t n = recv(cl->fd, cl->buf + cl->len, sizeof cl->buf - 1 - cl->len, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        drop_client(cl);
+        return;
+    }
+    if (n < 0)
+        return;
+    cl->len += (size_t)n;
+    for (;;) {
+        char *nl = memchr(cl->buf, '\n', cl->len);
+        if (nl == NULL)
+            break;
+        *nl = '\0';
+        if (nl > cl->buf && nl[-1] == '\r')
+            nl[-1] = '\0';
+        char response[HM_CONTROL_LINE_MAX];
+        handler(arg, cl->buf, response, sizeof response);
+        size_t used = (size_t)(nl + 1 - cl->buf);
+        memmove(cl->buf, nl + 1, cl->len - used);
+        cl->len -= used;
+        if (!respond(cl, response)) {
+            drop_client(cl);
+            return;
+        }
+    }
+    if (cl->len == sizeof cl->buf - 1) {
+        respond(cl, "error request line too long");
+        drop_client(cl);
+    }
+}
+
+void hm_control_serve(hm_control *c, const struct pollfd *fds, size_t n,
+                      hm_control_handler handler, void *arg)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (fds[i].revents == 0)
+            continue;
+        if (fds[i].fd == c->listen_fd) {
+            int fd = accept4(c->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd < 0)
+                continue;
+            hm_control_client *slot = NULL;
+            for (int k = 0; k < HM_CONTROL_CLIENTS && slot == NULL; k++)
+                if (c->client[k].fd < 0)
+                    slot = &c->client[k];
+            if (slot == NULL) {
+                const char *busy = "error too many control clients\n";
+                ssize_t ignored = send(fd, busy, strlen(busy), MSG_DONTWAIT | MSG_NOSIGNAL);
+                (void)ignored;
+                close(fd);
+                continue;
+            }
+            slot->fd = fd;
+            slot->len = 0;
+            continue;
+        }
+        for (int k = 0; k < HM_CONTROL_CLIENTS; k++)
+            if (c->client[k].fd == fds[i].fd)
+                serve_client(&c->client[k], handler, arg);
+    }
+}

@@ -1,0 +1,43 @@
+/* The control socket: a Unix stream socket where each request is one line
+ * and each response one line starting with "ok" or "error" (protocol in
+ * docs/formats.md). Clients are served from the agent's single poll()
+ * loop without blocking it: a client that sends half a line just waits. */
+#ifndef HM_CONTROL_H
+#define HM_CONTROL_H
+
+#include <limits.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "hm_error.h"
+
+#define HM_CONTROL_CLIENTS 8
+#define HM_CONTROL_LINE_MAX 1024
+
+typedef struct hm_control_client {
+    int fd;
+    size_t len;
+    char buf[HM_CONTROL_LINE_MAX];
+} hm_control_client;
+
+/* Handles one request line; writes the response (without newline). */
+typedef void (*hm_control_handler)(void *arg, const char *request, char *response, size_t size);
+
+typedef struct hm_control {
+    int listen_fd;
+    char path[108];
+    hm_control_client client[HM_CONTROL_CLIENTS];
+} hm_control;
+
+/* Binds path ("" = no socket). A stale socket file left by a dead agent
+ * is replaced; one that a live agent answers on is an error. */
+int hm_control_open(hm_control *c, const char *path, hm_error *err);
+void hm_control_close(hm_control *c);
+/* Adds the descriptors to poll; returns how many were added. */
+size_t hm_control_pollfds(const hm_control *c, struct pollfd *fds);
+/* Serves whatever fds (as filled by hm_control_pollfds) report ready. */
+void hm_control_serve(hm_control *c, const struct pollfd *fds, size_t n,
+                      hm_control_handler handler, void *arg);
+
+#endif

@@ -1,0 +1,199 @@
+#include "lp.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int hm_lp_init(hm_lp *lp, size_t capacity_bytes, const char *host, hm_error *err)
+{
+    memset(lp, 0, sizeof *lp);
+    lp->buf = malloc(capacity_bytes);
+    if (lp->buf == NULL)
+        return hm_error_set(err, "out of memory for a %zu-byte batch buffer", capacity_bytes);
+    lp->cap = capacity_bytes;
+    /* The host tag is the same on every line: escape it once. */
+    char *p = lp->host_tag;
+    const char *prefix = ",host=";
+    size_t room = sizeof lp->host_tag - 1;
+    size_t n = 0;
+    for (const char *q = prefix; *q && n < room; q++)
+        p[n++] = *q;
+    for (const char *q = host; *q; q++) {
+        bool esc = (*q == ',' || *q == ' ' || *q == '=');
+        if (n + 2 > room)
+            return hm_error_set(err, "host name '%s' too long", host);
+        if (esc)
+            p[n++] = '\\';
+        p[n++] = *q;
+    }
+    p[n] = '\0';
+    lp->host_tag_len = n;
+    return 0;
+}
+
+void hm_lp_free(hm_lp *lp)
+{
+    free(lp->buf);
+    lp->buf = NULL;
+}
+
+void hm_lp_reset(hm_lp *lp, int64_t ts_ns)
+{
+    lp->len = 0;
+    lp->lines = 0;
+    lp->lines_dropped = 0;
+    lp->in_line = false;
+    lp->ts_ns = ts_ns;
+}
+
+static void put(hm_lp *lp, const char *s, size_t n)
+{
+    if (lp->line_overflow)
+        return;
+    if (lp->len + n > lp->cap) {
+        lp->line_overflow = true;
+        return;
+    }
+    memcpy(lp->buf + lp->len, s, n);
+    lp->len += n;
+}
+
+static void put_char(hm_lp *lp, char c)
+{
+    put(lp, &c, 1);
+}
+
+/* Tag keys/values and measurement names: escape comma, space, equals. */
+static void put_escaped(hm_lp *lp, const char *s, bool escape_equals)
+{
+    for (; *s; s++) {
+        if (*s == ',' || *s == ' ' || (escape_equals && *s == '='))
+            put_char(lp, '\\');
+        put_char(lp, *s);
+    }
+}
+
+void hm_lp_begin(hm_lp *lp, const char *measurement)
+{
+    lp->line_start = lp->len;
+    lp->fields_in_line = 0;
+    lp->line_overflow = false;
+    lp->in_line = true;
+    put_escaped(lp, measurement, false);
+    put(lp, lp->host_tag, lp->host_tag_len);
+}
+
+void hm_lp_tag(hm_lp *lp, const char *key, const char *value)
+{
+    if (value[0] == '\0')
+        return; /* line protocol has no empty tag values */
+    put_char(lp, ',');
+    put_escaped(lp, key, true);
+    put_char(lp, '=');
+    put_escaped(lp, value, true);
+}
+
+static void field_key(hm_lp *lp, const char *key)
+{
+    put_char(lp, lp->fields_in_line == 0 ? ' ' : ',');
+    put_escaped(lp, key, true);
+    put_char(lp, '=');
+    lp->fields_in_line++;
+}
+
+/* Writes an unsigned integer's digits; returns the length. */
+static size_t format_u64(char *out, uint64_t v)
+{
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    for (size_t i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
+    return n;
+}
+
+size_t hm_lp_format_double(char *out, double v)
+{
+    double a = fabs(v);
+    /* Outside this range (or for tiny values) the general form is needed;
+     * rare for the rates and percentages the agent publishes. */
+    if (!(a < 1e15) || (a != 0.0 && a < 1e-6)) {
+        int n = snprintf(out, 32, "%.9g", v);
+        return n > 0 ? (size_t)n : 0;
+    }
+    /* Six decimals below 1 (IPC, small rates), three above: precise to
+     * better than the sensors themselves. */
+    int decimals = a < 1.0 ? 6 : 3;
+    uint64_t scale = decimals == 6 ? 1000000u : 1000u;
+    uint64_t scaled = (uint64_t)llround(a * (double)scale);
+    uint64_t ip = scaled / scale, fp = scaled % scale;
+    size_t n = 0;
+    if (v < 0 && scaled != 0)
+        out[n++] = '-';
+    n += format_u64(out + n, ip);
+    if (fp != 0) {
+        out[n++] = '.';
+        for (int d = decimals - 1; d >= 0; d--) {
+            uint64_t p10 = 1;
+            for (int k = 0; k < d; k++)
+                p10 *= 10;
+            out[n++] = (char)('0' + (fp / p10) % 10);
+        }
+        while (out[n - 1] == '0')
+            n--;
+    }
+    return n;
+}
+
+void hm_lp_field_f64(hm_lp *lp, const char *key, double value)
+{
+    if (!isfinite(value))
+        return;
+    field_key(lp, key);
+    char num[32];
+    put(lp, num, hm_lp_format_double(num, value));
+}
+
+void hm_lp_field_i64(hm_lp *lp, const char *key, int64_t value)
+{
+    field_key(lp, key);
+    char num[32];
+    size_t n = 0;
+    if (value < 0) {
+        num[n++] = '-';
+        n += format_u64(num + n, (uint64_t)0 - (uint64_t)value);
+    } else {
+        n += format_u64(num + n, (uint64_t)value);
+    }
+    num[n++] = 'i';
+    put(lp, num, n);
+}
+
+void hm_lp_end(hm_lp *lp)
+{
+    if (!lp->in_line)
+        return;
+    lp->in_line = false;
+    if (lp->fields_in_line == 0) {
+        lp->len = lp->line_start; /* a line with no field is not valid */
+        return;
+    }
+    put_char(lp, ' ');
+    char num[32];
+    size_t n = 0;
+    if (lp->ts_ns < 0)
+        num[n++] = '-';
+    n += format_u64(num + n, (uint64_t)llabs(lp->ts_ns));
+    num[n++] = '\n';
+    put(lp, num, n);
+    if (lp->line_overflow) {
+        lp->len = lp->line_start;
+        lp->lines_dropped++;
+        return;
+    }
+    lp->lines++;
+}

@@ -1,0 +1,45 @@
+/* One batch of InfluxDB line protocol, built in a buffer allocated once.
+ *
+ * Samplers append lines with begin / tag / field / end; nothing allocates
+ * while sampling. A field whose value is not finite is left out (a value
+ * that was not measured is absent, never 0), and a line that ends up with
+ * no field at all is rolled back, since line protocol requires one. */
+#ifndef HM_LP_H
+#define HM_LP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hm_error.h"
+
+typedef struct hm_lp {
+    char *buf;
+    size_t cap, len;
+    size_t line_start;     /* where the open line began, for rollback */
+    int fields_in_line;
+    bool line_overflow;    /* the open line did not fit */
+    bool in_line;
+    int64_t ts_ns;         /* timestamp written at the end of each line */
+    char host_tag[160];    /* ",host=<escaped>", precomputed */
+    size_t host_tag_len;
+    uint64_t lines;        /* complete lines in this batch */
+    uint64_t lines_dropped;/* lines that did not fit in the buffer */
+} hm_lp;
+
+int hm_lp_init(hm_lp *lp, size_t capacity_bytes, const char *host, hm_error *err);
+void hm_lp_free(hm_lp *lp);
+/* Empties the batch; every following line is stamped ts_ns. */
+void hm_lp_reset(hm_lp *lp, int64_t ts_ns);
+
+void hm_lp_begin(hm_lp *lp, const char *measurement);
+void hm_lp_tag(hm_lp *lp, const char *key, const char *value);
+void hm_lp_field_f64(hm_lp *lp, const char *key, double value);
+void hm_lp_field_i64(hm_lp *lp, const char *key, int64_t value);
+void hm_lp_end(hm_lp *lp);
+
+/* Formats v into out (at least 32 bytes) without stdio for the common
+ * range; returns the length. Exposed for tests. */
+size_t hm_lp_format_double(char *out, double v);
+
+#endif

@@ -1,0 +1,154 @@
+/* hushmon-agent: the node agent. Parses the command line, builds the
+ * config (defaults < TOML file < flags) and runs the loop. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "hm_parse.h"
+#include "log.h"
+#include "sinks/sink.h"
+
+#define MAX_OVERRIDES 64
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: hushmon-agent [--config FILE] [options]\n"
+            "\n"
+            "Samples node sensors on wall-clock-aligned instants and writes one InfluxDB\n"
+            "line-protocol batch per period to a sink (docs/agent.md, docs/formats.md).\n"
+            "\n"
+            "  --config FILE                  TOML config; flags override it (also after reload)\n"
+            "  --once                         two readings --once-interval-ms apart, print the\n"
+            "                                 second batch, exit (default sink stdout)\n"
+            "  --once-interval-ms N           (default 250)\n"
+            "  --daemon                       detach and log to syslog (systemd: run in foreground)\n"
+            "  --pidfile FILE                 write the process id here\n"
+            "  --help\n"
+            "\n"
+            "Options (flag, then [TOML key]):\n");
+    hm_config_print_help(out);
+    fprintf(out, "\nSources (--sources NAME,...; 'default' = those marked *):\n");
+    for (size_t i = 0; i < hm_samplers_count; i++) {
+        const hm_sampler_ops *s = hm_samplers[i];
+        fprintf(out, "  %c %-8s %s\n             -> %s: %s\n", s->default_on ? '*' : ' ', s->name,
+                s->reads, s->measurement, s->fields);
+    }
+    fprintf(out, "\nSinks: %s (%s), %s (%s)\n", hm_sink_spool.name, hm_sink_spool.description,
+            hm_sink_stdout.name, hm_sink_stdout.description);
+    fprintf(out,
+            "\nControl socket requests: status | period MS | job begin ID [cgroup=PATH] |\n"
+            "  job end ID | flush | reload   (one line each; answer starts with ok or error)\n");
+}
+
+static int write_pidfile(const char *path, hm_error *err)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return hm_error_errno(err, "creating pidfile %s", path);
+    fprintf(f, "%ld\n", (long)getpid());
+    if (fclose(f) != 0)
+        return hm_error_errno(err, "writing pidfile %s", path);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    hm_config_override overrides[MAX_OVERRIDES];
+    size_t n_overrides = 0;
+    const char *config_path = NULL, *pidfile = NULL;
+    bool once = false, daemonize = false, sink_given = false;
+    int64_t once_interval_ms = 250;
+    hm_error err;
+    for (int i = 1; i < argc; i++) {
+        char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (strcmp(arg, "--once") == 0) {
+            once = true;
+            continue;
+        }
+        if (strcmp(arg, "--daemon") == 0) {
+            daemonize = true;
+            continue;
+        }
+        /* --flag VALUE or --flag=VALUE */
+        char flag[64];
+        const char *value = NULL;
+        char *eq = strchr(arg, '=');
+        if (eq != NULL && (size_t)(eq - arg) < sizeof flag) {
+            snprintf(flag, sizeof flag, "%.*s", (int)(eq - arg), arg);
+            value = eq + 1;
+        } else {
+            snprintf(flag, sizeof flag, "%s", arg);
+        }
+        bool known = strcmp(flag, "--config") == 0 || strcmp(flag, "--pidfile") == 0 ||
+                     strcmp(flag, "--once-interval-ms") == 0 || hm_config_key_for_flag(flag) != NULL;
+        if (!known) {
+            fprintf(stderr, "hushmon-agent: unknown option '%s' (see --help)\n", arg);
+            return 2;
+        }
+        if (value == NULL) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "hushmon-agent: %s needs a value\n", flag);
+                return 2;
+            }
+            value = argv[++i];
+        }
+        if (strcmp(flag, "--config") == 0) {
+            config_path = value;
+        } else if (strcmp(flag, "--pidfile") == 0) {
+            pidfile = value;
+        } else if (strcmp(flag, "--once-interval-ms") == 0) {
+            if (hm_parse_int64(value, 10, 60000, 0, &once_interval_ms, &err) < 0) {
+                fprintf(stderr, "hushmon-agent: --once-interval-ms: %s\n", err.msg);
+                return 2;
+            }
+        } else {
+            if (n_overrides == MAX_OVERRIDES) {
+                fprintf(stderr, "hushmon-agent: too many options\n");
+                return 2;
+            }
+            const char *key = hm_config_key_for_flag(flag);
+            sink_given |= strcmp(key, "sink.type") == 0;
+            overrides[n_overrides++] = (hm_config_override){.key = key, .value = value};
+        }
+    }
+    if (once && !sink_given && n_overrides < MAX_OVERRIDES)
+        overrides[n_overrides++] = (hm_config_override){.key = "sink.type", .value = "stdout"};
+    hm_agent_config cfg;
+    if (hm_config_build(&cfg, config_path, overrides, n_overrides, &err) < 0 ||
+        hm_agent_check_sources(cfg.sources, &err) < 0) {
+        hm_error_print("hushmon-agent", &err);
+        return 2;
+    }
+    if (daemonize) {
+        if (daemon(1, 0) < 0) {
+            hm_error_errno(&err, "daemon");
+            hm_error_print("hushmon-agent", &err);
+            return 1;
+        }
+        hm_log_use_syslog(true);
+    }
+    if (pidfile != NULL && write_pidfile(pidfile, &err) < 0) {
+        hm_error_print("hushmon-agent", &err);
+        return 1;
+    }
+    hm_agent agent;
+    if (hm_agent_init(&agent, &cfg, overrides, n_overrides, &err) < 0) {
+        hm_error_print("hushmon-agent", &err);
+        return 1;
+    }
+    int rc = once ? hm_agent_once(&agent, once_interval_ms, &err) : hm_agent_run(&agent, &err);
+    if (rc < 0)
+        hm_error_print("hushmon-agent", &err);
+    hm_agent_fini(&agent);
+    if (pidfile != NULL)
+        unlink(pidfile);
+    return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,174 @@
+#include "procfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PROCFILE_MIN_CAP 4096
+
+int hm_path_join(char *out, size_t size, const char *root, const char *rel, hm_error *err)
+{
+    size_t rl = strlen(root);
+    while (rl > 0 && root[rl - 1] == '/')
+        rl--;
+    while (*rel == '/')
+        rel++;
+    size_t need = rl + 1 + strlen(rel) + 1;
+    if (need > size)
+        return hm_error_set(err, "path %s/%s too long", root, rel);
+    memcpy(out, root, rl);
+    out[rl] = '/';
+    strcpy(out + rl + 1, rel);
+    return 0;
+}
+
+bool hm_procfile_is_open(const hm_procfile *f)
+{
+    return f->fd >= 0;
+}
+
+int hm_procfile_open_path(hm_procfile *f, const char *path, hm_error *err)
+{
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    if (strlen(path) >= sizeof f->path)
+        return hm_error_set(err, "path %s too long", path);
+    strcpy(f->path, path);
+    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (f->fd < 0)
+        return hm_error_errno(err, "opening %s", path);
+    f->cap = PROCFILE_MIN_CAP;
+    f->buf = malloc(f->cap);
+    if (f->buf == NULL) {
+        hm_procfile_close(f);
+        return hm_error_set(err, "out of memory reading %s", path);
+    }
+    if (hm_procfile_read(f, err) < 0) {
+        hm_procfile_close(f);
+        return -1;
+    }
+    return 0;
+}
+
+int hm_procfile_open(hm_procfile *f, const char *root, const char *rel, hm_error *err)
+{
+    char path[PATH_MAX];
+    if (hm_path_join(path, sizeof path, root, rel, err) < 0) {
+        memset(f, 0, sizeof *f);
+        f->fd = -1;
+        return -1;
+    }
+    return hm_procfile_open_path(f, path, err);
+}
+
+int hm_procfile_read(hm_procfile *f, hm_error *err)
+{
+    if (f->fd < 0)
+        return hm_error_set(err, "%s is not open", f->path);
+    for (;;) {
+        /* seq_file-backed files return at most a page per read() call, so
+         * keep reading until EOF. */
+        size_t len = 0;
+        for (;;) {
+            ssize_t n = pread(f->fd, f->buf + len, f->cap - 1 - len, (off_t)len);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                return hm_error_errno(err, "reading %s", f->path);
+            }
+            if (n == 0)
+                break;
+            len += (size_t)n;
+            if (len == f->cap - 1)
+                break;
+        }
+        if (len < f->cap - 1) {
+            f->len = len;
+            f->buf[len] = '\0';
+            return 0;
+        }
+        /* Full buffer: the file grew. Double and read again from 0. */
+        char *bigger = realloc(f->buf, f->cap * 2);
+        if (bigger == NULL)
+            return hm_error_set(err, "out of memory reading %s", f->path);
+        f->buf = bigger;
+        f->cap *= 2;
+    }
+}
+
+void hm_procfile_close(hm_procfile *f)
+{
+    if (f->fd >= 0)
+        close(f->fd);
+    f->fd = -1;
+    free(f->buf);
+    f->buf = NULL;
+    f->cap = f->len = 0;
+}
+
+bool hm_scan_u64(hm_scan *c, uint64_t *out)
+{
+    hm_scan_skip_blanks(c);
+    const char *p = c->p;
+    if (p >= c->end || *p < '0' || *p > '9')
+        return false;
+    uint64_t v = 0;
+    while (p < c->end && *p >= '0' && *p <= '9') {
+        uint64_t d = (uint64_t)(*p - '0');
+        v = (v > (UINT64_MAX - d) / 10) ? UINT64_MAX : v * 10 + d;
+        p++;
+    }
+    c->p = p;
+    *out = v;
+    return true;
+}
+
+bool hm_scan_udouble(hm_scan *c, double *out)
+{
+    uint64_t ip;
+    if (!hm_scan_u64(c, &ip))
+        return false;
+    double v = (double)ip;
+    if (c->p < c->end && *c->p == '.') {
+        c->p++;
+        double scale = 0.1;
+        while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+            v += (*c->p - '0') * scale;
+            scale *= 0.1;
+            c->p++;
+        }
+    }
+    *out = v;
+    return true;
+}
+
+bool hm_scan_word(hm_scan *c, const char **word, size_t *len, bool stop_colon)
+{
+    hm_scan_skip_blanks(c);
+    const char *p = c->p;
+    while (p < c->end && *p != ' ' && *p != '\t' && *p != '\n' && !(stop_colon && *p == ':'))
+        p++;
+    if (p == c->p)
+        return false;
+    *word = c->p;
+    *len = (size_t)(p - c->p);
+    c->p = p;
+    return true;
+}
+
+bool hm_scan_char(hm_scan *c, char ch)
+{
+    hm_scan_skip_blanks(c);
+    if (c->p < c->end && *c->p == ch) {
+        c->p++;
+        return true;
+    }
+    return false;
+}
+
+bool hm_word_eq(const char *word, size_t len, const char *s)
+{
+    return strncmp(word, s, len) == 0 && s[len] == '\0';
+}

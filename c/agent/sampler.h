@@ -1,0 +1,76 @@
+/* The contract of a source of measurements ("sampler").
+ *
+ * Each source is one file in samplers/ that exports one hm_sampler_ops
+ * (everything else in it is static) and is listed once in
+ * samplers/samplers.def. open() allocates what the source needs for the
+ * rest of its life (open descriptors, per-device state); sample() reads,
+ * computes rates and appends lines to the batch without allocating.
+ * A failing sample() returns -1 with a message: the loop logs it and keeps
+ * sampling the other sources. */
+#ifndef HM_SAMPLER_H
+#define HM_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "hm_error.h"
+#include "jobs.h"
+#include "lp.h"
+
+/* Values one source reads that another publishes, within one period
+ * (procs_blocked lives in /proc/stat, next to the CPU times, but belongs
+ * to the `load` line). `stamp` says which period they are from. */
+typedef struct hm_node_shared {
+    int64_t stamp_ns;
+    uint64_t procs_running, procs_blocked;
+    int online_cpus;
+} hm_node_shared;
+
+/* The agent's own figures, published by the `self` source. */
+typedef struct hm_self_stats {
+    double cpu_us;            /* CPU time of the previous complete cycle; NaN at start */
+    double jitter_us;         /* this wake-up minus its scheduled instant */
+    uint64_t rss_bytes;       /* filled in by the self source */
+    uint64_t samples_dropped; /* total: missed periods + lines lost to spool bounds */
+    int64_t period_ms;
+} hm_self_stats;
+
+typedef struct hm_sampler_env {
+    const hm_agent_config *cfg;
+    hm_jobs *jobs;
+} hm_sampler_env;
+
+typedef struct hm_sample_ctx {
+    int64_t ts_ns;            /* the scheduled instant: every line's timestamp */
+    int64_t mono_ns;          /* CLOCK_MONOTONIC when this period's reads began */
+    hm_jobs *jobs;
+    hm_node_shared *node;
+    hm_self_stats *self;
+} hm_sample_ctx;
+
+typedef struct hm_sampler_ops {
+    const char *name;         /* --sources name */
+    const char *reads;        /* what it reads, for --help */
+    const char *measurement;  /* line protocol measurement(s) */
+    const char *fields;       /* every field it may publish, for --help and docs */
+    bool default_on;
+    int (*open)(void **state, const hm_sampler_env *env, hm_error *err);
+    int (*sample)(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_error *err);
+    void (*close)(void *state);
+} hm_sampler_ops;
+
+/* The registry: every source, in sampling order (samplers/registry.c). */
+extern const hm_sampler_ops *const hm_samplers[];
+extern const size_t hm_samplers_count;
+const hm_sampler_ops *hm_sampler_find(const char *name);
+
+/* Seconds between two monotonic readings; 0 if none before. */
+static inline double hm_dt_s(int64_t prev_mono_ns, int64_t now_mono_ns)
+{
+    return prev_mono_ns > 0 && now_mono_ns > prev_mono_ns ? (now_mono_ns - prev_mono_ns) / 1e9
+                                                          : 0.0;
+}
+
+#endif

@@ -1,0 +1,157 @@
+/* pmu: hardware counters through perf_event_open, multiplexed by the
+ * kernel or rotated by the agent (pmu/pmu_mux.c), with derived metrics.
+ *
+ * On a machine without a hardware PMU (most VMs) the source says so once
+ * and publishes nothing: a value that was not measured is never invented.
+ * With pmu.backend = "sim" it runs the simulated PMU instead and tags
+ * every line backend=sim. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hm_timer.h"
+#include "log.h"
+#include "pmu/pmu_mux.h"
+#include "pmu/pmu_sim.h"
+#include "sampler.h"
+
+typedef struct pmu_state {
+    bool active;
+    bool simulated;
+    hm_pmu_mux mux;
+    char field[HM_PMU_EVENTS_MAX][64];  /* "<event>_per_s", built once */
+    char cpu_tag[64][16];
+    double *total_rate;
+} pmu_state;
+
+static void pmu_close(void *state)
+{
+    pmu_state *s = state;
+    if (s == NULL)
+        return;
+    if (s->active)
+        hm_pmu_mux_close(&s->mux);
+    free(s->total_rate);
+    free(s);
+}
+
+static int pmu_open(void **state, const hm_sampler_env *env, hm_error *err)
+{
+    const hm_agent_config *cfg = env->cfg;
+    pmu_state *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return hm_error_set(err, "out of memory");
+    *state = s;
+    hm_pmu_mode mode;
+    if (hm_pmu_mode_parse(cfg->pmu_mode, &mode, err) < 0)
+        goto fail;
+    if (mode == HM_PMU_MODE_NONE)
+        return 0;
+    s->simulated = strcmp(cfg->pmu_backend, "sim") == 0;
+    if (!s->simulated) {
+        hm_error why;
+        if (hm_pmu_perf_probe(&why) < 0) {
+            hm_log_notice("hardware counters unavailable on this machine (%s): no pmu lines; "
+                          "software events (perf_sw) are still counted", why.msg);
+            return 0;
+        }
+    }
+    hm_cpu_id id;
+    hm_error e;
+    if (hm_cpu_id_read(&id, cfg->root, &e) < 0) {
+        hm_log_warn("pmu: %s; using the generic profile", e.msg);
+        memset(&id, 0, sizeof id);
+    }
+    hm_pmu_profile profile;
+    if (hm_pmu_profile_select(&profile, cfg->pmu_profile_dir, cfg->pmu_profile, &id, err) < 0)
+        goto fail;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t ncpu = online > 0 ? (size_t)online : 1;
+    if (ncpu > 64)
+        ncpu = 64; /* tags are prebuilt for 64; more CPUs are counted in the total only */
+    hm_pmu_backend be;
+    if (s->simulated) {
+        hm_pmu_sim *sim = hm_pmu_sim_create((int)cfg->pmu_sim_counters, 4000000, hm_monotonic_ns);
+        if (sim == NULL) {
+            hm_error_set(err, "out of memory");
+            goto fail;
+        }
+        hm_pmu_sim_model_workload(sim, &profile);
+        hm_pmu_sim_backend(&be, sim);
+    } else if (hm_pmu_perf_backend(&be, ncpu * profile.ngroups, err) < 0) {
+        goto fail;
+    }
+    if (hm_pmu_mux_open(&s->mux, &profile, be, mode, ncpu, err) < 0)
+        goto fail;
+    s->active = true;
+    s->total_rate = calloc(profile.nevents, sizeof *s->total_rate);
+    if (s->total_rate == NULL) {
+        hm_error_set(err, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < profile.nevents; i++)
+        snprintf(s->field[i], sizeof s->field[i], "%s_per_s", profile.event[i].name);
+    for (size_t c = 0; c < ncpu; c++)
+        snprintf(s->cpu_tag[c], sizeof s->cpu_tag[c], "cpu%zu", c);
+    hm_log_notice("pmu: profile %s, %s multiplexing, %zu groups on %lld counters%s",
+                  profile.name, cfg->pmu_mode, profile.ngroups, (long long)profile.counters,
+                  s->simulated ? " (SIMULATED PMU: synthetic values)" : "");
+    return 0;
+fail:
+    pmu_close(s);
+    *state = NULL;
+    return hm_error_wrap(err, "pmu");
+}
+
+static void emit(pmu_state *s, const char *cpu, const double *rate, double mux_ratio, hm_lp *out)
+{
+    const hm_pmu_profile *p = &s->mux.profile;
+    hm_pmu_derived d;
+    hm_pmu_derive(p, rate, &d);
+    hm_lp_begin(out, "pmu");
+    hm_lp_tag(out, "cpu", cpu);
+    if (s->simulated)
+        hm_lp_tag(out, "backend", "sim");
+    for (size_t i = 0; i < p->nevents; i++)
+        hm_lp_field_f64(out, s->field[i], rate[i]);
+    hm_lp_field_f64(out, "ipc", d.ipc);
+    hm_lp_field_f64(out, "score_cpu", d.score_cpu);
+    hm_lp_field_f64(out, "mem_stall_pct", d.mem_stall_pct);
+    hm_lp_field_f64(out, "flops_per_s", d.flops_per_s);
+    hm_lp_field_f64(out, "mux_ratio", mux_ratio);
+    hm_lp_end(out);
+}
+
+static int pmu_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_error *err)
+{
+    (void)ctx;
+    pmu_state *s = state;
+    if (!s->active)
+        return 0;
+    if (hm_pmu_mux_sample(&s->mux, err) < 0)
+        return -1;
+    const hm_pmu_profile *p = &s->mux.profile;
+    double ratio_sum = 0;
+    for (size_t c = 0; c < s->mux.ncpu; c++) {
+        emit(s, s->cpu_tag[c], &s->mux.rate[c * p->nevents], s->mux.mux_ratio[c], out);
+        ratio_sum += s->mux.mux_ratio[c];
+    }
+    for (size_t i = 0; i < p->nevents; i++)
+        s->total_rate[i] = hm_pmu_mux_total_rate(&s->mux, i);
+    emit(s, "total", s->total_rate, ratio_sum / (double)s->mux.ncpu, out);
+    return 0;
+}
+
+const hm_sampler_ops hm_sampler_pmu = {
+    .name = "pmu",
+    .reads = "perf_event_open hardware events (profile per CPU family), or the simulated PMU",
+    .measurement = "pmu (tags cpu=total|cpuN, backend=sim when simulated)",
+    .fields = "<event>_per_s for each profile event, ipc score_cpu mem_stall_pct flops_per_s "
+              "mux_ratio",
+    .default_on = true,
+    .open = pmu_open,
+    .sample = pmu_sample,
+    .close = pmu_close,
+};

@@ -1,0 +1,126 @@
+/* net: traffic per network interface from /proc/net/dev, as rates. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "counter.h"
+#include "entity.h"
+#include "log.h"
+#include "procfile.h"
+#include "sampler.h"
+
+/* Columns after "iface:" (0-based): receive 0..7, transmit 8..15. */
+typedef struct net_column {
+    int column;
+    const char *field;
+} net_column;
+
+static const net_column columns[] = {
+    {0, "rx_bytes_per_s"},   {8, "tx_bytes_per_s"},  {1, "rx_packets_per_s"},
+    {9, "tx_packets_per_s"}, {2, "rx_errors_per_s"}, {10, "tx_errors_per_s"},
+    {3, "rx_drops_per_s"},   {11, "tx_drops_per_s"},
+};
+
+#define NCOLUMNS (sizeof columns / sizeof columns[0])
+
+typedef struct net_dev_state {
+    hm_procfile file;
+    hm_entity_table dev;
+    int64_t stamp;
+    bool warned_full;
+} net_dev_state;
+
+static void net_dev_close(void *state)
+{
+    net_dev_state *s = state;
+    if (s == NULL)
+        return;
+    hm_procfile_close(&s->file);
+    hm_entity_table_free(&s->dev);
+    free(s);
+}
+
+static int net_dev_open(void **state, const hm_sampler_env *env, hm_error *err)
+{
+    net_dev_state *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return hm_error_set(err, "out of memory");
+    if (hm_procfile_open(&s->file, env->cfg->root, "proc/net/dev", err) < 0) {
+        free(s);
+        return -1;
+    }
+    size_t lines = 0;
+    for (size_t i = 0; i < s->file.len; i++)
+        lines += s->file.buf[i] == '\n';
+    if (hm_entity_table_init(&s->dev, lines * 2 + 16, err) < 0) {
+        net_dev_close(s);
+        return -1;
+    }
+    *state = s;
+    return 0;
+}
+
+static int net_dev_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_error *err)
+{
+    net_dev_state *s = state;
+    if (hm_procfile_read(&s->file, err) < 0)
+        return -1;
+    s->stamp++;
+    hm_scan c = hm_scan_of(s->file.buf, s->file.len);
+    /* Two header lines. */
+    if (!hm_scan_next_line(&c) || !hm_scan_next_line(&c))
+        return 0;
+    do {
+        const char *name;
+        size_t nl;
+        hm_scan line = c;
+        if (hm_scan_at_eol(&line))
+            continue;
+        if (!hm_scan_word(&line, &name, &nl, true) || !hm_scan_char(&line, ':'))
+            return hm_error_set(err, "%s: malformed line", s->file.path);
+        uint64_t col[16];
+        int got = 0;
+        while (got < 16 && hm_scan_u64(&line, &col[got]))
+            got++;
+        if (got < 16)
+            return hm_error_set(err, "%s: %.*s has %d counters, expected 16", s->file.path,
+                                (int)nl, name, got);
+        bool created;
+        hm_entity *d = hm_entity_get(&s->dev, name, nl, s->stamp, &created);
+        if (d == NULL) {
+            hm_log_warn_once(&s->warned_full, "%s: more interfaces than sized at start; some not sampled",
+                             s->file.path);
+            continue;
+        }
+        double dt = hm_dt_s(d->prev_mono_ns, ctx->mono_ns);
+        double rate[NCOLUMNS];
+        for (size_t k = 0; k < NCOLUMNS; k++) {
+            uint64_t now = col[columns[k].column];
+            /* 32-bit: some drivers still keep 32-bit counters that wrap. */
+            rate[k] = d->have_prev ? hm_counter_rate(d->prev[k], now, 32, dt) : NAN;
+            d->prev[k] = now;
+        }
+        bool first = !d->have_prev;
+        d->have_prev = true;
+        d->prev_mono_ns = ctx->mono_ns;
+        if (first)
+            continue;
+        hm_lp_begin(out, "net");
+        hm_lp_tag(out, "iface", d->name);
+        for (size_t k = 0; k < NCOLUMNS; k++)
+            hm_lp_field_f64(out, columns[k].field, rate[k]);
+        hm_lp_end(out);
+    } while (hm_scan_next_line(&c));
+    return 0;
+}
+
+const hm_sampler_ops hm_sampler_proc_net_dev = {
+    .name = "net",
+    .reads = "/proc/net/dev",
+    .measurement = "net (tag iface)",
+    .fields = "rx_bytes_per_s tx_bytes_per_s rx_packets_per_s tx_packets_per_s rx_errors_per_s "
+              "tx_errors_per_s rx_drops_per_s tx_drops_per_s",
+    .default_on = true,
+    .open = net_dev_open,
+    .sample = net_dev_sample,
+    .close = net_dev_close,
+};

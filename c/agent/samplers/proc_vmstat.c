@@ -1,0 +1,110 @@
+/* vm: paging and swap activity from /proc/vmstat, as rates.
+ *
+ * pgpgin/pgpgout count KiB moved between memory and block devices;
+ * pswpin/pswpout count pages swapped; the rates show a job that has
+ * outgrown memory (seed 001: swap activity next to falling FLOPS). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "counter.h"
+#include "procfile.h"
+#include "sampler.h"
+
+typedef struct vmstat_field {
+    const char *kernel_name;
+    const char *field;
+} vmstat_field;
+
+static const vmstat_field fields[] = {
+    {"pgpgin", "pgpgin_per_s"},
+    {"pgpgout", "pgpgout_per_s"},
+    {"pswpin", "pswpin_per_s"},
+    {"pswpout", "pswpout_per_s"},
+    {"pgfault", "pgfault_per_s"},
+    {"pgmajfault", "pgmajfault_per_s"},
+    {"oom_kill", "oom_kill_per_s"},
+};
+
+#define NFIELDS (sizeof fields / sizeof fields[0])
+
+typedef struct vmstat_state {
+    hm_procfile file;
+    int64_t prev_mono_ns;
+    bool have_prev[NFIELDS];
+    uint64_t prev[NFIELDS];
+} vmstat_state;
+
+static void vmstat_close(void *state)
+{
+    vmstat_state *s = state;
+    if (s == NULL)
+        return;
+    hm_procfile_close(&s->file);
+    free(s);
+}
+
+static int vmstat_open(void **state, const hm_sampler_env *env, hm_error *err)
+{
+    vmstat_state *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return hm_error_set(err, "out of memory");
+    if (hm_procfile_open(&s->file, env->cfg->root, "proc/vmstat", err) < 0) {
+        free(s);
+        return -1;
+    }
+    *state = s;
+    return 0;
+}
+
+static int vmstat_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_error *err)
+{
+    vmstat_state *s = state;
+    if (hm_procfile_read(&s->file, err) < 0)
+        return -1;
+    double dt = hm_dt_s(s->prev_mono_ns, ctx->mono_ns);
+    s->prev_mono_ns = ctx->mono_ns;
+    double rate[NFIELDS];
+    bool seen[NFIELDS] = {false};
+    for (size_t i = 0; i < NFIELDS; i++)
+        rate[i] = NAN;
+    hm_scan c = hm_scan_of(s->file.buf, s->file.len);
+    size_t found = 0;
+    do {
+        const char *w;
+        size_t wl;
+        hm_scan line = c;
+        if (!hm_scan_word(&line, &w, &wl, false))
+            continue;
+        for (size_t i = 0; i < NFIELDS; i++) {
+            if (seen[i] || !hm_word_eq(w, wl, fields[i].kernel_name))
+                continue;
+            uint64_t v;
+            if (!hm_scan_u64(&line, &v))
+                return hm_error_set(err, "%s: no number after %s", s->file.path, fields[i].kernel_name);
+            if (s->have_prev[i])
+                rate[i] = hm_counter_rate(s->prev[i], v, 64, dt);
+            s->prev[i] = v;
+            s->have_prev[i] = true;
+            seen[i] = true;
+            found++;
+            break;
+        }
+    } while (found < NFIELDS && hm_scan_next_line(&c));
+    hm_lp_begin(out, "vm");
+    for (size_t i = 0; i < NFIELDS; i++)
+        hm_lp_field_f64(out, fields[i].field, rate[i]);
+    hm_lp_end(out); /* no line at all on the first reading */
+    return 0;
+}
+
+const hm_sampler_ops hm_sampler_proc_vmstat = {
+    .name = "vm",
+    .reads = "/proc/vmstat",
+    .measurement = "vm",
+    .fields = "pgpgin_per_s pgpgout_per_s (KiB/s) pswpin_per_s pswpout_per_s (pages/s) "
+              "pgfault_per_s pgmajfault_per_s oom_kill_per_s",
+    .default_on = true,
+    .open = vmstat_open,
+    .sample = vmstat_sample,
+    .close = vmstat_close,
+};

@@ -1,0 +1,40 @@
+/* Where a period's batch goes. One file per sink in sinks/, listed in the
+ * table in sinks/sink.c. */
+#ifndef HM_SINK_H
+#define HM_SINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "hm_error.h"
+
+typedef struct hm_sink_ops {
+    const char *name;
+    const char *description;
+    int (*open)(void **state, const hm_agent_config *cfg, int64_t start_ns, hm_error *err);
+    /* Writes one whole batch (lines complete lines). */
+    int (*write)(void *state, const char *buf, size_t len, uint64_t lines, hm_error *err);
+    /* Makes everything written so far visible to readers. */
+    int (*flush)(void *state, hm_error *err);
+    /* Lines lost so far to the sink's own bounds (spool size limit). */
+    uint64_t (*dropped_lines)(void *state);
+    /* One "key=value ..." summary for `status`. */
+    void (*describe)(void *state, char *out, size_t size);
+    /* Flushes and releases. */
+    int (*close)(void *state, hm_error *err);
+} hm_sink_ops;
+
+typedef struct hm_sink {
+    const hm_sink_ops *ops;
+    void *state;
+} hm_sink;
+
+extern const hm_sink_ops hm_sink_spool;
+extern const hm_sink_ops hm_sink_stdout;
+
+/* Opens the sink named cfg->sink. */
+int hm_sink_open(hm_sink *sink, const hm_agent_config *cfg, int64_t start_ns, hm_error *err);
+int hm_sink_close(hm_sink *sink, hm_error *err);
+
+#endif
