@@ -1,0 +1,248 @@
+"""hushmon-bench under mpirun: every operation with 2 ranks and with 3-4
+oversubscribed ranks, the JSON schema the Python side reads, the clock
+sync algorithms, the timers, sweeps, and bad input failing on every rank.
+
+Fast settings keep each run short; nothing here asserts a timing band
+(this is a noisy 2-core machine): only that values exist, are finite and
+consistent with each other."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from typing import Any
+
+import pytest
+from conftest import MpiRun
+
+pytestmark = pytest.mark.mpi
+
+PROGRAM = "hushmon-bench"
+# Small stages and caps: a few dozen launches per case.
+FAST = [
+    "--stage-launches", "4", "--warmup-launches", "2", "--min-valid", "3",
+    "--max-valid", "6", "--max-total", "12", "--loop-iters", "4", "--bcast-probes", "3",
+    "--sync-rounds", "20",
+]  # fmt: skip
+
+BLOCKING = [
+    "allgather", "allgatherv", "allreduce", "alltoall", "alltoallv", "alltoallw", "barrier",
+    "bcast", "exscan", "gather", "gatherv", "reduce", "reduce_scatter", "reduce_scatter_block",
+    "scan", "scatter", "scatterv",
+]  # fmt: skip
+ALL_OPS = BLOCKING + ["i" + op for op in BLOCKING] + [
+    "waitpatternup", "waitpatterndown", "waitpatternnull",
+]  # fmt: skip
+SIZELESS = {"barrier", "ibarrier", "waitpatternup", "waitpatterndown", "waitpatternnull"}
+
+META_KEYS = {
+    "program", "version", "mpi_library", "mpi_version", "timer", "timer_resolution_ns", "sync",
+    "sync_rounds_without_improvement", "clock_offset_residual_max_s", "clock_drift_max_s",
+    "hosts", "nprocs", "methods", "params", "started_at",
+}  # fmt: skip
+RESULT_KEYS = {
+    "op", "size", "nprocs", "method", "root", "n_total", "n_valid", "n_used",
+    "invalid_late_start", "invalid_overrun", "mean", "median", "se", "min", "max", "ci_level",
+    "ci_low", "ci_high", "ci", "global_mean", "global_median", "delta_final_s",
+}  # fmt: skip
+
+
+def bench(mpirun: MpiRun, nprocs: int, *args: str, timeout: float = 120) -> dict[str, Any]:
+    out = mpirun(nprocs, PROGRAM, *args, "--json", "-", timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    doc: dict[str, Any] = json.loads(out.stdout)
+    return doc
+
+
+def finite_positive(x: Any) -> bool:
+    return isinstance(x, float | int) and math.isfinite(x) and x > 0
+
+
+def check_result(r: dict[str, Any]) -> None:
+    """Consistency every result must have, whatever the machine's noise."""
+    assert r.keys() >= RESULT_KEYS
+    assert r["n_total"] >= r["n_valid"] >= r["n_used"] >= 0
+    assert r["n_total"] > 0
+    invalid = r["invalid_late_start"] + r["invalid_overrun"]
+    assert invalid == r["n_total"] - r["n_valid"]
+    if r["n_valid"] == 0:
+        assert r["mean"] is None
+        return
+    assert r["mean"] >= 0 and r["min"] <= r["median"] <= r["max"]
+    assert r["min"] <= r["mean"] <= r["max"]
+    assert set(r["ci"]) == {"0.90", "0.95", "0.99"}
+    if r["n_used"] >= 2 and r["se"] > 0:
+        widths = [r["ci"][k][1] - r["ci"][k][0] for k in ("0.90", "0.95", "0.99")]
+        assert 0 < widths[0] < widths[1] < widths[2]
+        assert r["ci_low"] <= r["mean"] <= r["ci_high"]
+    if r["method"] == "sync":
+        assert r["global_mean"] is not None and r["global_mean"] >= 0
+        assert finite_positive(r["delta_final_s"])
+    else:
+        assert r["global_mean"] is None
+        assert r["invalid_late_start"] == r["invalid_overrun"] == 0
+
+
+def test_waitpatterns_schema_per_rank_and_raw(mpirun: MpiRun) -> None:
+    doc = bench(
+        mpirun, 2, "--op", "waitpatternup,waitpatterndown,waitpatternnull", "--per-rank",
+        "--raw", "--max-total", "40",
+    )  # fmt: skip
+    meta = doc["meta"]
+    assert meta.keys() >= META_KEYS
+    assert meta["program"] == PROGRAM and meta["nprocs"] == 2 and meta["methods"] == ["sync"]
+    assert meta["timer"] == "monotonic" and meta["sync"] == "ring"
+    assert meta["sync_rounds_without_improvement"] == 100
+    assert meta["mpi_version"].count(".") == 1 and meta["hosts"]
+    assert meta["params"]["stage_launches"] == 8 and meta["params"]["gamma"] == 1.1
+    results = {r["op"]: r for r in doc["results"]}
+    assert list(results) == ["waitpatternup", "waitpatterndown", "waitpatternnull"]
+    for r in results.values():
+        check_result(r)
+        assert r["size"] == 0 and r["nprocs"] == 2
+        raw = r["raw"]
+        assert len(raw["local_s"]) == len(raw["global_s"]) == len(raw["valid"]) == r["n_total"]
+        assert sum(raw["valid"]) == r["n_valid"]
+        assert [p["rank"] for p in r["per_rank"]] == [0, 1]
+    up = results["waitpatternup"]
+    assert up["n_valid"] > 0
+    assert finite_positive(up["mean"]) and finite_positive(up["global_mean"])
+    # Rank 1 spins twice as long as rank 0: its own mean is the larger.
+    assert up["per_rank"][1]["mean"] > up["per_rank"][0]["mean"]
+    # The launch time is the max over ranks, so no rank exceeds the max.
+    assert all(p["max"] <= max(up["raw"]["local_s"]) for p in up["per_rank"])
+
+
+def test_every_operation_two_ranks_all_methods(mpirun: MpiRun) -> None:
+    doc = bench(
+        mpirun, 2, "--op", "all", "--sizes", "0,100", "--method", "sync,loop,loop_barrier",
+        *FAST, timeout=150,
+    )  # fmt: skip
+    seen = {(r["op"], r["size"], r["method"]) for r in doc["results"]}
+    for op in ALL_OPS:
+        sizes = [0] if op in SIZELESS else [0, 100]
+        for size in sizes:
+            for method in ("sync", "loop", "loop_barrier"):
+                assert (op, size, method) in seen, (op, size, method)
+    assert len(doc["results"]) == len(seen)
+    for r in doc["results"]:
+        check_result(r)
+        assert r["nprocs"] == 2
+        if r["method"] != "sync":
+            assert r["n_valid"] > 0
+
+
+@pytest.mark.parametrize("nprocs", [3, 4])
+def test_every_operation_oversubscribed(mpirun: MpiRun, nprocs: int) -> None:
+    doc = bench(mpirun, nprocs, "--op", "all", "--sizes", "24", "--root", "1", *FAST, timeout=150)
+    assert {r["op"] for r in doc["results"]} == set(ALL_OPS)
+    for r in doc["results"]:
+        check_result(r)
+        assert r["nprocs"] == nprocs and r["root"] == 1
+
+
+def test_process_count_sweep_and_loop(mpirun: MpiRun) -> None:
+    doc = bench(
+        mpirun, 3, "--op", "bcast,waitpatternnull", "--sizes", "8", "--nprocs", "2,3",
+        "--method", "sync,loop", *FAST,
+    )  # fmt: skip
+    keys = [(r["op"], r["nprocs"], r["method"]) for r in doc["results"]]
+    assert keys == [
+        (op, n, m) for n in (2, 3) for op in ("bcast", "waitpatternnull") for m in ("sync", "loop")
+    ]
+    for r in doc["results"]:
+        check_result(r)
+
+
+@pytest.mark.parametrize("algo", ["linear", "ring", "tree"])
+def test_clock_sync_algorithms_ping_every_rank(mpirun: MpiRun, algo: str) -> None:
+    doc = bench(
+        mpirun, 3, "--op", "waitpatternnull", "--sync", algo, "--sync-ping-shared", *FAST
+    )  # fmt: skip
+    meta = doc["meta"]
+    assert meta["sync"] == algo and meta["sync_ping_shared"] is True
+    assert meta["sync_ranks_pinged"] == 3
+    for key in ("clock_offset_residual_max_s", "clock_drift_max_s"):
+        assert math.isfinite(meta[key]) and meta[key] >= 0
+    check_result(doc["results"][0])
+
+
+def test_shared_clock_skips_ping_pong_on_one_node(mpirun: MpiRun) -> None:
+    doc = bench(mpirun, 3, "--op", "waitpatternnull", "--sync", "tree", *FAST)
+    # One node, a system-wide clock: only the node leader takes part.
+    assert doc["meta"]["sync_nodes"] == 1 and doc["meta"]["sync_ranks_pinged"] == 1
+
+
+@pytest.mark.parametrize(
+    "timer", ["monotonic", "monotonic_raw", "gettimeofday", "mpi_wtime", "tsc"]
+)
+def test_timers(mpirun: MpiRun, timer: str) -> None:
+    out = mpirun(2, PROGRAM, "--op", "waitpatternnull", "--timer", timer, *FAST, "--json", "-")
+    if timer == "tsc" and out.returncode != 0:
+        # Only acceptable failure: this CPU has no invariant TSC, said in one line.
+        assert "invariant TSC" in out.stderr
+        return
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["meta"]["timer"] == timer
+    assert doc["meta"]["timer_resolution_ns"] > 0
+    check_result(doc["results"][0])
+
+
+def test_json_file_and_table(mpirun: MpiRun, tmp_path: Any) -> None:
+    path = tmp_path / "bench.json"
+    out = mpirun(2, PROGRAM, "--op", "barrier", *FAST, "--json", str(path), timeout=60)
+    assert out.returncode == 0, out.stderr
+    header = out.stdout.splitlines()[0].split()
+    assert header[:4] == ["op", "size", "procs", "method"]
+    assert any(line.split()[0] == "barrier" for line in out.stdout.splitlines()[1:])
+    assert "residual offset" in out.stdout
+    doc = json.loads(path.read_text())
+    assert doc["results"][0]["op"] == "barrier"
+
+
+def test_help_and_list(mpirun: MpiRun) -> None:
+    out = mpirun(2, PROGRAM, "--list", timeout=60)
+    assert out.returncode == 0
+    listed = [line.split()[0] for line in out.stdout.splitlines()]
+    assert listed == ALL_OPS  # printed once (rank 0), from the table
+    out = mpirun(1, PROGRAM, "--help", timeout=60)
+    assert out.returncode == 0 and "--method" in out.stdout and "iallreduce" in out.stdout
+
+
+BAD_INPUT = [
+    (2, ["--op", "nosuchop"], "unknown operation 'nosuchop'"),
+    (2, ["--sizes", "-8"], "--sizes"),
+    (2, ["--sizes", "1:64:y2"], "--sizes"),
+    (1, ["--op", "bcast"], "bcast needs at least 2 processes"),
+    (3, ["--op", "gather", "--nprocs", "1,3"], "gather needs at least 2 processes"),
+    (2, ["--nprocs", "5"], "only 2 running"),
+    (2, ["--method", "fastest"], "unknown method"),
+    (2, ["--timer", "sundial"], "unknown timer"),
+]
+
+
+@pytest.mark.parametrize(("nprocs", "args", "message"), BAD_INPUT)
+def test_bad_input_fails_on_every_rank(
+    mpirun: MpiRun, bin_dir: Any, nprocs: int, args: list[str], message: str
+) -> None:
+    # Directly: mpirun fails and one line says why.
+    try:
+        direct = mpirun(nprocs, PROGRAM, *args, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{args}: hung instead of failing")
+    assert direct.returncode != 0
+    errors = [line for line in direct.stderr.splitlines() if line.startswith("hushmon-bench:")]
+    assert len(errors) == 1 and message in errors[0], direct.stderr
+    assert "Traceback" not in direct.stderr and "Segmentation" not in direct.stderr
+    # Every rank's own exit code, reported by a shell around it. The shell
+    # exits 0 so mpirun does not kill the ranks that have not reported yet.
+    quoted = " ".join(f"'{a}'" for a in args)
+    script = f'"{bin_dir / PROGRAM}" {quoted}; echo "rank-exit $?" >&2; exit 0'
+    try:
+        out = mpirun(nprocs, "/bin/sh", "-c", script, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{args}: hung instead of failing")
+    codes = [line.split()[1] for line in out.stderr.splitlines() if line.startswith("rank-exit")]
+    assert codes == ["2"] * nprocs, out.stderr
