@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hushmon.bench.cli import expand_methods
-from hushmon.bench.run import error_line
+from hushmon.bench.run import error_line, is_table_row
 from hushmon.cli import main
 from hushmon.errors import HushmonError
 
@@ -122,7 +122,7 @@ def test_json_summary_to_stdout(tmp_path: Path, fake_bench, capsys) -> None:
     data = json.loads(captured.out)
     assert data["out_dir"] == str(out)
     assert data["report"] == str(out / "report.html")
-    assert len(data["loop_vs_sync"]) == 21
+    assert len(data["loop_vs_sync"]) == 19  # bcast and allreduce at 9 sizes, barrier
     assert captured.err.strip().endswith("report.html")
 
 
@@ -229,3 +229,17 @@ def test_error_line_prefers_the_programs_own_message() -> None:
     assert error_line("mpirun noticed that process rank 0\nsegfault in foo\n", 139) == (
         "segfault in foo"
     )
+
+
+def test_table_rows_advance_progress_and_nothing_else() -> None:
+    header = "op size procs method n_t n_c n_s mean_us ci95_us min_us max_us global_us"
+    row = "bcast 1024 2 sync 16 15 9 1.634 0.101 1.452 1.859 1.652"
+    loop_row = "bcast 1024 2 loop 10 10 6 1.201 0.049 1.157 1.281 -"
+    closing = "# timer monotonic, sync ring: residual offset 0.010 us after sync, 0.006 us at"
+    assert [is_table_row(x) for x in (header, row, loop_row, closing, "")] == [
+        False,
+        True,
+        True,
+        False,
+        False,
+    ]

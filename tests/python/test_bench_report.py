@@ -143,3 +143,18 @@ def test_report_renders_in_a_browser(tmp_path: Path) -> None:
     # Rendered content, not a blank page: dark text and plot lines on white.
     assert (pixels < 100).mean() > 0.005
     assert (pixels > 240).mean() > 0.5
+
+
+@pytest.mark.parametrize(
+    ("load_before", "load_after", "busy"),
+    [
+        (0.1, 2.0, False),  # the run's own two ranks on two CPUs
+        (3.5, 5.0, True),  # other work already queued
+        (0.2, 4.5, True),  # other work started during the run
+    ],
+)
+def test_machine_load_is_reported(load_before: float, load_after: float, busy: bool) -> None:
+    provenance = {"cpus": 2, "load_before": load_before, "load_after": load_after}
+    html = page_of("sync_loop.json", provenance)
+    assert ("the machine was busy during the run" in html) is busy
+    assert ("the machine had a CPU for every rank" in html) is (not busy)

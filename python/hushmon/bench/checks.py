@@ -110,11 +110,15 @@ class LoopVsSync:
 
 
 def loop_vs_sync(run: BenchRun) -> list[LoopVsSync]:
-    """Pairs of (synchronized, loop) results that measured the same thing."""
+    """Pairs of (synchronized, loop) results that measured the same operation.
+
+    Wait patterns are left out: they check the timer, and the ratio of two
+    near-zero times of the null pattern says nothing about the loop method.
+    """
     sync_by_key = {r.key: r for r in run.results if r.method == SYNC_METHOD}
     pairs = []
     for r in run.results:
-        if r.method not in LOOP_METHODS:
+        if r.method not in LOOP_METHODS or r.op in TRUE_TIME_S:
             continue
         sync = sync_by_key.get(r.key)
         if sync is None:

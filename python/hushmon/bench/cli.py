@@ -33,7 +33,7 @@ from hushmon.errors import HushmonError
 # methods so the loop error shows, and the two timer checks.
 DEMO_NPROCS = 2
 DEMO_OPS = "bcast,allreduce,alltoall,barrier,waitpatternup,waitpatternnull"
-DEMO_SIZES = "1:64K:x4"
+DEMO_SIZES = "1:64K:x2"
 DEMO_METHOD = "both"
 DEMO_TIMEOUT_S = 600.0
 

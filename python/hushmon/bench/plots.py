@@ -24,6 +24,9 @@ from hushmon.bench.results import SYNC_METHOD, BenchResult, BenchRun
 
 US_PER_S = 1e6
 PANEL_COLUMNS = 3
+# Three panels side by side fit the report's 1100 px column.
+PANEL_WIDTH_IN = 3.5
+PANEL_HEIGHT_IN = 2.8
 LOG_SCALE_MIN_RATIO = 10.0
 
 # One look per method, the same in every figure of the report.
@@ -126,7 +129,11 @@ def _plot_series(ax: Axes, results: list[BenchResult], axis: Axis) -> None:
     if means and min(means) > 0 and max(means) / min(means) >= LOG_SCALE_MIN_RATIO:
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(FuncFormatter(_minor_label))
+        # Minor labels help over a decade or two; over more they crowd the axis.
+        if max(means) / min(means) < 100:
+            ax.yaxis.set_minor_formatter(FuncFormatter(_minor_label))
+        else:
+            ax.yaxis.set_minor_formatter(FuncFormatter(lambda _v, _pos: ""))
     ax.set_ylabel("time, µs")
     ax.grid(True, which="major", alpha=0.3)
 
@@ -140,7 +147,11 @@ def time_vs_size_figure(run: BenchRun) -> Figure | None:
     columns = min(PANEL_COLUMNS, len(swept))
     rows = math.ceil(len(swept) / columns)
     fig, axes = plt.subplots(
-        rows, columns, figsize=(4.6 * columns, 3.4 * rows), squeeze=False, layout="constrained"
+        rows,
+        columns,
+        figsize=(PANEL_WIDTH_IN * columns, PANEL_HEIGHT_IN * rows),
+        squeeze=False,
+        layout="constrained",
     )
     for ax, (op, results) in zip(axes.flat, swept, strict=False):
         _plot_series(ax, results, x_axis_of(results))
@@ -165,7 +176,7 @@ def point_ops_figure(run: BenchRun) -> Figure | None:
         return None
     methods = list(dict.fromkeys(r.method for _, rs in points for r in rs))
     width = 0.8 / len(methods)
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.3 * len(points) + 2), 3.4), layout="constrained")
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.2 * len(points) + 2), 3.2), layout="constrained")
     for m_index, method in enumerate(methods):
         xs, heights, errs = [], [], []
         for p_index, (_op, results) in enumerate(points):
@@ -189,7 +200,7 @@ def point_ops_figure(run: BenchRun) -> Figure | None:
     ax.set_xticks(range(len(points)), [op for op, _ in points])
     ax.set_ylabel("time, µs")
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
+    fig.legend(loc="outside upper center", ncol=len(methods), fontsize=8)
     return fig
 
 

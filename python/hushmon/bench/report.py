@@ -40,6 +40,7 @@ INVALID_SHARE_WARN = 0.25
 # Clock error above this share of the shortest synchronized time makes the
 # global times of the shortest operations doubtful.
 CLOCK_ERROR_SHARE_WARN = 0.10
+LOAD_SLACK_CPUS = 0.5
 
 METHOD_EXPLANATION = (
     "Synchronized method (MPIPerf, seed 002): clocks of all ranks are synchronized to rank 0 "
@@ -91,17 +92,31 @@ def meta_items(run: BenchRun, provenance: Mapping[str, Any] | None) -> list[tupl
         ("MPI library", mpi or "not reported"),
         ("timer", timer),
         ("clock sync", sync),
-        ("residual clock offset (max after sync)", _fmt_us(m.clock_offset_residual_max_s)),
-        ("clock drift (max at end of run)", _fmt_us(m.clock_drift_max_s)),
+        ("clock offset after sync", _fmt_us(m.clock_offset_residual_max_s)),
+        ("clock offset at the end", _fmt_us(m.clock_offset_residual_end_max_s)),
+        ("clock drift", _fmt_us(m.clock_drift_max_s)),
+        (
+            "clock sync took",
+            f"{m.sync_elapsed_s:.3g} s" if m.sync_elapsed_s is not None else "not reported",
+        ),
         ("hosts", ", ".join(m.hosts) or "not reported"),
         ("processes", nprocs),
         ("methods", ", ".join(m.methods or tuple(run.methods()))),
+        ("operations requested", m.params.get("ops", "not reported")),
+        ("sizes requested", m.params.get("sizes", "not reported")),
         ("started", m.started_at or "not reported"),
     ]
-    for key, value in sorted(m.params.items()):
-        items.append((f"param {key}", value))
     if provenance:
-        for key in ("command", "mpirun", "wall_time_s", "exit_code", "hushmon_version"):
+        for key in (
+            "command",
+            "mpirun",
+            "wall_time_s",
+            "exit_code",
+            "cpus",
+            "load_before",
+            "load_after",
+            "hushmon_version",
+        ):
             if key in provenance:
                 value = provenance[key]
                 if isinstance(value, list):
@@ -109,6 +124,28 @@ def meta_items(run: BenchRun, provenance: Mapping[str, Any] | None) -> list[tupl
                 items.append((key.replace("_", " "), value))
     items.append(("results file", run.source))
     return items
+
+
+PARAMS_PER_ROW = 4
+
+
+def _params_table(page: Page, run: BenchRun) -> None:
+    """The program's settings (schedule, stop rule, ...) as a compact grid."""
+    # ops and sizes are in the run's meta table above; long lists break the grid.
+    params = sorted((k, v) for k, v in run.meta.params.items() if k not in ("ops", "sizes"))
+    if not params:
+        return
+    page.heading("Settings of hushmon-bench", 3)
+    rows = []
+    for start in range(0, len(params), PARAMS_PER_ROW):
+        row: list[Any] = []
+        for key, value in params[start : start + PARAMS_PER_ROW]:
+            row += [key, value]
+        row += ["", ""] * (PARAMS_PER_ROW - len(params[start : start + PARAMS_PER_ROW]))
+        rows.append(row)
+    page.table(
+        ["setting", "value"] * PARAMS_PER_ROW, rows, text_columns=tuple(range(2 * PARAMS_PER_ROW))
+    )
 
 
 def _pattern_findings(page: Page, run: BenchRun) -> None:
@@ -141,7 +178,15 @@ def _pattern_findings(page: Page, run: BenchRun) -> None:
 
 def _clock_findings(page: Page, run: BenchRun) -> None:
     m = run.meta
-    errors = [e for e in (m.clock_offset_residual_max_s, m.clock_drift_max_s) if e is not None]
+    errors = [
+        e
+        for e in (
+            m.clock_offset_residual_max_s,
+            m.clock_offset_residual_end_max_s,
+            m.clock_drift_max_s,
+        )
+        if e is not None
+    ]
     if not errors:
         page.finding(
             "medium",
@@ -160,8 +205,9 @@ def _clock_findings(page: Page, run: BenchRun) -> None:
     )
     worst = max(abs(e) for e in errors)
     detail = (
-        f"residual offset {_fmt_us(m.clock_offset_residual_max_s)} after sync, "
-        f"{_fmt_us(m.clock_drift_max_s)} at the end of the run; shortest synchronized mean "
+        f"residual offset {_fmt_us(m.clock_offset_residual_max_s)} after sync and "
+        f"{_fmt_us(m.clock_offset_residual_end_max_s)} at the end of the run, drift "
+        f"{_fmt_us(m.clock_drift_max_s)}; shortest synchronized mean "
         f"{_fmt_us(shortest)}"
     )
     if not math.isnan(shortest) and worst > CLOCK_ERROR_SHARE_WARN * shortest:
@@ -172,6 +218,34 @@ def _clock_findings(page: Page, run: BenchRun) -> None:
         )
     else:
         page.finding("low", "clocks stayed synchronized", detail)
+
+
+def _load_findings(page: Page, run: BenchRun, provenance: Mapping[str, Any] | None) -> None:
+    """A busy machine deschedules ranks: synchronized launches then wait for them."""
+    if not provenance or not provenance.get("cpus"):
+        return
+    loads = [float(provenance[k]) for k in ("load_before", "load_after") if k in provenance]
+    if not loads:
+        return
+    cpus = int(provenance["cpus"])
+    nprocs = run.meta.nprocs or max((r.nprocs for r in run.results), default=1)
+    # The 1-minute load average after the run counts its own ranks too.
+    others = max(loads[0], loads[-1] - nprocs)
+    detail = (
+        f"1-minute load average {loads[0]:.2f} before and {loads[-1]:.2f} after the run, "
+        f"{cpus} CPUs, {nprocs} ranks"
+    )
+    # Half a CPU of slack: the load average is a smoothed, noisy figure.
+    if others + nprocs > cpus + LOAD_SLACK_CPUS:
+        page.finding(
+            "medium",
+            "the machine was busy during the run",
+            detail + ". Other processes took CPUs from the ranks: a descheduled rank delays "
+            "the others in synchronized launches (times and invalid launches go up), while "
+            "the loop method hides it. Re-run on an idle machine for reference numbers.",
+        )
+    else:
+        page.finding("low", "the machine had a CPU for every rank", detail)
 
 
 def _invalid_findings(page: Page, run: BenchRun) -> None:
@@ -185,7 +259,10 @@ def _invalid_findings(page: Page, run: BenchRun) -> None:
             f"{len(noisy)} results rejected more than {INVALID_SHARE_WARN:.0%} of launches",
             f"worst: {worst.op} at {format_bytes(worst.size)} B, {invalid_share(worst):.0%} "
             f"invalid (late start {worst.invalid_late_start}, overrun {worst.invalid_overrun}). "
-            "Other load on the nodes delayed launches; the valid ones are still correct.",
+            "A launch is invalid when a rank starts it late or it overruns its window "
+            "(other load on the node, or a window short next to the operation's jitter). "
+            "Only valid launches enter the statistics, so they stay correct; the run just "
+            "needed more launches.",
         )
     unconverged = [
         r
@@ -275,6 +352,7 @@ def _ci_table(page: Page, run: BenchRun) -> None:
 
 
 def _loop_table(page: Page, pairs: list[LoopVsSync]) -> None:
+    order = {op: i for i, op in enumerate(dict.fromkeys(p.op for p in pairs))}
     rows = [
         [
             p.op,
@@ -287,7 +365,7 @@ def _loop_table(page: Page, pairs: list[LoopVsSync]) -> None:
             us(p.difference_s),
             p.ratio,
         ]
-        for p in sorted(pairs, key=lambda p: (p.op, p.loop_method, p.nprocs, p.size))
+        for p in sorted(pairs, key=lambda p: (order[p.op], p.loop_method, p.nprocs, p.size))
     ]
     page.table(
         [
@@ -340,12 +418,14 @@ def build_page(run: BenchRun, provenance: Mapping[str, Any] | None = None) -> Pa
     )
     page.heading("Run", 2)
     page.meta(meta_items(run, provenance))
+    _params_table(page, run)
 
     page.heading("Can these numbers be trusted?", 2)
     if not run.results:
         page.finding("high", "no results", "The results file holds no measurements.")
     _pattern_findings(page, run)
     _clock_findings(page, run)
+    _load_findings(page, run, provenance)
     _invalid_findings(page, run)
     pairs = loop_vs_sync(run)
     _loop_findings(page, pairs)

@@ -43,7 +43,9 @@ class BenchMeta:
     sync: str | None = None
     sync_rounds_without_improvement: int | None = None
     clock_offset_residual_max_s: float | None = None
+    clock_offset_residual_end_max_s: float | None = None
     clock_drift_max_s: float | None = None
+    sync_elapsed_s: float | None = None
     hosts: tuple[str, ...] = ()
     nprocs: int | None = None
     methods: tuple[str, ...] = ()
@@ -198,7 +200,11 @@ def _parse_meta(reader: _Reader, obj: Any) -> BenchMeta:
         clock_offset_residual_max_s=reader.number(
             obj, "clock_offset_residual_max_s", w, required=False, nullable=True
         ),
+        clock_offset_residual_end_max_s=reader.number(
+            obj, "clock_offset_residual_end_max_s", w, required=False, nullable=True
+        ),
         clock_drift_max_s=reader.number(obj, "clock_drift_max_s", w, required=False, nullable=True),
+        sync_elapsed_s=reader.number(obj, "sync_elapsed_s", w, required=False, nullable=True),
         hosts=reader.text_list(obj, "hosts", w),
         nprocs=nprocs,
         methods=reader.text_list(obj, "methods", w),

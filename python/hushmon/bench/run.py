@@ -85,6 +85,16 @@ def error_line(stderr_text: str, returncode: int) -> str:
     return f"{PROGRAM_NAME} exited with code {returncode} and printed no message"
 
 
+def is_table_row(line: str) -> bool:
+    """A row of hushmon-bench's stdout table: one finished (op, size, method).
+
+    The header starts with "op" and the closing clock summary with "#"; a
+    row is "op size procs method n_t n_c n_s mean ci95 min max global".
+    """
+    parts = line.split()
+    return len(parts) >= 12 and parts[0] not in ("op", "#") and parts[1].isdigit()
+
+
 def _stop_group(pid: int) -> None:
     """SIGTERM the process group this module started (mpirun and its ranks)."""
     with contextlib.suppress(ProcessLookupError):
@@ -101,7 +111,7 @@ class BenchRunner:
     timeout_s: float | None = None
     # Called with each stdout line; returns True when the line is one
     # finished measurement (advances the progress bar).
-    is_result_line: Callable[[str], bool] = field(default=lambda line: False)
+    is_result_line: Callable[[str], bool] = field(default=lambda line: is_table_row(line))
     expected_results: int | None = None
     hushmon_argv: Sequence[str] = field(default_factory=lambda: list(sys.argv))
 
@@ -121,6 +131,7 @@ class BenchRunner:
             # A stale file would be mistaken for this run's output.
             self.results_path.unlink()
         started_at = now_iso()
+        load_before = os.getloadavg()[0]
         start = time.monotonic()
         returncode, timed_out = self._launch(cmd)
         wall_time_s = time.monotonic() - start
@@ -134,6 +145,10 @@ class BenchRunner:
             "finished_at": now_iso(),
             "wall_time_s": round(wall_time_s, 3),
             "exit_code": returncode,
+            # A busy machine changes synchronized timings; the report says so.
+            "cpus": os.cpu_count(),
+            "load_before": round(load_before, 2),
+            "load_after": round(os.getloadavg()[0], 2),
             "timed_out": timed_out,
         }
         (self.out_dir / PROVENANCE_FILE).write_text(
