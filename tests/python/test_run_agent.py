@@ -1,0 +1,74 @@
+"""``hushmon run`` with the real ``hushmon-agent`` in embedded mode: the job's
+samples reach the spool and the store, the agent is stopped afterwards, and
+Ctrl-C keeps what was gathered. Skips only while the agent is not built."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def agent(bin_dir: Path) -> Path:
+    path = bin_dir / "hushmon-agent"
+    if not os.access(path, os.X_OK):
+        pytest.skip(f"{path} not built yet")
+    return path
+
+
+def hushmon_run_cmd(data: Path, summary: Path, agent: Path, *args: str) -> list[str]:
+    return [
+        sys.executable, "-m", "hushmon.cli", "run", "--data-dir", str(data),
+        "--agent", str(agent), "--period", "250", "--json", str(summary), *args,
+    ]  # fmt: skip
+
+
+def job_lines(data: Path, job: str) -> list[str]:
+    lines = []
+    for path in (data / "spool").glob("*.lp*"):
+        lines += [ln for ln in path.read_text().splitlines() if f"job={job} " in ln]
+    return lines
+
+
+def test_sleep_job_is_sampled_stored_and_agent_stopped(tmp_path: Path, agent: Path) -> None:
+    data, summary = tmp_path / "data", tmp_path / "run.json"
+    cmd = hushmon_run_cmd(data, summary, agent, "--job", "real1", "--no-digest", "--", "sleep", "2")
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(summary.read_text())
+    assert result["agent"] == "embedded" and result["warnings"] == []
+    # 2 s at 250 ms: about 8 periods marked with the job (plus the closing one).
+    assert 6 <= len(job_lines(data, "real1")) <= 12
+    assert not list((data / "spool").glob("*.lp.open")), "flush/stop must close the spool"
+    assert not (data / "run" / "agent.sock").exists(), "the embedded agent must be stopped"
+    ingest = result["ingest"]
+    assert ingest is not None and "real1" in ingest["jobs"]
+    assert ingest["values_stored"] > 0 and ingest["rejected_lines"] == 0
+
+
+def test_ctrl_c_with_the_real_agent_keeps_the_data(tmp_path: Path, agent: Path) -> None:
+    data, summary = tmp_path / "data", tmp_path / "run.json"
+    marker = tmp_path / "started"
+    cmd = hushmon_run_cmd(
+        data, summary, agent, "--job", "real2", "--no-digest",
+        "--", "sh", "-c", f"touch {marker}; sleep 60",
+    )  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    result = json.loads(summary.read_text())
+    assert result["interrupted_by"] == "SIGINT"
+    assert len(job_lines(data, "real2")) >= 4
+    assert "real2" in result["ingest"]["jobs"]
