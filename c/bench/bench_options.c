@@ -13,7 +13,7 @@ enum {
     OPT_SYNC = 256, OPT_SYNC_ROUNDS, OPT_SYNC_PING_SHARED, OPT_BCAST_PROBES, OPT_STAGE,
     OPT_WARMUP, OPT_INVALID, OPT_GAMMA, OPT_SHRINK, OPT_RSE, OPT_MIN_VALID, OPT_MAX_TOTAL,
     OPT_MAX_VALID, OPT_TRIM, OPT_CI, OPT_LOOP_ITERS, OPT_BUFFERS, OPT_ROTATE, OPT_JSON,
-    OPT_PER_RANK, OPT_RAW, OPT_SPIN, OPT_QUIET, OPT_LIST, OPT_TIMER, OPT_ROOT, OPT_METHOD, OPT_NPROCS,
+    OPT_PER_RANK, OPT_RAW, OPT_SPIN, OPT_SKEW, OPT_QUIET, OPT_LIST, OPT_TIMER, OPT_ROOT, OPT_METHOD, OPT_NPROCS,
 };
 
 static const struct option long_opts[] = {
@@ -28,6 +28,7 @@ static const struct option long_opts[] = {
     {"sync-ping-shared", no_argument, NULL, OPT_SYNC_PING_SHARED},
     {"bcast-probes", required_argument, NULL, OPT_BCAST_PROBES},
     {"spin-us", required_argument, NULL, OPT_SPIN},
+    {"simulate-skew-us", required_argument, NULL, OPT_SKEW},
     {"stage-launches", required_argument, NULL, OPT_STAGE},
     {"warmup-launches", required_argument, NULL, OPT_WARMUP},
     {"invalid-fraction", required_argument, NULL, OPT_INVALID},
@@ -76,7 +77,9 @@ void hm_bench_print_help(FILE *out)
             "  --sync-ping-shared     ping-pong even ranks that share a node's clock\n"
             "  --bcast-probes N       broadcasts behind the t_bcast bound (default 10)\n"
             "  --spin-us US           wait for a launch by spinning its last US microseconds,\n"
-            "                         sleeping before (default 200)\n\n"
+            "                         sleeping before (default 200)\n"
+            "  --simulate-skew-us US  make rank r's clock read r*US ahead, to check the clock\n"
+            "                         sync on one machine (default 0)\n\n"
             "schedule and stop rules (sync method):\n"
             "  --stage-launches K     launches per stage (default 8)\n"
             "  --warmup-launches K'   launches of warm-up stage 0, discarded (default 4)\n"
@@ -243,6 +246,13 @@ static int apply(hm_bench_opts *o, int c, const char *arg, hm_error *err)
         if (parse_dbl(arg, "--spin-us", 0.0, 1e7, &us, err) != 0)
             return -1;
         o->spin_ns = (int64_t)(us * 1000.0);
+        return 0;
+    }
+    case OPT_SKEW: {
+        double us;
+        if (parse_dbl(arg, "--simulate-skew-us", -1e9, 1e9, &us, err) != 0)
+            return -1;
+        o->simulated_skew_ns = (int64_t)(us * 1000.0);
         return 0;
     }
     case OPT_STAGE:

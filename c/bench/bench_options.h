@@ -37,6 +37,7 @@ typedef struct hm_bench_opts {
     hm_sync_algo sync;            /* --sync */
     int sync_rounds;              /* --sync-rounds: d */
     bool sync_ping_shared;        /* --sync-ping-shared */
+    int64_t simulated_skew_ns;    /* --simulate-skew-us: rank r's clock r times this ahead */
     int bcast_probes;             /* --bcast-probes: broadcasts behind t_bcast */
     int64_t spin_ns;              /* --spin-us: spin this long before a launch, sleep before */
     hm_schedule_params schedule;

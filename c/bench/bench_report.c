@@ -33,6 +33,15 @@ void hm_bench_table_row(FILE *out, const hm_bench_result *r)
     fflush(out);
 }
 
+static void write_double_array(hm_json *j, const char *key, const double *v, size_t n)
+{
+    hm_json_key(j, key);
+    hm_json_array_begin(j);
+    for (size_t i = 0; i < n; i++)
+        hm_json_double(j, v[i]);
+    hm_json_array_end(j);
+}
+
 static void write_params(hm_json *j, const hm_bench_opts *o)
 {
     hm_json_key(j, "params");
@@ -83,6 +92,9 @@ static void write_meta(hm_json *j, const hm_bench_opts *o, const hm_bench_meta *
     hm_json_kv_double(j, "clock_offset_residual_max_s", m->residual_max_s);
     hm_json_kv_double(j, "clock_offset_residual_end_max_s", m->residual_end_max_s);
     hm_json_kv_double(j, "clock_drift_max_s", m->drift_max_s);
+    hm_json_kv_double(j, "simulated_skew_s", m->simulated_skew_s);
+    if (m->offsets_s != NULL)
+        write_double_array(j, "clock_offsets_s", m->offsets_s, (size_t)m->nprocs);
     hm_json_key(j, "hosts");
     hm_json_array_begin(j);
     for (size_t i = 0; i < m->n_hosts; i++)
@@ -98,15 +110,6 @@ static void write_meta(hm_json *j, const hm_bench_opts *o, const hm_bench_meta *
     write_params(j, o);
     hm_json_kv_string(j, "started_at", m->started_at);
     hm_json_object_end(j);
-}
-
-static void write_double_array(hm_json *j, const char *key, const double *v, size_t n)
-{
-    hm_json_key(j, key);
-    hm_json_array_begin(j);
-    for (size_t i = 0; i < n; i++)
-        hm_json_double(j, v[i]);
-    hm_json_array_end(j);
 }
 
 static void write_result(hm_json *j, const hm_bench_opts *o, const hm_bench_result *r)

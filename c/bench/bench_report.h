@@ -40,6 +40,8 @@ typedef struct hm_bench_meta {
     int sync_nodes, sync_ranks;
     double sync_elapsed_s;
     double residual_max_s, drift_max_s, residual_end_max_s;
+    double simulated_skew_s;
+    double *offsets_s;        /* offset of each rank's clock to rank 0's */
     char **hosts;
     size_t n_hosts;
     int nprocs;

@@ -261,6 +261,7 @@ static int sync_clocks(run_state *s, int64_t *residual_own_ns, hm_error *err)
     so.algo = o->sync;
     so.rounds_without_improvement = o->sync_rounds;
     so.ping_shared_clock = o->sync_ping_shared;
+    so.simulated_skew_ns = o->simulated_skew_ns;
     hm_clock_sync_info info;
     if (hm_clock_sync(MPI_COMM_WORLD, &s->timer, &so, &s->clock, &info, err) != 0)
         return -1;
@@ -272,6 +273,16 @@ static int sync_clocks(run_state *s, int64_t *residual_own_ns, hm_error *err)
     s->meta.sync_ranks = info.synced_ranks;
     s->meta.sync_elapsed_s = info.elapsed_s;
     s->meta.residual_max_s = (double)worst * 1e-9;
+    s->meta.simulated_skew_s = (double)o->simulated_skew_ns * 1e-9;
+    double mine = (double)s->clock.offset_ns * 1e-9;
+    if (s->rank == 0) {
+        s->meta.offsets_s = malloc((size_t)s->world * sizeof *s->meta.offsets_s);
+        if (s->meta.offsets_s == NULL)
+            return hm_error_set(err, "out of memory for %d clock offsets", s->world);
+    }
+    int rc = MPI_Gather(&mine, 1, MPI_DOUBLE, s->meta.offsets_s, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS)
+        return hm_op_mpi_check(rc, "gathering clock offsets", err);
     return 0;
 }
 
@@ -364,6 +375,7 @@ static void free_state(run_state *s)
     for (size_t i = 0; i < s->meta.n_hosts; i++)
         free(s->meta.hosts[i]);
     free(s->meta.hosts);
+    free(s->meta.offsets_s);
     hm_buffer_pool_free(&s->pool);
 }
 

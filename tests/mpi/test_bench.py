@@ -168,6 +168,29 @@ def test_clock_sync_algorithms_ping_every_rank(mpirun: MpiRun, algo: str) -> Non
     check_result(doc["results"][0])
 
 
+@pytest.mark.parametrize("algo", ["linear", "ring", "tree"])
+def test_clock_sync_recovers_a_simulated_skew(mpirun: MpiRun, algo: str) -> None:
+    # Rank r's clock is made to read r seconds ahead; the sync must find
+    # offsets of -r s. The 1 ms tolerance is a thousand times the error of
+    # a working sync here, and a million times smaller than a broken one's.
+    doc = bench(
+        mpirun, 3, "--op", "waitpatternup", "--sync", algo, "--simulate-skew-us", "1000000",
+        *FAST,
+    )  # fmt: skip
+    meta = doc["meta"]
+    assert meta["simulated_skew_s"] == 1.0 and meta["sync_ranks_pinged"] == 3
+    offsets = meta["clock_offsets_s"]
+    assert len(offsets) == 3
+    for rank, offset in enumerate(offsets):
+        assert abs(offset + rank) < 1e-3, offsets
+    assert meta["clock_offset_residual_max_s"] < 1e-3
+    r = doc["results"][0]
+    check_result(r)
+    # Launch times on the synchronized clock stay far below the skew.
+    if r["n_valid"] > 0:
+        assert 0 < r["global_mean"] < 0.1
+
+
 def test_shared_clock_skips_ping_pong_on_one_node(mpirun: MpiRun) -> None:
     doc = bench(mpirun, 3, "--op", "waitpatternnull", "--sync", "tree", *FAST)
     # One node, a system-wide clock: only the node leader takes part.

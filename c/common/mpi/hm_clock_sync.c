@@ -40,11 +40,12 @@ void hm_clock_sync_opts_default(hm_clock_sync_opts *o)
     o->rounds_without_improvement = 100;
     o->max_rounds = 10000;
     o->ping_shared_clock = false;
+    o->simulated_skew_ns = 0;
 }
 
 /* Client side of one pair: pings `server` until the tracker is satisfied,
  * then tells it to stop. The offset is to the clock the server reads. */
-static int pair_client(MPI_Comm comm, int server, const hm_timer *timer, int stop_after,
+static int pair_client(MPI_Comm comm, int server, const hm_clock *c, int stop_after,
                        int max_rounds, int64_t *offset_ns, hm_error *err)
 {
     hm_rtt_tracker tr;
@@ -52,11 +53,11 @@ static int pair_client(MPI_Comm comm, int server, const hm_timer *timer, int sto
     int more = 1;
     while (more) {
         int64_t remote_ns;
-        int64_t t_send = hm_timer_now_ns(timer);
+        int64_t t_send = hm_clock_local_ns(c);
         MPI_TRY(MPI_Send(&more, 1, MPI_INT, server, TAG_PING, comm), err, "clock ping");
         MPI_TRY(MPI_Recv(&remote_ns, 1, MPI_INT64_T, server, TAG_PONG, comm, MPI_STATUS_IGNORE),
                 err, "clock pong");
-        int64_t t_recv = hm_timer_now_ns(timer);
+        int64_t t_recv = hm_clock_local_ns(c);
         if (hm_rtt_tracker_add(&tr, t_send, remote_ns, t_recv))
             more = 0;
     }
@@ -67,7 +68,7 @@ static int pair_client(MPI_Comm comm, int server, const hm_timer *timer, int sto
 
 /* Server side: answers each ping with its clock (local + server_offset_ns)
  * until the client says stop. */
-static int pair_server(MPI_Comm comm, int client, const hm_timer *timer, int64_t server_offset_ns,
+static int pair_server(MPI_Comm comm, int client, const hm_clock *c, int64_t server_offset_ns,
                        hm_error *err)
 {
     for (;;) {
@@ -76,12 +77,12 @@ static int pair_server(MPI_Comm comm, int client, const hm_timer *timer, int64_t
                 "clock ping");
         if (!more)
             return 0;
-        int64_t now = hm_timer_now_ns(timer) + server_offset_ns;
+        int64_t now = hm_clock_local_ns(c) + server_offset_ns;
         MPI_TRY(MPI_Send(&now, 1, MPI_INT64_T, client, TAG_PONG, comm), err, "clock pong");
     }
 }
 
-static int sync_linear(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_opts *o,
+static int sync_linear(MPI_Comm comm, const hm_clock *c, const hm_clock_sync_opts *o,
                        int64_t *offset_ns, hm_error *err)
 {
     int rank, n;
@@ -90,18 +91,18 @@ static int sync_linear(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync
     *offset_ns = 0;
     if (rank == 0) {
         for (int i = 1; i < n; i++)
-            if (pair_server(comm, i, timer, 0, err) != 0)
+            if (pair_server(comm, i, c, 0, err) != 0)
                 return -1;
         return 0;
     }
-    return pair_client(comm, 0, timer, o->rounds_without_improvement, o->max_rounds, offset_ns,
+    return pair_client(comm, 0, c, o->rounds_without_improvement, o->max_rounds, offset_ns,
                        err);
 }
 
 /* Ring: rank i measures its offset to i-1 (two phases so that every rank
  * plays one role at a time), rank 0 gathers them, sums prefixes
  * (o_i = o_{1,0} + ... + o_{i,i-1}) and scatters the results. */
-static int sync_ring(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_opts *o,
+static int sync_ring(MPI_Comm comm, const hm_clock *c, const hm_clock_sync_opts *o,
                      int64_t *offset_ns, hm_error *err)
 {
     int rank, n;
@@ -112,10 +113,10 @@ static int sync_ring(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_o
         /* phase 0: odd ranks are clients; phase 1: even ranks > 0 are. */
         bool client = rank > 0 && (rank % 2 == 1) == (phase == 0);
         bool server = rank + 1 < n && ((rank + 1) % 2 == 1) == (phase == 0);
-        if (client && pair_client(comm, rank - 1, timer, o->rounds_without_improvement,
+        if (client && pair_client(comm, rank - 1, c, o->rounds_without_improvement,
                                   o->max_rounds, &to_left, err) != 0)
             return -1;
-        if (server && pair_server(comm, rank + 1, timer, 0, err) != 0)
+        if (server && pair_server(comm, rank + 1, c, 0, err) != 0)
             return -1;
     }
     int64_t *all = NULL;
@@ -142,7 +143,7 @@ static int sync_ring(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_o
  * to 1) every rank r with lowbit(r) == L syncs directly to the global clock
  * of its parent r - L, which was synced in an earlier round. ceil(log2 n)
  * rounds, all pairs of a round in parallel. */
-static int sync_tree(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_opts *o,
+static int sync_tree(MPI_Comm comm, const hm_clock *c, const hm_clock_sync_opts *o,
                      int64_t *offset_ns, hm_error *err)
 {
     int rank, n;
@@ -153,27 +154,27 @@ static int sync_tree(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_o
         return 0;
     for (int step = hm_clock_tree_top(n); step >= 1; step /= 2) {
         if (rank > 0 && hm_clock_tree_lowbit(rank) == step) {
-            if (pair_client(comm, rank - step, timer, o->rounds_without_improvement,
+            if (pair_client(comm, rank - step, c, o->rounds_without_improvement,
                             o->max_rounds, offset_ns, err) != 0)
                 return -1;
         } else if ((rank == 0 || hm_clock_tree_lowbit(rank) > step) && rank + step < n) {
-            if (pair_server(comm, rank + step, timer, *offset_ns, err) != 0)
+            if (pair_server(comm, rank + step, c, *offset_ns, err) != 0)
                 return -1;
         }
     }
     return 0;
 }
 
-static int sync_algo(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_opts *o,
+static int sync_algo(MPI_Comm comm, const hm_clock *c, const hm_clock_sync_opts *o,
                      int64_t *offset_ns, hm_error *err)
 {
     switch (o->algo) {
     case HM_SYNC_LINEAR:
-        return sync_linear(comm, timer, o, offset_ns, err);
+        return sync_linear(comm, c, o, offset_ns, err);
     case HM_SYNC_RING:
-        return sync_ring(comm, timer, o, offset_ns, err);
+        return sync_ring(comm, c, o, offset_ns, err);
     case HM_SYNC_TREE:
-        return sync_tree(comm, timer, o, offset_ns, err);
+        return sync_tree(comm, c, o, offset_ns, err);
     }
     return hm_error_set(err, "clock sync algorithm %d unknown", (int)o->algo);
 }
@@ -181,7 +182,7 @@ static int sync_algo(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_o
 /* Runs the algorithm either on all of `work` or, when ranks of a node share
  * a system-wide clock, on one leader per node and copies the leader's
  * offset to the rest of the node. */
-static int sync_on(MPI_Comm work, const hm_timer *timer, const hm_clock_sync_opts *o,
+static int sync_on(MPI_Comm work, const hm_clock *c, const hm_clock_sync_opts *o,
                    int64_t *offset_ns, hm_clock_sync_info *info, hm_error *err)
 {
     int rank;
@@ -200,10 +201,12 @@ static int sync_on(MPI_Comm work, const hm_timer *timer, const hm_clock_sync_opt
         return hm_error_set(err, "counting nodes failed (MPI error %d)", rc);
     }
     info->nodes = nodes;
-    if (!timer->system_wide || o->ping_shared_clock) {
+    /* A simulated skew makes every rank's clock its own. */
+    bool shared = c->timer->system_wide && o->simulated_skew_ns == 0;
+    if (!shared || o->ping_shared_clock) {
         MPI_Comm_free(&node);
         MPI_TRY(MPI_Comm_size(work, &info->synced_ranks), err, "MPI_Comm_size");
-        return sync_algo(work, timer, o, offset_ns, err);
+        return sync_algo(work, c, o, offset_ns, err);
     }
     /* Leaders are ordered by rank in `work`, so rank 0 leads its node and is
      * rank 0 among the leaders: the global clock stays rank 0's. */
@@ -216,7 +219,7 @@ static int sync_on(MPI_Comm work, const hm_timer *timer, const hm_clock_sync_opt
     int status = 0;
     *offset_ns = 0;
     if (is_leader) {
-        status = sync_algo(leaders, timer, o, offset_ns, err);
+        status = sync_algo(leaders, c, o, offset_ns, err);
         MPI_Comm_free(&leaders);
     }
     /* Agree on failure before the next collective, so nobody waits forever. */
@@ -239,11 +242,19 @@ int hm_clock_sync(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_opts
     hm_clock_sync_info local_info = {0, 0, 0.0};
     clock->timer = timer;
     clock->offset_ns = 0;
+    clock->skew_ns = 0;
     double t0 = MPI_Wtime();
     MPI_Comm work;
     MPI_TRY(MPI_Comm_dup(comm, &work), err, "MPI_Comm_dup");
+    int rank = 0;
+    int rc = MPI_Comm_rank(work, &rank);
+    if (rc != MPI_SUCCESS) {
+        MPI_Comm_free(&work);
+        return hm_error_set(err, "MPI_Comm_rank failed (MPI error %d)", rc);
+    }
+    clock->skew_ns = (int64_t)rank * opts->simulated_skew_ns;
     int64_t offset = 0;
-    int rc = sync_on(work, timer, opts, &offset, &local_info, err);
+    rc = sync_on(work, clock, opts, &offset, &local_info, err);
     MPI_Comm_free(&work);
     if (rc != 0)
         return hm_error_wrap(err, "clock synchronization (%s)", hm_sync_algo_names[opts->algo]);
@@ -267,20 +278,19 @@ int hm_clock_residual(MPI_Comm comm, const hm_clock *clock, int rounds_without_i
         MPI_Comm_free(&work);
         return hm_error_set(err, "residual clock offset: MPI error %d", rc);
     }
-    /* The ping-pong code reads the timer plus an offset only on the server
-     * side; a client-side view of the global clock is a timer whose reading
-     * already includes our offset, so measure with offsets on both sides by
-     * correcting afterwards. */
+    /* Rank 0 answers with its global clock; each other rank measures the
+     * offset of its local clock to it afresh and compares it with the
+     * offset it has been using. */
     int64_t residual = 0;
     int status = 0;
     if (rank == 0) {
         for (int i = 1; i < n && status == 0; i++)
-            status = pair_server(work, i, clock->timer, clock->offset_ns, err);
+            status = pair_server(work, i, clock, clock->offset_ns, err);
     } else {
         int64_t to_global = 0;
-        status = pair_client(work, 0, clock->timer, rounds_without_improvement, 10000, &to_global,
+        status = pair_client(work, 0, clock, rounds_without_improvement, 10000, &to_global,
                              err);
-        /* to_global is the offset of our raw timer to rank 0's global clock;
+        /* to_global is the offset of our local clock to rank 0's global clock;
          * what remains after our own correction is the residual. */
         residual = to_global - clock->offset_ns;
     }

@@ -24,13 +24,20 @@
 
 typedef struct hm_clock {
     const hm_timer *timer;
+    int64_t skew_ns;   /* simulated error of this rank's clock (tests); 0 normally */
     int64_t offset_ns; /* global = local + offset_ns */
 } hm_clock;
+
+/* This rank's local clock in ns: the timer (plus a simulated skew). */
+static inline int64_t hm_clock_local_ns(const hm_clock *c)
+{
+    return hm_timer_now_ns(c->timer) + c->skew_ns;
+}
 
 /* The global clock now, in ns. */
 static inline int64_t hm_clock_now_ns(const hm_clock *c)
 {
-    return hm_timer_now_ns(c->timer) + c->offset_ns;
+    return hm_clock_local_ns(c) + c->offset_ns;
 }
 
 /* Spins (no sleep: waking up takes tens of microseconds) until the global
@@ -47,6 +54,10 @@ typedef struct hm_clock_sync_opts {
     int rounds_without_improvement; /* d, default 100 */
     int max_rounds;                /* cap per pair, default 10000 */
     bool ping_shared_clock;        /* ping even ranks that share a system-wide clock */
+    /* Testing on one machine, where all clocks agree: rank r's local clock
+     * is made to read r * simulated_skew_ns ahead, so the algorithms have
+     * a real offset to find (and every rank is pinged). Default 0. */
+    int64_t simulated_skew_ns;
 } hm_clock_sync_opts;
 
 void hm_clock_sync_opts_default(hm_clock_sync_opts *o);
@@ -57,8 +68,8 @@ typedef struct hm_clock_sync_info {
     double elapsed_s;     /* wall time of the synchronization */
 } hm_clock_sync_info;
 
-/* Computes clock->offset_ns on every rank of comm (rank 0's offset is 0).
- * info may be NULL. */
+/* Sets up clock on every rank of comm: timer, simulated skew, and the
+ * offset to rank 0 (rank 0's is 0). info may be NULL. */
 int hm_clock_sync(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_opts *opts,
                   hm_clock *clock, hm_clock_sync_info *info, hm_error *err);
 
