@@ -1,0 +1,242 @@
+/* The agent's plumbing: line protocol formatting, counter wraps and
+ * resets, the TOML subset and config errors, job ids, boundary alignment,
+ * and the spool sink's rotation, bound and crash recovery. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "config.h"
+#include "counter.h"
+#include "hm_test.h"
+#include "jobs.h"
+#include "lp.h"
+#include "sinks/sink.h"
+#include "toml.h"
+
+static void test_lp(hm_test_counts *c)
+{
+    char num[32];
+    CHECK(c, !strcmp((num[hm_lp_format_double(num, 12.5)] = 0, num), "12.5"));
+    CHECK(c, !strcmp((num[hm_lp_format_double(num, 100.0)] = 0, num), "100"));
+    CHECK(c, !strcmp((num[hm_lp_format_double(num, 0.000123)] = 0, num), "0.000123"));
+    CHECK(c, !strcmp((num[hm_lp_format_double(num, -3.25)] = 0, num), "-3.25"));
+    CHECK(c, !strcmp((num[hm_lp_format_double(num, 0.0)] = 0, num), "0"));
+    CHECK(c, !strcmp((num[hm_lp_format_double(num, 2.5e17)] = 0, num), "2.5e+17"));
+
+    hm_lp lp;
+    hm_error err;
+    CHECK(c, hm_lp_init(&lp, 256, "node 1,a=b", &err) == 0);
+    hm_lp_reset(&lp, 1732270000000000000);
+    hm_lp_begin(&lp, "disk");
+    hm_lp_tag(&lp, "device", "sd a");
+    hm_lp_field_f64(&lp, "busy_pct", NAN); /* absent */
+    hm_lp_field_f64(&lp, "reads_per_s", 1.5);
+    hm_lp_field_i64(&lp, "count", -7);
+    hm_lp_end(&lp);
+    hm_lp_begin(&lp, "empty");
+    hm_lp_field_f64(&lp, "x", NAN);
+    hm_lp_end(&lp); /* no field: rolled back */
+    lp.buf[lp.len] = '\0';
+    CHECK(c, !strcmp(lp.buf, "disk,host=node\\ 1\\,a\\=b,device=sd\\ a reads_per_s=1.5,count=-7i "
+                             "1732270000000000000\n"));
+    CHECK(c, lp.lines == 1);
+    /* A line that does not fit is dropped whole and counted. */
+    for (int i = 0; i < 10; i++) {
+        hm_lp_begin(&lp, "a_rather_long_measurement_name");
+        hm_lp_field_f64(&lp, "value_with_a_long_name", 1.0);
+        hm_lp_end(&lp);
+    }
+    CHECK(c, lp.lines_dropped > 0);
+    CHECK(c, lp.len <= lp.cap && lp.buf[lp.len - 1] == '\n');
+    hm_lp_free(&lp);
+}
+
+static void test_counters(hm_test_counts *c)
+{
+    uint64_t d;
+    CHECK(c, hm_counter_delta(10, 25, 64, &d) && d == 15);
+    CHECK(c, hm_counter_delta(4294967000u, 704, 32, &d) && d == 1000); /* wrap */
+    CHECK(c, !hm_counter_delta(5000, 10, 32, &d));                      /* reset */
+    CHECK(c, !hm_counter_delta(UINT64_C(1) << 40, 10, 32, &d));         /* 64-bit value, reset */
+    CHECK(c, !hm_counter_delta(100, 10, 64, &d));
+    CHECK_NEAR(c, hm_counter_rate(0, 100, 64, 2.0), 50.0, 0);
+    CHECK(c, isnan(hm_counter_rate(0, 100, 64, 0.0)));
+    CHECK(c, isnan(hm_counter_rate(100, 0, 64, 1.0)));
+}
+
+static int write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return -1;
+    fputs(text, f);
+    return fclose(f);
+}
+
+static void test_config(hm_test_counts *c)
+{
+    hm_toml_doc doc;
+    hm_error err;
+    CHECK(c, hm_toml_parse(&doc, "a = 1_000\n[t]\nb = \"x\\ty\" # c\nl = [\"p\", \"q\"]\nf = 2.5\n"
+                                 "z = true\n", "mem", &err) == 0);
+    int64_t i;
+    double f;
+    char s[16];
+    bool z;
+    CHECK(c, hm_toml_get_int(&doc, "a", &i, &err) == 1 && i == 1000);
+    CHECK(c, hm_toml_get_string(&doc, "t.b", s, sizeof s, &err) == 1 && !strcmp(s, "x\ty"));
+    CHECK(c, hm_toml_get_double(&doc, "t.f", &f, &err) == 1 && f == 2.5);
+    CHECK(c, hm_toml_get_bool(&doc, "t.z", &z, &err) == 1 && z);
+    CHECK(c, hm_toml_get_int(&doc, "t.b", &i, &err) == -1);
+    hm_toml_free(&doc);
+    const char *bad[][2] = {
+        {"a = \"open\n", "mem:1: unterminated string"},
+        {"a 1\n", "mem:1: expected '=' after key"},
+        {"a = 1\na = 2\n", "mem:2: key 'a' defined twice"},
+        {"[t\n", "mem:1: expected ']' after table name"},
+        {"a = [1, \"x\"]\n", "mem:1: array mixes strings and numbers"},
+        {"a = 12abc\n", "mem:1: bad number '12abc'"},
+        {"a = 1 b\n", "mem:1: unexpected text after value"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        CHECK(c, hm_toml_parse(&doc, bad[k][0], "mem", &err) == -1);
+        if (strcmp(err.msg, bad[k][1]) != 0)
+            fprintf(stderr, "got '%s' want '%s'\n", err.msg, bad[k][1]);
+        CHECK(c, strcmp(err.msg, bad[k][1]) == 0);
+    }
+
+    const char *path = "/tmp/hm_test_agent.toml";
+    hm_agent_config cfg;
+    CHECK(c, write_file(path, "period_ms = 500\nsources = [\"cpu\", \"mem\"]\n[sink]\ntype = \"stdout\"\n"
+                              "[pmu]\nmode = \"rotate\"\n") == 0);
+    hm_config_override o[] = {{"period_ms", "250"}};
+    CHECK(c, hm_config_build(&cfg, path, o, 1, &err) == 0);
+    CHECK(c, cfg.period_ms == 250); /* flag beats file */
+    CHECK(c, !strcmp(cfg.sources, "cpu,mem") && !strcmp(cfg.sink, "stdout") &&
+                 !strcmp(cfg.pmu_mode, "rotate"));
+    CHECK(c, write_file(path, "perod_ms = 500\n") == 0);
+    CHECK(c, hm_config_build(&cfg, path, NULL, 0, &err) == -1);
+    CHECK(c, strstr(err.msg, ":1: unknown key 'perod_ms'") != NULL);
+    CHECK(c, write_file(path, "period_ms = 5\n") == 0);
+    CHECK(c, hm_config_build(&cfg, path, NULL, 0, &err) == -1);
+    CHECK(c, strstr(err.msg, "'period_ms' = 5 is outside [10, 3600000]") != NULL);
+    CHECK(c, write_file(path, "[pmu]\nmode = \"sometimes\"\n") == 0);
+    CHECK(c, hm_config_build(&cfg, path, NULL, 0, &err) == -1);
+    CHECK(c, strstr(err.msg, "'sometimes' is not one of none|kernel|rotate") != NULL);
+    hm_config_override off[] = {{"period_ms", "100"}, {"offset_ms", "100"}};
+    CHECK(c, hm_config_build(&cfg, NULL, off, 2, &err) == -1);
+    CHECK(c, strstr(err.msg, "offset_ms (100) must be less than period_ms (100)") != NULL);
+    CHECK(c, hm_agent_check_sources("cpu,bogus", &err) == -1);
+    CHECK(c, strstr(err.msg, "unknown source 'bogus' (known: cpu, load") != NULL);
+    CHECK(c, hm_config_build(&cfg, "/nonexistent/agent.toml", NULL, 0, &err) == -1);
+    CHECK(c, strstr(err.msg, "opening config /nonexistent/agent.toml") != NULL);
+    remove(path);
+}
+
+static void test_jobs_and_alignment(hm_test_counts *c)
+{
+    hm_jobs jobs;
+    memset(&jobs, 0, sizeof jobs);
+    hm_error err;
+    CHECK(c, hm_jobs_begin(&jobs, "42", "slurm/job_42", HM_JOB_ANNOUNCED, &err) == 0);
+    CHECK(c, hm_jobs_begin(&jobs, "42", NULL, HM_JOB_SLURM, &err) == 0);
+    CHECK(c, hm_jobs_count(&jobs) == 1);
+    CHECK(c, hm_jobs_end(&jobs, "42", HM_JOB_ANNOUNCED, &err) == 0);
+    CHECK(c, hm_jobs_count(&jobs) == 1); /* Slurm still has it */
+    CHECK(c, hm_jobs_end(&jobs, "42", HM_JOB_SLURM, &err) == 0 && hm_jobs_count(&jobs) == 0);
+    CHECK(c, hm_jobs_end(&jobs, "42", HM_JOB_SLURM, &err) == -1);
+    CHECK(c, hm_jobs_begin(&jobs, "a b", NULL, HM_JOB_ANNOUNCED, &err) == -1);
+    CHECK(c, hm_jobs_begin(&jobs, "7", "../../etc", HM_JOB_ANNOUNCED, &err) == -1);
+
+    int64_t s = 1000000000;
+    CHECK(c, hm_agent_next_boundary(5 * s + 1, s, 0) == 6 * s);
+    CHECK(c, hm_agent_next_boundary(5 * s, s, 0) == 6 * s); /* strictly after */
+    CHECK(c, hm_agent_next_boundary(5 * s + 1, s, 250000000) == 5 * s + 250000000);
+    CHECK(c, hm_agent_next_boundary(5 * s + 300000000, s, 250000000) == 6 * s + 250000000);
+}
+
+static size_t list(const char *dir, const char *suffix, char names[][256], size_t max)
+{
+    DIR *d = opendir(dir);
+    size_t n = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        size_t len = strlen(de->d_name), sl = strlen(suffix);
+        if (len > sl && !strcmp(de->d_name + len - sl, suffix) && n < max)
+            snprintf(names[n++], 256, "%s", de->d_name);
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void test_spool(hm_test_counts *c)
+{
+    char dir[] = "/tmp/hm_spool_XXXXXX";
+    CHECK(c, mkdtemp(dir) != NULL);
+    hm_agent_config cfg;
+    hm_config_defaults(&cfg);
+    strcpy(cfg.spool_dir, dir);
+    strcpy(cfg.host, "n1");
+    cfg.spool_file_bytes = 100;
+    cfg.spool_total_bytes = 300;
+    hm_sink sink;
+    hm_error err;
+    CHECK(c, hm_sink_open(&sink, &cfg, 1000, &err) == 0);
+    const char *batch = "m,host=n1 v=1 1732270000000000000\n"; /* 35 bytes, 1 line */
+    for (int i = 0; i < 5; i++)
+        CHECK(c, sink.ops->write(sink.state, batch, strlen(batch), 1, &err) == 0);
+    char names[32][256];
+    /* 2 batches fit in 100 bytes: after 5, two closed files + one open */
+    CHECK(c, list(dir, ".lp", names, 32) == 2);
+    CHECK(c, list(dir, ".lp.open", names, 32) == 1);
+    char path[512];
+    snprintf(path, sizeof path, "%s/n1-1000-0.lp", dir);
+    struct stat st;
+    CHECK(c, stat(path, &st) == 0 && st.st_size == (off_t)(2 * strlen(batch)));
+    /* Over the 300-byte bound: oldest files go, their lines are counted. */
+    for (int i = 0; i < 8; i++)
+        CHECK(c, sink.ops->write(sink.state, batch, strlen(batch), 1, &err) == 0);
+    CHECK(c, sink.ops->dropped_lines(sink.state) > 0);
+    CHECK(c, stat(path, &st) != 0); /* the oldest was removed */
+    uint64_t dropped = sink.ops->dropped_lines(sink.state);
+    CHECK(c, dropped % 2 == 0); /* whole files of 2 lines */
+    CHECK(c, sink.ops->flush(sink.state, &err) == 0);
+    CHECK(c, list(dir, ".lp.open", names, 32) == 0);
+    CHECK(c, hm_sink_close(&sink, &err) == 0);
+
+    /* A crash leaves a .lp.open with half a line: the next start keeps the
+     * complete lines and closes it. */
+    snprintf(path, sizeof path, "%s/n1-2000-3.lp.open", dir);
+    CHECK(c, write_file(path, "m,host=n1 v=1 1\nm,host=n1 v=2 2\nm,host=n1 v=") == 0);
+    cfg.spool_total_bytes = 1 << 20;
+    CHECK(c, hm_sink_open(&sink, &cfg, 3000, &err) == 0);
+    snprintf(path, sizeof path, "%s/n1-2000-3.lp", dir);
+    CHECK(c, stat(path, &st) == 0 && st.st_size == 32);
+    CHECK(c, list(dir, ".lp.open", names, 32) == 0);
+    CHECK(c, hm_sink_close(&sink, &err) == 0);
+
+    /* An unwritable spool directory is a clear error. */
+    strcpy(cfg.spool_dir, "/proc/hm_no_such_dir/spool");
+    CHECK(c, hm_sink_open(&sink, &cfg, 1, &err) == -1);
+    CHECK(c, strstr(err.msg, "sink spool: creating /proc/hm_no_such_dir") != NULL);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(c, system(cmd) == 0);
+}
+
+int main(void)
+{
+    hm_test_counts c = {0, 0};
+    test_lp(&c);
+    test_counters(&c);
+    test_config(&c);
+    test_jobs_and_alignment(&c);
+    test_spool(&c);
+    return hm_test_finish("test_agent_core", &c);
+}

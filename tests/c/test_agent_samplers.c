@@ -1,0 +1,259 @@
+/* Sources on the fixture trees tests/fixtures/agent/t0 -> t1 (two seconds
+ * apart): rates, wraps, resets, missing fields, jobs from Slurm's cgroup
+ * tree and what happens when a job's cgroup is missing or vanishes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "hm_test.h"
+#include "jobs.h"
+#include "lp.h"
+#include "sampler.h"
+
+typedef struct rig {
+    char root[256];
+    hm_agent_config cfg;
+    hm_jobs jobs;
+    hm_node_shared node;
+    hm_self_stats self;
+    const hm_sampler_ops *ops[16];
+    void *state[16];
+    size_t n;
+    hm_lp lp;
+} rig;
+
+static int run(const char *cmd)
+{
+    int rc = system(cmd);
+    if (rc != 0)
+        fprintf(stderr, "command failed (%d): %s\n", rc, cmd);
+    return rc;
+}
+
+static void rig_open(rig *r, hm_test_counts *c, const char *const *sources, size_t n)
+{
+    memset(r, 0, sizeof *r);
+    strcpy(r->root, "/tmp/hm_agent_fixture_XXXXXX");
+    CHECK(c, mkdtemp(r->root) != NULL);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cp -r tests/fixtures/agent/t0/. %s/", r->root);
+    CHECK(c, run(cmd) == 0);
+    hm_config_defaults(&r->cfg);
+    strcpy(r->cfg.root, r->root);
+    hm_error err;
+    CHECK(c, hm_lp_init(&r->lp, 1 << 16, "n1", &err) == 0);
+    hm_sampler_env env = {.cfg = &r->cfg, .jobs = &r->jobs};
+    for (size_t i = 0; i < n; i++) {
+        r->ops[r->n] = hm_sampler_find(sources[i]);
+        CHECK(c, r->ops[r->n] != NULL);
+        if (r->ops[r->n] == NULL)
+            continue;
+        int rc = r->ops[r->n]->open(&r->state[r->n], &env, &err);
+        if (rc != 0)
+            fprintf(stderr, "open %s: %s\n", sources[i], err.msg);
+        CHECK(c, rc == 0);
+        if (rc == 0)
+            r->n++;
+    }
+}
+
+/* One period: returns the batch text (valid until the next call). */
+static const char *rig_sample(rig *r, hm_test_counts *c, int64_t mono_ns)
+{
+    int64_t ts = 1732270000000000000 + mono_ns;
+    hm_lp_reset(&r->lp, ts);
+    hm_sample_ctx ctx = {.ts_ns = ts, .mono_ns = mono_ns, .jobs = &r->jobs, .node = &r->node,
+                         .self = &r->self};
+    for (size_t i = 0; i < r->n; i++) {
+        hm_error err;
+        int rc = r->ops[i]->sample(r->state[i], &ctx, &r->lp, &err);
+        if (rc != 0)
+            fprintf(stderr, "sample %s: %s\n", r->ops[i]->name, err.msg);
+        CHECK(c, rc == 0);
+    }
+    r->lp.buf[r->lp.len < r->lp.cap ? r->lp.len : r->lp.cap - 1] = '\0';
+    return r->lp.buf;
+}
+
+static void rig_step_to_t1(rig *r, hm_test_counts *c)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cp -r tests/fixtures/agent/t1/. %s/", r->root);
+    CHECK(c, run(cmd) == 0);
+}
+
+static void rig_close(rig *r)
+{
+    for (size_t i = 0; i < r->n; i++)
+        r->ops[i]->close(r->state[i]);
+    hm_lp_free(&r->lp);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", r->root);
+    run(cmd);
+}
+
+/* The line that starts with prefix, copied into line; false if none. */
+static bool find_line(const char *batch, const char *prefix, char *line, size_t size)
+{
+    for (const char *p = batch; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        if (strncmp(p, prefix, strlen(prefix)) == 0 && p[strlen(prefix)] == ' ') {
+            snprintf(line, size, "%.*s", (int)len, p);
+            return true;
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    return false;
+}
+
+/* Value of field in a line ("key=value"); NaN if absent. */
+static double field(const char *line, const char *key)
+{
+    char pat[80];
+    snprintf(pat, sizeof pat, "%s=", key);
+    const char *fields = strchr(line, ' ');
+    for (const char *p = fields; p; p = strstr(p + 1, pat)) {
+        if ((p[-1] == ' ' || p[-1] == ',') && strncmp(p, pat, strlen(pat)) == 0)
+            return strtod(p + strlen(pat), NULL);
+        if (p == fields && strncmp(p + 1, pat, strlen(pat)) == 0)
+            return strtod(p + 1 + strlen(pat), NULL);
+    }
+    return NAN;
+}
+
+static void test_node_sources(hm_test_counts *c)
+{
+    const char *const sources[] = {"cpu", "load", "mem", "vm", "disk", "net", "ib"};
+    rig r;
+    rig_open(&r, c, sources, 7);
+    const char *b0 = rig_sample(&r, c, 1000000000);
+    char line[2048];
+    /* First reading: levels yes, rates no. */
+    CHECK(c, find_line(b0, "mem,host=n1", line, sizeof line));
+    CHECK(c, !find_line(b0, "cpu,host=n1,cpu=total", line, sizeof line));
+    CHECK(c, !find_line(b0, "vm,host=n1", line, sizeof line));
+    CHECK(c, !find_line(b0, "net,host=n1,iface=eth0", line, sizeof line));
+    rig_step_to_t1(&r, c);
+    const char *b = rig_sample(&r, c, 3000000000);
+
+    CHECK(c, find_line(b, "cpu,host=n1,cpu=total", line, sizeof line));
+    CHECK_NEAR(c, field(line, "user_pct"), 10.0, 1e-9);
+    CHECK_NEAR(c, field(line, "system_pct"), 5.0, 1e-9);
+    CHECK_NEAR(c, field(line, "idle_pct"), 80.0, 1e-9);
+    CHECK_NEAR(c, field(line, "iowait_pct"), 5.0, 1e-9);
+    CHECK(c, find_line(b, "cpu,host=n1,cpu=cpu1", line, sizeof line));
+    CHECK_NEAR(c, field(line, "idle_pct"), 85.0, 1e-9);
+    CHECK_NEAR(c, field(line, "iowait_pct"), 10.0, 1e-9);
+    /* Timestamp = the scheduled instant given to the cycle. */
+    CHECK(c, strstr(line, " 1732270003000000000") != NULL);
+
+    CHECK(c, find_line(b, "load,host=n1", line, sizeof line));
+    CHECK_NEAR(c, field(line, "load5"), 1.25, 1e-9);
+    CHECK(c, strstr(line, "procs_running=3i") && strstr(line, "procs_blocked=1i"));
+
+    CHECK(c, find_line(b, "mem,host=n1", line, sizeof line));
+    CHECK_NEAR(c, field(line, "total_bytes"), 16000000.0 * 1024, 0.5);
+    CHECK_NEAR(c, field(line, "used_pct"), 25.0, 1e-9);
+    CHECK(c, isnan(field(line, "shmem_bytes"))); /* not in the file: absent, not 0 */
+
+    CHECK(c, find_line(b, "vm,host=n1", line, sizeof line));
+    CHECK_NEAR(c, field(line, "pgpgin_per_s"), 1000.0, 1e-9);
+    CHECK_NEAR(c, field(line, "pswpin_per_s"), 200.0, 1e-9);
+    CHECK_NEAR(c, field(line, "pgmajfault_per_s"), 1.0, 1e-9);
+    CHECK(c, isnan(field(line, "oom_kill_per_s")));
+
+    CHECK(c, find_line(b, "disk,host=n1,device=sda", line, sizeof line));
+    CHECK_NEAR(c, field(line, "reads_per_s"), 100.0, 1e-9);
+    CHECK_NEAR(c, field(line, "read_bytes_per_s"), 1048576.0, 1e-6);
+    CHECK_NEAR(c, field(line, "writes_per_s"), 50.0, 1e-9);
+    CHECK_NEAR(c, field(line, "busy_pct"), 50.0, 1e-9);
+    CHECK(c, !find_line(b, "disk,host=n1,device=sda1", line, sizeof line)); /* partition */
+    CHECK(c, !find_line(b, "disk,host=n1,device=loop0", line, sizeof line));
+    CHECK(c, !find_line(b, "disk,host=n1,device=sdb", line, sizeof line)); /* reset: no rate */
+
+    CHECK(c, find_line(b, "net,host=n1,iface=eth0", line, sizeof line));
+    CHECK_NEAR(c, field(line, "rx_bytes_per_s"), 100000.0, 1e-6);
+    CHECK_NEAR(c, field(line, "tx_packets_per_s"), 20.0, 1e-9);
+    CHECK_NEAR(c, field(line, "tx_errors_per_s"), 1.0, 1e-9);
+    CHECK(c, find_line(b, "net,host=n1,iface=eth1", line, sizeof line));
+    CHECK_NEAR(c, field(line, "rx_bytes_per_s"), 500.0, 1e-9); /* wrapped at 2^32 */
+
+    CHECK(c, find_line(b, "ib,host=n1,device=mlx5_0,port=1", line, sizeof line));
+    CHECK_NEAR(c, field(line, "rx_bytes_per_s"), 1000000.0, 1e-6); /* 4-byte words */
+    CHECK_NEAR(c, field(line, "tx_bytes_per_s"), 500000.0, 1e-6);
+    CHECK_NEAR(c, field(line, "tx_packets_per_s"), 2000.0, 1e-9);
+    rig_close(&r);
+}
+
+static void test_jobs_and_cgroups(hm_test_counts *c)
+{
+    const char *const sources[] = {"cpu", "jobs", "cgroup"};
+    rig r;
+    rig_open(&r, c, sources, 3);
+    hm_error err;
+    /* An announced job with a cgroup that does not exist: warned, skipped. */
+    CHECK(c, hm_jobs_begin(&r.jobs, "77", "no/such/cgroup", HM_JOB_ANNOUNCED, &err) == 0);
+    const char *b0 = rig_sample(&r, c, 1000000000);
+    char line[2048];
+    CHECK(c, find_line(b0, "job,host=n1,job=1234", line, sizeof line));
+    CHECK(c, strstr(line, "active=1i") != NULL);
+    CHECK(c, find_line(b0, "job,host=n1,job=77", line, sizeof line));
+    CHECK(c, find_line(b0, "cgroup,host=n1,job=1234,cgroup=system.slice/slurmstepd.scope/job_1234",
+                       line, sizeof line));
+    CHECK(c, isnan(field(line, "cpu_usage_pct"))); /* no rate yet */
+    CHECK_NEAR(c, field(line, "mem_current_bytes"), 1048576.0, 0);
+    CHECK(c, !find_line(b0, "cgroup,host=n1,job=77", line, sizeof line));
+
+    rig_step_to_t1(&r, c);
+    const char *b = rig_sample(&r, c, 3000000000);
+    CHECK(c, find_line(b, "cgroup,host=n1,job=1234,cgroup=system.slice/slurmstepd.scope/job_1234",
+                       line, sizeof line));
+    CHECK_NEAR(c, field(line, "cpu_usage_pct"), 50.0, 1e-9); /* 1 of 2 CPUs */
+    CHECK_NEAR(c, field(line, "cpu_user_pct"), 40.0, 1e-9);
+    CHECK_NEAR(c, field(line, "io_read_bytes_per_s"), 100000.0, 1e-6);
+    CHECK_NEAR(c, field(line, "io_write_bytes_per_s"), 200000.0, 1e-6); /* summed over devices */
+    CHECK_NEAR(c, field(line, "mem_swap_bytes"), 0.0, 0);
+
+    /* The job's cgroup goes away: the Slurm job ends, sampling goes on. */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s/sys/fs/cgroup/system.slice/slurmstepd.scope/job_1234",
+             r.root);
+    CHECK(c, run(cmd) == 0);
+    const char *b2 = rig_sample(&r, c, 5000000000);
+    CHECK(c, !find_line(b2, "job,host=n1,job=1234", line, sizeof line));
+    CHECK(c, strstr(b2, "job=1234") == NULL);
+    CHECK(c, find_line(b2, "job,host=n1,job=77", line, sizeof line));
+    CHECK(c, find_line(b2, "job,host=n1,job=77", line, sizeof line)); /* still sampling */
+    CHECK(c, hm_jobs_end(&r.jobs, "77", HM_JOB_ANNOUNCED, &err) == 0);
+    CHECK(c, hm_jobs_count(&r.jobs) == 0);
+    rig_close(&r);
+}
+
+static void test_unreadable_source(hm_test_counts *c)
+{
+    const char *const sources[] = {"mem"};
+    rig r;
+    rig_open(&r, c, sources, 1);
+    /* A source file missing at open is an error the agent logs. */
+    hm_agent_config cfg;
+    hm_config_defaults(&cfg);
+    strcpy(cfg.root, "/nonexistent-root");
+    hm_sampler_env env = {.cfg = &cfg, .jobs = &r.jobs};
+    void *state = NULL;
+    hm_error err;
+    CHECK(c, hm_sampler_find("mem")->open(&state, &env, &err) == -1);
+    CHECK(c, strstr(err.msg, "/nonexistent-root/proc/meminfo") != NULL);
+    rig_close(&r);
+}
+
+int main(void)
+{
+    hm_test_counts c = {0, 0};
+    test_node_sources(&c);
+    test_jobs_and_cgroups(&c);
+    test_unreadable_source(&c);
+    return hm_test_finish("test_agent_samplers", &c);
+}
