@@ -30,6 +30,7 @@ typedef struct detect_options {
     const hm_op *op;
     int64_t size_bytes;
     int64_t count;
+    double seconds;         /* > 0: run for this long instead of `count` */
     int64_t warmup;
     int64_t block_iters;
     int64_t threshold_ns;   /* 0: automatic */
@@ -48,11 +49,13 @@ static void usage(FILE *out)
             "  --op NAME          operation of hushmon-bench [barrier] (--list shows them)\n"
             "  --size BYTES       message size, K/M/G suffixes [2K]\n"
             "  --count N          collectives in the timed loop [100000]\n"
+            "  --seconds S        instead of --count: loop for S seconds (the ranks agree\n"
+            "                     to stop at the first block boundary past S)\n"
             "  --warmup N         untimed collectives before the loop [1000]\n"
             "  --block N          iterations per recorded block [1000]\n"
             "  --threshold-ns NS  an iteration longer than this is a detour\n"
             "                     [10 x the warm-up median of the slowest rank, >= 2000]\n"
-            "  --max-detours N    detours kept per rank (more are counted) [1000000]\n"
+            "  --max-detours N    detours kept per rank (more are counted) [200000]\n"
             "  --timer NAME       monotonic, monotonic_raw, gettimeofday, tsc, mpi_wtime\n"
             "                     [monotonic]\n"
             "  --events FILE      binary detours and blocks (format in docs/noise.md)\n"
@@ -73,12 +76,13 @@ static void list_ops(FILE *out)
  * on bad input and all exit together (no rank is left in a collective). */
 static int parse_options(int argc, char **argv, detect_options *o, hm_error *err)
 {
-    enum { OPT_OP = 256, OPT_SIZE, OPT_COUNT, OPT_WARMUP, OPT_BLOCK, OPT_THRESHOLD,
+    enum { OPT_OP = 256, OPT_SIZE, OPT_COUNT, OPT_SECONDS, OPT_WARMUP, OPT_BLOCK, OPT_THRESHOLD,
            OPT_MAX_DETOURS, OPT_TIMER, OPT_EVENTS, OPT_JSON, OPT_LIST, OPT_HELP };
     static const struct option longopts[] = {
         {"op", required_argument, NULL, OPT_OP},
         {"size", required_argument, NULL, OPT_SIZE},
         {"count", required_argument, NULL, OPT_COUNT},
+        {"seconds", required_argument, NULL, OPT_SECONDS},
         {"warmup", required_argument, NULL, OPT_WARMUP},
         {"block", required_argument, NULL, OPT_BLOCK},
         {"threshold-ns", required_argument, NULL, OPT_THRESHOLD},
@@ -91,7 +95,7 @@ static int parse_options(int argc, char **argv, detect_options *o, hm_error *err
         {NULL, 0, NULL, 0},
     };
     *o = (detect_options){.op = hm_op_find("barrier"), .size_bytes = 2048, .count = 100000,
-                          .warmup = 1000, .block_iters = 1000, .max_detours = 1000000,
+                          .warmup = 1000, .block_iters = 1000, .max_detours = 200000,
                           .timer_name = "monotonic"};
     opterr = 0;
     int c;
@@ -109,6 +113,10 @@ static int parse_options(int argc, char **argv, detect_options *o, hm_error *err
         case OPT_COUNT:
             if (hm_parse_int64(optarg, 1, (int64_t)1 << 40, 1, &o->count, err) != 0)
                 return hm_error_wrap(err, "--count");
+            break;
+        case OPT_SECONDS:
+            if (hm_parse_double(optarg, 0.001, 86400, &o->seconds, err) != 0)
+                return hm_error_wrap(err, "--seconds");
             break;
         case OPT_WARMUP:
             if (hm_parse_int64(optarg, 0, (int64_t)1 << 40, 1, &o->warmup, err) != 0)
@@ -185,6 +193,7 @@ static int64_t realtime_minus_clock(const hm_clock *clock)
 
 typedef struct detect_result {
     int64_t loop_ns;          /* this rank */
+    int64_t iterations;       /* the same on every rank */
     int64_t threshold_ns;
     int64_t warmup_median_ns; /* largest over ranks */
     int64_t rt_minus_clock_begin, rt_minus_clock_end;
@@ -242,14 +251,41 @@ static int measure(const detect_options *o, hm_op_ctx *ctx, const hm_clock *cloc
     int64_t t0 = hm_timer_now_ns(timer);
     int64_t prev = t0;
     hm_detect_record_begin(rec, t0);
-    for (int64_t i = 0; i < o->count; i++) {
+    if (o->seconds <= 0) {
+        for (int64_t i = 0; i < o->count; i++) {
+            if (run_op(o->op, ctx, err) != 0)
+                return -1;
+            int64_t now = hm_timer_now_ns(timer);
+            hm_detect_record(rec, prev, now);
+            prev = now;
+        }
+        res->loop_ns = prev - t0;
+        res->iterations = o->count;
+        return 0;
+    }
+    /* Timed mode: ranks may disagree on when the deadline passed, so they
+     * agree at block boundaries (one small allreduce per block, in every
+     * run alike); its cost stays out of the per-iteration records. */
+    int64_t deadline = t0 + (int64_t)(o->seconds * 1e9);
+    int64_t i = 0;
+    for (;;) {
         if (run_op(o->op, ctx, err) != 0)
             return -1;
         int64_t now = hm_timer_now_ns(timer);
         hm_detect_record(rec, prev, now);
         prev = now;
+        if (++i % o->block_iters == 0) {
+            int late = now >= deadline, any_late = 0;
+            if (MPI_Allreduce(&late, &any_late, 1, MPI_INT, MPI_MAX, ctx->comm) != MPI_SUCCESS)
+                return hm_error_set(err, "MPI_Allreduce of the stop flag failed");
+            if (any_late)
+                break;
+            prev = hm_timer_now_ns(timer);
+            hm_detect_record_begin(rec, prev);
+        }
     }
     res->loop_ns = prev - t0;
+    res->iterations = i;
     return 0;
 }
 
@@ -318,11 +354,12 @@ static int write_json(const char *path, const detect_options *o, const detect_re
     hm_json_kv_string(&j, "program", PROGRAM);
     hm_json_kv_string(&j, "op", o->op->name);
     hm_json_kv_int(&j, "size_bytes", o->op->uses_size ? o->size_bytes : 0);
-    hm_json_kv_int(&j, "count", o->count);
+    hm_json_kv_int(&j, "count", res->iterations);
+    hm_json_kv_double(&j, "seconds_requested", o->seconds);
     hm_json_kv_int(&j, "nprocs", nprocs);
     hm_json_kv_string(&j, "timer", timer->name);
     hm_json_kv_double(&j, "loop_time_s", (double)slowest / 1e9);
-    hm_json_kv_double(&j, "per_op_us", (double)slowest / 1e3 / (double)o->count);
+    hm_json_kv_double(&j, "per_op_us", (double)slowest / 1e3 / (double)res->iterations);
     hm_json_kv_int(&j, "threshold_ns", res->threshold_ns);
     hm_json_kv_int(&j, "warmup_median_ns", res->warmup_median_ns);
     hm_json_kv_int(&j, "block_iters", o->block_iters);
@@ -410,7 +447,9 @@ int main(int argc, char **argv)
     if (warm_up(&o, &ctx, &timer, &res, &err) != 0)
         fail_all(rank, &err);
     hm_detect_recorder rec;
-    ok = hm_detect_recorder_init(&rec, rank, res.threshold_ns, o.block_iters, (uint64_t)o.count,
+    /* Timed mode: room for the blocks of S seconds at 20 ns an iteration. */
+    uint64_t capacity = o.seconds > 0 ? (uint64_t)(o.seconds * 1e9 / 20.0) : (uint64_t)o.count;
+    ok = hm_detect_recorder_init(&rec, rank, res.threshold_ns, o.block_iters, capacity,
                                  (size_t)o.max_detours, clock.offset_ns, &err) == 0;
     if (!all_ok(ok, MPI_COMM_WORLD)) {
         if (!ok)
@@ -474,7 +513,7 @@ int main(int argc, char **argv)
             printf("%s: %s size %lld, %lld iterations on %d ranks: loop time %.6f s "
                    "(slowest rank), %llu detours > %lld ns on rank 0\n",
                    PROGRAM, o.op->name, (long long)(o.op->uses_size ? o.size_bytes : 0),
-                   (long long)o.count, nprocs, (double)slowest / 1e9,
+                   (long long)res.iterations, nprocs, (double)slowest / 1e9,
                    (unsigned long long)dets[0], (long long)res.threshold_ns);
         }
         if (rc != 0)

@@ -1,0 +1,79 @@
+"""Per-run statistics of a noise study, computed from a run's files alone
+(so a report can be rebuilt without rerunning)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hushmon.noise.events import DetectorRun, load_detector_run
+from hushmon.noise.folding import known_phase_statistic, scan_statistic, window_ns
+from hushmon.noise.launch import DETECT_JSON, EVENTS_FILE, RunRecord
+
+
+@dataclass(frozen=True)
+class RunStats:
+    index: int
+    arm: str
+    phase_s: float
+    wall_s: float
+    loop_time_s: float
+    per_op_ns: float  # mean time per collective (the seed's loop time / count)
+    folded_ns: float  # the primary per-run statistic (median window excess)
+    windows: int
+    detour_rate_per_s: float  # detours per second, rank with most
+    excess_pct: float  # all detour excess / loop time, rank with most
+    p99_ns: float
+    p999_ns: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_stats(
+    study_dir: Path,
+    record: RunRecord,
+    level_pct: float,
+    period_s: float,
+    known_phase: bool,
+    run: DetectorRun | None = None,
+) -> RunStats:
+    run_dir = study_dir / record.dir
+    if run is None:
+        run = load_detector_run(run_dir / DETECT_JSON, run_dir / EVENTS_FILE)
+    period_ns = round(period_s * 1e9)
+    width = window_ns(level_pct, period_ns)
+    if known_phase:
+        folded = known_phase_statistic(run, period_ns, round(record.phase_s * 1e9), width)
+    else:
+        folded = scan_statistic(run, period_ns, width)
+    ranks = run.summary.get("ranks", [])
+    loop = run.loop_time_s
+    detours = max((r.get("detours", 0) for r in ranks), default=0)
+    excess = max((r.get("detour_excess_s", 0.0) for r in ranks), default=0.0)
+    p99 = max((r.get("p99_ns") or math.nan for r in ranks), default=math.nan)
+    p999 = max((r.get("p999_ns") or math.nan for r in ranks), default=math.nan)
+    return RunStats(
+        index=record.index,
+        arm=record.arm,
+        phase_s=record.phase_s,
+        wall_s=record.wall_s,
+        loop_time_s=loop,
+        per_op_ns=1e9 * loop / max(1, int(run.summary.get("count", 1))),
+        folded_ns=folded.value_ns,
+        windows=folded.windows,
+        detour_rate_per_s=detours / loop if loop > 0 else math.nan,
+        excess_pct=100.0 * excess / loop if loop > 0 else math.nan,
+        p99_ns=float(p99),
+        p999_ns=float(p999),
+    )
+
+
+def arm_values(stats: list[RunStats], arm: str, field: str) -> np.ndarray:
+    vals = [getattr(s, field) for s in stats if s.arm == arm]
+    a = np.asarray(vals, dtype=float)
+    return a[np.isfinite(a)]

@@ -1,0 +1,213 @@
+"""Launching one run: the detector under mpirun, with the injector or any
+noise command beside it, each in its own process group so that every exit
+path (error, timeout, Ctrl-C) can end them all and leaves nothing behind."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from hushmon.errors import HushmonError
+from hushmon.paths import program
+from hushmon.runner import mpirun_command
+
+RUN_FILE = "run.json"
+DETECT_JSON = "detect.json"
+EVENTS_FILE = "events.bin"
+INJECT_LOG = "inject.log"
+INJECT_JSON = "inject.json"
+NOISE_OUT = "noise-cmd.txt"
+
+
+@dataclass(frozen=True)
+class DetectorConfig:
+    op: str = "barrier"
+    size: str = "2K"
+    count: int | None = None  # the seed's fixed loop; None: run for `seconds`
+    seconds: float = 4.0
+    nprocs: int = 2
+    timer: str = "monotonic"
+
+
+@dataclass(frozen=True)
+class NoiseConfig:
+    """What runs beside the detector in a noisy run."""
+
+    level_pct: float = 0.0
+    period_s: float = 1.0
+    shape: str = "sum"
+    cpu: int | None = 0
+    noise_cmd: str | None = None  # instead of the injector
+
+    @property
+    def known_phase(self) -> bool:
+        return self.noise_cmd is None
+
+
+@dataclass
+class RunRecord:
+    index: int
+    arm: str  # "clean" or "noisy"
+    phase_s: float  # scheduled phase of the injector (a sham one in clean runs)
+    started_unix: float
+    wall_s: float
+    dir: str  # relative to the study directory
+
+    def save(self, path: Path) -> None:
+        (path / RUN_FILE).write_text(json.dumps(asdict(self), indent=1))
+
+    @staticmethod
+    def load(path: Path) -> RunRecord:
+        try:
+            data: dict[str, Any] = json.loads((path / RUN_FILE).read_text())
+            return RunRecord(**data)
+        except (OSError, json.JSONDecodeError, TypeError) as exc:
+            raise HushmonError(f"cannot read run record in {path}: {exc}") from exc
+
+
+def kill_group(proc: subprocess.Popen[Any], grace_s: float = 2.0) -> None:
+    """SIGTERM the process group, SIGKILL it if it does not go in grace_s."""
+    if proc.poll() is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # stragglers of an ended leader
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=grace_s)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def process_group(argv: Sequence[str], out_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A child in a new session (its own process group), always ended on exit."""
+    with out_path.open("wb") as out:
+        try:
+            proc = subprocess.Popen(
+                list(argv), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        except OSError as exc:
+            raise HushmonError(f"cannot start {argv[0]}: {exc.strerror}") from exc
+        try:
+            yield proc
+        finally:
+            kill_group(proc)
+
+
+def detector_argv(cfg: DetectorConfig, run_dir: Path) -> list[str]:
+    detect = program("hushmon-detect")
+    return mpirun_command(
+        cfg.nprocs,
+        [
+            detect,
+            "--op", cfg.op,
+            "--size", cfg.size,
+            *(["--count", str(cfg.count)] if cfg.count else ["--seconds", f"{cfg.seconds:g}"]),
+            "--timer", cfg.timer,
+            "--events", str(run_dir / EVENTS_FILE),
+            "--json", str(run_dir / DETECT_JSON),
+        ],
+    )  # fmt: skip
+
+
+def injector_argv(
+    noise: NoiseConfig, phase_s: float, duration_s: float, run_dir: Path
+) -> list[str]:
+    argv = [
+        str(program("hushmon-inject")),
+        "--level", f"{noise.level_pct:.6g}",
+        "--period", f"{noise.period_s:.9g}",
+        "--duration", f"{duration_s:.3f}",
+        "--shape", noise.shape,
+        "--start", "boundary",
+        "--phase", f"{phase_s:.9f}",
+        "--log", str(run_dir / INJECT_LOG),
+        "--json", str(run_dir / INJECT_JSON),
+        "--quiet",
+    ]  # fmt: skip
+    if noise.cpu is not None:
+        argv += ["--cpu", str(noise.cpu)]
+    return argv
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    own = [ln for ln in lines if ln.startswith("hushmon-")]
+    return (own or lines or [""])[-1].strip()
+
+
+def run_detector(cfg: DetectorConfig, run_dir: Path, timeout_s: float) -> None:
+    out = run_dir / "detect.txt"
+    with process_group(detector_argv(cfg, run_dir), out) as proc:
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            raise HushmonError(f"hushmon-detect did not finish in {timeout_s:.0f} s") from exc
+    if rc != 0:
+        raise HushmonError(f"hushmon-detect failed (exit {rc}): {_last_line(out)}")
+
+
+def one_run(
+    index: int,
+    arm: str,
+    phase_s: float,
+    detector: DetectorConfig,
+    noise: NoiseConfig,
+    expected_s: float,
+    study_dir: Path,
+) -> RunRecord:
+    """Runs the detector once, with the noise source beside it in noisy runs.
+
+    Files of the run go to study_dir/runs/NNNN-ARM/."""
+    rel = Path("runs") / f"{index:04d}-{arm}"
+    run_dir = study_dir / rel
+    run_dir.mkdir(parents=True, exist_ok=True)
+    timeout_s = 3 * expected_s + 60
+    started = time.time()
+    t0 = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        if arm == "noisy" and noise.noise_cmd is not None:
+            argv = ["/bin/sh", "-c", noise.noise_cmd]
+            proc = stack.enter_context(process_group(argv, run_dir / NOISE_OUT))
+            time.sleep(0.5)  # it must survive its start-up to count as running
+            if proc.poll() is not None:
+                raise HushmonError(
+                    f"noise command {shlex.quote(noise.noise_cmd)} exited at start "
+                    f"(exit {proc.returncode}): {_last_line(run_dir / NOISE_OUT)}"
+                )
+        elif arm == "noisy":
+            duration = expected_s + 2 * noise.period_s + 5
+            proc = stack.enter_context(
+                process_group(
+                    injector_argv(noise, phase_s, duration, run_dir), run_dir / "inject.txt"
+                )
+            )
+        run_detector(detector, run_dir, timeout_s)
+        if arm == "noisy" and noise.noise_cmd is None:
+            # End the injector now (it writes its log on SIGTERM) and check it ran.
+            kill_group(proc)
+            if proc.returncode not in (0, -signal.SIGTERM):
+                raise HushmonError(
+                    f"hushmon-inject failed (exit {proc.returncode}): "
+                    f"{_last_line(run_dir / 'inject.txt')}"
+                )
+    record = RunRecord(index, arm, phase_s, started, time.monotonic() - t0, str(rel))
+    record.save(run_dir)
+    return record
