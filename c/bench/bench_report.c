@@ -135,6 +135,7 @@ static void write_result(hm_json *j, const hm_bench_opts *o, const hm_bench_resu
     hm_json_kv_double(j, "ci_level", s->ci_level);
     hm_json_kv_double(j, "ci_low", s->ci_low);
     hm_json_kv_double(j, "ci_high", s->ci_high);
+    hm_json_kv_double(j, "t_error", (s->ci_high - s->ci_low) / 2);
     hm_json_key(j, "ci");
     hm_json_object_begin(j);
     for (int i = 0; i < HM_BENCH_CI_LEVELS; i++) {
