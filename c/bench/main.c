@@ -37,6 +37,7 @@ typedef struct run_state {
     hm_bench_result *results; /* rank 0 */
     size_t n_results, cap_results;
     FILE *table;              /* NULL with --quiet */
+    FILE *json;               /* rank 0 with --json, open during the run */
 } run_state;
 
 /* All ranks of comm learn whether every rank succeeded. */
@@ -304,18 +305,28 @@ static int measure_drift(run_state *s, int64_t residual_start_ns, hm_error *err)
     return 0;
 }
 
+/* Rank 0 opens the JSON file before measuring, so a bad path fails in
+ * seconds rather than after the whole run. */
+static int open_json(run_state *s, hm_error *err)
+{
+    const char *path = s->o->json_path;
+    if (s->rank != 0 || path == NULL)
+        return 0;
+    s->json = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+    if (s->json == NULL)
+        return hm_error_errno(err, "--json: cannot write %s", path);
+    return 0;
+}
+
 static int write_json(run_state *s, hm_error *err)
 {
     const char *path = s->o->json_path;
-    bool to_stdout = strcmp(path, "-") == 0;
-    FILE *f = to_stdout ? stdout : fopen(path, "w");
-    if (f == NULL)
-        return hm_error_errno(err, "cannot write %s", path);
-    int rc = hm_bench_write_json(f, s->o, &s->meta, s->results, s->n_results);
-    if (to_stdout)
-        rc |= fflush(f);
+    int rc = hm_bench_write_json(s->json, s->o, &s->meta, s->results, s->n_results);
+    if (s->json == stdout)
+        rc |= fflush(s->json);
     else
-        rc |= fclose(f);
+        rc |= fclose(s->json);
+    s->json = NULL;
     if (rc != 0)
         return hm_error_errno(err, "writing %s", path);
     return 0;
@@ -324,7 +335,9 @@ static int write_json(run_state *s, hm_error *err)
 static int run(run_state *s, hm_error *err)
 {
     const hm_bench_opts *o = s->o;
-    int st = agree(MPI_COMM_WORLD, hm_mpi_timer_init(&s->timer, o->timer, err), err);
+    int st = agree(MPI_COMM_WORLD, open_json(s, err), err);
+    if (st == 0)
+        st = agree(MPI_COMM_WORLD, hm_mpi_timer_init(&s->timer, o->timer, err), err);
     if (st != 0)
         return st;
     int64_t residual_own = 0;
@@ -362,7 +375,7 @@ static int run(run_state *s, hm_error *err)
                 "(drift %.3f us)\n",
                 m->timer, m->sync, m->residual_max_s * 1e6, m->residual_end_max_s * 1e6,
                 m->drift_max_s * 1e6);
-    if (s->rank == 0 && o->json_path != NULL && write_json(s, err) != 0)
+    if (s->json != NULL && write_json(s, err) != 0)
         return -1;
     return 0;
 }
@@ -377,6 +390,8 @@ static void free_state(run_state *s)
     free(s->meta.hosts);
     free(s->meta.offsets_s);
     hm_buffer_pool_free(&s->pool);
+    if (s->json != NULL && s->json != stdout)
+        fclose(s->json);
 }
 
 int main(int argc, char **argv)

@@ -269,3 +269,11 @@ def test_bad_input_fails_on_every_rank(
         pytest.fail(f"{args}: hung instead of failing")
     codes = [line.split()[1] for line in out.stderr.splitlines() if line.startswith("rank-exit")]
     assert codes == ["2"] * nprocs, out.stderr
+
+
+def test_unwritable_json_fails_before_measuring(mpirun: MpiRun, tmp_path: Any) -> None:
+    out = mpirun(2, PROGRAM, "--op", "all", "--json", str(tmp_path / "no" / "x.json"), timeout=60)
+    assert out.returncode != 0
+    errors = [line for line in out.stderr.splitlines() if line.startswith("hushmon-bench:")]
+    assert len(errors) == 1 and "cannot write" in errors[0]
+    assert "allgather" not in out.stdout  # nothing was measured
