@@ -338,3 +338,53 @@ def test_bad_usage(tmp_path: Path, args: list[str], message: str) -> None:
     assert out.returncode == 2
     assert message in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def start_unmonitored(tmp_path: Path, *command: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable, "-m", "hushmon.cli", "run", "--data-dir", str(tmp_path / "d"),
+            "--agent", str(tmp_path / "missing-agent"), "--", *command,
+        ],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def wait_for_pid(path: Path) -> int:
+    deadline = time.monotonic() + 30
+    while not (path.exists() and path.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return int(path.read_text())
+
+
+def test_interrupt_reaches_ranks_in_their_own_process_groups(tmp_path: Path) -> None:
+    """mpirun gives each rank a process group of its own; what survives the
+    command's exit in its session (here: a child in its own group that
+    ignores SIGINT) is killed too."""
+    pid_file = tmp_path / "rank.pid"
+    rank = (
+        "import os, signal, time; os.setpgid(0, 0); "
+        "signal.signal(signal.SIGINT, signal.SIG_IGN); "
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    )
+    proc = start_unmonitored(tmp_path, "sh", "-c", f'{sys.executable} -c "{rank}" & wait')
+    stray = wait_for_pid(pid_file)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGINT
+    time.sleep(0.2)
+    assert not running(stray)
+
+
+def test_second_ctrl_c_kills_a_job_that_ignores_the_first(tmp_path: Path) -> None:
+    pid_file = tmp_path / "job.pid"
+    proc = start_unmonitored(tmp_path, "sh", "-c", f"trap '' INT; echo $$ > {pid_file}; sleep 60")
+    wait_for_pid(pid_file)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    assert proc.poll() is None, "the job ignores SIGINT: still running after the first"
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - started < 5
+    assert proc.returncode == 128 + signal.SIGKILL, err

@@ -11,6 +11,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 
 from hushmon.errors import HushmonError
@@ -44,12 +45,41 @@ def _signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
+def session_members(sid: int, proc_root: Path = Path("/proc")) -> list[int]:
+    """Processes in session ``sid``. mpirun puts each rank in a process group
+    of its own, but they stay in the session we created for the command, so
+    the session is what holds the whole job."""
+    members = []
+    for entry in proc_root.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # exited meanwhile
+        # "pid (comm) state ppid pgrp session ...": comm may hold spaces.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 3 and fields[3] == str(sid):
+            members.append(int(entry.name))
+    return members
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL to every process of the command's session (ours only: the
+    session was created for the command and is named by its leader's pid)."""
+    _signal_group(sid, signal.SIGKILL)
+    for pid in session_members(sid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def run_in_group(
     command: Sequence[str], on_signal: Callable[[int], None] | None = None
 ) -> CommandResult:
     """Runs ``command`` in a new session (its own process group, no terminal
-    signals); SIGINT/SIGTERM sent to us are passed to the whole group, a
-    second one (or GRACE_S without an exit) kills it. Returns its exit code."""
+    signals); SIGINT/SIGTERM sent to us are passed to its process group, a
+    second one (or GRACE_S without an exit) kills the whole session.
+    Returns its exit code."""
     if not command:
         raise HushmonError("no command given (hushmon run [options] -- COMMAND ...)")
     received: list[int] = []
@@ -72,7 +102,7 @@ def run_in_group(
             if on_signal is not None:
                 on_signal(signum)
         else:
-            _signal_group(proc.pid, signal.SIGKILL)
+            kill_session(proc.pid)
 
     previous = {s: signal.signal(s, forward) for s in FORWARDED}
     try:
@@ -82,13 +112,13 @@ def run_in_group(
                 break
             except subprocess.TimeoutExpired:
                 if first_signal_at and time.monotonic() - first_signal_at[0] > GRACE_S:
-                    _signal_group(proc.pid, signal.SIGKILL)
+                    kill_session(proc.pid)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
     if received:
-        # The leader is gone; anything it left in its group goes too.
-        _signal_group(proc.pid, signal.SIGKILL)
+        # The leader is gone; anything it left behind in its session goes too.
+        kill_session(proc.pid)
     return CommandResult(
         exit_code_of(returncode), received[0] if received else None, started_ns, time.time_ns()
     )
