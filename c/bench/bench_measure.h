@@ -20,6 +20,7 @@ typedef struct hm_bench_env {
     int rank, nprocs;
     int64_t t_bcast_ns;   /* t_bcast bound on this communicator (raised when
                            * a stage start arrives late) */
+    int64_t t_bcast_probed_ns; /* the bound as probed; t_bcast_ns decays back to it */
 } hm_bench_env;
 
 typedef struct hm_bench_samples {

@@ -189,6 +189,7 @@ static int measure_on(run_state *s, int p, hm_error *err)
         status = hm_op_mpi_check(MPI_Comm_rank(comm, &env.rank), "MPI_Comm_rank", err);
     if (status == 0)
         status = hm_clock_bcast_bound_ns(comm, &s->clock, o->bcast_probes, &env.t_bcast_ns, err);
+    env.t_bcast_probed_ns = env.t_bcast_ns;
     for (size_t i = 0; i < o->n_ops && status == 0; i++) {
         const hm_op *op = o->ops[i];
         size_t n_sizes = op->uses_size ? o->n_sizes : 1;

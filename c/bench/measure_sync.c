@@ -134,9 +134,16 @@ int hm_measure_sync(hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx,
          * wrong (a busy or oversubscribed node), so raise it the way delta
          * is raised, or every later stage would start late as well. */
         double start_late_ns = all[4 * k + 1] * 1e9;
-        if (start_late_ns > 0)
-            env->t_bcast_ns = (int64_t)(env->opts->schedule.gamma *
-                                        ((double)env->t_bcast_ns + start_late_ns));
+        double gamma = env->opts->schedule.gamma;
+        if (start_late_ns > 0) {
+            env->t_bcast_ns = (int64_t)(gamma * ((double)env->t_bcast_ns + start_late_ns));
+        } else if (env->t_bcast_ns > env->t_bcast_probed_ns) {
+            /* Back towards the probed bound once starts are on time, so
+             * one hiccup does not slow every later stage. */
+            env->t_bcast_ns = (int64_t)((double)env->t_bcast_ns / gamma);
+            if (env->t_bcast_ns < env->t_bcast_probed_ns)
+                env->t_bcast_ns = env->t_bcast_probed_ns;
+        }
         hm_schedule_next_delta(&env->opts->schedule, &o, &st);
         bool stop = false;
         if (hm_bench_should_stop(env->opts, out, &stop, err) != 0)
