@@ -1,0 +1,332 @@
+"""Build a job's digest: load, analyze, cluster, export, report.
+
+``build_digest(db, job, out_dir)`` writes into ``out_dir``:
+report.html (self-contained), digest.json, vectors.csv / .parquet / .arff,
+and returns a :class:`Digest` that ``hushmon run`` prints from.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hushmon import __version__
+from hushmon.digest import plots
+from hushmon.digest.factors import FACTORS, run_factors
+from hushmon.digest.factors.base import SEVERITIES, Finding, Skipped
+from hushmon.digest.factors.work import work_matrix
+from hushmon.digest.jobdata import JobData, load_job
+from hushmon.digest.sensors import DERIVED
+from hushmon.digest.states import States, find_states
+from hushmon.digest.vectors import build_vectors, write_arff, write_csv, write_parquet
+from hushmon.report.html import Page, escape
+
+# Plotted over time when present, in this order.
+KEY_SENSORS = (
+    "cpu.user_pct",
+    "cpu.iowait_pct",
+    "pmu.flops_per_s",
+    "network.tx_bytes_per_s",
+    "network.rx_bytes_per_s",
+    "swap.pages_per_s",
+    "disk.bytes_per_s",
+    "mem.used_pct",
+    "load.load1",
+)
+# Columns of the correlation matrix, when present and varying.
+CORR_SENSORS = (
+    *KEY_SENSORS,
+    "cpu.system_pct",
+    "cpu.idle_pct",
+    "pmu.ipc[cpu=total]",
+    "pmu.mem_stall_pct[cpu=total]",
+    "perf_sw.context_switches_per_s",
+    "vm.pgmajfault_per_s",
+    "disk.max_busy_pct",
+    "loopback.tx_bytes_per_s",
+)
+
+
+@dataclass
+class Digest:
+    job: str
+    out_dir: Path
+    report_path: Path
+    json_path: Path
+    findings: list[Finding]
+    skipped: list[Skipped]
+    states: States
+    nodes: list[str]
+    duration_s: float
+    sensors: int
+    exports: dict[str, Path] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def summary_lines(self) -> list[str]:
+        lines = [
+            f"job {self.job}: {len(self.nodes)} node(s), {self.duration_s:.0f} s, "
+            f"{self.sensors} sensors, {len(self.states.states)} state(s)"
+        ]
+        if not self.findings:
+            lines.append("no factor limiting scalability was found in the monitoring data")
+        for f in sorted(self.findings, key=lambda f: SEVERITIES.index(f.severity)):
+            lines.append(f"[{f.severity}] {f.title}: {f.hint}")
+        for s in self.skipped:
+            lines.append(f"(skipped {s.factor}: {s.detail})")
+        lines.append(f"report: {self.report_path}")
+        return lines
+
+
+def _job_sensor_rows(job: JobData) -> list[dict[str, Any]]:
+    rows = []
+    for s in job.sensors:
+        st = job.stats[s]
+        node_means = job.node_means.get(s)
+        with np.errstate(all="ignore"):
+            spread = (
+                float(np.nanstd(node_means) / abs(np.nanmean(node_means)))
+                if node_means is not None and np.nanmean(node_means) != 0
+                else float("nan")
+            )
+        rows.append(
+            {
+                "name": s,
+                "derived": s in DERIVED,
+                "min": float(np.nanmin(st.min)),
+                "avg": float(np.nanmean(st.avg)),
+                "max": float(np.nanmax(st.max)),
+                "nodes": int(st.nodes.max()),
+                "node_spread_cv": spread,
+            }
+        )
+    return rows
+
+
+def _correlation(job: JobData) -> tuple[list[str], np.ndarray]:
+    names = []
+    cols = []
+    for s in CORR_SENSORS:
+        if not job.has(s):
+            continue
+        v = job.stats[s].avg
+        ok = np.isfinite(v)
+        if ok.sum() < 3 or np.nanstd(v) == 0:
+            continue
+        names.append(s)
+        cols.append(np.where(ok, v, np.nanmean(v)))
+    if len(cols) < 2:
+        return names, np.empty((0, 0))
+    return names, np.corrcoef(np.vstack(cols))
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, float) and not np.isfinite(v):
+        return None
+    return v
+
+
+def _write_json(path: Path, payload: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=_json_value) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def build_digest(db_path: Path, job: str, out_dir: Path) -> Digest:
+    """Analyze ``job`` from the store at ``db_path``; write the report into ``out_dir``."""
+    started = time.perf_counter()
+    data = load_job(Path(db_path), job)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result = run_factors(data)
+    states = find_states(data)
+    vec = build_vectors(data)
+    vec.state = states.labels
+    exports = {
+        "vectors_csv": write_csv(vec, out_dir / "vectors.csv"),
+        "vectors_parquet": write_parquet(vec, out_dir / "vectors.parquet"),
+        "vectors_arff": write_arff(vec, out_dir / "vectors.arff", f"hushmon-job-{job}"),
+    }
+    sensor_rows = _job_sensor_rows(data)
+    corr_names, corr = _correlation(data)
+    digest = Digest(
+        job=job,
+        out_dir=out_dir,
+        report_path=out_dir / "report.html",
+        json_path=out_dir / "digest.json",
+        findings=result.findings,
+        skipped=result.skipped,
+        states=states,
+        nodes=data.hosts,
+        duration_s=float(len(data.times_ns) * data.period_s),
+        sensors=len(data.sensors),
+        exports=exports,
+    )
+    payload = {
+        "hushmon_version": __version__,
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "job": job,
+        "nodes": data.hosts,
+        "start_ns": int(data.times_ns[0]),
+        "end_ns": int(data.times_ns[-1]),
+        "periods": len(data.times_ns),
+        "period_s": data.period_s,
+        "duration_s": digest.duration_s,
+        "sensors": sensor_rows,
+        "states": {
+            "k_tried_silhouette": {str(k): v for k, v in states.k_tried.items()},
+            "clustered_on": states.sensors,
+            "states": [s.to_json() for s in states.states],
+        },
+        "findings": [f.to_json() for f in result.findings],
+        "skipped": [s.to_json() for s in result.skipped],
+        "factors": [f.name for f in FACTORS],
+        "correlation": {
+            "sensors": corr_names,
+            "matrix": [[round(float(x), 4) for x in row] for row in corr],
+        },
+        "exports": {k: p.name for k, p in exports.items()},
+    }
+    _write_json(digest.json_path, payload)
+    _report(data, digest, sensor_rows, corr_names, corr).write(digest.report_path)
+    digest.seconds = time.perf_counter() - started
+    return digest
+
+
+def _evidence_text(f: Finding) -> str:
+    items = [f"{k} = {v}" for k, v in f.evidence.items()]
+    if f.span_s:
+        items.append(f"longest span = {f.span_s[0]:.0f}–{f.span_s[1]:.0f} s")
+    return "; ".join(items)
+
+
+def _report(
+    data: JobData,
+    digest: Digest,
+    sensor_rows: list[dict[str, Any]],
+    corr_names: list[str],
+    corr: np.ndarray,
+) -> Page:
+    page = Page(f"hushmon digest — job {data.job}")
+    start = datetime.fromtimestamp(data.times_ns[0] / 1e9, UTC)
+    hosts = ", ".join(data.hosts[:12]) + (" …" if len(data.hosts) > 12 else "")
+    page.meta(
+        [
+            ("job", data.job),
+            ("nodes", f"{len(data.hosts)}: {hosts}"),
+            ("start (UTC)", start.isoformat(timespec="seconds")),
+            (
+                "duration",
+                f"{digest.duration_s:.0f} s ({len(data.times_ns)} periods of {data.period_s:g} s)",
+            ),
+            (
+                "sensors",
+                f"{len(data.sensors)} ({len(data.base_names)} measured, "
+                f"{len(data.sensors) - len(data.base_names)} derived)",
+            ),
+            ("hushmon", __version__),
+        ]
+    )
+    page.heading("Diagnosis")
+    ranked = sorted(digest.findings, key=lambda f: SEVERITIES.index(f.severity))
+    serious = [f for f in ranked if f.severity in ("high", "medium")]
+    verdict = (
+        f"Main limit: {serious[0].title.lower()}."
+        if serious
+        else "No factor limiting scalability stands out in the monitoring data."
+    )
+    page.paragraph(verdict, "verdict")
+    for f in ranked:
+        page.finding(f.severity, f.title, f"{f.hint} Evidence: {_evidence_text(f)}.")
+    if digest.skipped:
+        page.heading("Analyzers that could not answer", 3)
+        page.table(
+            ["factor", "reason", "detail"],
+            [(s.factor, s.reason.value, s.detail) for s in digest.skipped],
+            text_columns=(0, 1, 2),
+        )
+
+    present = [s for s in KEY_SENSORS if data.has(s)]
+    if present:
+        page.heading("Sensors over time (min / average / max across nodes)")
+        page.figure(
+            plots.band(data, present),
+            "Band = range across nodes per period; line = average over nodes.",
+        )
+    page.heading("Per node")
+    for s in ("cpu.user_pct", "network.tx_bytes_per_s", "pmu.flops_per_s", "swap.pages_per_s"):
+        if data.has(s):
+            page.figure(plots.per_node(data, s), f"{s} per node and period.")
+
+    st = digest.states
+    page.heading("States")
+    k_text = ", ".join(f"k={k}: {v:.2f}" for k, v in st.k_tried.items()) or "too few periods"
+    page.paragraph(
+        f"k-means on the per-period vectors ({len(st.sensors)} varying sensors, scaled); "
+        f"k chosen by the mean silhouette ({k_text}); "
+        f"{len(st.states)} state(s)."
+    )
+    page.figure(plots.states_timeline(data, st), "State of the job in each period.")
+    page.table(
+        ["state", "share of time", "periods", "description"],
+        [(f"S{s.id}", f"{s.share:.1%}", s.periods, s.description) for s in st.states],
+        text_columns=(0, 3),
+    )
+
+    page.heading("Dependencies")
+    if data.has("network.tx_bytes_per_s") and data.has("network.rx_bytes_per_s"):
+        page.figure(
+            plots.scatter_grid(
+                data, "network.rx_bytes_per_s", "network.tx_bytes_per_s", st, ("min", "avg", "max")
+            ),
+            "Transmit vs receive per period (seed 001, Figs. 5-7): a saturated link shows "
+            "min/max bounded by constants and averages moving against each other.",
+        )
+    work = work_matrix(data)
+    if work is not None and data.has("swap.pages_per_s"):
+        page.figure(
+            plots.scatter_grid(data, "swap.pages_per_s", work[0], st, ("avg",)),
+            f"Swap activity vs {work[0]} per period, colored by state (seed 001, Fig. 11).",
+        )
+    if work is not None and data.has("disk.bytes_per_s"):
+        page.figure(
+            plots.scatter_grid(data, "disk.bytes_per_s", work[0], st, ("avg",)),
+            f"Disk traffic vs {work[0]} per period, colored by state.",
+        )
+    if len(corr_names) >= 2:
+        page.figure(
+            plots.correlation(corr_names, corr),
+            "Correlation of the across-node averages over the job's periods.",
+        )
+
+    page.heading("All sensors (job summary)")
+    page.table(
+        ["sensor", "min", "average", "max", "nodes", "node spread (CV)"],
+        [
+            (
+                r["name"] + (" *" if r["derived"] else ""),
+                r["min"],
+                r["avg"],
+                r["max"],
+                r["nodes"],
+                r["node_spread_cv"],
+            )
+            for r in sensor_rows
+        ],
+    )
+    page.paragraph("* derived from measured sensors (hushmon.digest.sensors).", "meta")
+    page.heading("Files")
+    page.raw_html(
+        "<ul>"
+        + "".join(
+            f"<li><code>{escape(p.name)}</code></li>"
+            for p in [digest.json_path, *digest.exports.values()]
+        )
+        + "</ul>"
+    )
+    return page

@@ -1,0 +1,116 @@
+"""The analyzer contract: one factor per file, each declaring what it needs.
+
+An analyzer names the sensors it requires (and optional ones it uses when
+present). The runner checks them first: a missing sensor skips the analyzer
+with a typed reason instead of an exception. ``analyze`` returns findings
+(possibly none: the factor does not limit this job) and ``metric`` returns
+one number for the factor's influence, which ``hushmon compare`` follows
+across runs of different sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+import numpy as np
+
+from hushmon.digest.jobdata import JobData
+
+SEVERITIES = ("high", "medium", "low", "info")
+
+
+class SkipReason(StrEnum):
+    MISSING_SENSOR = "missing_sensor"
+    NOT_ENOUGH_DATA = "not_enough_data"
+    NOT_APPLICABLE = "not_applicable"
+    NEEDS_SEVERAL_RUNS = "needs_several_runs"
+
+
+@dataclass
+class Finding:
+    factor: str
+    title: str
+    severity: str  # one of SEVERITIES
+    evidence: dict[str, Any]
+    hint: str
+    span_s: tuple[float, float] | None = None  # seconds from the job's start
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "factor": self.factor,
+            "title": self.title,
+            "severity": self.severity,
+            "evidence": {k: _plain(v) for k, v in self.evidence.items()},
+            "span_s": list(self.span_s) if self.span_s else None,
+            "hint": self.hint,
+        }
+
+
+@dataclass
+class Skipped:
+    factor: str
+    reason: SkipReason
+    detail: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"factor": self.factor, "reason": self.reason.value, "detail": self.detail}
+
+
+class AnalyzerSkip(Exception):
+    """Raised inside ``analyze`` when the data cannot answer (typed reason)."""
+
+    def __init__(self, reason: SkipReason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+class Factor(Protocol):
+    name: str
+    title: str
+    requires: tuple[str, ...]
+    optional: tuple[str, ...]
+
+    def analyze(self, job: JobData, params: Mapping[str, Any]) -> list[Finding]: ...
+
+    def metric(self, job: JobData, params: Mapping[str, Any]) -> float | None: ...
+
+
+@dataclass
+class FactorResult:
+    findings: list[Finding] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, float) and not np.isfinite(v):
+        return None
+    return v
+
+
+def longest_run(mask: np.ndarray) -> tuple[int, int] | None:
+    """[start, end) indices of the longest run of True, or None."""
+    if not mask.any():
+        return None
+    padded = np.concatenate(([False], mask, [False])).astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))
+    starts, ends = edges[0::2], edges[1::2]
+    i = int(np.argmax(ends - starts))
+    return int(starts[i]), int(ends[i])
+
+
+def span_of(job: JobData, run: tuple[int, int] | None) -> tuple[float, float] | None:
+    if run is None:
+        return None
+    secs = job.seconds
+    return float(secs[run[0]]), float(secs[run[1] - 1] + job.period_s)
+
+
+def mb(v: float) -> float:
+    """Bytes/s -> MB/s (10^6, as the seed's figures)."""
+    return round(float(v) / 1e6, 1)

@@ -1,0 +1,88 @@
+"""Load imbalance across nodes (seed 001, section 2, third group).
+
+Per node, the mean work rate over the job; the balance is mean / max (the
+share of the busiest node's work the average node does). Nodes far from the
+median are named. Work is FLOPS when the PMU gives them, else user CPU time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from hushmon.digest.factors.base import AnalyzerSkip, Finding, SkipReason
+from hushmon.digest.factors.work import work_matrix
+from hushmon.digest.jobdata import JobData
+
+
+class Imbalance:
+    name = "imbalance"
+    title = "Load imbalance across nodes"
+    requires = ("cpu.user_pct",)
+    optional = ("pmu.flops_per_s",)
+
+    def _per_node(self, job: JobData) -> tuple[str, np.ndarray]:
+        work = work_matrix(job)
+        assert work is not None
+        name, m = work
+        with np.errstate(all="ignore"):
+            per_node = np.nanmean(m, axis=1)
+        return name, per_node
+
+    def metric(self, job: JobData, params: Mapping[str, Any]) -> float | None:
+        """1 - mean/max of per-node work."""
+        if len(job.hosts) < 2:
+            return 0.0
+        _, per_node = self._per_node(job)
+        mx = float(np.nanmax(per_node))
+        return 1 - float(np.nanmean(per_node)) / mx if mx > 0 else None
+
+    def analyze(self, job: JobData, params: Mapping[str, Any]) -> list[Finding]:
+        if len(job.hosts) < 2:
+            raise AnalyzerSkip(SkipReason.NOT_APPLICABLE, "one node: nothing to balance")
+        name, per_node = self._per_node(job)
+        ok = np.isfinite(per_node)
+        if ok.sum() < 2:
+            raise AnalyzerSkip(SkipReason.NOT_ENOUGH_DATA, f"{name} known on fewer than 2 nodes")
+        mx, mean, med = (
+            float(np.nanmax(per_node)),
+            float(np.nanmean(per_node)),
+            float(np.nanmedian(per_node)),
+        )
+        if mx <= 0:
+            return []
+        imbalance = 1 - mean / mx
+        if imbalance < params["imbalance_medium"]:
+            return []
+        rel = np.abs(per_node - med) / med if med > 0 else np.zeros_like(per_node)
+        outliers = [
+            (job.hosts[i], float(per_node[i]))
+            for i in np.flatnonzero(ok & (rel > params["outlier_rel"]))
+        ]
+        outliers.sort(key=lambda x: -abs(x[1] - med))
+        i_max, i_min = int(np.nanargmax(per_node)), int(np.nanargmin(per_node))
+        evidence = {
+            "work_sensor": name,
+            "balance_mean_over_max": round(mean / mx, 3),
+            "imbalance": round(imbalance, 3),
+            "busiest_node": job.hosts[i_max],
+            "busiest_value": round(mx, 4),
+            "least_busy_node": job.hosts[i_min],
+            "least_busy_value": round(float(per_node[i_min]), 4),
+            "median_value": round(med, 4),
+            "outlier_nodes": ", ".join(h for h, _ in outliers[:10]) or "none",
+        }
+        severity = "high" if imbalance >= params["imbalance_high"] else "medium"
+        hint = (
+            f"The average node does {mean / mx:.0%} of the work of the busiest one "
+            f"({job.hosts[i_max]}: {name} {mx:.3g} vs median {med:.3g}). "
+            f"Outlying nodes: {evidence['outlier_nodes']}. The others wait for it at every "
+            "synchronization, so adding nodes helps little; rebalance the decomposition "
+            "(or check that node for a hardware or placement problem)."
+        )
+        return [Finding(self.name, self.title, severity, evidence, hint)]
+
+
+FACTOR = Imbalance()

@@ -1,0 +1,206 @@
+"""A job's monitoring data as arrays: the time axis, the nodes, and a
+sensor x node x period cube, with per sensor the min / average / max across
+nodes for every period.
+
+Sensor names are ``measurement.field`` with the tags in brackets when there
+are any (``cpu.user_pct[cpu=cpu3]``, ``disk.busy_pct[device=sda]``). Per-job
+cgroup values are summed over the job's cgroups per node. Derived sensors
+(:mod:`hushmon.digest.sensors`) are computed from the cube.
+
+Names are resolved once per series (a few thousand rows), so the per-sample
+work in DuckDB is integer joins only; the cube is filled by one numpy
+scatter. 256 nodes x 3600 periods x 100 sensors is 368 MB as float32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import numpy as np
+
+from hushmon.errors import HushmonError
+from hushmon.store.query import JobInfo, job_info
+from hushmon.store.schema import open_store_readonly
+
+_JOB_SERIES_SQL = """
+CREATE TEMP TABLE job_series AS
+WITH s AS (
+  SELECT series_id, host,
+         measurement || '.' || field
+           || CASE WHEN tags = '' OR measurement = 'cgroup' THEN '' ELSE '[' || tags || ']' END
+           AS sensor
+  FROM series
+  WHERE host IN (SELECT DISTINCT host FROM job_activity WHERE job = $job)
+    AND measurement NOT IN ('job', 'hushmon_agent')
+    AND (NOT contains(tags, 'job=') OR list_contains(string_split(tags, ','), 'job=' || $job))
+)
+SELECT series_id, sensor,
+       (dense_rank() OVER (ORDER BY sensor) - 1)::INTEGER AS sensor_id,
+       (dense_rank() OVER (ORDER BY host) - 1)::INTEGER AS host_id,
+       count(*) OVER (PARTITION BY sensor, host) > 1 AS summed
+FROM s
+"""
+
+_JOB_TIMES_SQL = """
+CREATE TEMP TABLE job_times AS
+SELECT time_ns, (row_number() OVER (ORDER BY time_ns) - 1)::INTEGER AS t_idx
+FROM (SELECT DISTINCT time_ns FROM job_activity WHERE job = $job)
+"""
+
+# Samples at the periods the job ran on that node; several series of one
+# (sensor, host) -- a job's cgroups -- are summed.
+_JOB_ROWS_SQL = """
+WITH a AS (SELECT host, time_ns FROM job_activity WHERE job = $job),
+js AS (SELECT js.*, se.host FROM job_series js JOIN series se USING (series_id)),
+r AS (
+  SELECT js.sensor_id, js.host_id, t.t_idx, s.value, js.summed
+  FROM samples s
+  JOIN js ON js.series_id = s.series_id
+  JOIN job_times t ON t.time_ns = s.time_ns
+  JOIN a ON a.time_ns = s.time_ns AND a.host = js.host
+)
+SELECT sensor_id, host_id, t_idx, value FROM r WHERE NOT summed
+UNION ALL
+SELECT sensor_id, host_id, t_idx, sum(value) FROM r WHERE summed GROUP BY ALL
+"""
+
+
+@dataclass
+class SensorStats:
+    """Across-node statistics of one sensor per period (NaN where no node had it)."""
+
+    min: np.ndarray
+    avg: np.ndarray
+    max: np.ndarray
+    nodes: np.ndarray  # how many nodes reported it
+
+
+@dataclass
+class JobData:
+    info: JobInfo
+    times_ns: np.ndarray  # sorted periods of the job
+    hosts: list[str]
+    base_names: list[str]
+    cube: np.ndarray  # float32, base sensor x host x period, NaN = not measured
+    stats: dict[str, SensorStats] = field(default_factory=dict)
+    node_means: dict[str, np.ndarray] = field(default_factory=dict)
+    _derived: dict[str, np.ndarray | None] = field(default_factory=dict)
+
+    @property
+    def job(self) -> str:
+        return self.info.job
+
+    @property
+    def seconds(self) -> np.ndarray:
+        """Time axis in seconds from the job's first period."""
+        return (self.times_ns - self.times_ns[0]) / 1e9
+
+    @property
+    def period_s(self) -> float:
+        if len(self.times_ns) < 2:
+            return 1.0
+        return float(np.median(np.diff(self.times_ns))) / 1e9
+
+    @property
+    def sensors(self) -> list[str]:
+        return sorted(self.stats)
+
+    def has(self, sensor: str) -> bool:
+        return sensor in self.stats
+
+    def matrix(self, sensor: str) -> np.ndarray | None:
+        """hosts x periods values of a sensor (float64, NaN where missing), or None."""
+        idx = self._index.get(sensor)
+        if idx is not None:
+            return self.cube[idx].astype(np.float64)
+        if sensor not in self._derived:
+            from hushmon.digest.sensors import DERIVED
+
+            self._derived[sensor] = DERIVED[sensor].compute(self) if sensor in DERIVED else None
+        return self._derived[sensor]
+
+    def base_sensors(self, prefix: str) -> list[str]:
+        """Base sensors named ``prefix`` or ``prefix[tags]``."""
+        return [s for s in self.base_names if s == prefix or s.startswith(prefix + "[")]
+
+    @property
+    def _index(self) -> dict[str, int]:
+        cached = self.__dict__.get("_index_cache")
+        if cached is None:
+            cached = {s: i for i, s in enumerate(self.base_names)}
+            self.__dict__["_index_cache"] = cached
+        return cached
+
+    def add_stats(self, sensor: str, m: np.ndarray) -> None:
+        self.stats[sensor] = across_nodes(m)
+        with np.errstate(all="ignore"):
+            self.node_means[sensor] = _nanmean_rows(m)
+
+
+def _nanmean_rows(m: np.ndarray) -> np.ndarray:
+    n = (~np.isnan(m)).sum(axis=1)
+    s = np.nansum(m, axis=1, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        return np.where(n > 0, s / np.maximum(n, 1), np.nan)
+
+
+def across_nodes(m: np.ndarray) -> SensorStats:
+    """min / avg / max over the node axis of a hosts x periods matrix."""
+    present = ~np.isnan(m)
+    n = present.sum(axis=0)
+    filled_lo = np.where(present, m, np.inf)
+    filled_hi = np.where(present, m, -np.inf)
+    mn = filled_lo.min(axis=0).astype(np.float64)
+    mx = filled_hi.max(axis=0).astype(np.float64)
+    total = np.where(present, m, 0).sum(axis=0, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        avg = np.where(n > 0, total / np.maximum(n, 1), np.nan)
+    mn[n == 0] = np.nan
+    mx[n == 0] = np.nan
+    return SensorStats(mn, avg, mx, n)
+
+
+def load_job(db_path: Path, job: str) -> JobData:
+    """Load a job's samples into memory (cube + per-period statistics)."""
+    con = open_store_readonly(Path(db_path))
+    try:
+        info = job_info(con, job)
+        params = {"job": info.job}
+        con.execute(_JOB_SERIES_SQL, params).fetchall()
+        con.execute(_JOB_TIMES_SQL, params).fetchall()
+        names = [
+            r[0]
+            for r in con.execute(
+                "SELECT DISTINCT sensor, sensor_id FROM job_series ORDER BY sensor_id"
+            ).fetchall()
+        ]
+        hosts = [
+            r[0]
+            for r in con.execute(
+                """SELECT DISTINCT se.host, js.host_id FROM job_series js
+                   JOIN series se USING (series_id) ORDER BY js.host_id"""
+            ).fetchall()
+        ]
+        times = np.array(
+            [r[0] for r in con.execute("SELECT time_ns FROM job_times ORDER BY t_idx").fetchall()],
+            dtype=np.int64,
+        )
+        rows = con.execute(_JOB_ROWS_SQL, params).fetchnumpy()
+    except duckdb.Error as exc:
+        raise HushmonError(f"reading job {job} failed: {str(exc).splitlines()[0]}") from exc
+    finally:
+        con.close()
+    if len(rows["value"]) == 0:
+        raise HushmonError(f"job {job!r} has no samples in the store (only job lines)")
+    cube = np.full((len(names), len(hosts), len(times)), np.nan, dtype=np.float32)
+    cube[rows["sensor_id"], rows["host_id"], rows["t_idx"]] = rows["value"]
+    del rows
+    data = JobData(info=info, times_ns=times, hosts=hosts, base_names=names, cube=cube)
+    for i, name in enumerate(names):
+        data.add_stats(name, cube[i])
+    from hushmon.digest.sensors import add_derived
+
+    add_derived(data)
+    return data

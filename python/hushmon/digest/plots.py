@@ -1,0 +1,146 @@
+"""The digest's figures (matplotlib; the page inlines them as SVG)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+
+from hushmon.digest.jobdata import JobData
+from hushmon.digest.states import States
+
+STATE_COLORS = [
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+]
+
+
+def _scale(sensor: str) -> tuple[float, str]:
+    if "bytes" in sensor:
+        return 1e-6, "MB" + ("/s" if sensor.endswith("per_s") else "")
+    if "flops" in sensor:
+        return 1e-6, "MFLOPS"
+    if sensor.endswith("_pct"):
+        return 1.0, "%"
+    if sensor.endswith("_per_s"):
+        return 1.0, "/s"
+    return 1.0, ""
+
+
+def band(job: JobData, sensors: list[str]) -> Figure:
+    """min / avg / max across nodes over time, one panel per sensor."""
+    fig, axes = plt.subplots(
+        len(sensors), 1, figsize=(10, 1.7 * len(sensors)), sharex=True, squeeze=False
+    )
+    t = job.seconds
+    for ax, s in zip(axes[:, 0], sensors, strict=True):
+        st = job.stats[s]
+        k, unit = _scale(s)
+        ax.fill_between(
+            t,
+            st.min * k,
+            st.max * k,
+            color="#9ecae1",
+            alpha=0.7,
+            lw=0,
+            label="min–max across nodes",
+        )
+        ax.plot(t, st.avg * k, color="#08519c", lw=0.9, label="average")
+        ax.set_ylabel(f"{s}\n{unit}", fontsize=8, rotation=0, ha="right", va="center")
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7, loc="upper right", ncol=2)
+    axes[-1, 0].set_xlabel("seconds from job start")
+    fig.tight_layout()
+    return fig
+
+
+def per_node(job: JobData, sensor: str) -> Figure:
+    """Node x time heat map of one sensor (one row per node)."""
+    m = job.matrix(sensor)
+    assert m is not None
+    k, unit = _scale(sensor)
+    fig, ax = plt.subplots(figsize=(10, min(0.25 * len(job.hosts) + 1.2, 7)))
+    im = ax.imshow(
+        m * k,
+        aspect="auto",
+        interpolation="nearest",
+        cmap="viridis",
+        extent=(0, float(job.seconds[-1] + job.period_s), len(job.hosts), 0),
+    )
+    if len(job.hosts) <= 32:
+        ax.set_yticks(np.arange(len(job.hosts)) + 0.5, job.hosts, fontsize=7)
+    else:
+        ax.set_ylabel(f"{len(job.hosts)} nodes")
+    ax.set_xlabel("seconds from job start")
+    fig.colorbar(im, ax=ax, label=f"{sensor} {unit}")
+    fig.tight_layout()
+    return fig
+
+
+def states_timeline(job: JobData, states: States) -> Figure:
+    fig, ax = plt.subplots(figsize=(10, 0.9))
+    n = len(states.states)
+    cmap = ListedColormap(STATE_COLORS[: max(n, 1)])
+    ax.imshow(
+        states.labels[np.newaxis, :],
+        aspect="auto",
+        cmap=cmap,
+        vmin=-0.5,
+        vmax=max(n, 1) - 0.5,
+        interpolation="nearest",
+        extent=(0, float(job.seconds[-1] + job.period_s), 0, 1),
+    )
+    ax.set_yticks([])
+    ax.set_xlabel("seconds from job start")
+    for s in states.states:
+        ax.plot([], [], color=STATE_COLORS[s.id % 8], lw=6, label=f"S{s.id} ({s.share:.0%})")
+    ax.legend(fontsize=7, ncol=min(n, 8), loc="upper center", bbox_to_anchor=(0.5, 2.3))
+    return fig
+
+
+def scatter_grid(job: JobData, x: str, y: str, states: States, stats: tuple[str, ...]) -> Figure:
+    """y against x per period, one panel per across-node statistic, colored by state."""
+    fig, axes = plt.subplots(1, len(stats), figsize=(3.6 * len(stats), 3.2), squeeze=False)
+    kx, ux = _scale(x)
+    ky, uy = _scale(y)
+    colors = np.array(STATE_COLORS)[states.labels % 8]
+    for ax, stat in zip(axes[0], stats, strict=True):
+        vx = getattr(job.stats[x], stat) * kx
+        vy = getattr(job.stats[y], stat) * ky
+        ax.scatter(vx, vy, s=5, c=colors, alpha=0.6, linewidths=0)
+        ax.set_xlabel(f"{stat} {x} {ux}", fontsize=8)
+        ax.set_ylabel(f"{stat} {y} {uy}", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def correlation(names: list[str], corr: np.ndarray) -> Figure:
+    fig, ax = plt.subplots(figsize=(0.42 * len(names) + 3, 0.42 * len(names) + 2))
+    im = ax.imshow(corr, cmap="RdBu_r", vmin=-1, vmax=1)
+    ax.set_xticks(range(len(names)), names, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(names)), names, fontsize=7)
+    for i in range(len(names)):
+        for j in range(len(names)):
+            if np.isfinite(corr[i, j]):
+                ax.text(
+                    j,
+                    i,
+                    f"{corr[i, j]:.1f}",
+                    ha="center",
+                    va="center",
+                    fontsize=5.5,
+                    color="white" if abs(corr[i, j]) > 0.6 else "black",
+                )
+    fig.colorbar(im, ax=ax, shrink=0.7, label="Pearson r of across-node averages")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,73 @@
+"""``hushmon ingest``: load spool files into the store; list and export jobs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from hushmon.datadir import data_dir
+from hushmon.errors import HushmonError
+from hushmon.store.ingest import ingest_spool
+from hushmon.store.query import EXPORT_FORMATS, export_job, job_info, list_jobs
+from hushmon.store.schema import open_store_readonly
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "ingest",
+        help="load agent spool files into the store (DuckDB); list or export jobs",
+        description="Load line-protocol spool files into the DuckDB store. Loading the same "
+        "files twice changes nothing; corrupt lines are reported with file:line and skipped.",
+    )
+    p.add_argument(
+        "--data-dir", help="hushmon data folder (default $HUSHMON_DATA or ~/.local/share/hushmon)"
+    )
+    p.add_argument("--db", type=Path, help="store file (default <data>/hushmon.duckdb)")
+    p.add_argument("--spool", type=Path, help="spool folder (default <data>/spool)")
+    p.add_argument("--list", action="store_true", help="list the jobs in the store, do not ingest")
+    p.add_argument("--export", metavar="JOB", help="export a job's samples, do not ingest")
+    p.add_argument("--format", choices=EXPORT_FORMATS, default="parquet", help="export format")
+    p.add_argument("--out", type=Path, help="export file (default <data>/reports/JOB/samples.FMT)")
+    p.add_argument("--json", metavar="FILE", help="write the ingest report as JSON ('-' = stdout)")
+    p.set_defaults(func=run)
+
+
+def _write_json(target: str, payload: dict[str, Any]) -> None:
+    text = json.dumps(payload, indent=2)
+    if target == "-":
+        sys.stdout.write(text + "\n")
+    else:
+        Path(target).write_text(text + "\n", encoding="utf-8")
+
+
+def run(args: argparse.Namespace) -> int:
+    dd = data_dir(args.data_dir)
+    db = args.db or dd.database
+    if args.list:
+        con = open_store_readonly(db)
+        try:
+            jobs = [job_info(con, j) for j in list_jobs(con)]
+        finally:
+            con.close()
+        for j in jobs:
+            print(f"{j.job}\t{len(j.hosts)} node(s)\t{j.duration_s:.0f} s\t{','.join(j.hosts[:8])}")
+        if args.json:
+            _write_json(args.json, {"jobs": [j.__dict__ for j in jobs]})
+        return 0
+    if args.export:
+        out = args.out or dd.reports(args.export) / f"samples.{args.format}"
+        rows = export_job(db, args.export, out, args.format)
+        print(f"exported {rows:,} samples of job {args.export} to {out}")
+        return 0
+    spool = args.spool or dd.spool
+    if not spool.is_dir():
+        raise HushmonError(f"spool folder {spool} does not exist")
+    report = ingest_spool(db, spool)
+    for line in report.summary_lines():
+        print(line)
+    if args.json:
+        _write_json(args.json, report.to_json())
+    return 0

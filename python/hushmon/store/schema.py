@@ -1,0 +1,130 @@
+"""The store's DuckDB schema, its version, and opening a database safely.
+
+Opening never changes a database it cannot understand: a file written by a
+newer hushmon (higher schema version) or a DuckDB file that is not a hushmon
+store is refused before anything is written. docs/store.md describes the
+tables; change both together and raise SCHEMA_VERSION.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from hushmon.errors import HushmonError
+
+SCHEMA_VERSION = 1
+
+# One statement per table. Samples have no primary key on purpose: an ART
+# index over ~10^8 rows costs gigabytes; ingest deduplicates by an anti-join
+# on (series_id, time_ns) restricted to the batch's time range instead.
+_TABLES = (
+    """CREATE TABLE IF NOT EXISTS hushmon_schema (
+        version INTEGER NOT NULL,
+        created_at TIMESTAMP NOT NULL DEFAULT current_timestamp)""",
+    """CREATE TABLE IF NOT EXISTS series (
+        series_id INTEGER PRIMARY KEY,
+        host VARCHAR NOT NULL,
+        measurement VARCHAR NOT NULL,
+        tags VARCHAR NOT NULL,
+        field VARCHAR NOT NULL,
+        UNIQUE (host, measurement, tags, field))""",
+    """CREATE TABLE IF NOT EXISTS samples (
+        series_id INTEGER NOT NULL,
+        time_ns BIGINT NOT NULL,
+        value DOUBLE NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS job_activity (
+        job VARCHAR NOT NULL,
+        host VARCHAR NOT NULL,
+        time_ns BIGINT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS spool_files (
+        name VARCHAR NOT NULL,
+        content_hash VARCHAR NOT NULL,
+        size_bytes BIGINT NOT NULL,
+        lines BIGINT NOT NULL,
+        ingested_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+        PRIMARY KEY (name, content_hash))""",
+)
+
+_VIEWS = (
+    # A job's nodes and time span, from the agent's per-period job lines.
+    """CREATE OR REPLACE VIEW jobs AS
+        SELECT job, count(DISTINCT host) AS nodes, min(time_ns) AS start_ns,
+               max(time_ns) AS end_ns, count(*) AS node_periods
+        FROM job_activity GROUP BY job""",
+)
+
+
+def _schema_version(con: duckdb.DuckDBPyConnection, path: Path) -> int | None:
+    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    if "hushmon_schema" not in tables:
+        if tables:
+            raise HushmonError(f"{path} is a DuckDB database but not a hushmon store")
+        return None
+    rows = con.execute("SELECT max(version) FROM hushmon_schema").fetchall()
+    row = rows[0] if rows else None
+    return int(row[0]) if row and row[0] is not None else None
+
+
+def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    try:
+        con = duckdb.connect(str(path), read_only=read_only)
+        # hushmon draws its own progress bars; DuckDB's would interleave.
+        con.execute("SET enable_progress_bar = false").fetchall()
+        return con
+    except duckdb.IOException as exc:
+        text = str(exc).splitlines()[0]
+        if "lock" in text.lower():
+            raise HushmonError(f"{path} is in use by another process ({text})") from exc
+        raise HushmonError(f"cannot open store {path}: {text}") from exc
+    except duckdb.Error as exc:
+        raise HushmonError(f"cannot open store {path}: {str(exc).splitlines()[0]}") from exc
+
+
+def _check_version(con: duckdb.DuckDBPyConnection, path: Path) -> int | None:
+    version = _schema_version(con, path)
+    if version is not None and version > SCHEMA_VERSION:
+        con.close()
+        raise HushmonError(
+            f"{path} has store schema version {version}, newer than this hushmon's "
+            f"({SCHEMA_VERSION}); upgrade hushmon to read it (the file was not changed)"
+        )
+    return version
+
+
+def open_store(path: Path, create: bool = True) -> duckdb.DuckDBPyConnection:
+    """Open (and if needed create) the store for writing."""
+    path = Path(path)
+    if path.exists():
+        # Check read-only first so a refused database is never touched.
+        probe = _connect(path, read_only=True)
+        _check_version(probe, path)
+        probe.close()
+    elif not create:
+        raise HushmonError(f"store {path} does not exist: run 'hushmon ingest' first")
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    con = _connect(path, read_only=False)
+    version = _check_version(con, path)
+    if version is None:
+        con.execute("BEGIN TRANSACTION").fetchall()
+        for statement in _TABLES:
+            con.execute(statement).fetchall()
+        con.execute("INSERT INTO hushmon_schema (version) VALUES (?)", [SCHEMA_VERSION]).fetchall()
+        con.execute("COMMIT").fetchall()
+    for statement in _VIEWS:
+        con.execute(statement).fetchall()
+    return con
+
+
+def open_store_readonly(path: Path) -> duckdb.DuckDBPyConnection:
+    """Open an existing store for reading (digest, export)."""
+    path = Path(path)
+    if not path.exists():
+        raise HushmonError(f"store {path} does not exist: run 'hushmon ingest' first")
+    con = _connect(path, read_only=True)
+    if _check_version(con, path) is None:
+        con.close()
+        raise HushmonError(f"{path} is empty, not a hushmon store: run 'hushmon ingest' first")
+    return con

@@ -1,0 +1,309 @@
+"""Synthetic spool files: many nodes, known patterns, for tests and benchmarks.
+
+The generator writes what hushmon-agent writes (docs/formats.md): one batch
+of lines per node and period, scheduled timestamps shared by all nodes, one
+``job`` line per node and period. A :class:`Scenario` says which patterns the
+job shows, so an analyzer's answer is known in advance:
+
+- ``network="saturated"``: per node, InfiniBand transmit + receive stays at a
+  constant ceiling while the split between them moves (the seed's butterfly
+  with 10^8-byte messages);
+- ``network="light"``: little traffic, transmit and receive rise together;
+- ``swap_phases``: spans of seconds where the nodes swap, the disk is busy and
+  user CPU time and FLOPS fall;
+- ``slow_node``: one node carries twice the work, the others wait idle.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+CPU_FIELDS = [
+    "user_pct",
+    "nice_pct",
+    "system_pct",
+    "idle_pct",
+    "iowait_pct",
+    "irq_pct",
+    "softirq_pct",
+    "steal_pct",
+]
+PMU_FIELDS = [
+    "flops_per_s",
+    "instructions_per_s",
+    "cycles_per_s",
+    "cache_misses_per_s",
+    "branch_misses_per_s",
+    "llc_misses_per_s",
+    "ipc",
+    "score_cpu",
+    "mem_stall_pct",
+    "mux_ratio",
+]
+
+START_NS = 1_732_270_000_000_000_000
+GIB = 1 << 30
+
+
+@dataclass
+class Scenario:
+    nodes: int = 4
+    seconds: int = 120
+    job: str = "synthetic"
+    cpus: int = 3
+    network: str = "light"  # "saturated", "light" or "none"
+    ceiling_bytes_per_s: float = 1.1e9
+    swap_phases: list[tuple[int, int]] = field(default_factory=list)
+    slow_node: int | None = None
+    start_ns: int = START_NS
+    period_ns: int = 1_000_000_000
+    seed: int = 1
+    lines_per_file: int = 200_000
+
+    def host(self, node: int) -> str:
+        return f"node{node:03d}"
+
+
+def _node_series(sc: Scenario, node: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Every measurement's field matrix (seconds x fields) for one node."""
+    t = sc.seconds
+    swapping = np.zeros(t, dtype=bool)
+    for a, b in sc.swap_phases:
+        swapping[max(a, 0) : min(b, t)] = True
+    busy = np.full(t, 88.0) + rng.normal(0, 2.0, t)
+    if sc.slow_node is not None:
+        busy = np.full(t, 97.0 if node == sc.slow_node else 48.0) + rng.normal(0, 1.5, t)
+    busy = np.where(swapping, 14.0 + rng.normal(0, 3.0, t), busy)
+    busy = np.clip(busy, 0.5, 99.0)
+    iowait = np.where(swapping, 45.0 + rng.normal(0, 5.0, t), rng.uniform(0, 0.5, t))
+    system = np.clip(2.0 + rng.normal(0, 0.4, t), 0, None)
+    idle = np.clip(100.0 - busy - iowait - system - 0.3, 0, None)
+    cpu_total = np.column_stack(
+        [busy, np.zeros(t), system, idle, iowait, np.full(t, 0.1), np.full(t, 0.2), np.zeros(t)]
+    )
+    out: dict[str, np.ndarray] = {"cpu,cpu=total": cpu_total}
+    for c in range(sc.cpus):
+        jitter = rng.normal(0, 1.0, (t, 1)) * np.array([[1, 0, 0.1, -1.1, 0, 0, 0, 0]])
+        out[f"cpu,cpu=cpu{c}"] = np.clip(cpu_total + jitter, 0, 100)
+    load1 = busy / 100 * sc.cpus + rng.normal(0, 0.05, t)
+    out["load"] = np.column_stack(
+        [load1, load1 * 0.98, load1 * 0.95, np.round(load1), np.where(swapping, 2.0, 0.0)]
+    )
+    total = 64 * GIB
+    used = np.where(swapping, 0.99, 0.55) * total
+    swap_total = 16 * GIB
+    swap_used = np.cumsum(np.where(swapping, 64 << 20, 0)).clip(0, swap_total)
+    out["mem"] = np.column_stack(
+        [
+            np.full(t, total),
+            total - used,
+            total - used + 1 * GIB,
+            np.full(t, 200 << 20),
+            np.full(t, 2 * GIB),
+            used / total * 100,
+            np.full(t, swap_total),
+            swap_total - swap_used,
+            np.full(t, 16 << 20),
+        ]
+    )
+    swap_pages = np.where(swapping, rng.uniform(3000, 9000, t), 0.0)
+    out["vm"] = np.column_stack(
+        [
+            swap_pages * 4 + rng.uniform(0, 50, t),
+            swap_pages * 4 + rng.uniform(0, 80, t),
+            swap_pages * 0.5,
+            swap_pages * 0.5,
+            rng.uniform(1000, 3000, t),
+            np.where(swapping, swap_pages * 0.3, 0.0),
+        ]
+    )
+    disk_bytes = np.where(swapping, swap_pages * 4096, rng.uniform(0, 2e5, t))
+    out["disk,device=sda"] = np.column_stack(
+        [
+            disk_bytes * 0.5,
+            disk_bytes * 0.5 + rng.uniform(0, 1e5, t),
+            disk_bytes / 65536,
+            disk_bytes / 65536 + 2,
+            np.where(swapping, 92.0, 1.0) + rng.uniform(0, 3, t),
+        ]
+    )
+    if sc.network == "saturated":
+        share = 0.5 + 0.2 * np.sin(np.arange(t) / 7.0 + node) + rng.normal(0, 0.05, t)
+        share = share.clip(0.25, 0.75)
+        total_rate = sc.ceiling_bytes_per_s * (1 + rng.normal(0, 0.004, t))
+        ib_tx, ib_rx = total_rate * share, total_rate * (1 - share)
+    elif sc.network == "light":
+        level = rng.uniform(0.02, 0.12, t) * sc.ceiling_bytes_per_s
+        ib_tx = level * (1 + rng.normal(0, 0.05, t))
+        ib_rx = level * (1 + rng.normal(0, 0.05, t))
+    else:
+        ib_tx = ib_rx = np.zeros(t)
+    out["ib,device=mlx5_0,port=1"] = np.column_stack([ib_rx, ib_tx, ib_rx / 4096, ib_tx / 4096])
+    eth = rng.uniform(1e3, 2e4, (t, 2))
+    out["net,iface=eth0"] = np.column_stack(
+        [eth[:, 0], eth[:, 1], eth[:, 0] / 800, eth[:, 1] / 800, np.zeros(t), np.zeros(t)]
+    )
+    lo = rng.uniform(1e2, 1e3, (t, 2))
+    out["net,iface=lo"] = np.column_stack(
+        [lo[:, 0], lo[:, 0], lo[:, 0] / 500, lo[:, 0] / 500, np.zeros(t), np.zeros(t)]
+    )
+    out[f"cgroup,job={sc.job},cgroup=/hushmon/{sc.job}"] = np.column_stack(
+        [
+            busy * sc.cpus,
+            busy * sc.cpus * 0.97,
+            system * sc.cpus,
+            used * 0.9,
+            swap_used,
+            disk_bytes * 0.5,
+            disk_bytes * 0.5,
+        ]
+    )
+    out["perf_sw"] = np.column_stack(
+        [busy * sc.cpus, rng.uniform(500, 2000, t), rng.uniform(0, 20, t), rng.uniform(1e3, 5e3, t)]
+    )
+    flops = busy / 100 * 2.4e9 * sc.cpus * (1 + rng.normal(0, 0.03, t))
+    cycles = busy / 100 * 2.5e9 * sc.cpus
+    instr = cycles * np.where(swapping, 0.6, 1.8)
+    out["pmu,cpu=total"] = np.column_stack(
+        [
+            flops,
+            instr,
+            cycles,
+            rng.uniform(1e6, 5e6, t),
+            rng.uniform(1e5, 5e5, t),
+            rng.uniform(1e5, 1e6, t),
+            instr / np.maximum(cycles, 1),
+            np.where(swapping, 80.0, 35.0) + rng.normal(0, 2, t),
+            np.where(swapping, 55.0, 20.0) + rng.normal(0, 2, t),
+            np.full(t, 0.5),
+        ]
+    )
+    out["hushmon_agent"] = np.column_stack(
+        [
+            rng.uniform(80, 150, t),
+            rng.exponential(20, t),
+            np.full(t, 6 << 20),
+            np.zeros(t),
+            np.full(t, 1000.0),
+        ]
+    )
+    return out
+
+
+FIELDS: dict[str, list[str]] = {
+    "cpu": CPU_FIELDS,
+    "load": ["load1", "load5", "load15", "procs_running", "procs_blocked"],
+    "mem": [
+        "total_bytes",
+        "free_bytes",
+        "available_bytes",
+        "buffers_bytes",
+        "cached_bytes",
+        "used_pct",
+        "swap_total_bytes",
+        "swap_free_bytes",
+        "dirty_bytes",
+    ],
+    "vm": [
+        "pgpgin_per_s",
+        "pgpgout_per_s",
+        "pswpin_per_s",
+        "pswpout_per_s",
+        "pgfault_per_s",
+        "pgmajfault_per_s",
+    ],
+    "disk": ["read_bytes_per_s", "write_bytes_per_s", "reads_per_s", "writes_per_s", "busy_pct"],
+    "ib": ["rx_bytes_per_s", "tx_bytes_per_s", "rx_packets_per_s", "tx_packets_per_s"],
+    "net": [
+        "rx_bytes_per_s",
+        "tx_bytes_per_s",
+        "rx_packets_per_s",
+        "tx_packets_per_s",
+        "rx_errors_per_s",
+        "tx_errors_per_s",
+    ],
+    "cgroup": [
+        "cpu_usage_pct",
+        "cpu_user_pct",
+        "cpu_system_pct",
+        "mem_current_bytes",
+        "mem_swap_bytes",
+        "io_read_bytes_per_s",
+        "io_write_bytes_per_s",
+    ],
+    "perf_sw": [
+        "task_clock_pct",
+        "context_switches_per_s",
+        "cpu_migrations_per_s",
+        "page_faults_per_s",
+    ],
+    "pmu": PMU_FIELDS,
+    "hushmon_agent": ["cpu_us", "jitter_us", "rss_bytes", "samples_dropped", "period_ms"],
+}
+
+_INTEGER_FIELDS = frozenset(("total_bytes", "rss_bytes", "samples_dropped", "swap_total_bytes"))
+
+
+def _line_formats(series: dict[str, np.ndarray], host: str) -> list[tuple[str, np.ndarray]]:
+    formats = []
+    for key, values in series.items():
+        measurement, _, tags = key.partition(",")
+        names = FIELDS[measurement]
+        parts = [f"{n}=%di" if n in _INTEGER_FIELDS else f"{n}=%.6g" for n in names]
+        prefix = f"{measurement},host={host}" + (f",{tags}" if tags else "")
+        formats.append((prefix + " " + ",".join(parts) + " %d\n", values))
+    return formats
+
+
+def node_lines(sc: Scenario, node: int) -> Iterator[str]:
+    """The node's spool lines, one period after the other."""
+    rng = np.random.default_rng(sc.seed * 100_003 + node)
+    host = sc.host(node)
+    formats = _line_formats(_node_series(sc, node, rng), host)
+    job_line = f"job,host={host},job={sc.job} active=1i %d\n"
+    for i in range(sc.seconds):
+        ts = sc.start_ns + i * sc.period_ns
+        for fmt, values in formats:
+            yield fmt % (*values[i], ts)
+        yield job_line % ts
+
+
+def values_per_node_period(sc: Scenario) -> int:
+    """How many values one node writes per period (the job line's counts too)."""
+    rng = np.random.default_rng(0)
+    small = Scenario(**{**sc.__dict__, "seconds": 2})
+    return sum(v.shape[1] for v in _node_series(small, 0, rng).values()) + 1
+
+
+def write_spool(sc: Scenario, spool_dir: Path) -> list[Path]:
+    """Write the scenario as closed spool files (``<host>-<start_ns>-<seq>.lp``)."""
+    spool_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for node in range(sc.nodes):
+        host = sc.host(node)
+        seq = 0
+        buf: list[str] = []
+
+        def flush(buf: list[str] = buf, host: str = host) -> None:
+            nonlocal seq
+            if not buf:
+                return
+            path = spool_dir / f"{host}-{sc.start_ns}-{seq}.lp"
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text("".join(buf), encoding="ascii")
+            os.replace(tmp, path)
+            written.append(path)
+            seq += 1
+            buf.clear()
+
+        for line in node_lines(sc, node):
+            buf.append(line)
+            if len(buf) >= sc.lines_per_file:
+                flush()
+        flush()
+    return written
