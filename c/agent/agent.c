@@ -156,7 +156,11 @@ int hm_agent_cycle(hm_agent *a, int64_t ts_ns, int64_t mono_ns, hm_error *err)
     for (size_t i = 0; i < a->nsources; i++) {
         hm_agent_source *s = &a->source[i];
         hm_error e;
-        if (s->ops->sample(s->state, &ctx, &a->lp, &e) < 0) {
+        double t0 = a->measure_cost ? thread_cpu_us() : 0;
+        int rc = s->ops->sample(s->state, &ctx, &a->lp, &e);
+        if (a->measure_cost)
+            s->cpu_ns_total += (thread_cpu_us() - t0) * 1e3;
+        if (rc < 0) {
             if (!s->failing)
                 hm_log_warn("source %s: %s (other sources go on; said once until it recovers)",
                             s->ops->name, e.msg);
@@ -173,11 +177,39 @@ int hm_agent_cycle(hm_agent *a, int64_t ts_ns, int64_t mono_ns, hm_error *err)
     a->samples++;
     if (a->lp.len == 0)
         return 0;
-    if (a->sink.ops->write(a->sink.state, a->lp.buf, a->lp.len, a->lp.lines, err) < 0) {
+    double t0 = a->measure_cost ? thread_cpu_us() : 0;
+    int rc = a->sink.ops->write(a->sink.state, a->lp.buf, a->lp.len, a->lp.lines, err);
+    if (a->measure_cost)
+        a->sink_cpu_ns_total += (thread_cpu_us() - t0) * 1e3;
+    if (rc < 0) {
         a->missed_periods += a->lp.lines;
         return -1;
     }
     return 0;
+}
+
+int hm_agent_measure_cost(hm_agent *a, int64_t n, hm_error *err)
+{
+    if (hm_agent_cycle(a, hm_realtime_ns(), hm_monotonic_ns(), err) < 0)
+        return -1;
+    a->measure_cost = true;
+    double t0 = thread_cpu_us();
+    for (int64_t i = 0; i < n; i++) {
+        /* 1 ms apart on the monotonic clock so rates have an interval */
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+        if (hm_agent_cycle(a, hm_realtime_ns(), hm_monotonic_ns(), err) < 0)
+            return -1;
+    }
+    double total_us = thread_cpu_us() - t0;
+    fprintf(stderr, "CPU time per sample over %lld samples (this process, CLOCK_THREAD_CPUTIME_ID):\n",
+            (long long)n);
+    for (size_t i = 0; i < a->nsources; i++)
+        fprintf(stderr, "  %-8s %8.2f us\n", a->source[i].ops->name,
+                a->source[i].cpu_ns_total / 1e3 / (double)n);
+    fprintf(stderr, "  %-8s %8.2f us\n  %-8s %8.2f us\n", "sink", a->sink_cpu_ns_total / 1e3 / (double)n,
+            "total", total_us / (double)n);
+    return a->sink.ops->flush(a->sink.state, err);
 }
 
 int hm_agent_once(hm_agent *a, int64_t interval_ms, hm_error *err)

@@ -21,6 +21,7 @@ typedef struct hm_agent_source {
     const hm_sampler_ops *ops;
     void *state;
     bool failing;            /* last sample failed; logged once until it recovers */
+    double cpu_ns_total;     /* CPU time spent in sample(), when cost is measured */
 } hm_agent_source;
 
 typedef struct hm_agent {
@@ -40,7 +41,8 @@ typedef struct hm_agent {
     uint64_t missed_periods;
     int timer_fd, signal_fd;
     bool stop;
-    bool quiet_sources;      /* --once: a failing source is reported, not repeated */
+    bool measure_cost;       /* time every source (--measure-cost) */
+    double sink_cpu_ns_total;
 } hm_agent;
 
 /* Checks that every name in cfg->sources is a registered source. */
@@ -53,6 +55,10 @@ int hm_agent_init(hm_agent *a, const hm_agent_config *cfg, const hm_config_overr
 int hm_agent_cycle(hm_agent *a, int64_t ts_ns, int64_t mono_ns, hm_error *err);
 /* Two readings interval_ms apart, the second one written. */
 int hm_agent_once(hm_agent *a, int64_t interval_ms, hm_error *err);
+/* Runs n cycles back to back (after one priming cycle) timing each
+ * source's CPU time, and prints CPU microseconds per sample per source,
+ * for docs/agent.md and bench/bench_agent_cost.py. */
+int hm_agent_measure_cost(hm_agent *a, int64_t n, hm_error *err);
 /* Samples until SIGTERM/SIGINT; SIGHUP reloads the config. */
 int hm_agent_run(hm_agent *a, hm_error *err);
 /* Handles one control request (exposed for tests). */

@@ -46,6 +46,7 @@ static const option_def options[] = {
     {"pmu.sim_counters", "--pmu-sim-counters", INT(pmu_sim_counters), 1, 64, NULL, "counters of the simulated PMU (default 4)"},
     {"jobs.cgroup_root", "--cgroup-root", STR(cgroup_root), 0, 0, NULL, "cgroup v2 mount under root (default sys/fs/cgroup)"},
     {"jobs.slurm_dir", "--slurm-dir", STR(slurm_dir), 0, 0, NULL, "Slurm job cgroups under cgroup_root (default system.slice/slurmstepd.scope)"},
+    {"jobs.slurm_scan_ms", "--slurm-scan-ms", INT(slurm_scan_ms), 0, 3600000, NULL, "list Slurm's job cgroups this often; 0 = every period (default 5000)"},
 };
 
 #undef STR
@@ -85,6 +86,7 @@ void hm_config_defaults(hm_agent_config *cfg)
     cfg->pmu_sim_counters = 4;
     strcpy(cfg->cgroup_root, "sys/fs/cgroup");
     strcpy(cfg->slurm_dir, "system.slice/slurmstepd.scope");
+    cfg->slurm_scan_ms = 5000;
 }
 
 static bool in_choices(const char *choices, const char *value)

@@ -15,6 +15,7 @@
 
 #define HM_JOBS_MAX 64
 #define HM_JOB_ID_MAX 64
+#define HM_JOB_CGROUP_MAX 512
 
 enum {
     HM_JOB_ANNOUNCED = 1u << 0,  /* from the control socket */
@@ -24,7 +25,7 @@ enum {
 typedef struct hm_job {
     bool used;
     char id[HM_JOB_ID_MAX];
-    char cgroup[PATH_MAX];       /* relative to the cgroup root; "" if unknown */
+    char cgroup[HM_JOB_CGROUP_MAX]; /* relative to the cgroup root; "" if unknown */
     unsigned origin;             /* HM_JOB_* bits */
 } hm_job;
 

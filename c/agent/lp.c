@@ -67,6 +67,12 @@ static void put_char(hm_lp *lp, char c)
 /* Tag keys/values and measurement names: escape comma, space, equals. */
 static void put_escaped(hm_lp *lp, const char *s, bool escape_equals)
 {
+    /* Names and most values need no escaping: copy them in one go. */
+    size_t n = strcspn(s, escape_equals ? ", =" : ", ");
+    if (s[n] == '\0') {
+        put(lp, s, n);
+        return;
+    }
     for (; *s; s++) {
         if (*s == ',' || *s == ' ' || (escape_equals && *s == '='))
             put_char(lp, '\\');

@@ -25,6 +25,8 @@ static void usage(FILE *out)
             "  --once                         two readings --once-interval-ms apart, print the\n"
             "                                 second batch, exit (default sink stdout)\n"
             "  --once-interval-ms N           (default 250)\n"
+            "  --measure-cost N               run N cycles back to back and print each source's\n"
+            "                                 CPU time per sample (stderr), then exit\n"
             "  --daemon                       detach and log to syslog (systemd: run in foreground)\n"
             "  --pidfile FILE                 write the process id here\n"
             "  --help\n"
@@ -61,7 +63,7 @@ int main(int argc, char **argv)
     size_t n_overrides = 0;
     const char *config_path = NULL, *pidfile = NULL;
     bool once = false, daemonize = false, sink_given = false;
-    int64_t once_interval_ms = 250;
+    int64_t once_interval_ms = 250, cost_cycles = 0;
     hm_error err;
     for (int i = 1; i < argc; i++) {
         char *arg = argv[i];
@@ -88,7 +90,8 @@ int main(int argc, char **argv)
             snprintf(flag, sizeof flag, "%s", arg);
         }
         bool known = strcmp(flag, "--config") == 0 || strcmp(flag, "--pidfile") == 0 ||
-                     strcmp(flag, "--once-interval-ms") == 0 || hm_config_key_for_flag(flag) != NULL;
+                     strcmp(flag, "--once-interval-ms") == 0 || strcmp(flag, "--measure-cost") == 0 ||
+                     hm_config_key_for_flag(flag) != NULL;
         if (!known) {
             fprintf(stderr, "hushmon-agent: unknown option '%s' (see --help)\n", arg);
             return 2;
@@ -104,6 +107,11 @@ int main(int argc, char **argv)
             config_path = value;
         } else if (strcmp(flag, "--pidfile") == 0) {
             pidfile = value;
+        } else if (strcmp(flag, "--measure-cost") == 0) {
+            if (hm_parse_int64(value, 1, 10000000, 0, &cost_cycles, &err) < 0) {
+                fprintf(stderr, "hushmon-agent: --measure-cost: %s\n", err.msg);
+                return 2;
+            }
         } else if (strcmp(flag, "--once-interval-ms") == 0) {
             if (hm_parse_int64(value, 10, 60000, 0, &once_interval_ms, &err) < 0) {
                 fprintf(stderr, "hushmon-agent: --once-interval-ms: %s\n", err.msg);
@@ -119,7 +127,7 @@ int main(int argc, char **argv)
             overrides[n_overrides++] = (hm_config_override){.key = key, .value = value};
         }
     }
-    if (once && !sink_given && n_overrides < MAX_OVERRIDES)
+    if ((once || cost_cycles > 0) && !sink_given && n_overrides < MAX_OVERRIDES)
         overrides[n_overrides++] = (hm_config_override){.key = "sink.type", .value = "stdout"};
     hm_agent_config cfg;
     if (hm_config_build(&cfg, config_path, overrides, n_overrides, &err) < 0 ||
@@ -144,7 +152,9 @@ int main(int argc, char **argv)
         hm_error_print("hushmon-agent", &err);
         return 1;
     }
-    int rc = once ? hm_agent_once(&agent, once_interval_ms, &err) : hm_agent_run(&agent, &err);
+    int rc = cost_cycles > 0 ? hm_agent_measure_cost(&agent, cost_cycles, &err)
+             : once          ? hm_agent_once(&agent, once_interval_ms, &err)
+                             : hm_agent_run(&agent, &err);
     if (rc < 0)
         hm_error_print("hushmon-agent", &err);
     hm_agent_fini(&agent);

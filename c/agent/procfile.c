@@ -32,13 +32,14 @@ bool hm_procfile_is_open(const hm_procfile *f)
 int hm_procfile_open_path(hm_procfile *f, const char *path, hm_error *err)
 {
     memset(f, 0, sizeof *f);
-    f->fd = -1;
-    if (strlen(path) >= sizeof f->path)
-        return hm_error_set(err, "path %s too long", path);
-    strcpy(f->path, path);
     f->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (f->fd < 0)
         return hm_error_errno(err, "opening %s", path);
+    f->path = strdup(path);
+    if (f->path == NULL) {
+        hm_procfile_close(f);
+        return hm_error_set(err, "out of memory");
+    }
     f->cap = PROCFILE_MIN_CAP;
     f->buf = malloc(f->cap);
     if (f->buf == NULL) {
@@ -66,30 +67,24 @@ int hm_procfile_open(hm_procfile *f, const char *root, const char *rel, hm_error
 int hm_procfile_read(hm_procfile *f, hm_error *err)
 {
     if (f->fd < 0)
-        return hm_error_set(err, "%s is not open", f->path);
+        return hm_error_set(err, "%s is not open", f->path ? f->path : "file");
     for (;;) {
-        /* seq_file-backed files return at most a page per read() call, so
-         * keep reading until EOF. */
-        size_t len = 0;
-        for (;;) {
-            ssize_t n = pread(f->fd, f->buf + len, f->cap - 1 - len, (off_t)len);
-            if (n < 0) {
-                if (errno == EINTR)
-                    continue;
-                return hm_error_errno(err, "reading %s", f->path);
-            }
-            if (n == 0)
-                break;
-            len += (size_t)n;
-            if (len == f->cap - 1)
-                break;
+        /* One pread: /proc and sysfs files fill the whole buffer when they
+         * can (seq_file keeps adding records until it is full), so a short
+         * read is the end of the file. A second read "to see EOF" would
+         * make the kernel generate the file again, doubling the cost. */
+        ssize_t n = pread(f->fd, f->buf, f->cap - 1, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return hm_error_errno(err, "reading %s", f->path);
         }
-        if (len < f->cap - 1) {
-            f->len = len;
-            f->buf[len] = '\0';
+        if ((size_t)n < f->cap - 1) {
+            f->len = (size_t)n;
+            f->buf[n] = '\0';
             return 0;
         }
-        /* Full buffer: the file grew. Double and read again from 0. */
+        /* Full buffer: the file may be longer. Double and read again. */
         char *bigger = realloc(f->buf, f->cap * 2);
         if (bigger == NULL)
             return hm_error_set(err, "out of memory reading %s", f->path);
@@ -104,7 +99,9 @@ void hm_procfile_close(hm_procfile *f)
         close(f->fd);
     f->fd = -1;
     free(f->buf);
+    free(f->path);
     f->buf = NULL;
+    f->path = NULL;
     f->cap = f->len = 0;
 }
 
@@ -171,4 +168,40 @@ bool hm_scan_char(hm_scan *c, char ch)
 bool hm_word_eq(const char *word, size_t len, const char *s)
 {
     return strncmp(word, s, len) == 0 && s[len] == '\0';
+}
+
+static bool key_at(const char *text, size_t len, size_t off, const char *key, size_t kl)
+{
+    if (off + kl >= len || (off > 0 && text[off - 1] != '\n'))
+        return false;
+    char after = text[off + kl];
+    return memcmp(text + off, key, kl) == 0 && (after == ' ' || after == ':' || after == '\t');
+}
+
+hm_scan hm_find_key(const char *text, size_t len, hm_key_hint *hint)
+{
+    size_t kl = strlen(hint->key);
+    const char *end = text + len;
+    if (key_at(text, len, hint->offset, hint->key, kl))
+        return hm_scan_of(text + hint->offset + kl, len - hint->offset - kl);
+    if (key_at(text, len, 0, hint->key, kl)) {
+        hint->offset = 0;
+        return hm_scan_of(text + kl, len - kl);
+    }
+    char needle[96];
+    if (kl + 1 < sizeof needle) {
+        needle[0] = '\n';
+        memcpy(needle + 1, hint->key, kl);
+        const char *p = text;
+        while ((p = memmem(p, (size_t)(end - p), needle, kl + 1)) != NULL) {
+            size_t off = (size_t)(p + 1 - text);
+            if (key_at(text, len, off, hint->key, kl)) {
+                hint->offset = off;
+                return hm_scan_of(text + off + kl, len - off - kl);
+            }
+            p++;
+        }
+    }
+    hm_scan none = {end, end};
+    return none;
 }

@@ -11,12 +11,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "hm_error.h"
 
 typedef struct hm_procfile {
     int fd;
-    char path[PATH_MAX];
+    char *path;      /* for messages; heap, so idle slots stay small */
     char *buf;
     size_t cap, len;
 } hm_procfile;
@@ -50,13 +51,12 @@ static inline void hm_scan_skip_blanks(hm_scan *c)
         c->p++;
 }
 
-/* Moves past the end of the current line. Returns false at end of text. */
+/* Moves past the end of the current line. Returns false at end of text.
+ * memchr: lines such as /proc/stat's "intr" hold thousands of numbers. */
 static inline bool hm_scan_next_line(hm_scan *c)
 {
-    while (c->p < c->end && *c->p != '\n')
-        c->p++;
-    if (c->p < c->end)
-        c->p++;
+    const char *nl = c->p < c->end ? memchr(c->p, '\n', (size_t)(c->end - c->p)) : NULL;
+    c->p = nl != NULL ? nl + 1 : c->end;
     return c->p < c->end;
 }
 
@@ -76,5 +76,19 @@ bool hm_scan_word(hm_scan *c, const char **word, size_t *len, bool stop_colon);
 bool hm_scan_char(hm_scan *c, char ch);
 /* True if the word equals the NUL-terminated s. */
 bool hm_word_eq(const char *word, size_t len, const char *s);
+
+/* Finding "key" lines (meminfo, vmstat, cpu.stat) fast: the kernel prints
+ * them in a fixed order and numbers rarely change width, so the offset
+ * where a key was found last time is checked first; only if the line is
+ * not there is the text searched (memmem for "\nkey"). */
+typedef struct hm_key_hint {
+    const char *key;
+    size_t offset;      /* where the line began last time */
+} hm_key_hint;
+
+/* Returns a cursor just after the key on its line (key followed by ' ',
+ * ':' or tab at the start of a line), or a cursor with p == end if the
+ * file has no such line. */
+hm_scan hm_find_key(const char *text, size_t len, hm_key_hint *hint);
 
 #endif

@@ -32,7 +32,8 @@ static int run(const char *cmd)
     return rc;
 }
 
-static void rig_open(rig *r, hm_test_counts *c, const char *const *sources, size_t n)
+static void rig_open(rig *r, hm_test_counts *c, const char *const *sources, size_t n,
+                     int64_t slurm_scan_ms)
 {
     memset(r, 0, sizeof *r);
     strcpy(r->root, "/tmp/hm_agent_fixture_XXXXXX");
@@ -42,6 +43,7 @@ static void rig_open(rig *r, hm_test_counts *c, const char *const *sources, size
     CHECK(c, run(cmd) == 0);
     hm_config_defaults(&r->cfg);
     strcpy(r->cfg.root, r->root);
+    r->cfg.slurm_scan_ms = slurm_scan_ms;
     hm_error err;
     CHECK(c, hm_lp_init(&r->lp, 1 << 16, "n1", &err) == 0);
     hm_sampler_env env = {.cfg = &r->cfg, .jobs = &r->jobs};
@@ -128,7 +130,7 @@ static void test_node_sources(hm_test_counts *c)
 {
     const char *const sources[] = {"cpu", "load", "mem", "vm", "disk", "net", "ib"};
     rig r;
-    rig_open(&r, c, sources, 7);
+    rig_open(&r, c, sources, 7, 5000);
     const char *b0 = rig_sample(&r, c, 1000000000);
     char line[2048];
     /* First reading: levels yes, rates no. */
@@ -192,7 +194,7 @@ static void test_jobs_and_cgroups(hm_test_counts *c)
 {
     const char *const sources[] = {"cpu", "jobs", "cgroup"};
     rig r;
-    rig_open(&r, c, sources, 3);
+    rig_open(&r, c, sources, 3, 0); /* list Slurm's directory every period */
     hm_error err;
     /* An announced job with a cgroup that does not exist: warned, skipped. */
     CHECK(c, hm_jobs_begin(&r.jobs, "77", "no/such/cgroup", HM_JOB_ANNOUNCED, &err) == 0);
@@ -232,11 +234,28 @@ static void test_jobs_and_cgroups(hm_test_counts *c)
     rig_close(&r);
 }
 
+static void test_slurm_scan_interval(hm_test_counts *c)
+{
+    const char *const sources[] = {"jobs"};
+    rig r;
+    rig_open(&r, c, sources, 1, 5000);
+    char line[512];
+    CHECK(c, find_line(rig_sample(&r, c, 1000000000), "job,host=n1,job=1234", line, sizeof line));
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s/sys/fs/cgroup/system.slice/slurmstepd.scope/job_1234",
+             r.root);
+    CHECK(c, run(cmd) == 0);
+    /* 2 s later: not listed again yet; 5 s after the last listing: gone. */
+    CHECK(c, find_line(rig_sample(&r, c, 3000000000), "job,host=n1,job=1234", line, sizeof line));
+    CHECK(c, !find_line(rig_sample(&r, c, 6000000000), "job,host=n1,job=1234", line, sizeof line));
+    rig_close(&r);
+}
+
 static void test_unreadable_source(hm_test_counts *c)
 {
     const char *const sources[] = {"mem"};
     rig r;
-    rig_open(&r, c, sources, 1);
+    rig_open(&r, c, sources, 1, 5000);
     /* A source file missing at open is an error the agent logs. */
     hm_agent_config cfg;
     hm_config_defaults(&cfg);
@@ -254,6 +273,7 @@ int main(void)
     hm_test_counts c = {0, 0};
     test_node_sources(&c);
     test_jobs_and_cgroups(&c);
+    test_slurm_scan_interval(&c);
     test_unreadable_source(&c);
     return hm_test_finish("test_agent_samplers", &c);
 }

@@ -29,7 +29,7 @@ typedef struct job_slot {
     bool active;          /* files open */
     bool failed;          /* gave up until the job table changes */
     char id[HM_JOB_ID_MAX];
-    char cgroup[PATH_MAX];
+    char cgroup[HM_JOB_CGROUP_MAX];
     hm_procfile file[NFILES];
     bool have_prev;
     uint64_t prev[NPREV];

@@ -3,8 +3,10 @@
  * Jobs come from the control socket (`job begin`) and from Slurm's cgroup
  * v2 tree: <cgroup_root>/<slurm_dir>/job_<id>/ exists while job <id> has
  * a step on the node. The directory is listed every period with one
- * getdents64 call into a stack buffer (opendir would allocate), so a job
- * shows up within one period of starting and leaves within one of ending. */
+ * getdents64 call into a stack buffer (opendir would allocate) every
+ * jobs.slurm_scan_ms (5 s by default: the path walk costs about as much as
+ * reading a /proc file, and `hushmon run` announces its jobs at once over
+ * the control socket anyway). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +24,9 @@ typedef struct jobs_state {
     char slurm_path[PATH_MAX];       /* absolute */
     char slurm_rel[PATH_MAX];        /* relative to the cgroup root */
     bool warned;
+    int64_t scan_every_ns;
+    int64_t last_scan_mono_ns;
+    bool scanned;
 } jobs_state;
 
 struct linux_dirent64 {
@@ -49,6 +54,7 @@ static int jobs_open(void **state, const hm_sampler_env *env, hm_error *err)
         return -1;
     }
     snprintf(s->slurm_rel, sizeof s->slurm_rel, "%s", env->cfg->slurm_dir);
+    s->scan_every_ns = env->cfg->slurm_scan_ms * 1000000;
     *state = s;
     return 0;
 }
@@ -78,7 +84,7 @@ static int scan_slurm(jobs_state *s, hm_jobs *jobs, hm_error *err)
                 const char *id = de->d_name + 4;
                 if (!hm_job_id_valid(id))
                     continue;
-                char rel[PATH_MAX];
+                char rel[HM_JOB_CGROUP_MAX];
                 int len = snprintf(rel, sizeof rel, "%s/%s", s->slurm_rel, de->d_name);
                 if (len < 0 || (size_t)len >= sizeof rel)
                     continue;
@@ -113,7 +119,12 @@ static int scan_slurm(jobs_state *s, hm_jobs *jobs, hm_error *err)
 static int jobs_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_error *err)
 {
     jobs_state *s = state;
-    int rc = scan_slurm(s, ctx->jobs, err);
+    int rc = 0;
+    if (!s->scanned || ctx->mono_ns - s->last_scan_mono_ns >= s->scan_every_ns) {
+        rc = scan_slurm(s, ctx->jobs, err);
+        s->scanned = true;
+        s->last_scan_mono_ns = ctx->mono_ns;
+    }
     for (size_t i = 0; i < HM_JOBS_MAX; i++) {
         const hm_job *j = &ctx->jobs->job[i];
         if (!j->used)

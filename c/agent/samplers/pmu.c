@@ -22,7 +22,7 @@ typedef struct pmu_state {
     bool simulated;
     hm_pmu_mux mux;
     char field[HM_PMU_EVENTS_MAX][64];  /* "<event>_per_s", built once */
-    char cpu_tag[64][16];
+    char cpu_tag[64][24];
     double *total_rate;
 } pmu_state;
 

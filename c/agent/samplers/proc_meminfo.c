@@ -5,7 +5,6 @@
  * absent rather than 0. */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "procfile.h"
 #include "sampler.h"
@@ -36,6 +35,7 @@ static const meminfo_field fields[] = {
 
 typedef struct meminfo_state {
     hm_procfile file;
+    hm_key_hint hint[NFIELDS];
 } meminfo_state;
 
 static void meminfo_close(void *state)
@@ -56,6 +56,8 @@ static int meminfo_open(void **state, const hm_sampler_env *env, hm_error *err)
         free(s);
         return -1;
     }
+    for (size_t i = 0; i < NFIELDS; i++)
+        s->hint[i].key = fields[i].kernel_name;
     *state = s;
     return 0;
 }
@@ -67,33 +69,19 @@ static int meminfo_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_
     if (hm_procfile_read(&s->file, err) < 0)
         return -1;
     double value[NFIELDS];
-    for (size_t i = 0; i < NFIELDS; i++)
+    for (size_t i = 0; i < NFIELDS; i++) {
         value[i] = NAN;
-    hm_scan c = hm_scan_of(s->file.buf, s->file.len);
-    size_t next = 0; /* the kernel's order: usually the next table entry */
-    do {
-        const char *w;
-        size_t wl;
-        hm_scan line = c;
-        if (!hm_scan_word(&line, &w, &wl, true) || !hm_scan_char(&line, ':'))
-            continue;
-        size_t hit = NFIELDS;
-        for (size_t k = 0; k < NFIELDS && hit == NFIELDS; k++) {
-            size_t i = (next + k) % NFIELDS;
-            if (hm_word_eq(w, wl, fields[i].kernel_name))
-                hit = i;
-        }
-        if (hit == NFIELDS)
-            continue;
-        next = hit + 1;
+        hm_scan line = hm_find_key(s->file.buf, s->file.len, &s->hint[i]);
+        if (line.p == line.end)
+            continue; /* this kernel does not print it: absent */
         uint64_t v;
-        if (!hm_scan_u64(&line, &v))
-            return hm_error_set(err, "%s: no number after %.*s", s->file.path, (int)wl, w);
-        const char *unit;
-        size_t ul;
-        bool kib = hm_scan_word(&line, &unit, &ul, false) && hm_word_eq(unit, ul, "kB");
-        value[hit] = (double)v * (kib ? 1024.0 : 1.0);
-    } while (hm_scan_next_line(&c));
+        if (!hm_scan_char(&line, ':') || !hm_scan_u64(&line, &v))
+            return hm_error_set(err, "%s: no number after %s", s->file.path, fields[i].kernel_name);
+        /* "kB" means KiB; lines without a unit are counts. */
+        hm_scan_skip_blanks(&line);
+        bool kib = line.end - line.p >= 2 && line.p[0] == 'k' && line.p[1] == 'B';
+        value[i] = (double)v * (kib ? 1024.0 : 1.0);
+    }
     hm_lp_begin(out, "mem");
     for (size_t i = 0; i < NFIELDS; i++)
         hm_lp_field_f64(out, fields[i].field, value[i]);

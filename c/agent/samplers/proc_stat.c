@@ -32,6 +32,7 @@ typedef struct proc_stat_state {
     size_t ncpu_slots;  /* entries after the total */
     cpu_entry *cpu;     /* [0] = total, [1 + N] = cpuN */
     bool warned_range;
+    hm_key_hint running_hint, blocked_hint;
 } proc_stat_state;
 
 static void proc_stat_close(void *state)
@@ -69,6 +70,8 @@ static int proc_stat_open(void **state, const hm_sampler_env *env, hm_error *err
         return hm_error_set(err, "out of memory");
     }
     strcpy(s->cpu[0].tag, "total");
+    s->running_hint.key = "procs_running";
+    s->blocked_hint.key = "procs_blocked";
     *state = s;
     return 0;
 }
@@ -98,46 +101,44 @@ static int proc_stat_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, h
     if (hm_procfile_read(&s->file, err) < 0)
         return -1;
     hm_scan c = hm_scan_of(s->file.buf, s->file.len);
-    bool have_running = false, have_blocked = false;
     int online = 0;
-    do {
+    /* The cpu lines come first; stop at the first other line. */
+    while (c.end - c.p > 3 && memcmp(c.p, "cpu", 3) == 0) {
+        hm_scan line = c;
         const char *w;
         size_t wl;
-        hm_scan line = c;
-        if (!hm_scan_word(&line, &w, &wl, false))
-            continue;
-        if (wl >= 3 && memcmp(w, "cpu", 3) == 0) {
-            uint64_t now[NSTATES] = {0};
-            int got = 0;
-            while (got < NSTATES && hm_scan_u64(&line, &now[got]))
-                got++;
-            if (got < 4) /* user nice system idle are always there */
-                return hm_error_set(err, "%s: malformed line '%.*s'", s->file.path, (int)wl, w);
-            size_t slot = 0;
-            if (wl > 3) {
-                hm_scan num = hm_scan_of(w + 3, wl - 3);
-                uint64_t idx;
-                if (!hm_scan_u64(&num, &idx) || num.p != num.end)
-                    return hm_error_set(err, "%s: malformed name '%.*s'", s->file.path, (int)wl, w);
-                if (idx + 1 > s->ncpu_slots) {
-                    hm_log_warn_once(&s->warned_range, "%s: cpu%llu beyond the %zu CPUs sized at start; not sampled",
-                                     s->file.path, (unsigned long long)idx, s->ncpu_slots);
-                    continue;
-                }
-                slot = (size_t)idx + 1;
-                online++;
-                if (s->cpu[slot].tag[0] == '\0') {
-                    memcpy(s->cpu[slot].tag, w, wl < 15 ? wl : 15);
-                }
+        hm_scan_word(&line, &w, &wl, false);
+        uint64_t now[NSTATES] = {0};
+        int got = 0;
+        while (got < NSTATES && hm_scan_u64(&line, &now[got]))
+            got++;
+        if (got < 4) /* user nice system idle are always there */
+            return hm_error_set(err, "%s: malformed line '%.*s'", s->file.path, (int)wl, w);
+        size_t slot = 0;
+        if (wl > 3) {
+            hm_scan num = hm_scan_of(w + 3, wl - 3);
+            uint64_t idx;
+            if (!hm_scan_u64(&num, &idx) || num.p != num.end)
+                return hm_error_set(err, "%s: malformed name '%.*s'", s->file.path, (int)wl, w);
+            online++;
+            if (idx + 1 > s->ncpu_slots) {
+                hm_log_warn_once(&s->warned_range, "%s: cpu%llu beyond the %zu CPUs sized at start; not sampled",
+                                 s->file.path, (unsigned long long)idx, s->ncpu_slots);
+                if (!hm_scan_next_line(&c))
+                    break;
+                continue;
             }
-            emit_cpu(&s->cpu[slot], now, out);
-        } else if (hm_word_eq(w, wl, "procs_running")) {
-            have_running = hm_scan_u64(&line, &ctx->node->procs_running);
-        } else if (hm_word_eq(w, wl, "procs_blocked")) {
-            have_blocked = hm_scan_u64(&line, &ctx->node->procs_blocked);
+            slot = (size_t)idx + 1;
+            if (s->cpu[slot].tag[0] == '\0')
+                memcpy(s->cpu[slot].tag, w, wl < 15 ? wl : 15);
         }
-    } while (hm_scan_next_line(&c));
-    if (have_running && have_blocked) {
+        emit_cpu(&s->cpu[slot], now, out);
+        if (!hm_scan_next_line(&c))
+            break;
+    }
+    hm_scan r = hm_find_key(s->file.buf, s->file.len, &s->running_hint);
+    hm_scan b = hm_find_key(s->file.buf, s->file.len, &s->blocked_hint);
+    if (hm_scan_u64(&r, &ctx->node->procs_running) && hm_scan_u64(&b, &ctx->node->procs_blocked)) {
         ctx->node->stamp_ns = ctx->ts_ns;
         ctx->node->online_cpus = online;
     }

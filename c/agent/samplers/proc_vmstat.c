@@ -30,6 +30,7 @@ static const vmstat_field fields[] = {
 typedef struct vmstat_state {
     hm_procfile file;
     int64_t prev_mono_ns;
+    hm_key_hint hint[NFIELDS];
     bool have_prev[NFIELDS];
     uint64_t prev[NFIELDS];
 } vmstat_state;
@@ -52,6 +53,8 @@ static int vmstat_open(void **state, const hm_sampler_env *env, hm_error *err)
         free(s);
         return -1;
     }
+    for (size_t i = 0; i < NFIELDS; i++)
+        s->hint[i].key = fields[i].kernel_name;
     *state = s;
     return 0;
 }
@@ -64,32 +67,19 @@ static int vmstat_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_e
     double dt = hm_dt_s(s->prev_mono_ns, ctx->mono_ns);
     s->prev_mono_ns = ctx->mono_ns;
     double rate[NFIELDS];
-    bool seen[NFIELDS] = {false};
-    for (size_t i = 0; i < NFIELDS; i++)
+    for (size_t i = 0; i < NFIELDS; i++) {
         rate[i] = NAN;
-    hm_scan c = hm_scan_of(s->file.buf, s->file.len);
-    size_t found = 0;
-    do {
-        const char *w;
-        size_t wl;
-        hm_scan line = c;
-        if (!hm_scan_word(&line, &w, &wl, false))
-            continue;
-        for (size_t i = 0; i < NFIELDS; i++) {
-            if (seen[i] || !hm_word_eq(w, wl, fields[i].kernel_name))
-                continue;
-            uint64_t v;
-            if (!hm_scan_u64(&line, &v))
-                return hm_error_set(err, "%s: no number after %s", s->file.path, fields[i].kernel_name);
-            if (s->have_prev[i])
-                rate[i] = hm_counter_rate(s->prev[i], v, 64, dt);
-            s->prev[i] = v;
-            s->have_prev[i] = true;
-            seen[i] = true;
-            found++;
-            break;
-        }
-    } while (found < NFIELDS && hm_scan_next_line(&c));
+        hm_scan line = hm_find_key(s->file.buf, s->file.len, &s->hint[i]);
+        if (line.p == line.end)
+            continue; /* not in this kernel: absent */
+        uint64_t v;
+        if (!hm_scan_u64(&line, &v))
+            return hm_error_set(err, "%s: no number after %s", s->file.path, fields[i].kernel_name);
+        if (s->have_prev[i])
+            rate[i] = hm_counter_rate(s->prev[i], v, 64, dt);
+        s->prev[i] = v;
+        s->have_prev[i] = true;
+    }
     hm_lp_begin(out, "vm");
     for (size_t i = 0; i < NFIELDS; i++)
         hm_lp_field_f64(out, fields[i].field, rate[i]);
