@@ -64,9 +64,11 @@ def _detector(args: argparse.Namespace) -> DetectorConfig:
         raise HushmonError("--np: the detector needs at least 2 processes")
     if args.run_seconds <= 0:
         raise HushmonError("--run-seconds must be positive")
+    if not -20 <= args.nice <= 19:
+        raise HushmonError("--nice must be in -20..19")
     return DetectorConfig(
         op=args.op, size=args.size, count=args.count, seconds=args.run_seconds,
-        nprocs=args.np, timer=args.timer,
+        nprocs=args.np, timer=args.timer, nice=args.nice,
     )  # fmt: skip
 
 
@@ -92,6 +94,13 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--run-seconds", type=float, default=8.0, help="seconds per run [8]")
     p.add_argument("--timer", default="monotonic", help="detector timer [monotonic]")
+    p.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="niceness of detector and injector alike; < 0 (root) shields the "
+        "study from other load on a shared machine [0]",
+    )
     p.add_argument("--period", type=float, default=1.0, help="agent period, s [1]")
     p.add_argument("--shape", default="sum", help="injector load shape [sum]")
     p.add_argument("--inject-cpu", default="0", help="CPU of the injector, or 'none' [0]")

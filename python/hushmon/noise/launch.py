@@ -36,6 +36,10 @@ class DetectorConfig:
     seconds: float = 4.0
     nprocs: int = 2
     timer: str = "monotonic"
+    # Scheduling priority of the detector AND the injector (the same for
+    # both, so the agent meets the job as on a real node). Negative values
+    # (root only) shield the experiment from unrelated load on a shared box.
+    nice: int = 0
 
 
 @dataclass(frozen=True)
@@ -108,9 +112,13 @@ def process_group(argv: Sequence[str], out_path: Path) -> Iterator[subprocess.Po
             kill_group(proc)
 
 
+def with_nice(nice: int, argv: list[str]) -> list[str]:
+    return argv if nice == 0 else ["nice", "-n", str(nice), *argv]
+
+
 def detector_argv(cfg: DetectorConfig, run_dir: Path) -> list[str]:
     detect = program("hushmon-detect")
-    return mpirun_command(
+    return with_nice(cfg.nice, mpirun_command(
         cfg.nprocs,
         [
             detect,
@@ -121,11 +129,11 @@ def detector_argv(cfg: DetectorConfig, run_dir: Path) -> list[str]:
             "--events", str(run_dir / EVENTS_FILE),
             "--json", str(run_dir / DETECT_JSON),
         ],
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def injector_argv(
-    noise: NoiseConfig, phase_s: float, duration_s: float, run_dir: Path
+    noise: NoiseConfig, phase_s: float, duration_s: float, run_dir: Path, nice: int = 0
 ) -> list[str]:
     argv = [
         str(program("hushmon-inject")),
@@ -141,7 +149,7 @@ def injector_argv(
     ]  # fmt: skip
     if noise.cpu is not None:
         argv += ["--cpu", str(noise.cpu)]
-    return argv
+    return with_nice(nice, argv)
 
 
 def _last_line(path: Path) -> str:
@@ -184,7 +192,7 @@ def one_run(
     t0 = time.monotonic()
     with contextlib.ExitStack() as stack:
         if arm == "noisy" and noise.noise_cmd is not None:
-            argv = ["/bin/sh", "-c", noise.noise_cmd]
+            argv = with_nice(detector.nice, ["/bin/sh", "-c", noise.noise_cmd])
             proc = stack.enter_context(process_group(argv, run_dir / NOISE_OUT))
             time.sleep(0.5)  # it must survive its start-up to count as running
             if proc.poll() is not None:
@@ -196,7 +204,8 @@ def one_run(
             duration = expected_s + 2 * noise.period_s + 5
             proc = stack.enter_context(
                 process_group(
-                    injector_argv(noise, phase_s, duration, run_dir), run_dir / "inject.txt"
+                    injector_argv(noise, phase_s, duration, run_dir, detector.nice),
+                    run_dir / "inject.txt",
                 )
             )
         run_detector(detector, run_dir, timeout_s)
