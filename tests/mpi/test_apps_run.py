@@ -56,7 +56,7 @@ def test_run_reports_success_and_paths(butterfly_run) -> None:
     assert result["agent"] == "embedded" and result["exit_code"] == 0
     assert result["digest"] is not None, out.stderr
     assert "diagnosis:" in out.stderr
-    assert f"report: {result['digest']['report']}" in out.stderr
+    assert f"report: {result['digest']['report']}" in out.stderr  # the path is printed
     assert Path(result["digest"]["report"]).parent == data / "reports" / "bfly"
 
 

@@ -60,9 +60,11 @@ def print_outcome(outcome: RunOutcome) -> None:
     digest = outcome.digest
     if digest is not None:
         say("diagnosis:")
-        for line in digest.summary_lines():
+        lines = digest.summary_lines()
+        for line in lines:
             print(f"  {line}", file=sys.stderr)
-        say(f"report: {digest.report_path}")
+        if not any(str(digest.report_path) in line for line in lines):
+            say(f"report: {digest.report_path}")
         say(f"digest: {digest.json_path}")
     elif not outcome.monitored:
         say(f"job {outcome.job} ran unmonitored: no data, no digest")
