@@ -21,6 +21,7 @@ typedef struct hm_bench_env {
     int64_t t_bcast_ns;   /* t_bcast bound on this communicator (raised when
                            * a stage start arrives late) */
     int64_t t_bcast_probed_ns; /* the bound as probed; t_bcast_ns decays back to it */
+    int64_t late_tolerance_ns; /* leaving the wait later than this after the start is late */
 } hm_bench_env;
 
 typedef struct hm_bench_samples {

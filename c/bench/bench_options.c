@@ -13,7 +13,7 @@ enum {
     OPT_SYNC = 256, OPT_SYNC_ROUNDS, OPT_SYNC_PING_SHARED, OPT_BCAST_PROBES, OPT_STAGE,
     OPT_WARMUP, OPT_INVALID, OPT_GAMMA, OPT_SHRINK, OPT_RSE, OPT_MIN_VALID, OPT_MAX_TOTAL,
     OPT_MAX_VALID, OPT_TRIM, OPT_CI, OPT_LOOP_ITERS, OPT_BUFFERS, OPT_ROTATE, OPT_JSON,
-    OPT_PER_RANK, OPT_RAW, OPT_SPIN, OPT_SKEW, OPT_QUIET, OPT_LIST, OPT_TIMER, OPT_ROOT, OPT_METHOD, OPT_NPROCS,
+    OPT_PER_RANK, OPT_RAW, OPT_SPIN, OPT_SKEW, OPT_LATE_TOL, OPT_QUIET, OPT_LIST, OPT_TIMER, OPT_ROOT, OPT_METHOD, OPT_NPROCS,
 };
 
 static const struct option long_opts[] = {
@@ -29,6 +29,7 @@ static const struct option long_opts[] = {
     {"bcast-probes", required_argument, NULL, OPT_BCAST_PROBES},
     {"spin-us", required_argument, NULL, OPT_SPIN},
     {"simulate-skew-us", required_argument, NULL, OPT_SKEW},
+    {"late-tolerance-us", required_argument, NULL, OPT_LATE_TOL},
     {"stage-launches", required_argument, NULL, OPT_STAGE},
     {"warmup-launches", required_argument, NULL, OPT_WARMUP},
     {"invalid-fraction", required_argument, NULL, OPT_INVALID},
@@ -83,6 +84,8 @@ void hm_bench_print_help(FILE *out)
             "schedule and stop rules (sync method):\n"
             "  --stage-launches K     launches per stage (default 8)\n"
             "  --warmup-launches K'   launches of warm-up stage 0, discarded (default 4)\n"
+            "  --late-tolerance-us US a launch is late when a rank leaves its wait more than\n"
+            "                         US after the start (default 10 timer steps, >= 0.1)\n"
             "  --invalid-fraction G   grow the window when more of a stage is invalid\n"
             "                         (default 0.25)\n"
             "  --gamma X              window growth factor (default 1.1)\n"
@@ -124,6 +127,7 @@ static void set_defaults(hm_bench_opts *o)
     o->sync_rounds = 100;
     o->bcast_probes = 10;
     o->spin_ns = 200000;
+    o->late_tolerance_ns = -1;
     hm_schedule_params_default(&o->schedule);
     hm_stop_rule_default(&o->stop);
     o->trim = 0.25;
@@ -246,6 +250,13 @@ static int apply(hm_bench_opts *o, int c, const char *arg, hm_error *err)
         if (parse_dbl(arg, "--spin-us", 0.0, 1e7, &us, err) != 0)
             return -1;
         o->spin_ns = (int64_t)(us * 1000.0);
+        return 0;
+    }
+    case OPT_LATE_TOL: {
+        double us;
+        if (parse_dbl(arg, "--late-tolerance-us", 0.0, 1e9, &us, err) != 0)
+            return -1;
+        o->late_tolerance_ns = (int64_t)(us * 1000.0);
         return 0;
     }
     case OPT_SKEW: {

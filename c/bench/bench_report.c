@@ -56,6 +56,10 @@ static void write_params(hm_json *j, const hm_bench_opts *o)
     hm_json_kv_string(j, "buffers", o->buffers == HM_BUFFERS_ROTATE ? "rotate" : "reuse");
     hm_json_kv_int(j, "bcast_probes", o->bcast_probes);
     hm_json_kv_double(j, "spin_us", (double)o->spin_ns / 1000.0);
+    if (o->late_tolerance_ns >= 0)
+        hm_json_kv_double(j, "late_tolerance_us", (double)o->late_tolerance_ns / 1000.0);
+    else
+        hm_json_kv_string(j, "late_tolerance_us", "auto");
     hm_json_kv_int(j, "stage_launches", o->schedule.launches_per_stage);
     hm_json_kv_int(j, "warmup_launches", o->schedule.warmup_launches);
     hm_json_kv_double(j, "invalid_fraction", o->schedule.invalid_fraction);

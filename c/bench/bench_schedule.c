@@ -19,12 +19,11 @@ void hm_stop_rule_default(hm_stop_rule *r)
     r->max_valid = 30;
 }
 
-hm_launch_status hm_launch_classify(int64_t arrive_ns, int64_t start_ns, int64_t end_ns,
-                                    int64_t window_end_ns)
+hm_launch_status hm_launch_classify(const hm_launch_times *t, int64_t late_tolerance_ns)
 {
-    if (arrive_ns > start_ns)
+    if (t->arrive_ns > t->sched_ns || t->start_ns - t->sched_ns > late_tolerance_ns)
         return HM_LAUNCH_LATE;
-    if (end_ns > window_end_ns)
+    if (t->end_ns > t->window_end_ns)
         return HM_LAUNCH_OVERRUN;
     return HM_LAUNCH_VALID;
 }

@@ -43,11 +43,20 @@ typedef enum hm_launch_status {
     HM_LAUNCH_OVERRUN = 2,
 } hm_launch_status;
 
-/* One rank's view of a launch, on the global clock: it was ready at
- * arrive_ns, scheduled at start_ns, finished at end_ns, and its window
- * closes at window_end_ns (start + delta). */
-hm_launch_status hm_launch_classify(int64_t arrive_ns, int64_t start_ns, int64_t end_ns,
-                                    int64_t window_end_ns);
+/* One rank's view of a launch, on the global clock. */
+typedef struct hm_launch_times {
+    int64_t arrive_ns;     /* ready to wait for the launch */
+    int64_t sched_ns;      /* scheduled start, tau_j + l*delta_j */
+    int64_t start_ns;      /* left the wait (arrive_ns if it was already late) */
+    int64_t end_ns;        /* the operation returned */
+    int64_t window_end_ns; /* sched_ns + delta_j */
+} hm_launch_times;
+
+/* Late: ready after the scheduled start, or left the wait more than
+ * late_tolerance_ns after it (descheduled while spinning: the launch did
+ * not start when planned even though the rank was ready). Overrun: ended
+ * after the window. */
+hm_launch_status hm_launch_classify(const hm_launch_times *t, int64_t late_tolerance_ns);
 
 /* A launch over all ranks, from the ranks' flags combined with MAX. */
 hm_launch_status hm_launch_combine(bool any_late, bool any_overrun);

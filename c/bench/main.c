@@ -172,6 +172,16 @@ static int measure_case(run_state *s, hm_bench_env *env, const hm_op *op, int64_
     return 0;
 }
 
+/* How long after the scheduled start a rank may leave its spin: by
+ * default ten timer steps (a spin exits within one), at least 100 ns. */
+static int64_t late_tolerance_ns(const hm_bench_opts *o, const hm_timer *t)
+{
+    if (o->late_tolerance_ns >= 0)
+        return o->late_tolerance_ns;
+    double ns = 10.0 * t->resolution_ns;
+    return ns > 100.0 ? (int64_t)ns : 100;
+}
+
 /* Every case on the sub-communicator of the first p ranks. */
 static int measure_on(run_state *s, int p, hm_error *err)
 {
@@ -190,6 +200,7 @@ static int measure_on(run_state *s, int p, hm_error *err)
     if (status == 0)
         status = hm_clock_bcast_bound_ns(comm, &s->clock, o->bcast_probes, &env.t_bcast_ns, err);
     env.t_bcast_probed_ns = env.t_bcast_ns;
+    env.late_tolerance_ns = late_tolerance_ns(o, &s->timer);
     for (size_t i = 0; i < o->n_ops && status == 0; i++) {
         const hm_op *op = o->ops[i];
         size_t n_sizes = op->uses_size ? o->n_sizes : 1;

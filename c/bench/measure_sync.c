@@ -65,7 +65,8 @@ static int run_stage(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, i
         if (op->run(ctx, err) != 0)
             return -1;
         end = hm_clock_now_ns(env->clock);
-        hm_launch_status status = hm_launch_classify(arrive, sched, end, sched + delta_ns);
+        hm_launch_times times = {arrive, sched, start, end, sched + delta_ns};
+        hm_launch_status status = hm_launch_classify(&times, env->late_tolerance_ns);
         mine[l] = (double)(end - start) * 1e-9;
         mine[k + l] = (double)(end - sched) * 1e-9;
         mine[2 * k + l] = status == HM_LAUNCH_LATE;

@@ -18,18 +18,29 @@ static void test_defaults(hm_test_counts *c)
     CHECK(c, r.min_valid == 10 && r.max_total == 100 && r.max_valid == 30);
 }
 
+static hm_launch_status classify(int64_t arrive, int64_t start, int64_t end, int64_t tol)
+{
+    /* scheduled at 100, window until 200 */
+    hm_launch_times t = {arrive, 100, start, end, 200};
+    return hm_launch_classify(&t, tol);
+}
+
 static void test_classify(hm_test_counts *c)
 {
-    /* Ready before the start, done inside the window. */
-    CHECK(c, hm_launch_classify(90, 100, 150, 200) == HM_LAUNCH_VALID);
+    /* Ready before the start, left the spin just after it, done in time. */
+    CHECK(c, classify(90, 101, 150, 10) == HM_LAUNCH_VALID);
     /* Ready exactly at the start still counts as on time. */
-    CHECK(c, hm_launch_classify(100, 100, 150, 200) == HM_LAUNCH_VALID);
+    CHECK(c, classify(100, 100, 150, 10) == HM_LAUNCH_VALID);
     /* Ending exactly at the window end is inside it. */
-    CHECK(c, hm_launch_classify(90, 100, 200, 200) == HM_LAUNCH_VALID);
-    CHECK(c, hm_launch_classify(101, 100, 150, 200) == HM_LAUNCH_LATE);
-    CHECK(c, hm_launch_classify(90, 100, 201, 200) == HM_LAUNCH_OVERRUN);
+    CHECK(c, classify(90, 100, 200, 10) == HM_LAUNCH_VALID);
+    CHECK(c, classify(101, 101, 150, 10) == HM_LAUNCH_LATE);
+    CHECK(c, classify(90, 100, 201, 10) == HM_LAUNCH_OVERRUN);
+    /* Ready in time but descheduled while spinning: left the wait 30 ns
+     * after the start with a 10 ns tolerance: late, though it ended in time. */
+    CHECK(c, classify(90, 130, 190, 10) == HM_LAUNCH_LATE);
+    CHECK(c, classify(90, 110, 190, 10) == HM_LAUNCH_VALID);
     /* Late and overrun: counted once, as late. */
-    CHECK(c, hm_launch_classify(150, 100, 300, 200) == HM_LAUNCH_LATE);
+    CHECK(c, classify(150, 150, 300, 10) == HM_LAUNCH_LATE);
     CHECK(c, hm_launch_combine(false, false) == HM_LAUNCH_VALID);
     CHECK(c, hm_launch_combine(true, true) == HM_LAUNCH_LATE);
     CHECK(c, hm_launch_combine(false, true) == HM_LAUNCH_OVERRUN);
