@@ -124,18 +124,23 @@ static size_t format_u64(char *out, uint64_t v)
 
 size_t hm_lp_format_double(char *out, double v)
 {
+    if (v == 0.0) {
+        out[0] = '0';
+        return 1;
+    }
     double a = fabs(v);
     /* Outside this range (or for tiny values) the general form is needed;
      * rare for the rates and percentages the agent publishes. */
-    if (!(a < 1e15) || (a != 0.0 && a < 1e-6)) {
+    if (!(a < 1e15) || a < 1e-6) {
         int n = snprintf(out, 32, "%.9g", v);
         return n > 0 ? (size_t)n : 0;
     }
     /* Six decimals below 1 (IPC, small rates), three above: precise to
      * better than the sensors themselves. */
+    static const uint32_t pow10[] = {1, 10, 100, 1000, 10000, 100000, 1000000};
     int decimals = a < 1.0 ? 6 : 3;
-    uint64_t scale = decimals == 6 ? 1000000u : 1000u;
-    uint64_t scaled = (uint64_t)llround(a * (double)scale);
+    uint64_t scale = pow10[decimals];
+    uint64_t scaled = (uint64_t)(a * (double)scale + 0.5);
     uint64_t ip = scaled / scale, fp = scaled % scale;
     size_t n = 0;
     if (v < 0 && scaled != 0)
@@ -143,14 +148,12 @@ size_t hm_lp_format_double(char *out, double v)
     n += format_u64(out + n, ip);
     if (fp != 0) {
         out[n++] = '.';
-        for (int d = decimals - 1; d >= 0; d--) {
-            uint64_t p10 = 1;
-            for (int k = 0; k < d; k++)
-                p10 *= 10;
-            out[n++] = (char)('0' + (fp / p10) % 10);
+        while (fp % 10 == 0) { /* no trailing zeros */
+            fp /= 10;
+            decimals--;
         }
-        while (out[n - 1] == '0')
-            n--;
+        for (int d = decimals - 1; d >= 0; d--)
+            out[n++] = (char)('0' + (fp / pow10[d]) % 10);
     }
     return n;
 }

@@ -99,13 +99,6 @@ static int diskstats_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, h
         if (!hm_scan_u64(&line, &major) || !hm_scan_u64(&line, &minor) ||
             !hm_scan_word(&line, &name, &nl, false))
             return hm_error_set(err, "%s: malformed line", s->file.path);
-        uint64_t col[11];
-        int got = 0;
-        while (got < 11 && hm_scan_u64(&line, &col[got]))
-            got++;
-        if (got < 11)
-            return hm_error_set(err, "%s: %.*s has %d counters, expected at least 11",
-                                s->file.path, (int)nl, name, got);
         bool created;
         hm_entity *d = hm_entity_get(&s->dev, name, nl, s->stamp, &created);
         if (d == NULL) {
@@ -116,7 +109,14 @@ static int diskstats_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, h
         if (created)
             d->flags = classify(s, d->name);
         if (d->flags != DEV_SAMPLED)
-            continue;
+            continue; /* partitions and loop devices: not even parsed */
+        uint64_t col[11];
+        int got = 0;
+        while (got < 11 && hm_scan_u64(&line, &col[got]))
+            got++;
+        if (got < 11)
+            return hm_error_set(err, "%s: %.*s has %d counters, expected at least 11",
+                                s->file.path, (int)nl, name, got);
         double dt = hm_dt_s(d->prev_mono_ns, ctx->mono_ns);
         double rate[NCOUNTERS];
         for (int k = 0; k < NCOUNTERS; k++) {

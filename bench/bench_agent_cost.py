@@ -1,0 +1,389 @@
+"""What monitoring a node costs: hushmon-agent next to what users would run
+instead, and next to the kernel's own cost of producing the files.
+
+Prints, in one run on this machine:
+
+1. The kernel's cost of producing the files the agent's default node
+   sources read (/proc/stat, loadavg, meminfo, vmstat, diskstats, net/dev):
+   CPU time of reading each one with pread() in a tight loop.
+2. hushmon-agent's own CPU time per sample for those sources
+   (`hushmon-agent --measure-cost`, CPU clock of the agent's thread) next to
+   (1), as a ratio; plus what the other default sources add.
+3. Side by side, sampling at the same period for the same wall time:
+   hushmon-agent (default sources, spool sink), Prometheus node exporter
+   (Debian package, default collectors, scraped over loopback once per
+   period) and collectd (Debian collectd-core: cpu, load, memory, vmem,
+   swap, disk, interface, contextswitch, csv writer): CPU microseconds per
+   sample (all threads, from /proc/<pid>/task/*/schedstat, and never less
+   than the process's utime+stime) and resident size (VmRSS, largest seen),
+   with ratios to hushmon-agent.
+
+Not a test: nothing is asserted; the figures go to docs/agent.md.
+
+    .venv/bin/python bench/bench_agent_cost.py [--period-ms 500] [--duration-s 10]
+        [--json FILE|-] [--html FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from hushmon.errors import HushmonError
+from hushmon.paths import program
+
+KERNEL_FILES = (
+    ("cpu", "/proc/stat"),
+    ("load", "/proc/loadavg"),
+    ("mem", "/proc/meminfo"),
+    ("vm", "/proc/vmstat"),
+    ("disk", "/proc/diskstats"),
+    ("net", "/proc/net/dev"),
+)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class ToolCost:
+    tool: str
+    samples: int
+    cpu_us_per_sample: float
+    rss_bytes: int
+    note: str
+
+
+def kernel_cost_us(iterations: int) -> dict[str, float]:
+    """CPU microseconds the kernel spends producing each file once.
+
+    The Python call overhead is measured on /dev/zero and subtracted, so
+    what is left is the kernel's generation of the text.
+    """
+    buf_size = 1 << 16
+    zero = os.open("/dev/zero", os.O_RDONLY)
+    t0 = time.thread_time_ns()
+    for _ in range(iterations):
+        os.pread(zero, 64, 0)
+    call_overhead_ns = (time.thread_time_ns() - t0) / iterations
+    os.close(zero)
+    costs = {}
+    for name, path in KERNEL_FILES:
+        fd = os.open(path, os.O_RDONLY)
+        t0 = time.thread_time_ns()
+        for _ in range(iterations):
+            os.pread(fd, buf_size, 0)
+        per_read_ns = (time.thread_time_ns() - t0) / iterations - call_overhead_ns
+        os.close(fd)
+        costs[name] = max(per_read_ns, 0.0) / 1e3
+    return costs
+
+
+def agent_source_cost_us(agent: Path, cycles: int, spool: Path) -> dict[str, float]:
+    """Per-source CPU microseconds per sample from --measure-cost."""
+    proc = subprocess.run(
+        [str(agent), "--measure-cost", str(cycles), "--socket", "", "--sink", "spool",
+         "--spool-dir", str(spool)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise HushmonError(f"hushmon-agent --measure-cost failed: {proc.stderr.strip()}")
+    costs = {}
+    for line in proc.stderr.splitlines():
+        m = re.match(r"\s+(\S+)\s+([0-9.]+) us$", line)
+        if m:
+            costs[m.group(1)] = float(m.group(2))
+    if "total" not in costs:
+        raise HushmonError(f"unexpected --measure-cost output: {proc.stderr.strip()}")
+    return costs
+
+
+def cpu_ns(pid: int) -> int:
+    """CPU time of every thread of pid, in ns: the larger of the summed
+    per-thread schedstat (precise) and utime+stime (counts exited threads)."""
+    sched = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            sched += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])
+    return max(sched, ticks * 1_000_000_000 // CLK_TCK)
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def wait_for(check: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise HushmonError(f"timed out waiting for {what}")
+
+
+def measure_process(
+    proc: subprocess.Popen[bytes], pid: int, period_s: float, duration_s: float, tick: Any = None
+) -> tuple[int, float, int]:
+    """Samples, CPU us per sample and peak RSS of pid over duration_s after
+    a warm-up of two periods. tick() runs once per period (a scrape)."""
+    time.sleep(2 * period_s)
+    start_cpu = cpu_ns(pid)
+    peak = rss_bytes(pid)
+    start = time.monotonic()
+    periods = 0
+    while time.monotonic() - start < duration_s:
+        if tick is not None:
+            tick()
+        periods += 1
+        next_at = start + periods * period_s
+        time.sleep(max(0.0, next_at - time.monotonic()))
+        peak = max(peak, rss_bytes(pid))
+        if proc.poll() is not None:
+            raise HushmonError(f"{proc.args!r} exited early with {proc.returncode}")
+    used = cpu_ns(pid) - start_cpu
+    return periods, used / 1e3 / max(periods, 1), peak
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def run_agent(agent: Path, period_ms: int, duration_s: float, work: Path) -> ToolCost:
+    pidfile = work / "agent.pid"
+    proc = subprocess.Popen(
+        [str(agent), "--period-ms", str(period_ms), "--spool-dir", str(work / "spool"),
+         "--socket", "", "--pidfile", str(pidfile)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_for(pidfile.exists, 10, "hushmon-agent to start")
+        pid = int(pidfile.read_text())
+        samples, us, rss = measure_process(proc, pid, period_ms / 1e3, duration_s)
+    finally:
+        stop(proc)
+    return ToolCost("hushmon-agent", samples, us, rss, "default sources, spool sink")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_node_exporter(period_ms: int, duration_s: float, work: Path) -> ToolCost:
+    exe = shutil.which("prometheus-node-exporter")
+    if exe is None:
+        raise HushmonError("prometheus-node-exporter not installed (make deps)")
+    port = free_port()
+    proc = subprocess.Popen(
+        [exe, f"--web.listen-address=127.0.0.1:{port}",
+         f"--collector.textfile.directory={work}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/metrics"
+    sizes: list[int] = []
+
+    def scrape() -> None:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            sizes.append(len(response.read()))
+
+    def ready() -> bool:
+        try:
+            scrape()
+            return True
+        except OSError:
+            return False
+
+    try:
+        wait_for(ready, 15, "node exporter to answer")
+        samples, us, rss = measure_process(proc, proc.pid, period_ms / 1e3, duration_s, scrape)
+    finally:
+        stop(proc)
+    note = f"default collectors, 1 scrape per period ({sizes[-1] // 1024} KiB of text)"
+    return ToolCost("prometheus-node-exporter", samples, us, rss, note)
+
+
+COLLECTD_CONF = """
+Interval {interval}
+BaseDir "{work}"
+PIDFile "{work}/collectd.pid"
+PluginDir "/usr/lib/collectd"
+TypesDB "/usr/share/collectd/types.db"
+LoadPlugin cpu
+LoadPlugin load
+LoadPlugin memory
+LoadPlugin vmem
+LoadPlugin swap
+LoadPlugin disk
+LoadPlugin interface
+LoadPlugin contextswitch
+LoadPlugin csv
+<Plugin cpu>
+  ReportByCpu true
+  ValuesPercentage true
+</Plugin>
+<Plugin csv>
+  DataDir "{work}/csv"
+</Plugin>
+"""
+
+
+def run_collectd(period_ms: int, duration_s: float, work: Path) -> ToolCost:
+    exe = shutil.which("collectd") or "/usr/sbin/collectd"
+    if not Path(exe).exists():
+        raise HushmonError("collectd not installed (make deps)")
+    conf = work / "collectd.conf"
+    conf.write_text(COLLECTD_CONF.format(interval=period_ms / 1e3, work=work))
+    proc = subprocess.Popen(
+        [exe, "-f", "-C", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        samples, us, rss = measure_process(proc, proc.pid, period_ms / 1e3, duration_s)
+    finally:
+        stop(proc)
+    return ToolCost("collectd", samples, us, rss, "cpu load memory vmem swap disk interface "
+                    "contextswitch + csv writer")  # fmt: skip
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.1f}x" if b > 0 else "-"
+
+
+def html_report(result: dict[str, Any], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    from hushmon.report.html import Page
+
+    tools = result["tools"]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    names = [t["tool"].replace("prometheus-", "") for t in tools]
+    colors = ["#2d6cdf" if t["tool"] == "hushmon-agent" else "#999" for t in tools]
+    axes[0].barh(names, [t["cpu_us_per_sample"] for t in tools], color=colors)
+    axes[0].set_xscale("log")
+    axes[0].set_xlabel("CPU µs per sample (log scale)")
+    axes[1].barh(names, [t["rss_bytes"] / 2**20 for t in tools], color=colors)
+    axes[1].set_xlabel("resident size, MiB")
+    for ax in axes:
+        ax.invert_yaxis()
+    fig.tight_layout()
+    page = Page("Cost of node monitoring on this machine")
+    page.meta([("host", result["host"]), ("period", f"{result['period_ms']} ms"),
+               ("duration per tool", f"{result['duration_s']} s")])  # fmt: skip
+    page.figure(fig, "hushmon-agent (blue) next to the agents users would pick instead")
+    agent_us = tools[0]["cpu_us_per_sample"]
+    agent_rss = tools[0]["rss_bytes"]
+    rows = [
+        (t["tool"], t["samples"], t["cpu_us_per_sample"], ratio(t["cpu_us_per_sample"], agent_us),
+         t["rss_bytes"] / 2**20, ratio(t["rss_bytes"], agent_rss), t["note"])
+        for t in tools
+    ]  # fmt: skip
+    page.table(["tool", "samples", "CPU µs/sample", "vs agent", "RSS MiB", "vs agent", "setup"],
+               rows, text_columns=(0, 3, 5, 6))  # fmt: skip
+    page.heading("The agent against the kernel's own cost")
+    k = result["kernel_us"]
+    a = result["agent_source_us"]
+    page.table(["source", "kernel µs (pread of the file)", "agent µs (read + parse + format)",
+                "agent / kernel"],
+               [(n, k[n], a.get(n, float("nan")), ratio(a.get(n, 0), k[n])) for n in k]
+               + [("all six", sum(k.values()), result["agent_files_us"],
+                   ratio(result["agent_files_us"], sum(k.values())))],
+               text_columns=(0, 3))  # fmt: skip
+    page.write(path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--period-ms", type=int, default=500, help="sampling period (default 500)")
+    ap.add_argument("--duration-s", type=float, default=10.0, help="measured time per tool")
+    ap.add_argument("--cycles", type=int, default=3000, help="--measure-cost cycles")
+    ap.add_argument("--json", metavar="FILE", help="write the figures as JSON ('-' = stdout)")
+    ap.add_argument("--html", metavar="FILE", help="write an HTML page with plots")
+    args = ap.parse_args(argv)
+    if args.period_ms < 10 or args.duration_s <= 0 or args.cycles < 1:
+        raise HushmonError("--period-ms >= 10, --duration-s > 0 and --cycles >= 1 please")
+    agent = program("hushmon-agent")
+    with tempfile.TemporaryDirectory(prefix="hm_bench_agent_") as tmp:
+        work = Path(tmp)
+        print(f"kernel cost of the files ({args.cycles} reads each) ...", file=sys.stderr)
+        kernel = kernel_cost_us(args.cycles)
+        print("agent cost per source (--measure-cost) ...", file=sys.stderr)
+        sources = agent_source_cost_us(agent, args.cycles, work / "cost-spool")
+        tools = []
+        for label, runner in (
+            ("hushmon-agent", lambda: run_agent(agent, args.period_ms, args.duration_s, work)),
+            ("node exporter", lambda: run_node_exporter(args.period_ms, args.duration_s, work)),
+            ("collectd", lambda: run_collectd(args.period_ms, args.duration_s, work)),
+        ):
+            print(f"{label}: {args.duration_s:g} s at {args.period_ms} ms ...", file=sys.stderr)
+            tools.append(runner())
+    file_sources = [n for n, _ in KERNEL_FILES]
+    agent_files = sum(sources.get(n, 0.0) for n in file_sources)
+    result: dict[str, Any] = {
+        "host": socket.gethostname(),
+        "period_ms": args.period_ms,
+        "duration_s": args.duration_s,
+        "kernel_us": kernel,
+        "agent_source_us": sources,
+        "agent_files_us": agent_files,
+        "tools": [asdict(t) for t in tools],
+    }
+    print(f"\nKernel vs hushmon-agent, CPU us per sample ({args.cycles} samples):")
+    print(f"  {'source':8s} {'kernel':>8s} {'agent':>8s} {'ratio':>6s}")
+    for name in file_sources:
+        k, a = kernel[name], sources.get(name, float("nan"))
+        print(f"  {name:8s} {k:8.2f} {a:8.2f} {ratio(a, k):>6s}")
+    k_all = sum(kernel.values())
+    print(f"  {'6 files':8s} {k_all:8.2f} {agent_files:8.2f} {ratio(agent_files, k_all):>6s}")
+    others = {n: v for n, v in sources.items() if n not in file_sources and n != "total"}
+    print("  other default sources: " + ", ".join(f"{n} {v:.2f}" for n, v in others.items()))
+    print(f"  all sources + sink: {sources['total']:.2f} us per sample")
+    agent_us, agent_rss = tools[0].cpu_us_per_sample, tools[0].rss_bytes
+    print(f"\nSide by side, period {args.period_ms} ms, {args.duration_s:g} s each:")
+    print(f"  {'tool':26s} {'samples':>7s} {'CPU us/sample':>14s} {'ratio':>7s} "
+          f"{'RSS MiB':>8s} {'ratio':>6s}")  # fmt: skip
+    for t in tools:
+        print(f"  {t.tool:26s} {t.samples:7d} {t.cpu_us_per_sample:14.1f} "
+              f"{ratio(t.cpu_us_per_sample, agent_us):>7s} {t.rss_bytes / 2**20:8.2f} "
+              f"{ratio(t.rss_bytes, agent_rss):>6s}  {t.note}")  # fmt: skip
+    if args.json:
+        text = json.dumps(result, indent=2)
+        if args.json == "-":
+            print(text)
+        else:
+            Path(args.json).write_text(text + "\n")
+    if args.html:
+        html_report(result, Path(args.html))
+        print(f"\nreport: {args.html}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except HushmonError as exc:
+        print(f"bench_agent_cost: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code if hasattr(exc, "exit_code") else 1)
