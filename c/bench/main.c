@@ -182,6 +182,26 @@ static int64_t late_tolerance_ns(const hm_bench_opts *o, const hm_timer *t)
     return ns > 100.0 ? (int64_t)ns : 100;
 }
 
+/* Ranks outside a process count wait here while the others measure; a
+ * blocking collective would busy-poll and take CPU from the ranks being
+ * measured when they share cores, so poll a nonblocking barrier and
+ * sleep in between. */
+static int idle_barrier(hm_error *err)
+{
+    MPI_Request req;
+    if (hm_op_mpi_check(MPI_Ibarrier(MPI_COMM_WORLD, &req), "MPI_Ibarrier", err) != 0)
+        return -1;
+    for (;;) {
+        int done = 0;
+        if (hm_op_mpi_check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test", err) != 0)
+            return -1;
+        if (done)
+            return 0;
+        struct timespec nap = {.tv_sec = 0, .tv_nsec = 200000};
+        (void)nanosleep(&nap, NULL);
+    }
+}
+
 /* Every case on the sub-communicator of the first p ranks. */
 static int measure_on(run_state *s, int p, hm_error *err)
 {
@@ -373,6 +393,8 @@ static int run(run_state *s, hm_error *err)
         int p = o->n_nprocs > 0 ? (int)o->nprocs[i] : s->world;
         st = measure_on(s, p, err);
         if (st == -1)
+            return -1;
+        if (idle_barrier(err) != 0)
             return -1;
         /* Ranks outside this count wait here for the others. */
         st = agree(MPI_COMM_WORLD, st, err);
