@@ -1,0 +1,153 @@
+"""hushmon-agent as a command: one batch with --once, valid line protocol,
+fixture trees through --root, and clear errors on bad input."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agent"
+
+# measurement[,tag=value...] field=value[,field=value...] timestamp
+_NAME = r"(?:[^,= \\]|\\[,= ])+"
+LINE_RE = re.compile(
+    rf"^(?P<m>{_NAME})(?P<tags>(?:,{_NAME}={_NAME})*) "
+    rf"(?P<fields>{_NAME}=(?:-?[0-9.e+-]+i?)(?:,{_NAME}=(?:-?[0-9.e+-]+i?))*) "
+    r"(?P<ts>[0-9]{19})$"
+)
+
+
+def parse_lines(text: str) -> list[dict[str, object]]:
+    """Every line must match line protocol; returns measurement, tags, fields."""
+    out = []
+    for line in text.splitlines():
+        m = LINE_RE.match(line)
+        assert m, f"not valid line protocol: {line!r}"
+        tags = dict(t.split("=", 1) for t in m.group("tags").split(",")[1:])
+        fields = {}
+        for item in m.group("fields").split(","):
+            key, value = item.split("=", 1)
+            fields[key] = int(value[:-1]) if value.endswith("i") else float(value)
+        out.append({"m": m.group("m"), "tags": tags, "fields": fields, "ts": int(m.group("ts"))})
+    return out
+
+
+def run_agent(bin_dir: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(bin_dir / "hushmon-agent"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_once_prints_one_valid_batch(bin_dir: Path) -> None:
+    proc = run_agent(bin_dir, "--once", "--sink", "stdout")
+    assert proc.returncode == 0, proc.stderr
+    lines = parse_lines(proc.stdout)
+    measurements = {str(line["m"]) for line in lines}
+    for wanted in ("cpu", "load", "mem", "vm", "disk", "net", "perf_sw", "hushmon_agent"):
+        assert wanted in measurements, f"{wanted} missing from --once output"
+    assert len({line["ts"] for line in lines}) == 1, "one batch = one timestamp"
+    assert all("host" in line["tags"] for line in lines)
+    total = next(x for x in lines if x["m"] == "cpu" and x["tags"]["cpu"] == "total")
+    shares = total["fields"]
+    assert isinstance(shares, dict)
+    assert abs(sum(shares.values()) - 100.0) < 0.1
+    if "hardware counters unavailable" in proc.stderr:
+        # This machine: say so once, publish nothing made up.
+        assert proc.stderr.count("hardware counters unavailable") == 1
+        assert "pmu" not in measurements
+    else:
+        assert "pmu" in measurements
+
+
+def test_once_on_fixture_tree(bin_dir: Path) -> None:
+    proc = run_agent(
+        bin_dir,
+        "--once",
+        "--root",
+        str(FIXTURES / "t0"),
+        "--sources",
+        "mem,load,jobs,cgroup,ib",
+        "--slurm-scan-ms",
+        "0",
+        "--host",
+        "node 7",
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = parse_lines(proc.stdout)
+    mem = next(x for x in lines if x["m"] == "mem")
+    assert mem["tags"] == {"host": "node\\ 7"}
+    assert mem["fields"]["total_bytes"] == 16000000 * 1024  # type: ignore[index]
+    assert "shmem_bytes" not in mem["fields"]  # type: ignore[operator]
+    jobs = [x for x in lines if x["m"] == "job"]
+    assert [j["tags"]["job"] for j in jobs] == ["1234"]  # type: ignore[index]
+    # unchanged fixture: rates are 0, not absent, after the second reading
+    ib = next(x for x in lines if x["m"] == "ib")
+    assert ib["fields"]["rx_bytes_per_s"] == 0  # type: ignore[index]
+
+
+def test_simulated_pmu_lines_are_tagged(bin_dir: Path) -> None:
+    proc = run_agent(
+        bin_dir, "--once", "--sources", "pmu", "--pmu-backend", "sim", "--pmu", "kernel"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "SIMULATED PMU" in proc.stderr
+    pmu = [x for x in parse_lines(proc.stdout) if x["m"] == "pmu"]
+    assert pmu and all(x["tags"]["backend"] == "sim" for x in pmu)  # type: ignore[index]
+    total = next(x for x in pmu if x["tags"]["cpu"] == "total")  # type: ignore[index]
+    assert {"ipc", "score_cpu", "mem_stall_pct", "mux_ratio"} <= set(total["fields"])  # type: ignore[arg-type]
+
+
+def test_help_lists_every_source(bin_dir: Path) -> None:
+    proc = run_agent(bin_dir, "--help")
+    assert proc.returncode == 0
+    for name in ("cpu", "load", "mem", "vm", "disk", "net", "ib", "jobs", "cgroup", "perf_sw"):
+        assert re.search(rf"^\s+\*?\s*{name}\s", proc.stdout, re.M), name
+    assert "--period-ms" in proc.stdout and "[pmu.mode]" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--period-ms", "5"], "period_ms: 5 is outside"),
+        (["--sources", "cpu,nonsense"], "unknown source 'nonsense'"),
+        (["--pmu", "sometimes"], "'sometimes' is not one of none|kernel|rotate"),
+        (["--bogus-flag"], "unknown option '--bogus-flag'"),
+        (["--offset-ms", "2000"], "offset_ms (2000) must be less than period_ms"),
+        (["--config", "/nonexistent/agent.toml"], "opening config /nonexistent/agent.toml"),
+    ],
+)
+def test_bad_arguments_fail_clearly(bin_dir: Path, args: list[str], message: str) -> None:
+    proc = run_agent(bin_dir, *args, "--once")
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert proc.stdout == ""
+
+
+def test_malformed_config_names_file_and_line(bin_dir: Path, tmp_path: Path) -> None:
+    cfg = tmp_path / "agent.toml"
+    cfg.write_text('period_ms = 1000\n[pmu]\nmode = "kernel\n')
+    proc = run_agent(bin_dir, "--config", str(cfg), "--once")
+    assert proc.returncode == 2
+    assert f"{cfg}:3: unterminated string" in proc.stderr
+    cfg.write_text("period_ms = 1000\nsampling = 3\n")
+    proc = run_agent(bin_dir, "--config", str(cfg), "--once")
+    assert proc.returncode == 2 and f"{cfg}:2: unknown key 'sampling'" in proc.stderr
+
+
+def test_unreadable_source_is_logged_and_others_go_on(bin_dir: Path, tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "proc").mkdir(parents=True)
+    (root / "proc" / "loadavg").write_text("0.10 0.20 0.30 1/100 42\n")
+    proc = run_agent(bin_dir, "--once", "--root", str(root), "--sources", "mem,load")
+    assert proc.returncode == 0
+    assert "source mem off: opening" in proc.stderr and "proc/meminfo" in proc.stderr
+    lines = parse_lines(proc.stdout)
+    assert [x["m"] for x in lines] == ["load"]
