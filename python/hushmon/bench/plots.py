@@ -208,7 +208,7 @@ def loop_ratio_figure(pairs: Sequence[LoopVsSync]) -> Figure | None:
     """Loop mean / synchronized mean vs message size, one line per operation."""
     lines: dict[tuple[str, str, int], list[LoopVsSync]] = defaultdict(list)
     for p in pairs:
-        if p.size > 0 and not math.isnan(p.ratio):
+        if p.size > 0 and not math.isnan(p.ratio) and p.ratio > 0:
             lines[(p.op, p.loop_method, p.nprocs)].append(p)
     lines = {k: v for k, v in lines.items() if len(v) > 1}
     if not lines:
@@ -227,6 +227,11 @@ def loop_ratio_figure(pairs: Sequence[LoopVsSync]) -> Figure | None:
             markersize=4,
             label=label,
         )
+    ratios = [p.ratio for group in lines.values() for p in group]
+    if max(ratios) / min(ratios) > LOG_SCALE_MIN_RATIO:
+        # Ratios far below and above 1 are equally far from it on a log axis.
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     ax.axhline(1.0, color="#444", linewidth=0.8)
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(format_bytes))

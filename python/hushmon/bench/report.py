@@ -286,8 +286,8 @@ def _loop_findings(page: Page, pairs: list[LoopVsSync]) -> None:
     ratio_values = sorted(p.ratio for p in ratios)
     median = ratio_values[len(ratio_values) // 2]
     detail = (
-        f"{len(ratios)} pairs; median loop/synchronized ratio {median:.2f}; largest deviation "
-        f"{worst.ratio:.2f}x for {worst.op} at {format_bytes(worst.size)} B on {worst.nprocs} "
+        f"{len(ratios)} pairs; median loop/synchronized ratio {median:.3g}; largest deviation "
+        f"{worst.ratio:.3g}x for {worst.op} at {format_bytes(worst.size)} B on {worst.nprocs} "
         f"ranks ({_fmt_us(worst.loop.mean)} loop vs {_fmt_us(worst.sync.mean)} synchronized)"
     )
     if abs(worst.ratio - 1.0) > RELATIVE_TOLERANCE:
@@ -384,29 +384,55 @@ def _loop_table(page: Page, pairs: list[LoopVsSync]) -> None:
     )
 
 
+MAX_RANK_COLUMNS = 8
+
+
+def _rank_mean(entry: Mapping[str, Any]) -> float:
+    value = entry.get("mean")
+    return float(value) if isinstance(value, int | float) else math.nan
+
+
 def _per_rank_tables(page: Page, run: BenchRun) -> None:
+    """Per operation: each rank's mean local time, and which rank was slowest."""
     with_ranks = [r for r in run.results if r.per_rank]
     if not with_ranks:
         return
     page.heading("Per-rank times", 2)
     page.paragraph(
-        "Local time of each rank (the launch time above is the maximum over ranks); "
-        "times in µs. A rank that is always slowest points at the algorithm's critical path.",
+        "Mean local time of each rank in µs (the launch time above is the maximum over "
+        "ranks). A rank that is always the slowest is on the algorithm's critical path; "
+        f"with more than {MAX_RANK_COLUMNS} ranks only the spread is shown.",
         "meta",
     )
-    for r in with_ranks:
-        keys = list(dict.fromkeys(k for entry in r.per_rank for k in entry))
-        page.heading(f"{r.op}, {format_bytes(r.size)} B, {r.nprocs} ranks, {r.method}", 3)
+    for op in dict.fromkeys(r.op for r in with_ranks):
+        results = sorted(
+            (r for r in with_ranks if r.op == op), key=lambda r: (r.nprocs, r.size, r.method)
+        )
+        width = max(len(r.per_rank) for r in results)
+        show_ranks = width <= MAX_RANK_COLUMNS
+        columns = ["size, B", "ranks", "method"]
+        columns += [f"rank {i}" for i in range(width)] if show_ranks else ["fastest", "slowest"]
+        columns += ["slowest rank", "slowest / fastest"]
         rows = []
-        for entry in r.per_rank:
-            row = []
-            for k in keys:
-                value = entry.get(k)
-                # Per-rank times are seconds like every time in the file;
-                # rank numbers and counts are integers.
-                row.append(us(value) if isinstance(value, float) else value)
+        for r in results:
+            means = {int(e.get("rank", i)): _rank_mean(e) for i, e in enumerate(r.per_rank)}
+            finite = {k: v for k, v in means.items() if not math.isnan(v)}
+            row: list[Any] = [format_bytes(r.size), r.nprocs, r.method]
+            if show_ranks:
+                row += [us(means.get(i)) for i in range(width)]
+            else:
+                row += [
+                    us(min(finite.values(), default=None)),
+                    us(max(finite.values(), default=None)),
+                ]
+            if finite and min(finite.values()) > 0:
+                slowest = max(finite, key=lambda k: finite[k])
+                row += [slowest, max(finite.values()) / min(finite.values())]
+            else:
+                row += ["–", math.nan]
             rows.append(row)
-        page.table([k if k in ("rank",) else f"{k}" for k in keys], rows, text_columns=())
+        page.heading(op, 3)
+        page.table(columns, rows, text_columns=(0, 2))
 
 
 def build_page(run: BenchRun, provenance: Mapping[str, Any] | None = None) -> Page:
