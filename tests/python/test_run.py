@@ -32,6 +32,8 @@ FAKE_AGENT = textwrap.dedent(
     spool, sock_path = args["--spool-dir"], args["--socket"]
     period = int(args.get("--period-ms", "1000")) / 1000.0
     log = open(os.environ["FAKE_AGENT_LOG"], "a", buffering=1)
+    if os.environ.get("FAKE_AGENT_PIDFILE"):
+        open(os.environ["FAKE_AGENT_PIDFILE"], "w").write(str(os.getpid()))
     if os.environ.get("FAKE_AGENT_FAIL"):
         print("fake-agent: cannot open /proc/stat: simulated", file=sys.stderr)
         sys.exit(3)
@@ -388,3 +390,26 @@ def test_second_ctrl_c_kills_a_job_that_ignores_the_first(tmp_path: Path) -> Non
     _out, err = proc.communicate(timeout=30)
     assert time.monotonic() - started < 5
     assert proc.returncode == 128 + signal.SIGKILL, err
+
+
+def test_agent_crash_during_the_job_keeps_what_it_wrote(
+    tmp_path: Path, fake_agent: Path, agent_log: Path
+) -> None:
+    """The agent dies (SIGKILL) while the job runs: the command is not
+    disturbed, the failure is reported, and the spool file it left open is
+    still ingested up to its last complete line."""
+    data, summary, pid_file = tmp_path / "data", tmp_path / "run.json", tmp_path / "agent.pid"
+    out = hushmon_run(
+        "--data-dir", str(data), "--job", "crash1", "--period", "100", "--no-digest",
+        "--agent", str(fake_agent), "--json", str(summary),
+        "--", "sh", "-c", f"sleep 0.5; kill -9 $(cat {pid_file}); sleep 0.3; exit 6",
+        env={"FAKE_AGENT_PIDFILE": str(pid_file)},
+    )  # fmt: skip
+    assert out.returncode == 6, out.stderr
+    result = json.loads(summary.read_text())
+    assert any("control socket" in w for w in result["warnings"]), result["warnings"]
+    assert any("killed by SIGKILL" in w for w in result["warnings"]), result["warnings"]
+    assert "job=crash1 active=1i" in spool_text(data)
+    if result["ingest"] is not None:
+        assert result["ingest"]["partial_files"] == 1
+        assert "crash1" in result["ingest"]["jobs"]

@@ -182,7 +182,10 @@ class Monitor:
         if self.embedded is None:
             return
         code = self.embedded.stop()
-        if code not in (0, None):
+        if code is not None and code < 0:
+            name = signal.Signals(-code).name
+            self.warn(f"the embedded agent was killed by {name}{self.embedded.log_tail()}")
+        elif code not in (0, None):
             self.warn(f"the embedded agent exited with code {code}{self.embedded.log_tail()}")
         self.embedded = None
 
