@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import socket
 import statistics
 import sys
 import tempfile
@@ -41,6 +43,10 @@ US = 1e6
 SYNC_ALGORITHMS = ("linear", "ring", "tree")
 SWEEP_SIZES = "1:16K:x4"  # 1, 4, 16, 64, 256, 1K, 4K, 16K: 8 sizes
 BCAST_SIZES = SWEEP_SIZES
+
+
+def load_text() -> str:
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg()) + " (1 / 5 / 15 min)"
 
 
 def run_bench(nprocs: int, args: Sequence[str], work: Path, label: str) -> tuple[BenchRun, float]:
@@ -229,19 +235,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.np < 1 or args.repeats < 1:
         parser.error("--np and --repeats must be at least 1")
+    print(
+        f"hushmon-bench figures: {args.np} ranks on {socket.gethostname()}, "
+        f"{os.cpu_count()} CPUs, load average {load_text()} at the start"
+    )
     try:
         with tempfile.TemporaryDirectory(prefix="hushmon-bench-figures-") as tmp:
             work = args.keep or Path(tmp)
             figures = {
                 "nprocs": args.np,
                 "timer": args.timer,
+                "cpus": os.cpu_count(),
+                "load_start": os.getloadavg(),
                 "timer_check": timer_check(args.np, args.repeats, args.timer, work),
                 "sweep": sweep_time(args.np, args.timer, work),
                 "bcast": bcast_loop_vs_sync(args.np, args.repeats, args.timer, work),
+                "load_end": os.getloadavg(),
             }
     except HushmonError as exc:
         print(f"bench_hushmon_bench: {exc}", file=sys.stderr)
         return exc.exit_code
+    print(
+        f"\nload average {load_text()} at the end (a load above the CPU count means other "
+        "processes competed with the ranks: synchronized times then grow)"
+    )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -158,3 +158,9 @@ def test_machine_load_is_reported(load_before: float, load_after: float, busy: b
     html = page_of("sync_loop.json", provenance)
     assert ("the machine was busy during the run" in html) is busy
     assert ("the machine had a CPU for every rank" in html) is (not busy)
+
+
+def test_report_of_real_program_output() -> None:
+    html = page_of("real_2ranks.json")
+    assert "Per-rank times" in html and "slowest rank" in html
+    assert "waitpatternup on 2 ranks" in html

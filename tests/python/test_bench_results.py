@@ -144,3 +144,16 @@ def test_missing_required_statistic_is_refused() -> None:
     del result["n_used"]
     with pytest.raises(HushmonError, match="missing field 'n_used'"):
         loads_run(document(result), "x.json")
+
+
+def test_output_captured_from_the_real_program_reads() -> None:
+    """real_2ranks.json: hushmon-bench --per-rank --raw on 2 ranks, kept as written."""
+    run = load_run(FIXTURES / "real_2ranks.json")
+    assert run.meta.program == "hushmon-bench"
+    assert run.meta.nprocs == 2 and len(run.meta.hosts) >= 1
+    assert run.meta.clock_offset_residual_end_max_s is not None
+    assert set(run.methods()) == {"sync", "loop"}
+    for r in run.results:
+        assert [p["rank"] for p in r.per_rank] == [0, 1]
+        assert set(r.ci) == {"0.90", "0.95", "0.99"}
+        assert (r.global_mean is not None) == (r.method == "sync")
