@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from hushmon.datadir import data_dir
-from hushmon.digest.build import build_digest
 
 
 def register(subparsers: Any) -> None:
@@ -32,6 +30,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported here: matplotlib and scipy would slow every hushmon command's start
+    from hushmon.digest.build import build_digest
+
     dd = data_dir(args.data_dir)
     digest = build_digest(args.db or dd.database, args.job, args.out or dd.reports(args.job))
     for line in digest.summary_lines():
@@ -42,5 +43,4 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(text)
         else:
             Path(args.json).write_text(text, encoding="utf-8")
-    json.loads(digest.json_path.read_text(encoding="utf-8"))  # written whole, or not at all
     return 0

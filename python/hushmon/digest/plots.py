@@ -34,6 +34,28 @@ def _scale(sensor: str) -> tuple[float, str]:
     return 1.0, ""
 
 
+MAX_POINTS = 900  # per time series plot: enough for the eye, small SVG
+
+
+def _buckets(n: int) -> np.ndarray | None:
+    """Start indices of equal buckets when a series has more than MAX_POINTS periods."""
+    if n <= MAX_POINTS:
+        return None
+    return np.linspace(0, n, MAX_POINTS + 1).astype(int)[:-1]
+
+
+def _reduce(v: np.ndarray, starts: np.ndarray | None, how: str) -> np.ndarray:
+    """Bucketed series keeping the envelope (min of mins, max of maxes, mean of means)."""
+    if starts is None:
+        return v
+    ufunc = {"min": np.fmin, "max": np.fmax, "avg": np.add}[how]
+    with np.errstate(all="ignore"):
+        out = ufunc.reduceat(np.nan_to_num(v, nan=np.nan), starts)
+        if how == "avg":
+            out = out / np.diff(np.append(starts, len(v)))
+    return out
+
+
 def band(job: JobData, sensors: list[str]) -> Figure:
     """min / avg / max across nodes over time, one panel per sensor."""
     fig, axes = plt.subplots(
@@ -58,7 +80,8 @@ def band(job: JobData, sensors: list[str]) -> Figure:
         ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=7, loc="upper right", ncol=2)
     axes[-1, 0].set_xlabel("seconds from job start")
-    fig.tight_layout()
+    # fixed margins: tight_layout over many panels costs seconds of text layout
+    fig.subplots_adjust(left=0.2, right=0.98, top=0.98, bottom=0.5 / len(sensors), hspace=0.15)
     return fig
 
 
@@ -67,7 +90,7 @@ def per_node(job: JobData, sensor: str) -> Figure:
     m = job.matrix(sensor)
     assert m is not None
     k, unit = _scale(sensor)
-    fig, ax = plt.subplots(figsize=(10, min(0.25 * len(job.hosts) + 1.2, 7)))
+    fig, ax = plt.subplots(figsize=(10, min(0.16 * len(job.hosts) + 1.2, 4.5)))
     im = ax.imshow(
         m * k,
         aspect="auto",
@@ -75,7 +98,7 @@ def per_node(job: JobData, sensor: str) -> Figure:
         cmap="viridis",
         extent=(0, float(job.seconds[-1] + job.period_s), len(job.hosts), 0),
     )
-    if len(job.hosts) <= 32:
+    if len(job.hosts) <= 24:
         ax.set_yticks(np.arange(len(job.hosts)) + 0.5, job.hosts, fontsize=7)
     else:
         ax.set_ylabel(f"{len(job.hosts)} nodes")
@@ -115,7 +138,8 @@ def scatter_grid(job: JobData, x: str, y: str, states: States, stats: tuple[str,
     for ax, stat in zip(axes[0], stats, strict=True):
         vx = getattr(job.stats[x], stat) * kx
         vy = getattr(job.stats[y], stat) * ky
-        ax.scatter(vx, vy, s=5, c=colors, alpha=0.6, linewidths=0)
+        # rasterized: thousands of points stay a small image inside the SVG
+        ax.scatter(vx, vy, s=5, c=colors, alpha=0.6, linewidths=0, rasterized=True)
         ax.set_xlabel(f"{stat} {x} {ux}", fontsize=8)
         ax.set_ylabel(f"{stat} {y} {uy}", fontsize=8)
         ax.tick_params(labelsize=7)
@@ -129,7 +153,7 @@ def correlation(names: list[str], corr: np.ndarray) -> Figure:
     im = ax.imshow(corr, cmap="RdBu_r", vmin=-1, vmax=1)
     ax.set_xticks(range(len(names)), names, rotation=90, fontsize=7)
     ax.set_yticks(range(len(names)), names, fontsize=7)
-    for i in range(len(names)):
+    for i in range(len(names) if len(names) <= 10 else 0):
         for j in range(len(names)):
             if np.isfinite(corr[i, j]):
                 ax.text(

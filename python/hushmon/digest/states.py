@@ -63,12 +63,13 @@ class States:
     sensors: list[str]
 
 
-def silhouette(x: np.ndarray, labels: np.ndarray) -> float:
-    """Mean silhouette coefficient (Rousseeuw 1987)."""
+def silhouette(x: np.ndarray, labels: np.ndarray, d: np.ndarray | None = None) -> float:
+    """Mean silhouette coefficient (Rousseeuw 1987); ``d`` = precomputed distances."""
     ks = np.unique(labels)
     if len(ks) < 2:
         return -1.0
-    d = cdist(x, x)
+    if d is None:
+        d = cdist(x, x)
     a = np.zeros(len(x))
     b = np.full(len(x), np.inf)
     for k in ks:
@@ -115,7 +116,7 @@ def _describe(job: JobData, in_state: np.ndarray, names: list[str]) -> tuple[str
         if level:
             parts.append((abs(z), f"{level} {word} ({_fmt(m_state, unit)} vs {_fmt(m_all, unit)})"))
     parts.sort(reverse=True)
-    text = ", ".join(p for _, p in parts[:4]) or "close to the job's average on every sensor"
+    text = ", ".join(p for _, p in parts[:6]) or "close to the job's average on every sensor"
     return text, means
 
 
@@ -134,13 +135,14 @@ def find_states(job: JobData) -> States:
     k_tried: dict[int, float] = {}
     best_labels = np.zeros(n, dtype=int)
     if x.shape[1] > 0 and n >= 20:
-        sample = rng.choice(n, size=min(n, SILHOUETTE_SAMPLE), replace=False)
+        sample = np.sort(rng.choice(n, size=min(n, SILHOUETTE_SAMPLE), replace=False))
+        dist = cdist(x[sample], x[sample])  # once for every k
         best = MIN_SILHOUETTE
         for k in range(2, min(K_MAX, n // 10) + 1):
             _, labels = kmeans2(x, k, minit="++", seed=SEED + k)
             if len(np.unique(labels)) < k:
                 continue
-            score = silhouette(x[sample], labels[sample])
+            score = silhouette(x[sample], labels[sample], dist)
             k_tried[k] = round(score, 4)
             if score > best:
                 best, best_labels = score, labels

@@ -4,7 +4,6 @@ holds the same sensor"), exported as CSV, Parquet and ARFF."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,10 +71,14 @@ def write_arff(vec: Vectors, path: Path, relation: str) -> Path:
         for name in vec.columns:
             f.write(f"@ATTRIBUTE {_arff_name(name)} NUMERIC\n")
         f.write("\n@DATA\n")
+        # one % per row; NaN (not measured) prints as 'nan' and becomes ARFF's '?'
+        fmt = ",".join(
+            ["%.3f", *(["%s"] if vec.state is not None else []), *["%.6g"] * len(vec.columns)]
+        )
         for r in range(len(vec.time_s)):
-            cells = [f"{vec.time_s[r]:.3f}"]
+            cells: list[object] = [vec.time_s[r]]
             if vec.state is not None:
                 cells.append(f"S{int(vec.state[r])}")
-            cells.extend("?" if math.isnan(v) else f"{v:.6g}" for v in vec.values[r].tolist())
-            f.write(",".join(cells) + "\n")
+            cells.extend(vec.values[r].tolist())
+            f.write((fmt % tuple(cells)).replace("nan", "?") + "\n")
     return path

@@ -10,9 +10,8 @@ from typing import Any
 
 from hushmon.datadir import data_dir
 from hushmon.errors import HushmonError
-from hushmon.store.ingest import ingest_spool
-from hushmon.store.query import EXPORT_FORMATS, export_job, job_info, list_jobs
-from hushmon.store.schema import open_store_readonly
+
+EXPORT_FORMATS = ("parquet", "csv")  # hushmon.store.query.EXPORT_FORMATS (kept light to import)
 
 
 def register(subparsers: Any) -> None:
@@ -44,6 +43,11 @@ def _write_json(target: str, payload: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported here so that 'hushmon --help' does not load duckdb and pyarrow
+    from hushmon.store.ingest import ingest_spool
+    from hushmon.store.query import export_job, job_info, list_jobs
+    from hushmon.store.schema import open_store_readonly
+
     dd = data_dir(args.data_dir)
     db = args.db or dd.database
     if args.list:

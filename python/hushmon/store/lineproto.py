@@ -141,6 +141,8 @@ def _split_sections(line: str) -> list[str]:
             parts.append(line[start:i])
             start = i + 1
         i += 1
+    if in_string:
+        raise LineError("unterminated string value")
     parts.append(line[start:])
     return parts
 

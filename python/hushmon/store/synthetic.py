@@ -11,7 +11,8 @@ job shows, so an analyzer's answer is known in advance:
 - ``network="light"``: little traffic, transmit and receive rise together;
 - ``swap_phases``: spans of seconds where the nodes swap, the disk is busy and
   user CPU time and FLOPS fall;
-- ``slow_node``: one node carries twice the work, the others wait idle.
+- ``slow_node``: one node carries twice the work, the others wait idle;
+- ``omit``: measurements left out (a node without a PMU, without swap data).
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ class Scenario:
     period_ns: int = 1_000_000_000
     seed: int = 1
     lines_per_file: int = 200_000
+    omit: tuple[str, ...] = ()  # measurements this node does not publish (e.g. "pmu")
+    busy_pct: float = 88.0  # user CPU of a computing node
 
     def host(self, node: int) -> str:
         return f"node{node:03d}"
@@ -75,9 +78,9 @@ def _node_series(sc: Scenario, node: int, rng: np.random.Generator) -> dict[str,
     swapping = np.zeros(t, dtype=bool)
     for a, b in sc.swap_phases:
         swapping[max(a, 0) : min(b, t)] = True
-    busy = np.full(t, 88.0) + rng.normal(0, 2.0, t)
+    busy = np.full(t, sc.busy_pct) + rng.normal(0, 2.0, t)
     if sc.slow_node is not None:
-        busy = np.full(t, 97.0 if node == sc.slow_node else 48.0) + rng.normal(0, 1.5, t)
+        busy = np.full(t, 97.0 if node == sc.slow_node else 45.0) + rng.normal(0, 1.5, t)
     busy = np.where(swapping, 14.0 + rng.normal(0, 3.0, t), busy)
     busy = np.clip(busy, 0.5, 99.0)
     iowait = np.where(swapping, 45.0 + rng.normal(0, 5.0, t), rng.uniform(0, 0.5, t))
@@ -264,7 +267,10 @@ def node_lines(sc: Scenario, node: int) -> Iterator[str]:
     """The node's spool lines, one period after the other."""
     rng = np.random.default_rng(sc.seed * 100_003 + node)
     host = sc.host(node)
-    formats = _line_formats(_node_series(sc, node, rng), host)
+    series = {
+        k: v for k, v in _node_series(sc, node, rng).items() if k.split(",")[0] not in sc.omit
+    }
+    formats = _line_formats(series, host)
     job_line = f"job,host={host},job={sc.job} active=1i %d\n"
     for i in range(sc.seconds):
         ts = sc.start_ns + i * sc.period_ns
@@ -277,7 +283,14 @@ def values_per_node_period(sc: Scenario) -> int:
     """How many values one node writes per period (the job line's counts too)."""
     rng = np.random.default_rng(0)
     small = Scenario(**{**sc.__dict__, "seconds": 2})
-    return sum(v.shape[1] for v in _node_series(small, 0, rng).values()) + 1
+    return (
+        sum(
+            v.shape[1]
+            for k, v in _node_series(small, 0, rng).items()
+            if k.split(",")[0] not in sc.omit
+        )
+        + 1
+    )
 
 
 def write_spool(sc: Scenario, spool_dir: Path) -> list[Path]:
@@ -307,3 +320,17 @@ def write_spool(sc: Scenario, spool_dir: Path) -> list[Path]:
                 flush()
         flush()
     return written
+
+
+def synthetic_store(sc: Scenario, folder: Path, db: Path | None = None) -> Path:
+    """Write the scenario's spool under ``folder`` and ingest it into ``db``
+    (default ``folder/hushmon.duckdb``); returns the store path."""
+    from hushmon.store.ingest import ingest_spool
+
+    spool = folder / f"spool-{sc.job}"
+    write_spool(sc, spool)
+    db = db or folder / "hushmon.duckdb"
+    report = ingest_spool(db, spool)
+    if report.rejected_lines:
+        raise RuntimeError(f"synthetic spool has corrupt lines: {report.rejected[:3]}")
+    return db

@@ -1,0 +1,56 @@
+"""``hushmon compare RUN...``: which factor's influence grows as the job grows."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from hushmon.datadir import data_dir
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "compare",
+        help="compare runs of one program at several sizes: which factor grows",
+        description="Compare jobs of the same program run at different process counts or "
+        "problem sizes. RUN is JOB or JOB@SIZE (SIZE defaults to the job's node count).",
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN", help="JOB or JOB@SIZE")
+    p.add_argument(
+        "--size-is",
+        choices=("processes", "problem"),
+        default="processes",
+        help="what SIZE counts: processes (work per process falls as SIZE grows) or "
+        "problem size at a fixed process count",
+    )
+    p.add_argument("--data-dir", help="hushmon data folder")
+    p.add_argument("--db", type=Path, help="store file (default <data>/hushmon.duckdb)")
+    p.add_argument("--out", type=Path, help="output folder (default <data>/reports/compare-...)")
+    p.add_argument("--json", metavar="FILE", help="also write compare.json here ('-' = stdout)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hushmon.digest.compare import compare_runs, parse_run
+
+    dd = data_dir(args.data_dir)
+    jobs = [parse_run(r)[0] for r in args.runs]
+    out = args.out or dd.root / "reports" / ("compare-" + "-".join(jobs))[:120]
+    cmp = compare_runs(
+        args.db or dd.database,
+        args.runs,
+        out,
+        size_label="processes" if args.size_is == "processes" else "problem size",
+        work_per_process_falls_with_size=args.size_is == "processes",
+    )
+    for line in cmp.summary_lines():
+        print(line)
+    if args.json:
+        text = cmp.json_path.read_text(encoding="utf-8")
+        if args.json == "-":
+            sys.stdout.write(text)
+        else:
+            Path(args.json).write_text(text, encoding="utf-8")
+    return 0
