@@ -7,8 +7,11 @@ Prints, in one run on this machine:
    sources read (/proc/stat, loadavg, meminfo, vmstat, diskstats, net/dev):
    CPU time of reading each one with pread() in a tight loop.
 2. hushmon-agent's own CPU time per sample for those sources
-   (`hushmon-agent --measure-cost`, CPU clock of the agent's thread) next to
-   (1), as a ratio; plus what the other default sources add.
+   (`hushmon-agent --measure-cost`, CPU clock of the agent's thread,
+   cycles back to back) next to (1), as a ratio; plus what the other
+   default sources add. (1) and (2) alternate for --rounds rounds and the
+   medians are shown, so a change in the machine's load (other users of a
+   shared box) hits both sides alike.
 3. Side by side, sampling at the same period for the same wall time:
    hushmon-agent (default sources, spool sink), Prometheus node exporter
    (Debian package, default collectors, scraped over loopback once per
@@ -32,6 +35,7 @@ import os
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -172,11 +176,13 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
-def run_agent(agent: Path, period_ms: int, duration_s: float, work: Path) -> ToolCost:
-    pidfile = work / "agent.pid"
+def run_agent(
+    agent: Path, period_ms: int, duration_s: float, work: Path, sources: str = "default"
+) -> ToolCost:
+    pidfile = work / f"agent-{sources}.pid"
     proc = subprocess.Popen(
-        [str(agent), "--period-ms", str(period_ms), "--spool-dir", str(work / "spool"),
-         "--socket", "", "--pidfile", str(pidfile)],
+        [str(agent), "--period-ms", str(period_ms), "--spool-dir", str(work / f"spool-{sources}"),
+         "--socket", "", "--pidfile", str(pidfile), "--sources", sources],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -185,7 +191,10 @@ def run_agent(agent: Path, period_ms: int, duration_s: float, work: Path) -> Too
         samples, us, rss = measure_process(proc, pid, period_ms / 1e3, duration_s)
     finally:
         stop(proc)
-    return ToolCost("hushmon-agent", samples, us, rss, "default sources, spool sink")
+    if sources == "default":
+        return ToolCost("hushmon-agent", samples, us, rss, "default sources, spool sink")
+    return ToolCost(f"hushmon-agent ({sources} only)", samples, us, rss,
+                    "the fixed cost of waking up each period")  # fmt: skip
 
 
 def free_port() -> int:
@@ -297,12 +306,18 @@ def html_report(result: dict[str, Any], path: Path) -> None:
     agent_us = tools[0]["cpu_us_per_sample"]
     agent_rss = tools[0]["rss_bytes"]
     rows = [
-        (t["tool"], t["samples"], t["cpu_us_per_sample"], ratio(t["cpu_us_per_sample"], agent_us),
-         t["rss_bytes"] / 2**20, ratio(t["rss_bytes"], agent_rss), t["note"])
+        (t["tool"], t["samples"], f"{t['cpu_us_per_sample']:.1f}",
+         ratio(t["cpu_us_per_sample"], agent_us), f"{t['rss_bytes'] / 2**20:.2f}",
+         ratio(t["rss_bytes"], agent_rss), t["note"])
         for t in tools
     ]  # fmt: skip
     page.table(["tool", "samples", "CPU µs/sample", "vs agent", "RSS MiB", "vs agent", "setup"],
                rows, text_columns=(0, 3, 5, 6))  # fmt: skip
+    page.paragraph(
+        "CPU time per sample: all threads of each process over the measured time, divided by "
+        "the periods; the agent and collectd sample by themselves, node exporter is scraped "
+        "once per period. The 'self only' row is what waking up once per period costs."
+    )
     page.heading("The agent against the kernel's own cost")
     k = result["kernel_us"]
     a = result["agent_source_us"]
@@ -312,6 +327,10 @@ def html_report(result: dict[str, Any], path: Path) -> None:
                + [("all six", sum(k.values()), result["agent_files_us"],
                    ratio(result["agent_files_us"], sum(k.values())))],
                text_columns=(0, 3))  # fmt: skip
+    page.paragraph(
+        f"Median of {result['rounds']} alternating rounds of {result['cycles_per_round']} reads "
+        "(kernel) and cycles (agent), back to back, so both run with warm caches."
+    )
     page.write(path)
 
 
@@ -319,24 +338,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--period-ms", type=int, default=500, help="sampling period (default 500)")
     ap.add_argument("--duration-s", type=float, default=10.0, help="measured time per tool")
-    ap.add_argument("--cycles", type=int, default=3000, help="--measure-cost cycles")
+    ap.add_argument("--cycles", type=int, default=2000, help="reads / cycles per round")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating kernel/agent rounds")
     ap.add_argument("--json", metavar="FILE", help="write the figures as JSON ('-' = stdout)")
     ap.add_argument("--html", metavar="FILE", help="write an HTML page with plots")
     args = ap.parse_args(argv)
-    if args.period_ms < 10 or args.duration_s <= 0 or args.cycles < 1:
-        raise HushmonError("--period-ms >= 10, --duration-s > 0 and --cycles >= 1 please")
+    if args.period_ms < 10 or args.duration_s <= 0 or args.cycles < 1 or args.rounds < 1:
+        raise HushmonError("--period-ms >= 10, --duration-s > 0, --cycles and --rounds >= 1")
     agent = program("hushmon-agent")
     with tempfile.TemporaryDirectory(prefix="hm_bench_agent_") as tmp:
         work = Path(tmp)
-        print(f"kernel cost of the files ({args.cycles} reads each) ...", file=sys.stderr)
-        kernel = kernel_cost_us(args.cycles)
-        print("agent cost per source (--measure-cost) ...", file=sys.stderr)
-        sources = agent_source_cost_us(agent, args.cycles, work / "cost-spool")
+        kernel_rounds: list[dict[str, float]] = []
+        agent_rounds: list[dict[str, float]] = []
+        for r in range(args.rounds):
+            print(f"round {r + 1}/{args.rounds}: kernel reads, then agent cycles "
+                  f"({args.cycles} each) ...", file=sys.stderr)  # fmt: skip
+            kernel_rounds.append(kernel_cost_us(args.cycles))
+            agent_rounds.append(agent_source_cost_us(agent, args.cycles, work / f"cost-{r}"))
+        kernel = {n: statistics.median(k[n] for k in kernel_rounds) for n in kernel_rounds[0]}
+        sources = {n: statistics.median(a[n] for a in agent_rounds) for n in agent_rounds[0]}
         tools = []
         for label, runner in (
             ("hushmon-agent", lambda: run_agent(agent, args.period_ms, args.duration_s, work)),
             ("node exporter", lambda: run_node_exporter(args.period_ms, args.duration_s, work)),
             ("collectd", lambda: run_collectd(args.period_ms, args.duration_s, work)),
+            (
+                "hushmon-agent, self only",
+                lambda: run_agent(agent, args.period_ms, args.duration_s, work, "self"),
+            ),
         ):
             print(f"{label}: {args.duration_s:g} s at {args.period_ms} ms ...", file=sys.stderr)
             tools.append(runner())
@@ -346,12 +375,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "host": socket.gethostname(),
         "period_ms": args.period_ms,
         "duration_s": args.duration_s,
+        "rounds": args.rounds,
+        "cycles_per_round": args.cycles,
         "kernel_us": kernel,
+        "kernel_us_rounds": kernel_rounds,
+        "agent_source_us_rounds": agent_rounds,
         "agent_source_us": sources,
         "agent_files_us": agent_files,
         "tools": [asdict(t) for t in tools],
     }
-    print(f"\nKernel vs hushmon-agent, CPU us per sample ({args.cycles} samples):")
+    print(f"\nKernel vs hushmon-agent, CPU us per sample (median of {args.rounds} rounds of "
+          f"{args.cycles}, back to back):")  # fmt: skip
     print(f"  {'source':8s} {'kernel':>8s} {'agent':>8s} {'ratio':>6s}")
     for name in file_sources:
         k, a = kernel[name], sources.get(name, float("nan"))

@@ -275,3 +275,33 @@ def test_another_agent_on_the_same_socket_is_refused(
     assert f"another agent is listening on {agent.sock}" in proc.stderr
     assert agent.status()["period_ms"] == "1000"
     os.kill(agent.proc.pid, 0)  # type: ignore[union-attr]
+
+
+def test_vanished_cgroup_is_logged_and_sampling_goes_on(
+    agent_factory: object, tmp_path: Path
+) -> None:
+    """A real cgroup v2 directory that disappears under the agent (reads of
+    its open files then fail with ENODEV, which a fixture tree cannot do)."""
+    mounts = Path("/proc/self/mounts").read_text().splitlines()
+    v2 = [line.split()[1] for line in mounts if line.split()[2] == "cgroup2"]
+    if not v2 or not os.access(v2[0], os.W_OK):
+        pytest.skip("no writable cgroup v2 mount here")
+    root = Path(v2[0])
+    cgroup = root / f"hm_test_{os.getpid()}"
+    cgroup.mkdir()
+    try:
+        agent = agent_factory(  # type: ignore[operator]
+            "--period-ms", "50", "--sources", "jobs,cgroup,self",
+            "--cgroup-root", str(root).lstrip("/"),
+        )  # fmt: skip
+        agent.start()
+        assert agent.request(f"job begin 9 cgroup={cgroup.name}") == ["ok job 9 begins"]
+        wait_until(lambda: f"cgroup,host=n1,job=9,cgroup={cgroup.name} " in agent.spool_text())
+        cgroup.rmdir()
+        wait_until(lambda: "cgroup of job 9 vanished" in agent.log.read_text())
+        samples = int(agent.status()["samples"])
+        wait_until(lambda: int(agent.status()["samples"]) > samples + 2)
+        assert agent.status()["jobs"] == "9", "the announced job lasts until `job end`"
+    finally:
+        if cgroup.exists():
+            cgroup.rmdir()

@@ -151,3 +151,19 @@ def test_unreadable_source_is_logged_and_others_go_on(bin_dir: Path, tmp_path: P
     assert "source mem off: opening" in proc.stderr and "proc/meminfo" in proc.stderr
     lines = parse_lines(proc.stdout)
     assert [x["m"] for x in lines] == ["load"]
+
+
+def test_example_config_parses(bin_dir: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "c" / "agent" / "systemd" / "agent.toml"
+    proc = run_agent(
+        bin_dir,
+        "--config",
+        str(example),
+        "--once",
+        "--sources",
+        "mem,self",
+        "--pmu-profile-dir",
+        str(example.parents[1] / "pmu" / "profiles"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert {str(x["m"]) for x in parse_lines(proc.stdout)} == {"mem", "hushmon_agent"}

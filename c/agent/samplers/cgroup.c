@@ -19,9 +19,10 @@ enum { F_CPU_STAT, F_MEM_CURRENT, F_SWAP_CURRENT, F_IO_STAT, NFILES };
 static const char *const file_names[NFILES] = {
     "cpu.stat", "memory.current", "memory.swap.current", "io.stat",
 };
-/* memory.swap.current is absent without swap accounting; io.stat without
- * the io controller. Those just leave their fields out. */
-static const bool file_required[NFILES] = {true, true, false, false};
+/* cpu.stat is always there in cgroup v2; the others only with their
+ * controller enabled (memory, swap accounting, io). Missing ones just
+ * leave their fields out. */
+static const bool file_required[NFILES] = {true, false, false, false};
 
 enum { P_USAGE, P_USER, P_SYSTEM, P_RBYTES, P_WBYTES, NPREV };
 
@@ -192,10 +193,13 @@ static int sample_slot(job_slot *j, const hm_sample_ctx *ctx, long ncpus, hm_lp 
     hm_lp_field_f64(out, "cpu_usage_pct", 100.0 * rate[P_USAGE] / capacity_us_per_s);
     hm_lp_field_f64(out, "cpu_user_pct", 100.0 * rate[P_USER] / capacity_us_per_s);
     hm_lp_field_f64(out, "cpu_system_pct", 100.0 * rate[P_SYSTEM] / capacity_us_per_s);
-    hm_scan c = hm_scan_of(j->file[F_MEM_CURRENT].buf, j->file[F_MEM_CURRENT].len);
+    hm_scan c;
     uint64_t v;
-    if (hm_scan_u64(&c, &v))
-        hm_lp_field_f64(out, "mem_current_bytes", (double)v);
+    if (j->file[F_MEM_CURRENT].fd >= 0) {
+        c = hm_scan_of(j->file[F_MEM_CURRENT].buf, j->file[F_MEM_CURRENT].len);
+        if (hm_scan_u64(&c, &v))
+            hm_lp_field_f64(out, "mem_current_bytes", (double)v);
+    }
     if (j->file[F_SWAP_CURRENT].fd >= 0) {
         c = hm_scan_of(j->file[F_SWAP_CURRENT].buf, j->file[F_SWAP_CURRENT].len);
         if (hm_scan_u64(&c, &v))
