@@ -53,7 +53,7 @@ test-py: all
 	$(VENV)/bin/pytest -q
 
 demo: all
-	$(VENV)/bin/hushmon bench --demo
+	$(VENV)/bin/hushmon run --demo
 
 clean:
 	rm -rf $(BUILD) $(ASAN)
