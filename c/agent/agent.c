@@ -171,8 +171,9 @@ int hm_agent_cycle(hm_agent *a, int64_t ts_ns, int64_t mono_ns, hm_error *err)
         }
     }
     if (a->lp.lines_dropped > 0)
-        hm_log_warn("batch buffer full: %llu lines dropped (raise sink.batch_bytes)",
-                    (unsigned long long)a->lp.lines_dropped);
+        hm_log_warn_once(&a->batch_full_said,
+                         "batch buffer full: %llu lines dropped (raise sink.batch_bytes; said once)",
+                         (unsigned long long)a->lp.lines_dropped);
     a->missed_periods += a->lp.lines_dropped;
     a->samples++;
     if (a->lp.len == 0)
@@ -456,8 +457,15 @@ int hm_agent_run(hm_agent *a, hm_error *err)
             if (now >= next || scheduled >= next) {
                 a->self.jitter_us = (double)(now - scheduled) / 1e3;
                 hm_error e;
-                if (hm_agent_cycle(a, scheduled, mono, &e) < 0)
-                    hm_log_warn("%s", e.msg);
+                if (hm_agent_cycle(a, scheduled, mono, &e) < 0) {
+                    if (!a->sink_failing)
+                        hm_log_warn("%s (batches are counted as dropped until it works again)",
+                                    e.msg);
+                    a->sink_failing = true;
+                } else if (a->sink_failing) {
+                    hm_log_notice("sink works again");
+                    a->sink_failing = false;
+                }
                 a->self.cpu_us = thread_cpu_us() - cpu0;
             }
             next = hm_agent_next_boundary(now, period_ns, offset_ns);

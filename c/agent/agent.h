@@ -42,6 +42,8 @@ typedef struct hm_agent {
     int timer_fd, signal_fd;
     bool stop;
     bool measure_cost;       /* time every source (--measure-cost) */
+    bool sink_failing;       /* last write failed; logged once until it recovers */
+    bool batch_full_said;
     double sink_cpu_ns_total;
 } hm_agent;
 

@@ -305,3 +305,22 @@ def test_vanished_cgroup_is_logged_and_sampling_goes_on(
     finally:
         if cgroup.exists():
             cgroup.rmdir()
+
+
+def test_unwritable_spool_is_logged_once_and_recovers(agent_factory: object) -> None:
+    agent = agent_factory("--period-ms", "20", "--sources", "cpu,self")  # type: ignore[operator]
+    agent.start()
+    wait_until(lambda: any(agent.spool.iterdir()))
+    agent.request("flush")
+    for f in agent.spool.iterdir():
+        f.unlink()
+    agent.spool.rmdir()
+    agent.spool.touch()  # a plain file where the directory was: every write fails
+    samples = int(agent.status()["samples"])
+    wait_until(lambda: int(agent.status()["samples"]) > samples + 5)
+    log = agent.log.read_text()
+    assert log.count("creating") == 1, log  # said once, not every period
+    assert int(agent.status()["samples_dropped"]) > 0
+    agent.spool.unlink()
+    wait_until(lambda: "sink works again" in agent.log.read_text())
+    wait_until(lambda: any(agent.spool.iterdir()))

@@ -249,6 +249,13 @@ static int open_next(spool_state *s, hm_error *err)
     if (n < 0 || (size_t)n >= sizeof s->open_path)
         return hm_error_set(err, "spool path too long");
     s->fd = open(s->open_path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    if (s->fd < 0 && errno == ENOENT) {
+        /* Someone removed the spool directory: make it again. */
+        if (mkdir_p(s->dir, err) < 0)
+            return -1;
+        hm_log_warn("spool directory %s was missing; created it again", s->dir);
+        s->fd = open(s->open_path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    }
     if (s->fd < 0)
         return hm_error_errno(err, "creating %s", s->open_path);
     s->seq++;
