@@ -324,3 +324,28 @@ def test_unwritable_spool_is_logged_once_and_recovers(agent_factory: object) -> 
     agent.spool.unlink()
     wait_until(lambda: "sink works again" in agent.log.read_text())
     wait_until(lambda: any(agent.spool.iterdir()))
+
+
+def test_daemon_mode_detaches_and_stops_on_sigterm(bin_dir: Path, tmp_path: Path) -> None:
+    pidfile = tmp_path / "agent.pid"
+    sock = tmp_path / "agent.sock"
+    proc = subprocess.run(
+        [str(bin_dir / "hushmon-agent"), "--daemon", "--pidfile", str(pidfile),
+         "--socket", str(sock), "--spool-dir", str(tmp_path / "spool"),
+         "--period-ms", "50", "--sources", "cpu,self"],
+        capture_output=True, text=True, timeout=10, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr  # the parent returns at once
+    wait_until(pidfile.exists)
+    pid = int(pidfile.read_text())
+    try:
+        wait_until(sock.exists)
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(5)
+            s.connect(str(sock))
+            s.sendall(b"status\n")
+            assert s.recv(4096).startswith(b"ok period_ms=50")
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    wait_until(lambda: not pidfile.exists())  # removed on a clean exit
+    assert all(f.name.endswith(".lp") for f in (tmp_path / "spool").iterdir())
