@@ -9,7 +9,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -101,8 +101,11 @@ class Agent:
         return "".join(parts)
 
 
+AgentFactory = Callable[..., Agent]
+
+
 @pytest.fixture
-def agent_factory(bin_dir: Path, tmp_path: Path) -> Iterator[object]:
+def agent_factory(bin_dir: Path, tmp_path: Path) -> Iterator[AgentFactory]:
     started: list[Agent] = []
 
     def make(*args: str) -> Agent:
@@ -115,15 +118,15 @@ def agent_factory(bin_dir: Path, tmp_path: Path) -> Iterator[object]:
         agent.stop()
 
 
-def wait_until(check: object, timeout: float = 10) -> None:
+def wait_until(check: Callable[[], object], timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
+    while not check():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.02)
 
 
-def test_control_protocol(agent_factory: object) -> None:
-    agent = agent_factory("--period-ms", "50", "--sources", "cpu,jobs,self")  # type: ignore[operator]
+def test_control_protocol(agent_factory: AgentFactory) -> None:
+    agent = agent_factory("--period-ms", "50", "--sources", "cpu,jobs,self")
     agent.start()
     status = agent.status()
     assert status["period_ms"] == "50" and status["sources"] == "cpu,jobs,self"
@@ -166,8 +169,8 @@ def test_control_protocol(agent_factory: object) -> None:
     assert agent.status()["period_ms"] == "100"
 
 
-def test_timestamps_are_aligned_and_jitter_published(agent_factory: object) -> None:
-    agent = agent_factory("--period-ms", "100", "--offset-ms", "30", "--sources", "cpu,self")  # type: ignore[operator]
+def test_timestamps_are_aligned_and_jitter_published(agent_factory: AgentFactory) -> None:
+    agent = agent_factory("--period-ms", "100", "--offset-ms", "30", "--sources", "cpu,self")
     agent.start()
     wait_until(lambda: int(agent.status()["samples"]) >= 5)
     agent.request("flush")
@@ -183,10 +186,10 @@ def test_timestamps_are_aligned_and_jitter_published(agent_factory: object) -> N
     assert any("cpu_us" in line for line in lines[1:])
 
 
-def test_reload_keeps_old_config_on_error(agent_factory: object, tmp_path: Path) -> None:
+def test_reload_keeps_old_config_on_error(agent_factory: AgentFactory, tmp_path: Path) -> None:
     cfg = tmp_path / "agent.toml"
     cfg.write_text('period_ms = 100\nsources = ["cpu", "self"]\n')
-    agent = agent_factory("--config", str(cfg))  # type: ignore[operator]
+    agent = agent_factory("--config", str(cfg))
     agent.start()
     assert agent.status()["period_ms"] == "100"
     cfg.write_text('period_ms = 200\nsources = ["cpu"\n')
@@ -204,8 +207,8 @@ def test_reload_keeps_old_config_on_error(agent_factory: object, tmp_path: Path)
     wait_until(lambda: int(agent.status()["samples"]) > samples)  # still sampling
 
 
-def test_spool_rotation_and_clean_exit(agent_factory: object) -> None:
-    agent = agent_factory(  # type: ignore[operator]
+def test_spool_rotation_and_clean_exit(agent_factory: AgentFactory) -> None:
+    agent = agent_factory(
         "--period-ms", "20", "--sources", "cpu,load,mem,self", "--spool-file-bytes", "4096"
     )
     agent.start()
@@ -224,8 +227,8 @@ def test_spool_rotation_and_clean_exit(agent_factory: object) -> None:
     assert not agent.sock.exists(), "socket removed on exit"
 
 
-def test_crash_recovery_and_restart(agent_factory: object) -> None:
-    agent = agent_factory("--period-ms", "20", "--sources", "cpu,self")  # type: ignore[operator]
+def test_crash_recovery_and_restart(agent_factory: AgentFactory) -> None:
+    agent = agent_factory("--period-ms", "20", "--sources", "cpu,self")
     agent.start()
     wait_until(lambda: int(agent.status()["samples"]) >= 5)
     agent.signal(signal.SIGKILL)
@@ -236,7 +239,7 @@ def test_crash_recovery_and_restart(agent_factory: object) -> None:
     with leftovers[0].open("a") as f:
         f.write("cpu,host=n1,cpu=total user_pct=1")
     complete_lines = leftovers[0].read_text().count("\n")
-    restarted = agent_factory("--period-ms", "20", "--sources", "cpu,self")  # type: ignore[operator]
+    restarted = agent_factory("--period-ms", "20", "--sources", "cpu,self")
     restarted.start()
     assert "spool: recovered" in restarted.log.read_text()
     recovered = leftovers[0].with_name(leftovers[0].name[: -len(".open")])
@@ -247,8 +250,8 @@ def test_crash_recovery_and_restart(agent_factory: object) -> None:
     assert not list(agent.spool.glob("*.lp.open"))
 
 
-def test_spool_bound_drops_oldest_and_counts(agent_factory: object) -> None:
-    agent = agent_factory(  # type: ignore[operator]
+def test_spool_bound_drops_oldest_and_counts(agent_factory: AgentFactory) -> None:
+    agent = agent_factory(
         "--period-ms", "10", "--sources", "cpu,load,mem,vm,self",
         "--spool-file-bytes", "4096", "--spool-total-bytes", "16384",
     )  # fmt: skip
@@ -262,9 +265,9 @@ def test_spool_bound_drops_oldest_and_counts(agent_factory: object) -> None:
 
 
 def test_another_agent_on_the_same_socket_is_refused(
-    agent_factory: object, bin_dir: Path, tmp_path: Path
+    agent_factory: AgentFactory, bin_dir: Path, tmp_path: Path
 ) -> None:
-    agent = agent_factory("--period-ms", "1000", "--sources", "self")  # type: ignore[operator]
+    agent = agent_factory("--period-ms", "1000", "--sources", "self")
     agent.start()
     proc = subprocess.run(
         [str(bin_dir / "hushmon-agent"), "--socket", str(agent.sock), "--sources", "self",
@@ -274,11 +277,11 @@ def test_another_agent_on_the_same_socket_is_refused(
     assert proc.returncode == 1
     assert f"another agent is listening on {agent.sock}" in proc.stderr
     assert agent.status()["period_ms"] == "1000"
-    os.kill(agent.proc.pid, 0)  # type: ignore[union-attr]
+    assert agent.proc is not None and agent.proc.poll() is None
 
 
 def test_vanished_cgroup_is_logged_and_sampling_goes_on(
-    agent_factory: object, tmp_path: Path
+    agent_factory: AgentFactory, tmp_path: Path
 ) -> None:
     """A real cgroup v2 directory that disappears under the agent (reads of
     its open files then fail with ENODEV, which a fixture tree cannot do)."""
@@ -290,7 +293,7 @@ def test_vanished_cgroup_is_logged_and_sampling_goes_on(
     cgroup = root / f"hm_test_{os.getpid()}"
     cgroup.mkdir()
     try:
-        agent = agent_factory(  # type: ignore[operator]
+        agent = agent_factory(
             "--period-ms", "50", "--sources", "jobs,cgroup,self",
             "--cgroup-root", str(root).lstrip("/"),
         )  # fmt: skip
@@ -307,8 +310,8 @@ def test_vanished_cgroup_is_logged_and_sampling_goes_on(
             cgroup.rmdir()
 
 
-def test_unwritable_spool_is_logged_once_and_recovers(agent_factory: object) -> None:
-    agent = agent_factory("--period-ms", "20", "--sources", "cpu,self")  # type: ignore[operator]
+def test_unwritable_spool_is_logged_once_and_recovers(agent_factory: AgentFactory) -> None:
+    agent = agent_factory("--period-ms", "20", "--sources", "cpu,self")
     agent.start()
     wait_until(lambda: any(agent.spool.iterdir()))
     agent.request("flush")

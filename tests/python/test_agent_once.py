@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,18 +21,26 @@ LINE_RE = re.compile(
 )
 
 
-def parse_lines(text: str) -> list[dict[str, object]]:
+@dataclass
+class Line:
+    m: str
+    tags: dict[str, str]
+    fields: dict[str, float]
+    ts: int
+
+
+def parse_lines(text: str) -> list[Line]:
     """Every line must match line protocol; returns measurement, tags, fields."""
     out = []
     for line in text.splitlines():
         m = LINE_RE.match(line)
         assert m, f"not valid line protocol: {line!r}"
         tags = dict(t.split("=", 1) for t in m.group("tags").split(",")[1:])
-        fields = {}
+        fields: dict[str, float] = {}
         for item in m.group("fields").split(","):
             key, value = item.split("=", 1)
             fields[key] = int(value[:-1]) if value.endswith("i") else float(value)
-        out.append({"m": m.group("m"), "tags": tags, "fields": fields, "ts": int(m.group("ts"))})
+        out.append(Line(m.group("m"), tags, fields, int(m.group("ts"))))
     return out
 
 
@@ -49,15 +58,13 @@ def test_once_prints_one_valid_batch(bin_dir: Path) -> None:
     proc = run_agent(bin_dir, "--once", "--sink", "stdout")
     assert proc.returncode == 0, proc.stderr
     lines = parse_lines(proc.stdout)
-    measurements = {str(line["m"]) for line in lines}
+    measurements = {line.m for line in lines}
     for wanted in ("cpu", "load", "mem", "vm", "disk", "net", "perf_sw", "hushmon_agent"):
         assert wanted in measurements, f"{wanted} missing from --once output"
-    assert len({line["ts"] for line in lines}) == 1, "one batch = one timestamp"
-    assert all("host" in line["tags"] for line in lines)
-    total = next(x for x in lines if x["m"] == "cpu" and x["tags"]["cpu"] == "total")
-    shares = total["fields"]
-    assert isinstance(shares, dict)
-    assert abs(sum(shares.values()) - 100.0) < 0.1
+    assert len({line.ts for line in lines}) == 1, "one batch = one timestamp"
+    assert all("host" in line.tags for line in lines)
+    total = next(x for x in lines if x.m == "cpu" and x.tags["cpu"] == "total")
+    assert abs(sum(total.fields.values()) - 100.0) < 0.1
     if "hardware counters unavailable" in proc.stderr:
         # This machine: say so once, publish nothing made up.
         assert proc.stderr.count("hardware counters unavailable") == 1
@@ -81,15 +88,15 @@ def test_once_on_fixture_tree(bin_dir: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     lines = parse_lines(proc.stdout)
-    mem = next(x for x in lines if x["m"] == "mem")
-    assert mem["tags"] == {"host": "node\\ 7"}
-    assert mem["fields"]["total_bytes"] == 16000000 * 1024  # type: ignore[index]
-    assert "shmem_bytes" not in mem["fields"]  # type: ignore[operator]
-    jobs = [x for x in lines if x["m"] == "job"]
-    assert [j["tags"]["job"] for j in jobs] == ["1234"]  # type: ignore[index]
+    mem = next(x for x in lines if x.m == "mem")
+    assert mem.tags == {"host": "node\\ 7"}
+    assert mem.fields["total_bytes"] == 16000000 * 1024
+    assert "shmem_bytes" not in mem.fields
+    jobs = [x for x in lines if x.m == "job"]
+    assert [j.tags["job"] for j in jobs] == ["1234"]
     # unchanged fixture: rates are 0, not absent, after the second reading
-    ib = next(x for x in lines if x["m"] == "ib")
-    assert ib["fields"]["rx_bytes_per_s"] == 0  # type: ignore[index]
+    ib = next(x for x in lines if x.m == "ib")
+    assert ib.fields["rx_bytes_per_s"] == 0
 
 
 def test_simulated_pmu_lines_are_tagged(bin_dir: Path) -> None:
@@ -98,10 +105,10 @@ def test_simulated_pmu_lines_are_tagged(bin_dir: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "SIMULATED PMU" in proc.stderr
-    pmu = [x for x in parse_lines(proc.stdout) if x["m"] == "pmu"]
-    assert pmu and all(x["tags"]["backend"] == "sim" for x in pmu)  # type: ignore[index]
-    total = next(x for x in pmu if x["tags"]["cpu"] == "total")  # type: ignore[index]
-    assert {"ipc", "score_cpu", "mem_stall_pct", "mux_ratio"} <= set(total["fields"])  # type: ignore[arg-type]
+    pmu = [x for x in parse_lines(proc.stdout) if x.m == "pmu"]
+    assert pmu and all(x.tags["backend"] == "sim" for x in pmu)
+    total = next(x for x in pmu if x.tags["cpu"] == "total")
+    assert {"ipc", "score_cpu", "mem_stall_pct", "mux_ratio"} <= set(total.fields)
 
 
 def test_help_lists_every_source(bin_dir: Path) -> None:
@@ -150,7 +157,7 @@ def test_unreadable_source_is_logged_and_others_go_on(bin_dir: Path, tmp_path: P
     assert proc.returncode == 0
     assert "source mem off: opening" in proc.stderr and "proc/meminfo" in proc.stderr
     lines = parse_lines(proc.stdout)
-    assert [x["m"] for x in lines] == ["load"]
+    assert [x.m for x in lines] == ["load"]
 
 
 def test_example_config_parses(bin_dir: Path) -> None:
@@ -166,4 +173,4 @@ def test_example_config_parses(bin_dir: Path) -> None:
         str(example.parents[1] / "pmu" / "profiles"),
     )
     assert proc.returncode == 0, proc.stderr
-    assert {str(x["m"]) for x in parse_lines(proc.stdout)} == {"mem", "hushmon_agent"}
+    assert {x.m for x in parse_lines(proc.stdout)} == {"mem", "hushmon_agent"}
