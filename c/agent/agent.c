@@ -1,28 +1,19 @@
+/* The agent's parts and one sampling cycle: opening the configured
+ * sources and the sink, running every source into one batch, `--once`,
+ * `--measure-cost`, and reloading the config. The loop is agent_loop.c,
+ * the control requests agent_control.c. */
 #include "agent.h"
 
 #include <errno.h>
 #include <math.h>
-#include <poll.h>
-#include <stdarg.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "hm_parse.h"
 #include "hm_timer.h"
 #include "log.h"
-
-int64_t hm_agent_next_boundary(int64_t now_ns, int64_t period_ns, int64_t offset_ns)
-{
-    int64_t shifted = now_ns - offset_ns;
-    int64_t k = shifted >= 0 ? shifted / period_ns : -((-shifted + period_ns - 1) / period_ns);
-    return (k + 1) * period_ns + offset_ns;
-}
 
 /* Calls fn(name, len, arg) for each comma-separated name. */
 static int each_name(const char *list, int (*fn)(const char *, void *, hm_error *), void *arg,
@@ -138,13 +129,6 @@ int hm_agent_init(hm_agent *a, const hm_agent_config *cfg, const hm_config_overr
     return 0;
 }
 
-static double thread_cpu_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
 int hm_agent_cycle(hm_agent *a, int64_t ts_ns, int64_t mono_ns, hm_error *err)
 {
     hm_lp_reset(&a->lp, ts_ns);
@@ -156,10 +140,10 @@ int hm_agent_cycle(hm_agent *a, int64_t ts_ns, int64_t mono_ns, hm_error *err)
     for (size_t i = 0; i < a->nsources; i++) {
         hm_agent_source *s = &a->source[i];
         hm_error e;
-        double t0 = a->measure_cost ? thread_cpu_us() : 0;
+        double t0 = a->measure_cost ? hm_thread_cpu_us() : 0;
         int rc = s->ops->sample(s->state, &ctx, &a->lp, &e);
         if (a->measure_cost)
-            s->cpu_ns_total += (thread_cpu_us() - t0) * 1e3;
+            s->cpu_ns_total += (hm_thread_cpu_us() - t0) * 1e3;
         if (rc < 0) {
             if (!s->failing)
                 hm_log_warn("source %s: %s (other sources go on; said once until it recovers)",
@@ -178,10 +162,10 @@ int hm_agent_cycle(hm_agent *a, int64_t ts_ns, int64_t mono_ns, hm_error *err)
     a->samples++;
     if (a->lp.len == 0)
         return 0;
-    double t0 = a->measure_cost ? thread_cpu_us() : 0;
+    double t0 = a->measure_cost ? hm_thread_cpu_us() : 0;
     int rc = a->sink.ops->write(a->sink.state, a->lp.buf, a->lp.len, a->lp.lines, err);
     if (a->measure_cost)
-        a->sink_cpu_ns_total += (thread_cpu_us() - t0) * 1e3;
+        a->sink_cpu_ns_total += (hm_thread_cpu_us() - t0) * 1e3;
     if (rc < 0) {
         a->missed_periods += a->lp.lines;
         return -1;
@@ -194,7 +178,7 @@ int hm_agent_measure_cost(hm_agent *a, int64_t n, hm_error *err)
     if (hm_agent_cycle(a, hm_realtime_ns(), hm_monotonic_ns(), err) < 0)
         return -1;
     a->measure_cost = true;
-    double t0 = thread_cpu_us();
+    double t0 = hm_thread_cpu_us();
     for (int64_t i = 0; i < n; i++) {
         /* Back to back, as the kernel-cost loop of the benchmark reads the
          * files: both then run with warm caches. (A real period starts
@@ -202,7 +186,7 @@ int hm_agent_measure_cost(hm_agent *a, int64_t n, hm_error *err)
         if (hm_agent_cycle(a, hm_realtime_ns(), hm_monotonic_ns(), err) < 0)
             return -1;
     }
-    double total_us = thread_cpu_us() - t0;
+    double total_us = hm_thread_cpu_us() - t0;
     fprintf(stderr, "CPU time per sample over %lld samples (this process, CLOCK_THREAD_CPUTIME_ID):\n",
             (long long)n);
     for (size_t i = 0; i < a->nsources; i++)
@@ -217,7 +201,7 @@ int hm_agent_once(hm_agent *a, int64_t interval_ms, hm_error *err)
 {
     /* The first pass only primes the counters (rates need two readings);
      * its lines are not written. */
-    double cpu0 = thread_cpu_us();
+    double cpu0 = hm_thread_cpu_us();
     hm_lp_reset(&a->lp, hm_realtime_ns());
     hm_sample_ctx ctx = {
         .ts_ns = a->lp.ts_ns, .mono_ns = hm_monotonic_ns(), .jobs = &a->jobs, .node = &a->node,
@@ -230,7 +214,7 @@ int hm_agent_once(hm_agent *a, int64_t interval_ms, hm_error *err)
             a->source[i].failing = true;
         }
     }
-    a->self.cpu_us = thread_cpu_us() - cpu0;
+    a->self.cpu_us = hm_thread_cpu_us() - cpu0;
     struct timespec pause = {.tv_sec = interval_ms / 1000, .tv_nsec = (interval_ms % 1000) * 1000000};
     while (nanosleep(&pause, &pause) < 0 && errno == EINTR) {
     }
@@ -241,18 +225,7 @@ int hm_agent_once(hm_agent *a, int64_t interval_ms, hm_error *err)
     return a->sink.ops->flush(a->sink.state, err);
 }
 
-static int arm_timer(hm_agent *a, int64_t deadline_ns, hm_error *err)
-{
-    struct itimerspec its;
-    memset(&its, 0, sizeof its);
-    its.it_value.tv_sec = deadline_ns / 1000000000;
-    its.it_value.tv_nsec = deadline_ns % 1000000000;
-    if (timerfd_settime(a->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
-        return hm_error_errno(err, "timerfd_settime");
-    return 0;
-}
-
-static int reload(hm_agent *a, hm_error *err)
+int hm_agent_reload(hm_agent *a, hm_error *err)
 {
     hm_agent_config cfg;
     if (hm_config_build(&cfg, a->cfg.config_path, a->overrides, a->n_overrides, err) < 0 ||
@@ -285,205 +258,6 @@ static int reload(hm_agent *a, hm_error *err)
     if (open_sources(a, err) < 0)
         return -1;
     hm_log_notice("config reloaded: period %lld ms, %zu sources", (long long)cfg.period_ms, a->nsources);
-    return 0;
-}
-
-static void append(char *out, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void append(char *out, size_t size, const char *fmt, ...)
-{
-    size_t used = strlen(out);
-    if (used >= size - 1)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(out + used, size - used, fmt, ap);
-    va_end(ap);
-}
-
-void hm_agent_control(void *agent, const char *request, char *response, size_t size)
-{
-    hm_agent *a = agent;
-    char req[HM_CONTROL_LINE_MAX];
-    snprintf(req, sizeof req, "%s", request);
-    char *save = NULL;
-    char *cmd = strtok_r(req, " \t", &save);
-    char *arg1 = cmd ? strtok_r(NULL, " \t", &save) : NULL;
-    char *arg2 = arg1 ? strtok_r(NULL, " \t", &save) : NULL;
-    char *arg3 = arg2 ? strtok_r(NULL, " \t", &save) : NULL;
-    char *extra = arg3 ? strtok_r(NULL, " \t", &save) : NULL;
-    hm_error err;
-    response[0] = '\0';
-    if (cmd == NULL) {
-        snprintf(response, size, "error empty request (status, period MS, job begin|end ID, flush, reload)");
-    } else if (strcmp(cmd, "status") == 0 && arg1 == NULL) {
-        append(response, size, "ok period_ms=%lld offset_ms=%lld samples=%llu sources=",
-               (long long)a->cfg.period_ms, (long long)a->cfg.offset_ms,
-               (unsigned long long)a->samples);
-        for (size_t i = 0; i < a->nsources; i++)
-            append(response, size, "%s%s", i ? "," : "", a->source[i].ops->name);
-        append(response, size, " jobs=");
-        bool first = true;
-        for (size_t i = 0; i < HM_JOBS_MAX; i++) {
-            if (!a->jobs.job[i].used)
-                continue;
-            append(response, size, "%s%s", first ? "" : ",", a->jobs.job[i].id);
-            first = false;
-        }
-        if (first)
-            append(response, size, "-");
-        char sink[512];
-        a->sink.ops->describe(a->sink.state, sink, sizeof sink);
-        append(response, size, " %s samples_dropped=%llu", sink,
-               (unsigned long long)a->self.samples_dropped);
-    } else if (strcmp(cmd, "period") == 0 && arg1 != NULL && arg2 == NULL) {
-        int64_t ms;
-        if (hm_parse_int64(arg1, 10, 3600000, 0, &ms, &err) < 0) {
-            snprintf(response, size, "error period: %s (10 .. 3600000 ms)", err.msg);
-        } else if (a->cfg.offset_ms >= ms) {
-            snprintf(response, size, "error period %lld ms is not above offset_ms %lld",
-                     (long long)ms, (long long)a->cfg.offset_ms);
-        } else {
-            a->cfg.period_ms = ms;
-            if (a->timer_fd >= 0 &&
-                arm_timer(a, hm_agent_next_boundary(hm_realtime_ns(), ms * 1000000,
-                                                    a->cfg.offset_ms * 1000000), &err) < 0)
-                snprintf(response, size, "error %s", err.msg);
-            else
-                snprintf(response, size, "ok period_ms=%lld", (long long)ms);
-        }
-    } else if (strcmp(cmd, "job") == 0 && arg1 != NULL && arg2 != NULL &&
-               strcmp(arg1, "begin") == 0 && extra == NULL) {
-        const char *cgroup = NULL;
-        if (arg3 != NULL && strncmp(arg3, "cgroup=", 7) != 0) {
-            snprintf(response, size, "error expected cgroup=PATH after the job id, got '%s'", arg3);
-            return;
-        }
-        if (arg3 != NULL)
-            cgroup = arg3 + 7;
-        if (hm_jobs_begin(&a->jobs, arg2, cgroup, HM_JOB_ANNOUNCED, &err) < 0)
-            snprintf(response, size, "error %s", err.msg);
-        else
-            snprintf(response, size, "ok job %s begins", arg2);
-    } else if (strcmp(cmd, "job") == 0 && arg1 != NULL && arg2 != NULL &&
-               strcmp(arg1, "end") == 0 && arg3 == NULL) {
-        if (hm_jobs_end(&a->jobs, arg2, HM_JOB_ANNOUNCED, &err) < 0)
-            snprintf(response, size, "error %s", err.msg);
-        else
-            snprintf(response, size, "ok job %s ends", arg2);
-    } else if (strcmp(cmd, "flush") == 0 && arg1 == NULL) {
-        if (a->sink.ops->flush(a->sink.state, &err) < 0)
-            snprintf(response, size, "error flush: %s", err.msg);
-        else
-            snprintf(response, size, "ok flushed");
-    } else if (strcmp(cmd, "reload") == 0 && arg1 == NULL) {
-        if (reload(a, &err) < 0) {
-            hm_log_warn("reload failed, old config kept: %s", err.msg);
-            snprintf(response, size, "error reload: %s (old config kept)", err.msg);
-        } else {
-            snprintf(response, size, "ok reloaded period_ms=%lld sources=%zu",
-                     (long long)a->cfg.period_ms, a->nsources);
-            if (a->timer_fd >= 0)
-                arm_timer(a, hm_agent_next_boundary(hm_realtime_ns(), a->cfg.period_ms * 1000000,
-                                                    a->cfg.offset_ms * 1000000), &err);
-        }
-    } else {
-        snprintf(response, size,
-                 "error unknown request '%.100s' (status, period MS, job begin ID [cgroup=PATH], "
-                 "job end ID, flush, reload)", request);
-    }
-}
-
-int hm_agent_run(hm_agent *a, hm_error *err)
-{
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGHUP);
-    if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
-        return hm_error_errno(err, "sigprocmask");
-    a->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (a->signal_fd < 0)
-        return hm_error_errno(err, "signalfd");
-    a->timer_fd = timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK);
-    if (a->timer_fd < 0)
-        return hm_error_errno(err, "timerfd_create");
-    if (hm_control_open(&a->control, a->cfg.socket_path, err) < 0)
-        return -1;
-    int64_t period_ns = a->cfg.period_ms * 1000000;
-    int64_t offset_ns = a->cfg.offset_ms * 1000000;
-    int64_t next = hm_agent_next_boundary(hm_realtime_ns(), period_ns, offset_ns);
-    if (arm_timer(a, next, err) < 0)
-        return -1;
-    hm_log_notice("sampling %zu sources every %lld ms (offset %lld ms), sink %s%s%s", a->nsources,
-                  (long long)a->cfg.period_ms, (long long)a->cfg.offset_ms, a->cfg.sink,
-                  a->control.listen_fd >= 0 ? ", control socket " : "", a->control.path);
-    while (!a->stop) {
-        struct pollfd fds[2 + 1 + HM_CONTROL_CLIENTS];
-        fds[0] = (struct pollfd){.fd = a->timer_fd, .events = POLLIN};
-        fds[1] = (struct pollfd){.fd = a->signal_fd, .events = POLLIN};
-        size_t n = 2 + hm_control_pollfds(&a->control, fds + 2);
-        if (poll(fds, (nfds_t)n, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            return hm_error_errno(err, "poll");
-        }
-        if (fds[1].revents) {
-            struct signalfd_siginfo si;
-            while (read(a->signal_fd, &si, sizeof si) == (ssize_t)sizeof si) {
-                if (si.ssi_signo == SIGHUP) {
-                    char resp[HM_CONTROL_LINE_MAX];
-                    hm_agent_control(a, "reload", resp, sizeof resp);
-                } else {
-                    a->stop = true;
-                }
-            }
-        }
-        if (fds[0].revents) {
-            uint64_t expirations;
-            if (read(a->timer_fd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
-                return hm_error_errno(err, "reading timerfd");
-            double cpu0 = thread_cpu_us();
-            int64_t now = hm_realtime_ns();
-            int64_t mono = hm_monotonic_ns();
-            period_ns = a->cfg.period_ms * 1000000;
-            offset_ns = a->cfg.offset_ms * 1000000;
-            /* The instant this wake-up was for: the latest boundary not
-             * after now. Boundaries skipped (a suspended VM, a stalled
-             * disk) are counted as dropped samples. */
-            int64_t scheduled = hm_agent_next_boundary(now, period_ns, offset_ns) - period_ns;
-            if (scheduled > next && next > 0)
-                a->missed_periods += (uint64_t)((scheduled - next) / period_ns);
-            if (now >= next || scheduled >= next) {
-                a->self.jitter_us = (double)(now - scheduled) / 1e3;
-                hm_error e;
-                if (hm_agent_cycle(a, scheduled, mono, &e) < 0) {
-                    if (!a->sink_failing)
-                        hm_log_warn("%s (batches are counted as dropped until it works again)",
-                                    e.msg);
-                    a->sink_failing = true;
-                } else if (a->sink_failing) {
-                    hm_log_notice("sink works again");
-                    a->sink_failing = false;
-                }
-                a->self.cpu_us = thread_cpu_us() - cpu0;
-            }
-            next = hm_agent_next_boundary(now, period_ns, offset_ns);
-            if (arm_timer(a, next, err) < 0)
-                return -1;
-        }
-        if (n > 2)
-            hm_control_serve(&a->control, fds + 2, n - 2, hm_agent_control, a);
-        /* A `period` request or a reload may have changed the schedule. */
-        if (a->cfg.period_ms * 1000000 != period_ns || a->cfg.offset_ms * 1000000 != offset_ns) {
-            period_ns = a->cfg.period_ms * 1000000;
-            offset_ns = a->cfg.offset_ms * 1000000;
-            next = hm_agent_next_boundary(hm_realtime_ns(), period_ns, offset_ns);
-            if (arm_timer(a, next, err) < 0)
-                return -1;
-        }
-    }
-    hm_log_notice("stopping after %llu samples", (unsigned long long)a->samples);
     return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "config.h"
 #include "control.h"
@@ -47,6 +48,14 @@ typedef struct hm_agent {
     double sink_cpu_ns_total;
 } hm_agent;
 
+/* CPU time of the calling thread (the agent has one), microseconds. */
+static inline double hm_thread_cpu_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
 /* Checks that every name in cfg->sources is a registered source. */
 int hm_agent_check_sources(const char *sources, hm_error *err);
 
@@ -63,7 +72,12 @@ int hm_agent_once(hm_agent *a, int64_t interval_ms, hm_error *err);
 int hm_agent_measure_cost(hm_agent *a, int64_t n, hm_error *err);
 /* Samples until SIGTERM/SIGINT; SIGHUP reloads the config. */
 int hm_agent_run(hm_agent *a, hm_error *err);
-/* Handles one control request (exposed for tests). */
+/* Rereads the config file (flags still override) and reopens sources
+ * and, if its settings changed, the sink. On error nothing changes. */
+int hm_agent_reload(hm_agent *a, hm_error *err);
+/* Arms the timer for the next aligned instant of the current period. */
+int hm_agent_reschedule(hm_agent *a, hm_error *err);
+/* Handles one control request (agent_control.c). */
 void hm_agent_control(void *agent, const char *request, char *response, size_t size);
 void hm_agent_fini(hm_agent *a);
 

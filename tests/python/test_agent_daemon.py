@@ -311,22 +311,24 @@ def test_vanished_cgroup_is_logged_and_sampling_goes_on(
 
 
 def test_unwritable_spool_is_logged_once_and_recovers(agent_factory: AgentFactory) -> None:
-    agent = agent_factory("--period-ms", "20", "--sources", "cpu,self")
+    agent = agent_factory(
+        "--period-ms", "20", "--sources", "cpu,self", "--spool-file-bytes", "4096"
+    )  # fmt: skip
     agent.start()
     wait_until(lambda: any(agent.spool.iterdir()))
-    agent.request("flush")
-    for f in agent.spool.iterdir():
-        f.unlink()
-    agent.spool.rmdir()
-    agent.spool.touch()  # a plain file where the directory was: every write fails
+    # The spool directory goes away and a plain file takes its name: every
+    # rotation and every new file fails from now on.
+    agent.spool.rename(agent.work / "moved-away")
+    agent.spool.touch()
+    wait_until(lambda: "counted as dropped" in agent.log.read_text())
     samples = int(agent.status()["samples"])
     wait_until(lambda: int(agent.status()["samples"]) > samples + 5)
     log = agent.log.read_text()
-    assert log.count("creating") == 1, log  # said once, not every period
+    assert log.count("counted as dropped") == 1, log  # said once, not every period
     assert int(agent.status()["samples_dropped"]) > 0
     agent.spool.unlink()
     wait_until(lambda: "sink works again" in agent.log.read_text())
-    wait_until(lambda: any(agent.spool.iterdir()))
+    wait_until(lambda: agent.spool.is_dir() and any(agent.spool.iterdir()))
 
 
 def test_daemon_mode_detaches_and_stops_on_sigterm(bin_dir: Path, tmp_path: Path) -> None:
