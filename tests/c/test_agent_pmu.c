@@ -78,7 +78,7 @@ static hm_pmu_sim *open_sim(hm_pmu_mux *m, const hm_pmu_profile *p, hm_pmu_mode 
     hm_pmu_backend be;
     hm_pmu_sim_backend(&be, sim);
     hm_error err;
-    int rc = hm_pmu_mux_open(m, p, be, mode, 2, &err);
+    int rc = hm_pmu_mux_open(m, p, be, mode, NULL, 2, &err);
     if (rc != 0)
         fprintf(stderr, "mux open: %s\n", err.msg);
     CHECK(c, rc == 0);
@@ -101,7 +101,7 @@ static double multiplex_error(const hm_pmu_profile *p, hm_pmu_mode mode, double 
     hm_pmu_backend be;
     hm_pmu_sim_backend(&be, sim);
     hm_pmu_mux m;
-    CHECK(c, hm_pmu_mux_open(&m, p, be, mode, 1, &err) == 0);
+    CHECK(c, hm_pmu_mux_open(&m, p, be, mode, NULL, 1, &err) == 0);
     double sum = 0;
     size_t n = 0;
     *worst = 0;
@@ -211,7 +211,7 @@ static void test_group_must_fit(hm_test_counts *c)
     hm_pmu_backend be;
     hm_pmu_sim_backend(&be, sim);
     hm_pmu_mux m;
-    CHECK(c, hm_pmu_mux_open(&m, &p, be, HM_PMU_MODE_KERNEL, 1, &err) == -1);
+    CHECK(c, hm_pmu_mux_open(&m, &p, be, HM_PMU_MODE_KERNEL, NULL, 1, &err) == -1);
     CHECK(c, strstr(err.msg, "cannot fit 2 counters") != NULL);
 }
 
@@ -228,7 +228,7 @@ static void test_scaling_exact_for_constant_rates(hm_test_counts *c)
     hm_pmu_backend be;
     hm_pmu_sim_backend(&be, sim);
     hm_pmu_mux m;
-    CHECK(c, hm_pmu_mux_open(&m, &p, be, HM_PMU_MODE_KERNEL, 1, &err) == 0);
+    CHECK(c, hm_pmu_mux_open(&m, &p, be, HM_PMU_MODE_KERNEL, NULL, 1, &err) == 0);
     hm_pmu_sim_advance_to(sim, 0);
     hm_pmu_sim_advance_to(sim, 3 * SEC);
     CHECK(c, hm_pmu_mux_sample(&m, &err) == 0);

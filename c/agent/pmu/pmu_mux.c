@@ -22,10 +22,12 @@ void hm_pmu_mux_close(hm_pmu_mux *m)
     if (m->backend.ops != NULL)
         m->backend.ops->destroy(m->backend.state);
     m->backend.ops = NULL;
+    free(m->cpu);
     free(m->handle);
     free(m->prev);
     free(m->rate);
     free(m->mux_ratio);
+    m->cpu = NULL;
     m->handle = NULL;
     m->prev = NULL;
     m->rate = NULL;
@@ -33,7 +35,7 @@ void hm_pmu_mux_close(hm_pmu_mux *m)
 }
 
 int hm_pmu_mux_open(hm_pmu_mux *m, const hm_pmu_profile *profile, hm_pmu_backend backend,
-                    hm_pmu_mode mode, size_t ncpu, hm_error *err)
+                    hm_pmu_mode mode, const int *cpus, size_t ncpu, hm_error *err)
 {
     memset(m, 0, sizeof *m);
     m->profile = *profile;
@@ -41,17 +43,19 @@ int hm_pmu_mux_open(hm_pmu_mux *m, const hm_pmu_profile *profile, hm_pmu_backend
     m->mode = mode;
     m->ncpu = ncpu;
     size_t ng = profile->ngroups, ne = profile->nevents;
+    m->cpu = calloc(ncpu, sizeof *m->cpu);
     m->handle = calloc(ncpu * ng, sizeof *m->handle);
     m->prev = calloc(ncpu * ng, sizeof *m->prev);
     m->rate = calloc(ncpu * ne, sizeof *m->rate);
     m->mux_ratio = calloc(ncpu, sizeof *m->mux_ratio);
-    if (m->handle == NULL || m->prev == NULL || m->rate == NULL || m->mux_ratio == NULL) {
+    if (m->cpu == NULL || m->handle == NULL || m->prev == NULL || m->rate == NULL || m->mux_ratio == NULL) {
         hm_pmu_mux_close(m);
         return hm_error_set(err, "out of memory");
     }
     for (size_t i = 0; i < ncpu * ne; i++)
         m->rate[i] = NAN;
     for (size_t c = 0; c < ncpu; c++) {
+        m->cpu[c] = cpus != NULL ? cpus[c] : (int)c;
         m->mux_ratio[c] = NAN;
         for (size_t g = 0; g < ng; g++) {
             const hm_pmu_group *grp = &profile->group[g];
@@ -59,10 +63,11 @@ int hm_pmu_mux_open(hm_pmu_mux *m, const hm_pmu_profile *profile, hm_pmu_backend
             for (size_t k = 0; k < grp->n; k++)
                 ev[k] = &m->profile.event[grp->event[k]];
             bool enabled = mode == HM_PMU_MODE_KERNEL || g == 0;
-            if (backend.ops->open_group(backend.state, (int)c, ev, grp->n, enabled,
+            if (backend.ops->open_group(backend.state, m->cpu[c], ev, grp->n, enabled,
                                         &m->handle[c * ng + g], err) < 0) {
+                int cpu = m->cpu[c];
                 hm_pmu_mux_close(m);
-                return hm_error_wrap(err, "group '%s' on cpu %zu", grp->name, c);
+                return hm_error_wrap(err, "group '%s' on cpu %d", grp->name, cpu);
             }
         }
     }
@@ -82,7 +87,7 @@ int hm_pmu_mux_sample(hm_pmu_mux *m, hm_error *err)
             size_t h = c * ng + g;
             hm_pmu_reading now;
             if (m->backend.ops->read_group(m->backend.state, m->handle[h], &now, err) < 0)
-                return hm_error_wrap(err, "cpu %zu group '%s'", c, p->group[g].name);
+                return hm_error_wrap(err, "cpu %d group '%s'", m->cpu[c], p->group[g].name);
             hm_pmu_reading *prev = &m->prev[h];
             uint64_t d_en = now.enabled_ns - prev->enabled_ns;
             uint64_t d_run = now.running_ns - prev->running_ns;
@@ -113,7 +118,8 @@ int hm_pmu_mux_sample(hm_pmu_mux *m, hm_error *err)
                                             false, err) < 0 ||
                 m->backend.ops->set_enabled(m->backend.state, m->handle[c * ng + next], true,
                                             err) < 0)
-                return hm_error_wrap(err, "rotating to group '%s' on cpu %zu", p->group[next].name, c);
+                return hm_error_wrap(err, "rotating to group '%s' on cpu %d", p->group[next].name,
+                                     m->cpu[c]);
         }
         m->active_group = next;
     }

@@ -34,6 +34,7 @@ typedef struct hm_pmu_mux {
     hm_pmu_backend backend;
     hm_pmu_mode mode;
     size_t ncpu;
+    int *cpu;                  /* [i]: the CPU number of the i-th counted CPU */
     int *handle;               /* [cpu * ngroups + g] */
     hm_pmu_reading *prev;      /* last reading per handle */
     double *rate;              /* [cpu * nevents + e] events per second, NaN unknown */
@@ -42,10 +43,11 @@ typedef struct hm_pmu_mux {
     size_t samples;
 } hm_pmu_mux;
 
-/* Opens every group of profile on CPUs 0..ncpu-1 through backend (which
- * the mux owns from then on, also on failure). */
+/* Opens every group of profile on the ncpu CPUs listed in cpus (NULL:
+ * CPUs 0..ncpu-1) through backend (which the mux owns from then on, also
+ * on failure). */
 int hm_pmu_mux_open(hm_pmu_mux *m, const hm_pmu_profile *profile, hm_pmu_backend backend,
-                    hm_pmu_mode mode, size_t ncpu, hm_error *err);
+                    hm_pmu_mode mode, const int *cpus, size_t ncpu, hm_error *err);
 /* Reads the counters, updates rates, and in rotate mode moves on to the
  * next group. */
 int hm_pmu_mux_sample(hm_pmu_mux *m, hm_error *err);

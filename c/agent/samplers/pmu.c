@@ -13,6 +13,7 @@
 
 #include "hm_timer.h"
 #include "log.h"
+#include "procfile.h"
 #include "pmu/pmu_mux.h"
 #include "pmu/pmu_sim.h"
 #include "sampler.h"
@@ -22,7 +23,7 @@ typedef struct pmu_state {
     bool simulated;
     hm_pmu_mux mux;
     char field[HM_PMU_EVENTS_MAX][64];  /* "<event>_per_s", built once */
-    char cpu_tag[64][24];
+    char (*cpu_tag)[24];                 /* "cpuN" per CPU, built once */
     double *total_rate;
 } pmu_state;
 
@@ -34,7 +35,48 @@ static void pmu_close(void *state)
     if (s->active)
         hm_pmu_mux_close(&s->mux);
     free(s->total_rate);
+    free(s->cpu_tag);
     free(s);
+}
+
+/* The online CPUs, from a list like "0-3,6,8-9" (sysfs cpu/online):
+ * counting an offline CPU would fail. Returns the count (0 on error). */
+static size_t online_cpus(int **out)
+{
+    hm_procfile f;
+    hm_error e;
+    *out = NULL;
+    if (hm_procfile_open_path(&f, "/sys/devices/system/cpu/online", &e) < 0)
+        return 0;
+    size_t n = 0, cap = 64;
+    int *cpus = malloc(cap * sizeof *cpus);
+    hm_scan c = hm_scan_of(f.buf, f.len);
+    uint64_t lo, hi;
+    while (cpus != NULL && hm_scan_u64(&c, &lo)) {
+        hi = lo;
+        if (hm_scan_char(&c, '-') && !hm_scan_u64(&c, &hi))
+            break;
+        for (uint64_t k = lo; k <= hi && k < 65536; k++) {
+            if (n == cap) {
+                int *bigger = realloc(cpus, 2 * cap * sizeof *cpus);
+                if (bigger == NULL) {
+                    free(cpus);
+                    cpus = NULL;
+                    n = 0;
+                    break;
+                }
+                cpus = bigger;
+                cap *= 2;
+            }
+            if (cpus != NULL)
+                cpus[n++] = (int)k;
+        }
+        if (!hm_scan_char(&c, ','))
+            break;
+    }
+    hm_procfile_close(&f);
+    *out = cpus;
+    return n;
 }
 
 static int pmu_open(void **state, const hm_sampler_env *env, hm_error *err)
@@ -67,34 +109,41 @@ static int pmu_open(void **state, const hm_sampler_env *env, hm_error *err)
     hm_pmu_profile profile;
     if (hm_pmu_profile_select(&profile, cfg->pmu_profile_dir, cfg->pmu_profile, &id, err) < 0)
         goto fail;
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    size_t ncpu = online > 0 ? (size_t)online : 1;
-    if (ncpu > 64)
-        ncpu = 64; /* tags are prebuilt for 64; more CPUs are counted in the total only */
+    int *cpus = NULL;
+    size_t ncpu = online_cpus(&cpus);
+    if (ncpu == 0) {
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        ncpu = online > 0 ? (size_t)online : 1; /* assume 0..n-1 */
+    }
     hm_pmu_backend be;
     if (s->simulated) {
         hm_pmu_sim *sim = hm_pmu_sim_create((int)cfg->pmu_sim_counters, 4000000, hm_monotonic_ns);
         if (sim == NULL) {
+            free(cpus);
             hm_error_set(err, "out of memory");
             goto fail;
         }
         hm_pmu_sim_model_workload(sim, &profile);
         hm_pmu_sim_backend(&be, sim);
     } else if (hm_pmu_perf_backend(&be, ncpu * profile.ngroups, err) < 0) {
+        free(cpus);
         goto fail;
     }
-    if (hm_pmu_mux_open(&s->mux, &profile, be, mode, ncpu, err) < 0)
+    int rc = hm_pmu_mux_open(&s->mux, &profile, be, mode, cpus, ncpu, err);
+    free(cpus);
+    if (rc < 0)
         goto fail;
     s->active = true;
     s->total_rate = calloc(profile.nevents, sizeof *s->total_rate);
-    if (s->total_rate == NULL) {
+    s->cpu_tag = calloc(ncpu, sizeof *s->cpu_tag);
+    if (s->total_rate == NULL || s->cpu_tag == NULL) {
         hm_error_set(err, "out of memory");
         goto fail;
     }
     for (size_t i = 0; i < profile.nevents; i++)
         snprintf(s->field[i], sizeof s->field[i], "%s_per_s", profile.event[i].name);
     for (size_t c = 0; c < ncpu; c++)
-        snprintf(s->cpu_tag[c], sizeof s->cpu_tag[c], "cpu%zu", c);
+        snprintf(s->cpu_tag[c], sizeof s->cpu_tag[c], "cpu%d", s->mux.cpu[c]);
     hm_log_notice("pmu: profile %s, %s multiplexing, %zu groups on %lld counters%s",
                   profile.name, cfg->pmu_mode, profile.ngroups, (long long)profile.counters,
                   s->simulated ? " (SIMULATED PMU: synthetic values)" : "");
