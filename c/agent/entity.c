@@ -45,7 +45,7 @@ hm_entity *hm_entity_get(hm_entity_table *t, const char *name, size_t len, int64
         if (!t->e[i].used)
             slot = &t->e[i];
     for (size_t i = 0; i < t->cap && slot == NULL; i++)
-        if (t->e[i].seen_stamp < stamp - 1 && t->e[i].seen_stamp != stamp)
+        if (t->e[i].seen_stamp < stamp - 1) /* gone since before the last sample */
             slot = &t->e[i];
     if (slot == NULL)
         return NULL;
