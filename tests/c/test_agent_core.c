@@ -12,6 +12,7 @@
 #include "agent.h"
 #include "config.h"
 #include "counter.h"
+#include "entity.h"
 #include "hm_test.h"
 #include "jobs.h"
 #include "lp.h"
@@ -67,6 +68,28 @@ static void test_counters(hm_test_counts *c)
     CHECK_NEAR(c, hm_counter_rate(0, 100, 64, 2.0), 50.0, 0);
     CHECK(c, isnan(hm_counter_rate(0, 100, 64, 0.0)));
     CHECK(c, isnan(hm_counter_rate(100, 0, 64, 1.0)));
+}
+
+static void test_entities(hm_test_counts *c)
+{
+    hm_entity_table t;
+    hm_error err;
+    bool created;
+    CHECK(c, hm_entity_table_init(&t, 2, &err) == 0);
+    hm_entity *a = hm_entity_get(&t, "eth0", 4, 1, &created);
+    CHECK(c, a != NULL && created && !strcmp(a->name, "eth0"));
+    a->prev[0] = 42;
+    CHECK(c, hm_entity_get(&t, "ib0", 3, 1, &created) != NULL && created);
+    /* same name again: same state, not created */
+    CHECK(c, hm_entity_get(&t, "eth0", 4, 2, &created) == a && !created && a->prev[0] == 42);
+    CHECK(c, hm_entity_get(&t, "ib0", 3, 2, &created) != NULL);
+    /* full, and both devices still present: the newcomer is refused */
+    CHECK(c, hm_entity_get(&t, "eth1", 4, 2, &created) == NULL);
+    /* ib0 vanished (not seen at 3): at 4 its slot goes to a new device */
+    CHECK(c, hm_entity_get(&t, "eth0", 4, 3, &created) == a);
+    hm_entity *n = hm_entity_get(&t, "eth1", 4, 4, &created);
+    CHECK(c, n != NULL && created && !n->have_prev && !strcmp(n->name, "eth1"));
+    hm_entity_table_free(&t);
 }
 
 static int write_file(const char *path, const char *text)
@@ -235,6 +258,7 @@ int main(void)
     hm_test_counts c = {0, 0};
     test_lp(&c);
     test_counters(&c);
+    test_entities(&c);
     test_config(&c);
     test_jobs_and_alignment(&c);
     test_spool(&c);
