@@ -81,7 +81,8 @@ FAKE_AGENT = textwrap.dedent(
         words = line.split()
         with lock:
             if line == "status":
-                reply = f"ok period={int(period * 1000)} samples={samples[0]} jobs={len(jobs)}"
+                reply = (f"ok period_ms={int(period * 1000)} samples={samples[0]} "
+                         f"jobs={','.join(sorted(jobs)) or '-'} spool={spool}")
             elif words[:2] == ["job", "begin"]:
                 jobs.add(words[2]); reply = "ok"
             elif words[:2] == ["job", "end"]:
@@ -118,7 +119,7 @@ def requests(log: Path) -> list[str]:
 
 
 def hushmon_run(
-    *args: str, timeout: float = 60, env: dict[str, str] | None = None
+    *args: str, timeout: float = 180, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "hushmon.cli", "run", *args],
@@ -202,7 +203,7 @@ def test_ctrl_c_stops_the_job_and_keeps_the_data(
         ],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90
     while not marker.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert marker.exists(), "the job never started"
@@ -233,7 +234,7 @@ def test_sigterm_is_forwarded_to_the_whole_group(tmp_path: Path) -> None:
         ],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90
     while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
         time.sleep(0.05)
     grandchild = int(pids.read_text())
@@ -247,9 +248,14 @@ def test_sigterm_is_forwarded_to_the_whole_group(tmp_path: Path) -> None:
 def test_running_agent_is_used_and_left_running(
     tmp_path: Path, fake_agent: Path, agent_log: Path
 ) -> None:
+    """A standing agent is used as it is: its spool (from `status`) is
+    ingested, a --period for the job is restored afterwards, and it is not
+    ours to stop."""
     data = DataDir(tmp_path / "data").create()
+    other_spool = tmp_path / "standing-spool"
+    other_spool.mkdir()
     agent = subprocess.Popen(
-        [str(fake_agent), "--spool-dir", str(data.spool), "--socket", str(data.agent_socket),
+        [str(fake_agent), "--spool-dir", str(other_spool), "--socket", str(data.agent_socket),
          "--period-ms", "100"],
     )  # fmt: skip
     try:
@@ -259,13 +265,20 @@ def test_running_agent_is_used_and_left_running(
             time.sleep(0.05)
         summary = tmp_path / "run.json"
         out = hushmon_run(
-            "--data-dir", str(data.root), "--job", "shared1", "--no-digest",
-            "--json", str(summary), "--", "true",
+            "--data-dir", str(data.root), "--job", "shared1", "--period", "200", "--no-digest",
+            "--json", str(summary), "--", "sleep", "0.5",
         )  # fmt: skip
         assert out.returncode == 0, out.stderr
-        assert json.loads(summary.read_text())["agent"] == "running"
+        result = json.loads(summary.read_text())
+        assert result["agent"] == "running" and result["warnings"] == []
         assert agent.poll() is None, "a running agent is not ours to stop"
-        assert requests(agent_log) == ["job begin shared1", "job end shared1", "flush"]
+        assert requests(agent_log) == [
+            "period 200", "job begin shared1", "job end shared1", "period 100", "flush",
+        ]  # fmt: skip
+        assert "job=shared1 active=1i" in "".join(p.read_text() for p in other_spool.iterdir())
+        if result["ingest"] is not None:
+            assert result["ingest"]["spool_dir"] == str(other_spool)
+            assert "shared1" in result["ingest"]["jobs"]
     finally:
         agent.terminate()
         agent.wait(timeout=10)
@@ -353,7 +366,7 @@ def start_unmonitored(tmp_path: Path, *command: str) -> subprocess.Popen[str]:
 
 
 def wait_for_pid(path: Path) -> int:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90
     while not (path.exists() and path.read_text().strip()) and time.monotonic() < deadline:
         time.sleep(0.05)
     return int(path.read_text())

@@ -98,6 +98,7 @@ class Monitor:
         self.period_s = (options.period_ms or DEFAULT_PERIOD_MS) / 1000.0
         self.restore_period_ms: int | None = None
         self.job_open = False
+        self.spool = options.data.spool  # where this run's samples are written
 
     def connect(self) -> None:
         data = self.options.data
@@ -127,9 +128,16 @@ class Monitor:
 
     def _adopt_period(self, client: AgentClient) -> None:
         try:
-            current = int(client.status().get("period", "0")) or None
+            status = client.status()
+            current = int(status.get("period_ms", status.get("period", "0"))) or None
         except (AgentError, ValueError):
             current = None
+            status = {}
+        # A standing agent may spool elsewhere than the data directory: its
+        # status says where (docs/formats.md, `status`).
+        spool = status.get("spool")
+        if spool and Path(spool).is_absolute() and Path(spool).is_dir():
+            self.spool = Path(spool)
         want = self.options.period_ms
         if want is None:
             if current:
@@ -196,18 +204,18 @@ def _default_agent_path() -> Path:
     return program("hushmon-agent")
 
 
-def analyse(outcome: RunOutcome, options: RunOptions, warn: Warn) -> None:
+def analyse(outcome: RunOutcome, options: RunOptions, spool: Path, warn: Warn) -> None:
     """Ingest the spool and build the digest; trouble becomes a warning."""
     data = options.data
     try:
         from hushmon.store.ingest import ingest_spool
     except ModuleNotFoundError as exc:
-        warn(f"the store is not available ({exc}); the data stays in {data.spool}")
+        warn(f"the store is not available ({exc}); the data stays in {spool}")
         return
     try:
-        outcome.ingest = ingest_spool(data.database, data.spool)
+        outcome.ingest = ingest_spool(data.database, spool)
     except (HushmonError, OSError) as exc:
-        warn(f"ingesting {data.spool}: {exc}; the spool is kept")
+        warn(f"ingesting {spool}: {exc}; the spool is kept")
         return
     if not options.digest:
         return
@@ -259,5 +267,5 @@ def run_monitored(options: RunOptions, warn: Warn = warn_stderr) -> RunOutcome:
         warnings=warnings,
     )
     if outcome.monitored:
-        analyse(outcome, options, note)
+        analyse(outcome, options, monitor.spool, note)
     return outcome
