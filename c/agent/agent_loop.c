@@ -27,7 +27,9 @@ static int arm_timer(hm_agent *a, int64_t deadline_ns, hm_error *err)
     memset(&its, 0, sizeof its);
     its.it_value.tv_sec = deadline_ns / 1000000000;
     its.it_value.tv_nsec = deadline_ns % 1000000000;
-    if (timerfd_settime(a->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
+    /* CANCEL_ON_SET: if someone steps the wall clock (not an NTP slew),
+     * the timer wakes us at once instead of sleeping through the jump. */
+    if (timerfd_settime(a->timer_fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &its, NULL) < 0)
         return hm_error_errno(err, "timerfd_settime");
     return 0;
 }
@@ -88,8 +90,19 @@ int hm_agent_run(hm_agent *a, hm_error *err)
         }
         if (fds[0].revents) {
             uint64_t expirations;
-            if (read(a->timer_fd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
-                return hm_error_errno(err, "reading timerfd");
+            if (read(a->timer_fd, &expirations, sizeof expirations) < 0) {
+                if (errno == ECANCELED) {
+                    /* The clock was stepped: start again from the new time,
+                     * without counting the jump as missed periods. */
+                    hm_log_notice("wall clock was set; sampling on the new time");
+                    next = hm_agent_next_boundary(hm_realtime_ns(), period_ns, offset_ns);
+                    if (arm_timer(a, next, err) < 0)
+                        return -1;
+                    continue;
+                }
+                if (errno != EAGAIN)
+                    return hm_error_errno(err, "reading timerfd");
+            }
             double cpu0 = hm_thread_cpu_us();
             int64_t now = hm_realtime_ns();
             int64_t mono = hm_monotonic_ns();
