@@ -58,6 +58,8 @@ static int check_one(const char *name, void *arg, hm_error *err)
 
 int hm_agent_check_sources(const char *sources, hm_error *err)
 {
+    if (strspn(sources, " ,") == strlen(sources))
+        return hm_error_set(err, "no sources selected (see --help for the list)");
     return each_name(sources, check_one, NULL, err);
 }
 

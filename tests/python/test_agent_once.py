@@ -124,6 +124,7 @@ def test_help_lists_every_source(bin_dir: Path) -> None:
     [
         (["--period-ms", "5"], "period_ms: 5 is outside"),
         (["--sources", "cpu,nonsense"], "unknown source 'nonsense'"),
+        (["--sources", ""], "no sources selected"),
         (["--pmu", "sometimes"], "'sometimes' is not one of none|kernel|rotate"),
         (["--bogus-flag"], "unknown option '--bogus-flag'"),
         (["--offset-ms", "2000"], "offset_ms (2000) must be less than period_ms"),
