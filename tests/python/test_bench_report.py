@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from hushmon.bench import report
 from hushmon.bench.report import build_page, summary, write_report
 from hushmon.bench.results import load_run
 from hushmon.cli import main
+from hushmon.report.html import Page
 from hushmon.report.screenshot import chromium_path, screenshot
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bench"
@@ -155,7 +157,9 @@ def test_report_renders_in_a_browser(tmp_path: Path) -> None:
 )
 def test_machine_load_is_reported(load_before: float, load_after: float, busy: bool) -> None:
     provenance = {"cpus": 2, "load_before": load_before, "load_after": load_after}
-    html = page_of("sync_loop.json", provenance)
+    page = Page("load")
+    report._load_findings(page, load_run(FIXTURES / "sync_loop.json"), provenance)
+    html = page.render()
     assert ("the machine was busy during the run" in html) is busy
     assert ("the machine had a CPU for every rank" in html) is (not busy)
 
