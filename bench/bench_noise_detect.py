@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -37,7 +38,13 @@ SEED_THRESHOLD_PCT = 0.3
 SEED_WALL_S = 10 * 8 * 60  # about ten runs of 7-9 minutes per configuration
 
 
+def _on_sigterm(signum: int, _frame: object) -> None:
+    # unwinds like Ctrl-C, so every running child's process group is ended
+    raise HushmonError("terminated", 128 + signum)
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _on_sigterm)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--levels", default="1,0.3,0.1,0.01")
     ap.add_argument("--budget", type=float, default=300.0, help="per level, s")

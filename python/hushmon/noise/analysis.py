@@ -23,7 +23,8 @@ class RunStats:
     wall_s: float
     loop_time_s: float
     per_op_ns: float  # mean time per collective (the seed's loop time / count)
-    folded_ns: float  # the primary per-run statistic (median window excess)
+    folded_score: float  # the primary per-run statistic (mean window score, 1/2 = no agent)
+    delay_ns: float  # mean excess of the agent's windows over their control windows
     windows: int
     detour_rate_per_s: float  # detours per second, rank with most
     excess_pct: float  # all detour excess / loop time, rank with most
@@ -64,7 +65,8 @@ def run_stats(
         wall_s=record.wall_s,
         loop_time_s=loop,
         per_op_ns=1e9 * loop / max(1, int(run.summary.get("count", 1))),
-        folded_ns=folded.value_ns,
+        folded_score=folded.value,
+        delay_ns=folded.delay_ns,
         windows=folded.windows,
         detour_rate_per_s=detours / loop if loop > 0 else math.nan,
         excess_pct=100.0 * excess / loop if loop > 0 else math.nan,

@@ -52,7 +52,7 @@ def calibrate(
             s = run_stats(sub, record, 0.1, 1.0, True)
             per_op.append(s.per_op_ns)
             rates.append(s.detour_rate_per_s)
-            folded.append(s.folded_ns)
+            folded.append(s.folded_score)
         a = np.asarray(per_op)
         cv = float(a.std(ddof=1) / a.mean()) if a.mean() > 0 else math.inf
         f = np.asarray([v for v in folded if math.isfinite(v)])
@@ -61,11 +61,11 @@ def calibrate(
             "op": op, "size": size, "nprocs": nprocs, "runs": runs,
             "per_op_ns_mean": float(a.mean()), "per_op_ns": per_op, "cv": cv,
             "detour_rate_per_s": float(np.median(rates)),
-            "folded_spread_ns": spread,
+            "folded_spread": spread,
             "reproducible": cv < cv_max,
         })  # fmt: skip
     good = [c for c in configs if c["reproducible"]]
-    best = min(good or configs, key=lambda c: (c["folded_spread_ns"], c["cv"]))
+    best = min(good or configs, key=lambda c: (c["folded_spread"], c["cv"]))
     result = {
         "kind": "calibrate",
         "cv_max": cv_max,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +24,16 @@ from hushmon.errors import HushmonError
 from hushmon.noise.launch import DetectorConfig, NoiseConfig
 
 REPORT_FILE = "report.html"
+
+
+def _terminate_cleanly() -> None:
+    """SIGTERM ends a study like Ctrl-C: the context managers of the running
+    children end their process groups before the program exits."""
+
+    def handler(signum: int, _frame: object) -> None:
+        raise HushmonError("terminated", 128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def _out_dir(args: argparse.Namespace, kind: str) -> Path:
@@ -112,6 +123,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
+    _terminate_cleanly()
     from hushmon.noise.procedure import detect_study, validate_level
     from hushmon.noise.report import write_detect_report
 
@@ -151,6 +163,7 @@ def _print_verdict(v: dict[str, Any]) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    _terminate_cleanly()
     from hushmon.noise.report import write_sweep_report
     from hushmon.noise.sweep import sweep
 
@@ -174,6 +187,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    _terminate_cleanly()
     from hushmon.noise.calibrate import calibrate
     from hushmon.noise.report import write_calibrate_report
 

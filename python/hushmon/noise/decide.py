@@ -2,8 +2,9 @@
 so far: it is applied live after every run and replayed on recorded runs
 (A/A control, reports).
 
-Primary test: the per-run folded statistic (median excess of the detector in
-the agent's windows) of noisy runs against clean runs, one-sided exact
+Primary test: the per-run folded statistic (mean score of the agent's
+windows among the other windows of their periods) of noisy runs against
+clean runs, one-sided exact
 Mann-Whitney (a randomization test: arms are assigned at random), tested at
 the looks an alpha-spending plan allows. Everything else (the seed's means
 with 99 % intervals, medians with order-statistic intervals, loop-time
@@ -46,8 +47,8 @@ class Decision:
 
 
 def primary_p(stats: list[RunStats]) -> tuple[float, int, int]:
-    noisy = arm_values(stats, "noisy", "folded_ns")
-    clean = arm_values(stats, "clean", "folded_ns")
+    noisy = arm_values(stats, "noisy", "folded_score")
+    clean = arm_values(stats, "clean", "folded_score")
     if noisy.size == 0 or clean.size == 0:
         return (1.0, int(noisy.size), int(clean.size))
     return (mann_whitney_u(noisy, clean, "greater").p_value, int(noisy.size), int(clean.size))
@@ -64,8 +65,8 @@ class SequentialRule:
     def add(self, run: RunStats) -> bool:
         """Adds a run; True when the noise is detected (stop)."""
         self.stats.append(run)
-        n_noisy = int(arm_values(self.stats, "noisy", "folded_ns").size)
-        n_clean = int(arm_values(self.stats, "clean", "folded_ns").size)
+        n_noisy = int(arm_values(self.stats, "noisy", "folded_score").size)
+        n_clean = int(arm_values(self.stats, "clean", "folded_score").size)
         if min(n_noisy, n_clean) < MIN_RUNS_PER_ARM:
             return False
         look = self.spender.look(
@@ -112,7 +113,11 @@ def _interval(x: np.ndarray, kind: str, level: float) -> dict[str, Any]:
 def evidence(stats: list[RunStats], period_s: float, level: float = 0.99) -> dict[str, Any]:
     """Everything the report shows beside the verdict."""
     out: dict[str, Any] = {}
-    for field_name, label in (("per_op_ns", "per_op_ns"), ("folded_ns", "folded_excess_ns")):
+    for field_name, label in (
+        ("per_op_ns", "per_op_ns"),
+        ("folded_score", "folded_score"),
+        ("delay_ns", "delay_ns"),
+    ):
         noisy = arm_values(stats, "noisy", field_name)
         clean = arm_values(stats, "clean", field_name)
         item: dict[str, Any] = {
@@ -142,8 +147,8 @@ def evidence(stats: list[RunStats], period_s: float, level: float = 0.99) -> dic
             if arm_values(stats, "noisy", field_name).size
             else math.nan,
         }
-    noisy = arm_values(stats, "noisy", "folded_ns")
-    clean = arm_values(stats, "clean", "folded_ns")
+    noisy = arm_values(stats, "noisy", "delay_ns")
+    clean = arm_values(stats, "clean", "delay_ns")
     out["measured_load_pct"] = (
         100.0 * hodges_lehmann_shift(noisy, clean) / (period_s * 1e9)
         if noisy.size and clean.size

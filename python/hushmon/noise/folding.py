@@ -3,11 +3,12 @@
 An agent that wakes every period P at phase phi delays the job right after
 t_k = k P + phi. Within a window after each t_k the detector's excess time
 (sum over detours of duration - threshold, on the rank that lost most) is
-large when the agent runs and small otherwise. Against it stands the excess
-the rest of the same period holds in a window of that width: the machine's
-other load, which changes from second to second, cancels. The per-run
-statistic is the median over the run's windows of that contrast: robust to
-the odd long detour of another process, and it grows with the agent's work.
+large when the agent runs and small otherwise. Against it stand the windows
+of the same width in the rest of the same period: the window's score is the
+fraction of them that hold less excess. Without an agent the score is
+uniform on [0, 1] however busy the machine is (the machine's other load,
+which changes from second to second, is in both); the agent pushes it
+towards 1. The per-run statistic is the mean score over the run's windows.
 
 When the phase is unknown (a real agent), the same statistic is taken at
 every phase of a grid and the largest is kept (a scan); clean runs get the
@@ -25,9 +26,10 @@ from hushmon.noise.events import DetectorRun
 
 # The window opens a little before the scheduled wake-up (a detour that
 # starts an iteration early still holds the delay) and stays open for twice
-# the work plus the time a busy CPU may take to run the woken agent.
+# the work plus 1 ms (the injector's logs show it starts within ~0.1 ms of
+# its schedule; a narrow window holds little of the machine's other load).
 WINDOW_BEFORE_NS = 250_000
-WINDOW_SLACK_NS = 4_000_000
+WINDOW_SLACK_NS = 1_000_000
 
 
 def window_ns(level_pct: float, period_ns: int) -> int:
@@ -63,59 +65,89 @@ def _sum_in(t: np.ndarray, cum: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> n
     return cum[b] - cum[a]
 
 
-def window_contrast_ns(
-    run: DetectorRun, starts: np.ndarray, width_ns: int, period_ns: int
-) -> np.ndarray:
-    """Per window: its detour excess minus what the rest of the surrounding
-    period (half a period either side, within the recorded span) holds in
-    the same width on average. The machine's other load, which changes from
-    second to second and run to run, cancels out; the agent's excess stays.
-    The largest contrast over ranks (the rank the agent delayed)."""
-    if starts.size == 0:
-        return np.empty(0)
-    span_lo, span_hi = run.span_ns()
+def _rank_cumsums(run: DetectorRun) -> list[tuple[np.ndarray, np.ndarray]]:
     ranks, t, ex = _excess(run)
-    out = np.full((max(run.nranks, 1), starts.size), -np.inf)
-    around_lo = np.maximum(starts - period_ns // 2, span_lo)
-    around_hi = np.minimum(starts + period_ns // 2, span_hi)
-    other_len = (around_hi - around_lo - width_ns).astype(float)
-    for r in range(run.nranks):
+    out = []
+    for r in range(max(run.nranks, 1)):
         sel = ranks == r
         order = np.argsort(t[sel])
-        tr = t[sel][order]
-        cum = np.concatenate([[0.0], np.cumsum(ex[sel][order])])
-        inside = _sum_in(tr, cum, starts, starts + width_ns)
-        around = _sum_in(tr, cum, around_lo, around_hi)
-        expected = np.where(other_len > 0, (around - inside) * width_ns / other_len, 0.0)
-        out[r] = inside - expected
-    return out.max(axis=0)
+        out.append((t[sel][order], np.concatenate([[0.0], np.cumsum(ex[sel][order])])))
+    return out
+
+
+def _window_excess(
+    cums: list[tuple[np.ndarray, np.ndarray]], starts: np.ndarray, width_ns: int
+) -> np.ndarray:
+    """Excess in [start, start + width): the rank that lost most."""
+    per_rank = [_sum_in(t, cum, starts, starts + width_ns) for t, cum in cums]
+    return np.max(per_rank, axis=0) if per_rank else np.zeros(starts.size)
+
+
+def window_scores(
+    run: DetectorRun, starts: np.ndarray, width_ns: int, period_ns: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per window: the fraction of same-width control windows of the
+    surrounding period (half a period either side, within the recorded
+    span, not touching the window) that hold less detour excess (ties count
+    half). Without an agent a window is one more window of the period and
+    its score is uniform on [0, 1] (mean 1/2) however busy the machine is;
+    the agent's detour pushes it towards 1. A rank score is robust to the
+    long detours other processes cause (a slice of another task counts as
+    much as any other "more").
+
+    Also returns each window's excess minus the mean of its control windows
+    (ns): the delay the agent adds, for the effect size."""
+    if starts.size == 0:
+        return np.empty(0), np.empty(0)
+    span_lo, span_hi = run.span_ns()
+    cums = _rank_cumsums(run)
+    inside = _window_excess(cums, starts, width_ns)
+    scores = np.full(starts.size, np.nan)
+    delays = np.full(starts.size, np.nan)
+    half = period_ns // 2
+    for i, s in enumerate(starts):
+        js = np.arange(-(half // width_ns), half // width_ns + 1)
+        js = js[np.abs(js) >= 2]  # not the window nor its neighbours
+        ctrl = s + js * width_ns
+        ctrl = ctrl[(ctrl >= span_lo) & (ctrl + width_ns <= span_hi)]
+        if ctrl.size == 0:
+            continue
+        c = _window_excess(cums, ctrl, width_ns)
+        below = np.count_nonzero(c < inside[i]) + 0.5 * np.count_nonzero(c == inside[i])
+        scores[i] = below / c.size
+        delays[i] = inside[i] - float(c.mean())
+    return scores, delays
 
 
 @dataclass(frozen=True)
 class FoldedStatistic:
-    value_ns: float  # median window contrast (NaN: no complete window)
+    value: float  # mean window score in [0, 1], 1/2 without an agent (NaN: no window)
+    delay_ns: float  # mean window excess over its control windows
     windows: int
     phase_ns: int  # the phase used (scan: the best one)
-    per_window_ns: list[float]
+    per_window: list[float]
 
 
 def known_phase_statistic(
     run: DetectorRun, period_ns: int, phase_ns: int, width_ns: int
 ) -> FoldedStatistic:
     starts = window_starts(run, period_ns, phase_ns, width_ns)
-    ex = window_contrast_ns(run, starts, width_ns, period_ns)
-    value = float(np.median(ex)) if ex.size else math.nan
-    return FoldedStatistic(value, int(ex.size), phase_ns, [float(v) for v in ex])
+    sc, delay = window_scores(run, starts, width_ns, period_ns)
+    ok = np.isfinite(sc)
+    sc, delay = sc[ok], delay[ok]
+    value = float(sc.mean()) if sc.size else math.nan
+    mean_delay = float(delay.mean()) if delay.size else math.nan
+    return FoldedStatistic(value, mean_delay, int(sc.size), phase_ns, [float(v) for v in sc])
 
 
 def scan_statistic(
     run: DetectorRun, period_ns: int, width_ns: int, step_ns: int = 1_000_000
 ) -> FoldedStatistic:
     """The known-phase statistic at every phase on a grid; the largest."""
-    best = FoldedStatistic(math.nan, 0, 0, [])
+    best = FoldedStatistic(math.nan, math.nan, 0, 0, [])
     for phase in range(0, period_ns, step_ns):
         s = known_phase_statistic(run, period_ns, phase, width_ns)
-        if s.windows and (math.isnan(best.value_ns) or s.value_ns > best.value_ns):
+        if s.windows and (math.isnan(best.value) or s.value > best.value):
             best = s
     return best
 

@@ -96,8 +96,26 @@ def kill_group(proc: subprocess.Popen[Any], grace_s: float = 2.0) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+def set_session_nice(pid: int, nice: int) -> None:
+    """Gives the session of pid the niceness `nice` under autogroup scheduling.
+
+    With autogroups (the Linux default on most distributions) every session
+    gets an equal share of a CPU whatever its processes' nice values; only
+    the group's own niceness (/proc/PID/autogroup) moves it against other
+    sessions. Without autogroups the `nice` wrapper of the command does it."""
+    path = Path(f"/proc/{pid}/autogroup")
+    if nice == 0 or not path.exists():
+        return
+    try:
+        path.write_text(f"{nice}\n")
+    except OSError as exc:
+        raise HushmonError(f"cannot set niceness {nice} (needs root): {exc.strerror}") from exc
+
+
 @contextlib.contextmanager
-def process_group(argv: Sequence[str], out_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+def process_group(
+    argv: Sequence[str], out_path: Path, nice: int = 0
+) -> Iterator[subprocess.Popen[bytes]]:
     """A child in a new session (its own process group), always ended on exit."""
     with out_path.open("wb") as out:
         try:
@@ -107,6 +125,7 @@ def process_group(argv: Sequence[str], out_path: Path) -> Iterator[subprocess.Po
         except OSError as exc:
             raise HushmonError(f"cannot start {argv[0]}: {exc.strerror}") from exc
         try:
+            set_session_nice(proc.pid, nice)
             yield proc
         finally:
             kill_group(proc)
@@ -163,7 +182,7 @@ def _last_line(path: Path) -> str:
 
 def run_detector(cfg: DetectorConfig, run_dir: Path, timeout_s: float) -> None:
     out = run_dir / "detect.txt"
-    with process_group(detector_argv(cfg, run_dir), out) as proc:
+    with process_group(detector_argv(cfg, run_dir), out, cfg.nice) as proc:
         try:
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired as exc:
@@ -193,7 +212,7 @@ def one_run(
     with contextlib.ExitStack() as stack:
         if arm == "noisy" and noise.noise_cmd is not None:
             argv = with_nice(detector.nice, ["/bin/sh", "-c", noise.noise_cmd])
-            proc = stack.enter_context(process_group(argv, run_dir / NOISE_OUT))
+            proc = stack.enter_context(process_group(argv, run_dir / NOISE_OUT, detector.nice))
             time.sleep(0.5)  # it must survive its start-up to count as running
             if proc.poll() is not None:
                 raise HushmonError(
@@ -206,6 +225,7 @@ def one_run(
                 process_group(
                     injector_argv(noise, phase_s, duration, run_dir, detector.nice),
                     run_dir / "inject.txt",
+                    detector.nice,
                 )
             )
         run_detector(detector, run_dir, timeout_s)

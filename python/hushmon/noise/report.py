@@ -45,7 +45,7 @@ def _verdict_text(v: dict[str, Any]) -> str:
 def _arm_table(page: Page, stats: list[RunStats], field: str, unit: str, scale: float) -> None:
     """Like the seed's Tables 1-2: mean, SD, runs per arm, plus intervals."""
     ev = evidence(stats, 1.0)
-    key = "per_op_ns" if field == "per_op_ns" else "folded_excess_ns"
+    key = field
     rows = []
     for arm in ("clean", "noisy"):
         m = ev[key][f"{arm}_mean"]
@@ -131,10 +131,11 @@ def _runs_figure(stats: list[RunStats]) -> Any:
     fig, ax = plt.subplots(figsize=(7, 3))
     for arm in ("clean", "noisy"):
         xs = [s.index for s in stats if s.arm == arm]
-        ys = [s.folded_ns / 1e3 for s in stats if s.arm == arm]
+        ys = [s.folded_score for s in stats if s.arm == arm]
         ax.scatter(xs, ys, color=ARM_COLOURS[arm], label=arm, s=20)
     ax.set_xlabel("run (execution order)")
-    ax.set_ylabel("folded statistic, us")
+    ax.axhline(0.5, color="grey", lw=0.8, ls=":")
+    ax.set_ylabel("folded score (1/2: no agent)")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return fig
@@ -188,12 +189,15 @@ def detect_page(study_dir: Path, study: dict[str, Any]) -> Page:
     )
     page.heading("Folded statistic (detours aligned with the agent's period)")
     page.paragraph(
-        "Per window after each (scheduled) activation: the detector's detour excess minus "
-        "the excess the rest of the period holds in the same width. Per run: the median "
-        "over its windows. Clean runs get a random sham phase, so both arms are measured "
-        "the same way."
+        "Per window after each (scheduled) activation: the fraction of the same-width "
+        "windows of the rest of its period that hold less detour excess (its score; 1/2 on "
+        "average without an agent, however busy the machine). Per run: the mean score over "
+        "its windows. Clean runs get a random sham phase, so both arms are measured the "
+        "same way."
     )
-    _arm_table(page, stats, "folded_ns", "us", 1e3)
+    _arm_table(page, stats, "folded_score", "score", 1.0)
+    page.paragraph("Delay in the agent's windows over their control windows:")
+    _arm_table(page, stats, "delay_ns", "us", 1e3)
     page.figure(
         _folded_figure(study_dir, study, zoom_ms=min(60.0, noise["period_s"] * 1000)),
         "Detector excess against the time since the agent's activation (folded over the "
@@ -221,10 +225,10 @@ def detect_page(study_dir: Path, study: dict[str, Any]) -> Page:
     )  # fmt: skip
     page.heading("Runs")
     page.table(
-        ["run", "arm", "phase, s", "time per op, us", "folded, us", "windows", "detours/s",
-         "wall, s"],
-        [[s.index, s.arm, s.phase_s, s.per_op_ns / 1e3, s.folded_ns / 1e3, s.windows,
-          s.detour_rate_per_s, s.wall_s] for s in stats],
+        ["run", "arm", "phase, s", "time per op, us", "folded score", "delay, us", "windows",
+         "detours/s", "wall, s"],
+        [[s.index, s.arm, s.phase_s, s.per_op_ns / 1e3, s.folded_score, s.delay_ns / 1e3,
+          s.windows, s.detour_rate_per_s, s.wall_s] for s in stats],
         text_columns=(1,),
     )  # fmt: skip
     return page
@@ -302,7 +306,7 @@ def sweep_page(out: Path, result: dict[str, Any]) -> Page:
     a2.legend(fontsize=8)
     a2.grid(alpha=0.3)
     page.figure(fig, "Sensitivity (like the seed's Fig. 5): left, the seed's statistic; right, "
-                "the delay the folded test measures (red rings: detected).")  # fmt: skip
+                "the delay in the agent's windows (red rings: detected).")  # fmt: skip
     page.heading("A/A control")
     page.paragraph(
         f"{aa['pool_clean_runs']} clean runs pooled; {aa['trials']} replays of the whole "
@@ -335,9 +339,9 @@ def calibrate_page(result: dict[str, Any]) -> Page:
     page.finding("low", "Best configuration", f"{result['best']['op']} {result['best']['size']}")
     page.table(
         ["operation", "size", "runs", "mean time per op, us", "CV", "detours/s",
-         "folded IQR, us", "reproducible"],
+         "folded score IQR", "reproducible"],
         [[c["op"], c["size"], c["runs"], c["per_op_ns_mean"] / 1e3, c["cv"],
-          c["detour_rate_per_s"], c["folded_spread_ns"] / 1e3,
+          c["detour_rate_per_s"], c["folded_spread"],
           "yes" if c["reproducible"] else "no"] for c in result["configs"]],
         text_columns=(0, 1, 7),
     )  # fmt: skip
