@@ -11,7 +11,9 @@ Prints, in one run on this machine:
    cycles back to back) next to (1), as a ratio; plus what the other
    default sources add. (1) and (2) alternate for --rounds rounds and the
    medians are shown, so a change in the machine's load (other users of a
-   shared box) hits both sides alike.
+   shared box) hits both sides alike. Then the same once per period
+   (--cold-samples reads / cycles, one per period): what each costs when it
+   starts with cold caches, as it does in the daemon.
 3. Side by side, sampling at the same period for the same wall time:
    hushmon-agent (default sources, spool sink), Prometheus node exporter
    (Debian package, default collectors, scraped over loopback once per
@@ -94,12 +96,29 @@ def kernel_cost_us(iterations: int) -> dict[str, float]:
     return costs
 
 
-def agent_source_cost_us(agent: Path, cycles: int, spool: Path) -> dict[str, float]:
+def kernel_cold_cost_us(samples: int, period_s: float) -> dict[str, float]:
+    """Like kernel_cost_us, one read of each file per period (cold caches)."""
+    fds = {name: os.open(path, os.O_RDONLY) for name, path in KERNEL_FILES}
+    totals = dict.fromkeys(fds, 0.0)
+    for _ in range(samples):
+        time.sleep(period_s)
+        for name, fd in fds.items():
+            t0 = time.thread_time_ns()
+            os.pread(fd, 1 << 16, 0)
+            totals[name] += (time.thread_time_ns() - t0) / 1e3
+    for fd in fds.values():
+        os.close(fd)
+    return {name: total / samples for name, total in totals.items()}
+
+
+def agent_source_cost_us(
+    agent: Path, cycles: int, spool: Path, gap_ms: int = 0
+) -> dict[str, float]:
     """Per-source CPU microseconds per sample from --measure-cost."""
     proc = subprocess.run(
-        [str(agent), "--measure-cost", str(cycles), "--socket", "", "--sink", "spool",
-         "--spool-dir", str(spool)],
-        capture_output=True, text=True, timeout=600, check=False,
+        [str(agent), "--measure-cost", str(cycles), "--measure-cost-gap-ms", str(gap_ms),
+         "--socket", "", "--sink", "spool", "--spool-dir", str(spool)],
+        capture_output=True, text=True, timeout=3600, check=False,
     )  # fmt: skip
     if proc.returncode != 0:
         raise HushmonError(f"hushmon-agent --measure-cost failed: {proc.stderr.strip()}")
@@ -327,6 +346,14 @@ def html_report(result: dict[str, Any], path: Path) -> None:
                + [("all six", sum(k.values()), result["agent_files_us"],
                    ratio(result["agent_files_us"], sum(k.values())))],
                text_columns=(0, 3))  # fmt: skip
+    kc = result["kernel_cold_us"]
+    ac = result["agent_source_cold_us"]
+    page.heading("The same, one sample per period (cold caches)", level=3)
+    page.table(["source", "kernel µs", "agent µs", "agent / kernel"],
+               [(n, kc[n], ac.get(n, float("nan")), ratio(ac.get(n, 0), kc[n])) for n in kc]
+               + [("all six", sum(kc.values()), result["agent_files_cold_us"],
+                   ratio(result["agent_files_cold_us"], sum(kc.values())))],
+               text_columns=(0, 3))  # fmt: skip
     page.paragraph(
         f"Median of {result['rounds']} alternating rounds of {result['cycles_per_round']} reads "
         "(kernel) and cycles (agent), back to back, so both run with warm caches."
@@ -340,11 +367,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--duration-s", type=float, default=10.0, help="measured time per tool")
     ap.add_argument("--cycles", type=int, default=2000, help="reads / cycles per round")
     ap.add_argument("--rounds", type=int, default=5, help="alternating kernel/agent rounds")
+    ap.add_argument("--cold-samples", type=int, default=20, help="reads/cycles one per period")
     ap.add_argument("--json", metavar="FILE", help="write the figures as JSON ('-' = stdout)")
     ap.add_argument("--html", metavar="FILE", help="write an HTML page with plots")
     args = ap.parse_args(argv)
-    if args.period_ms < 10 or args.duration_s <= 0 or args.cycles < 1 or args.rounds < 1:
-        raise HushmonError("--period-ms >= 10, --duration-s > 0, --cycles and --rounds >= 1")
+    if (
+        args.period_ms < 10
+        or args.duration_s <= 0
+        or min(args.cycles, args.rounds, args.cold_samples) < 1
+    ):
+        raise HushmonError(
+            "--period-ms >= 10, --duration-s > 0, --cycles, --rounds, --cold-samples >= 1"
+        )
     agent = program("hushmon-agent")
     with tempfile.TemporaryDirectory(prefix="hm_bench_agent_") as tmp:
         work = Path(tmp)
@@ -357,6 +391,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             agent_rounds.append(agent_source_cost_us(agent, args.cycles, work / f"cost-{r}"))
         kernel = {n: statistics.median(k[n] for k in kernel_rounds) for n in kernel_rounds[0]}
         sources = {n: statistics.median(a[n] for a in agent_rounds) for n in agent_rounds[0]}
+        period_s = args.period_ms / 1e3
+        print(f"cold: {args.cold_samples} kernel reads and agent cycles, one per period ...",
+              file=sys.stderr)  # fmt: skip
+        kernel_cold = kernel_cold_cost_us(args.cold_samples, period_s)
+        sources_cold = agent_source_cost_us(
+            agent, args.cold_samples, work / "cost-cold", gap_ms=args.period_ms
+        )
         tools = []
         for label, runner in (
             ("hushmon-agent", lambda: run_agent(agent, args.period_ms, args.duration_s, work)),
@@ -382,6 +423,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "agent_source_us_rounds": agent_rounds,
         "agent_source_us": sources,
         "agent_files_us": agent_files,
+        "kernel_cold_us": kernel_cold,
+        "agent_source_cold_us": sources_cold,
+        "agent_files_cold_us": sum(sources_cold.get(n, 0.0) for n in [n for n, _ in KERNEL_FILES]),
         "tools": [asdict(t) for t in tools],
     }
     print(f"\nKernel vs hushmon-agent, CPU us per sample (median of {args.rounds} rounds of "
@@ -395,6 +439,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     others = {n: v for n, v in sources.items() if n not in file_sources and n != "total"}
     print("  other default sources: " + ", ".join(f"{n} {v:.2f}" for n, v in others.items()))
     print(f"  all sources + sink: {sources['total']:.2f} us per sample")
+    print(f"\nThe same, one sample per period ({args.period_ms} ms, {args.cold_samples} samples, "
+          "cold caches):")  # fmt: skip
+    print(f"  {'source':8s} {'kernel':>8s} {'agent':>8s} {'ratio':>6s}")
+    for name in file_sources:
+        k, a = kernel_cold[name], sources_cold.get(name, float("nan"))
+        print(f"  {name:8s} {k:8.2f} {a:8.2f} {ratio(a, k):>6s}")
+    kc_all, ac_all = sum(kernel_cold.values()), result["agent_files_cold_us"]
+    print(f"  {'6 files':8s} {kc_all:8.2f} {ac_all:8.2f} {ratio(ac_all, kc_all):>6s}")
+    others = {n: v for n, v in sources_cold.items() if n not in file_sources and n != "total"}
+    print("  other default sources: " + ", ".join(f"{n} {v:.2f}" for n, v in others.items()))
+    print(f"  all sources + sink: {sources_cold['total']:.2f} us per sample")
     agent_us, agent_rss = tools[0].cpu_us_per_sample, tools[0].rss_bytes
     print(f"\nSide by side, period {args.period_ms} ms, {args.duration_s:g} s each:")
     print(f"  {'tool':26s} {'samples':>7s} {'CPU us/sample':>14s} {'ratio':>7s} "

@@ -175,27 +175,33 @@ int hm_agent_cycle(hm_agent *a, int64_t ts_ns, int64_t mono_ns, hm_error *err)
     return 0;
 }
 
-int hm_agent_measure_cost(hm_agent *a, int64_t n, hm_error *err)
+int hm_agent_measure_cost(hm_agent *a, int64_t n, int64_t gap_ms, hm_error *err)
 {
     if (hm_agent_cycle(a, hm_realtime_ns(), hm_monotonic_ns(), err) < 0)
         return -1;
     a->measure_cost = true;
-    double t0 = hm_thread_cpu_us();
+    double busy_us = 0;
     for (int64_t i = 0; i < n; i++) {
-        /* Back to back, as the kernel-cost loop of the benchmark reads the
-         * files: both then run with warm caches. (A real period starts
-         * cold, which costs both sides alike.) */
+        /* gap 0: back to back, as the benchmark's kernel-cost loop reads the
+         * files, both with warm caches. A gap as long as the period shows
+         * what each source costs when it starts cold, as in the daemon. */
+        if (gap_ms > 0) {
+            struct timespec pause = {.tv_sec = gap_ms / 1000, .tv_nsec = (gap_ms % 1000) * 1000000};
+            while (nanosleep(&pause, &pause) < 0 && errno == EINTR) {
+            }
+        }
+        double t0 = hm_thread_cpu_us();
         if (hm_agent_cycle(a, hm_realtime_ns(), hm_monotonic_ns(), err) < 0)
             return -1;
+        busy_us += hm_thread_cpu_us() - t0;
     }
-    double total_us = hm_thread_cpu_us() - t0;
-    fprintf(stderr, "CPU time per sample over %lld samples (this process, CLOCK_THREAD_CPUTIME_ID):\n",
-            (long long)n);
+    fprintf(stderr, "CPU time per sample over %lld samples%s (CLOCK_THREAD_CPUTIME_ID):\n",
+            (long long)n, gap_ms > 0 ? ", one per gap" : ", back to back");
     for (size_t i = 0; i < a->nsources; i++)
         fprintf(stderr, "  %-8s %8.2f us\n", a->source[i].ops->name,
                 a->source[i].cpu_ns_total / 1e3 / (double)n);
     fprintf(stderr, "  %-8s %8.2f us\n  %-8s %8.2f us\n", "sink", a->sink_cpu_ns_total / 1e3 / (double)n,
-            "total", total_us / (double)n);
+            "total", busy_us / (double)n);
     return a->sink.ops->flush(a->sink.state, err);
 }
 

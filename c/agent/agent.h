@@ -66,10 +66,10 @@ int hm_agent_init(hm_agent *a, const hm_agent_config *cfg, const hm_config_overr
 int hm_agent_cycle(hm_agent *a, int64_t ts_ns, int64_t mono_ns, hm_error *err);
 /* Two readings interval_ms apart, the second one written. */
 int hm_agent_once(hm_agent *a, int64_t interval_ms, hm_error *err);
-/* Runs n cycles back to back (after one priming cycle) timing each
- * source's CPU time, and prints CPU microseconds per sample per source,
- * for docs/agent.md and bench/bench_agent_cost.py. */
-int hm_agent_measure_cost(hm_agent *a, int64_t n, hm_error *err);
+/* Runs n cycles (after one priming cycle), gap_ms apart (0 = back to
+ * back), timing each source's CPU time, and prints CPU microseconds per
+ * sample per source, for docs/agent.md and bench/bench_agent_cost.py. */
+int hm_agent_measure_cost(hm_agent *a, int64_t n, int64_t gap_ms, hm_error *err);
 /* Samples until SIGTERM/SIGINT; SIGHUP reloads the config. */
 int hm_agent_run(hm_agent *a, hm_error *err);
 /* Rereads the config file (flags still override) and reopens sources

@@ -27,6 +27,8 @@ static void usage(FILE *out)
             "  --once-interval-ms N           (default 250)\n"
             "  --measure-cost N               run N cycles back to back and print each source's\n"
             "                                 CPU time per sample (stderr), then exit\n"
+            "  --measure-cost-gap-ms N        sleep N ms before each of those cycles (cold caches,\n"
+            "                                 as in the daemon); default 0\n"
             "  --daemon                       detach and log to syslog (systemd: run in foreground)\n"
             "  --pidfile FILE                 write the process id here\n"
             "  --help\n"
@@ -63,7 +65,7 @@ int main(int argc, char **argv)
     size_t n_overrides = 0;
     const char *config_path = NULL, *pidfile = NULL;
     bool once = false, daemonize = false, sink_given = false;
-    int64_t once_interval_ms = 250, cost_cycles = 0;
+    int64_t once_interval_ms = 250, cost_cycles = 0, cost_gap_ms = 0;
     hm_error err;
     for (int i = 1; i < argc; i++) {
         char *arg = argv[i];
@@ -91,6 +93,7 @@ int main(int argc, char **argv)
         }
         bool known = strcmp(flag, "--config") == 0 || strcmp(flag, "--pidfile") == 0 ||
                      strcmp(flag, "--once-interval-ms") == 0 || strcmp(flag, "--measure-cost") == 0 ||
+                     strcmp(flag, "--measure-cost-gap-ms") == 0 ||
                      hm_config_key_for_flag(flag) != NULL;
         if (!known) {
             fprintf(stderr, "hushmon-agent: unknown option '%s' (see --help)\n", arg);
@@ -110,6 +113,11 @@ int main(int argc, char **argv)
         } else if (strcmp(flag, "--measure-cost") == 0) {
             if (hm_parse_int64(value, 1, 10000000, 0, &cost_cycles, &err) < 0) {
                 fprintf(stderr, "hushmon-agent: --measure-cost: %s\n", err.msg);
+                return 2;
+            }
+        } else if (strcmp(flag, "--measure-cost-gap-ms") == 0) {
+            if (hm_parse_int64(value, 0, 60000, 0, &cost_gap_ms, &err) < 0) {
+                fprintf(stderr, "hushmon-agent: --measure-cost-gap-ms: %s\n", err.msg);
                 return 2;
             }
         } else if (strcmp(flag, "--once-interval-ms") == 0) {
@@ -152,7 +160,7 @@ int main(int argc, char **argv)
         hm_error_print("hushmon-agent", &err);
         return 1;
     }
-    int rc = cost_cycles > 0 ? hm_agent_measure_cost(&agent, cost_cycles, &err)
+    int rc = cost_cycles > 0 ? hm_agent_measure_cost(&agent, cost_cycles, cost_gap_ms, &err)
              : once          ? hm_agent_once(&agent, once_interval_ms, &err)
                              : hm_agent_run(&agent, &err);
     if (rc < 0)
