@@ -1,6 +1,7 @@
 #include "bench_options.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -376,6 +377,23 @@ int hm_bench_check_ranks(const hm_bench_opts *o, int world_size, hm_error *err)
         if (o->ops[i]->min_ranks > smallest)
             return hm_error_set(err, "%s needs at least %d processes, got %lld", o->ops[i]->name,
                                 o->ops[i]->min_ranks, (long long)smallest);
+    /* Counts and displacements of an n-rank exchange are MPI ints. */
+    int64_t largest = world_size;
+    if (o->n_nprocs > 0) {
+        largest = 0;
+        for (size_t i = 0; i < o->n_nprocs; i++)
+            largest = o->nprocs[i] > largest ? o->nprocs[i] : largest;
+    }
+    for (size_t i = 0; i < o->n_ops; i++) {
+        if (!o->ops[i]->uses_size)
+            continue;
+        for (size_t k = 0; k < o->n_sizes; k++)
+            if (o->sizes[k] > INT_MAX / largest)
+                return hm_error_set(err,
+                                    "--sizes: %lld bytes x %lld processes does not fit an MPI "
+                                    "count (%s)",
+                                    (long long)o->sizes[k], (long long)largest, o->ops[i]->name);
+    }
     if (o->root >= smallest)
         return hm_error_set(err, "--root %d is not a rank of a %lld-process run", o->root,
                             (long long)smallest);

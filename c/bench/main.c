@@ -4,6 +4,7 @@
  * with the same verdict and no communication; later failures are agreed
  * on with a reduction before the next collective, so no rank is left
  * waiting. See docs/bench.md for the method and the JSON schema. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,16 +41,23 @@ typedef struct run_state {
     FILE *json;               /* rank 0 with --json, open during the run */
 } run_state;
 
-/* All ranks of comm learn whether every rank succeeded. */
+/* All ranks of comm learn whether every rank succeeded; of the ranks that
+ * failed here, the lowest reports (one message, not one per rank). */
 static int agree(MPI_Comm comm, int status, hm_error *err)
 {
-    int worst = 0;
-    int rc = MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MIN, comm);
+    int rank = 0;
+    int rc = MPI_Comm_rank(comm, &rank);
+    /* INT_MAX: fine; INT_MAX - 1: knows of a failure elsewhere; a rank
+     * number: failed here. The minimum says it all. */
+    int mine = status == 0 ? INT_MAX : status == FAILED_ELSEWHERE ? INT_MAX - 1 : rank;
+    int first = INT_MAX;
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
     if (rc != MPI_SUCCESS)
         return hm_op_mpi_check(rc, "agreeing on status", err);
-    if (worst == 0)
+    if (first == INT_MAX)
         return 0;
-    return status == 0 || status == FAILED_ELSEWHERE ? FAILED_ELSEWHERE : FAILED_HERE_AGREED;
+    return first == rank ? FAILED_HERE_AGREED : FAILED_ELSEWHERE;
 }
 
 static int push_result(run_state *s, const hm_bench_result *r, hm_error *err)

@@ -109,6 +109,14 @@ static void test_rank_checks(hm_test_counts *c)
     CHECK(c, hm_bench_check_ranks(&o, 4, &err) == -1);
     CHECK(c, strstr(err.msg, "--root 3") != NULL);
     hm_bench_opts_free(&o);
+    /* n * size must fit an MPI int count; sizeless ops are not limited. */
+    CHECK(c, PARSE(&o, &err, "--op", "alltoall", "--sizes", "600M") == 0);
+    CHECK(c, hm_bench_check_ranks(&o, 4, &err) == -1);
+    CHECK(c, strstr(err.msg, "does not fit an MPI count") != NULL);
+    hm_bench_opts_free(&o);
+    CHECK(c, PARSE(&o, &err, "--op", "barrier", "--sizes", "600M") == 0);
+    CHECK(c, hm_bench_check_ranks(&o, 4, &err) == 0);
+    hm_bench_opts_free(&o);
     CHECK(c, PARSE(&o, &err, "--op", "waitpatternnull", "--nprocs", "1") == 0);
     CHECK(c, hm_bench_check_ranks(&o, 1, &err) == 0);
     hm_bench_opts_free(&o);

@@ -243,6 +243,7 @@ BAD_INPUT = [
     (2, ["--nprocs", "5"], "only 2 running"),
     (2, ["--method", "fastest"], "unknown method"),
     (2, ["--timer", "sundial"], "unknown timer"),
+    (2, ["--op", "alltoall", "--sizes", "2G"], "does not fit an MPI count"),
 ]
 
 
