@@ -7,7 +7,8 @@ typedef struct exch_params {
     const exch_pattern *pattern;
     int64_t length_bytes;
     int64_t cycles;
-    int64_t rounds;
+    int64_t rounds;        /* fixed rounds per cycle; 0 = as many as fit in comm_ms */
+    double comm_ms;
     double compute_ms;
     bool corrupt;
 } exch_params;
@@ -110,104 +111,153 @@ static int exch_validate(const app_context *ctx, const void *data, hm_error *err
     double messages = (double)p->cycles * (double)p->rounds;
     if (messages > 1e12)
         return hm_error_set(err, "--cycles x --rounds = %.3g is too many", messages);
+    if (p->rounds == 0 && p->comm_ms <= 0)
+        return hm_error_set(err, "--rounds 0 (time-bounded) needs --comm-ms above 0");
     return 0;
+}
+
+/* What one rank needs during the run. */
+typedef struct exch_state {
+    const exch_params *p;
+    const app_context *ctx;
+    exch_plan plan;
+    uint8_t *send_buf, *recv_buf;
+    MPI_Request *reqs;
+    double messages_sent;
+} exch_state;
+
+/* One round: every phase's receives and sends, then the checks. `full`
+ * checks whole contents, not only the stamps. */
+static void exch_round(exch_state *st, uint64_t seq, bool full, bool corrupt, app_result *result)
+{
+    const exch_params *p = st->p;
+    const app_context *ctx = st->ctx;
+    const size_t len = (size_t)p->length_bytes, size = (size_t)ctx->size;
+    put_stamp(st->send_buf, len, stamp_value(ctx->rank, seq));
+    if (corrupt)
+        st->send_buf[len / 2] ^= 0x40;   /* the receivers' full check must see it */
+    for (int ph = 0; ph < st->plan.n_phases; ph++) {
+        const int *to = st->plan.to + (size_t)ph * size;
+        const int *from = st->plan.from + (size_t)ph * size;
+        int nreq = 0, mpi_rc = MPI_SUCCESS;
+        for (int i = 0; i < st->plan.n_from[ph]; i++)
+            mpi_rc |= MPI_Irecv(st->recv_buf + (size_t)i * len, (int)len, MPI_BYTE, from[i], ph,
+                                ctx->comm, &st->reqs[nreq++]);
+        for (int i = 0; i < st->plan.n_to[ph]; i++)
+            mpi_rc |= MPI_Isend(st->send_buf, (int)len, MPI_BYTE, to[i], ph, ctx->comm,
+                                &st->reqs[nreq++]);
+        mpi_rc |= MPI_Waitall(nreq, st->reqs, MPI_STATUSES_IGNORE);
+        if (mpi_rc != MPI_SUCCESS) {
+            hm_error err;
+            hm_error_set(&err, "message exchange failed in round %llu", (unsigned long long)seq);
+            app_abort(ctx, p->pattern->name, &err);
+        }
+        st->messages_sent += st->plan.n_to[ph];
+        for (int i = 0; i < st->plan.n_from[ph]; i++)
+            if (!message_ok(st->recv_buf + (size_t)i * len, len, from[i], seq, full))
+                result->failures++;
+    }
+    if (corrupt)
+        st->send_buf[len / 2] ^= 0x40;
+}
+
+/* Whether the time-bounded message phase goes on: rank 0's clock decides
+ * for all (ranks must run the same rounds). Asked every round: a 4-byte
+ * broadcast costs microseconds, while on a loaded machine a single round
+ * can take a tenth of a second, so asking less often overshoots the phase. */
+static bool exch_go_on(const exch_state *st, int64_t round, int64_t phase_start_ns)
+{
+    const exch_params *p = st->p;
+    if (p->rounds > 0)
+        return round < p->rounds;
+    int go = (double)(app_now_ns() - phase_start_ns) < p->comm_ms * 1e6;
+    if (MPI_Bcast(&go, 1, MPI_INT, 0, st->ctx->comm) != MPI_SUCCESS) {
+        hm_error err;
+        hm_error_set(&err, "MPI_Bcast of the phase end failed");
+        app_abort(st->ctx, p->pattern->name, &err);
+    }
+    return go != 0;
 }
 
 static int exch_run(const app_context *ctx, const void *data, app_result *result, hm_error *err)
 {
     const exch_params *p = data;
     const size_t len = (size_t)p->length_bytes;
-    exch_plan plan = {0};
-    int rc = plan_build(p->pattern, ctx, &plan, err);
-    uint8_t *send_buf = rc == 0 ? malloc(len) : NULL;
-    uint8_t *recv_buf = rc == 0 ? malloc(len * (size_t)(plan.max_from ? plan.max_from : 1)) : NULL;
-    MPI_Request *reqs = rc == 0 ? malloc(2 * (size_t)ctx->size * sizeof *reqs) : NULL;
-    if (rc == 0 && (!send_buf || !recv_buf || !reqs))
-        rc = hm_error_set(err, "cannot allocate %zu-byte message buffers", len);
+    exch_state st = {.p = p, .ctx = ctx};
+    int rc = plan_build(p->pattern, ctx, &st.plan, err);
+    if (rc == 0) {
+        st.send_buf = malloc(len);
+        st.recv_buf = malloc(len * (size_t)(st.plan.max_from ? st.plan.max_from : 1));
+        st.reqs = malloc(2 * (size_t)ctx->size * sizeof *st.reqs);
+        if (!st.send_buf || !st.recv_buf || !st.reqs)
+            rc = hm_error_set(err, "cannot allocate %zu-byte message buffers", len);
+    }
     /* Every rank must know before the first message that all can go on. */
     if (!app_all_ok(ctx, rc == 0)) {
         if (rc == 0)
             rc = hm_error_set(err, "another rank could not start");
         goto out;
     }
-    fill_pattern(send_buf, len, ctx->rank);
+    fill_pattern(st.send_buf, len, ctx->rank);
 
-    const int64_t last_seq = p->cycles * p->rounds - 1;
-    double flops = 0.0, messages_sent = 0.0;
+    double flops = 0.0;
     int64_t compute_ns = 0;
+    uint64_t seq = 0;
     for (int64_t cycle = 0; cycle < p->cycles; cycle++) {
-        int64_t t0 = app_now_ns();
-        for (int64_t round = 0; round < p->rounds; round++) {
-            const int64_t seq = cycle * p->rounds + round;
-            const bool full = seq == 0 || seq == last_seq;
-            put_stamp(send_buf, len, stamp_value(ctx->rank, (uint64_t)seq));
-            if (p->corrupt && ctx->rank == 0 && seq == last_seq)
-                send_buf[len / 2] ^= 0x40;   /* the receivers' full check must see it */
-            for (int ph = 0; ph < plan.n_phases; ph++) {
-                const int *to = plan.to + (size_t)ph * (size_t)ctx->size;
-                const int *from = plan.from + (size_t)ph * (size_t)ctx->size;
-                int nreq = 0, mpi_rc = MPI_SUCCESS;
-                for (int i = 0; i < plan.n_from[ph]; i++)
-                    mpi_rc |= MPI_Irecv(recv_buf + (size_t)i * len, (int)len, MPI_BYTE, from[i],
-                                        ph, ctx->comm, &reqs[nreq++]);
-                for (int i = 0; i < plan.n_to[ph]; i++)
-                    mpi_rc |= MPI_Isend(send_buf, (int)len, MPI_BYTE, to[i], ph, ctx->comm,
-                                        &reqs[nreq++]);
-                mpi_rc |= MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE);
-                if (mpi_rc != MPI_SUCCESS) {
-                    hm_error_set(err, "message exchange failed in cycle %lld",
-                                 (long long)cycle);
-                    app_abort(ctx, p->pattern->name, err);
-                }
-                messages_sent += plan.n_to[ph];
-                for (int i = 0; i < plan.n_from[ph]; i++)
-                    if (!message_ok(recv_buf + (size_t)i * len, len, from[i], (uint64_t)seq,
-                                    full))
-                        result->failures++;
-            }
+        const int64_t t0 = app_now_ns();
+        /* The first round of every cycle is checked in full; --corrupt
+         * damages rank 0's message in the last cycle's first round. */
+        for (int64_t round = 0; exch_go_on(&st, round, t0); round++, seq++) {
+            const bool first = round == 0;
+            const bool corrupt = p->corrupt && first && ctx->rank == 0 && cycle + 1 == p->cycles;
+            exch_round(&st, seq, first, corrupt, result);
         }
-        int64_t t1 = app_now_ns();
+        const int64_t t1 = app_now_ns();
         result->busy_ns += t1 - t0;
         if (p->compute_ms > 0) {
             flops += app_compute_ms(p->compute_ms);
             compute_ns += app_now_ns() - t1;
         }
     }
-    result->bytes_moved = messages_sent * (double)len;
-    app_result_extra(result, "messages", messages_sent, APP_SUM);
+    result->bytes_moved = st.messages_sent * (double)len;
+    app_result_extra(result, "messages", st.messages_sent, APP_SUM);
+    app_result_extra(result, "rounds", (double)seq, APP_MAX);
     app_result_extra(result, "message_bytes", (double)len, APP_MAX);
     app_result_extra(result, "compute_s_max", (double)compute_ns * 1e-9, APP_MAX);
     app_result_extra(result, "compute_flops", flops, APP_SUM);
 out:
-    free(reqs);
-    free(recv_buf);
-    free(send_buf);
-    plan_free(&plan);
+    free(st.reqs);
+    free(st.recv_buf);
+    free(st.send_buf);
+    plan_free(&st.plan);
     return rc;
 }
 
 int exch_main(const exch_pattern *pattern, int argc, char **argv)
 {
-    /* Defaults: 1,000,000-byte messages as in the seed's figures; phases of
-     * about a second each (messages, then compute), so 1 Hz sampling sees
-     * both; about 20 s with 2 ranks on a small machine. */
+    /* Defaults: 1,000,000-byte messages as in the seed's figures; cycles of
+     * a second of messages and a second of compute, so 1 Hz sampling sees
+     * both phases; 10 cycles = about 20 s however fast the transport. */
     exch_params params = {
         .pattern = pattern,
         .length_bytes = 1000000,
-        .cycles = 8,
-        .rounds = 4000,
-        .compute_ms = 1500.0,
+        .cycles = 10,
+        .rounds = 0,
+        .comm_ms = 1000.0,
+        .compute_ms = 1000.0,
     };
     app_option options[] = {
         APP_SIZE("length", &params.length_bytes, 1, 1 << 30, "BYTES", "message length"),
         APP_INT("cycles", &params.cycles, 1, INT64_C(1) << 40, "N",
                 "cycles (each: message rounds, then a compute phase)"),
-        APP_INT("rounds", &params.rounds, 1, INT64_C(1) << 40, "N",
-                "message rounds per cycle"),
+        APP_DOUBLE("comm-ms", &params.comm_ms, 0.0, 3.6e6, "MS",
+                   "message rounds per cycle go on this long (rank 0's clock)"),
+        APP_INT("rounds", &params.rounds, 0, INT64_C(1) << 40, "N",
+                "fixed message rounds per cycle instead (0 = use --comm-ms)"),
         APP_DOUBLE("compute-ms", &params.compute_ms, 0.0, 3.6e6, "MS",
                    "compute phase after each cycle's messages (0 = none)"),
         APP_FLAG("corrupt", &params.corrupt,
-                 "(testing) rank 0 damages its last message, to show the check catches it"),
+                 "(testing) rank 0 damages one message, to show the check catches it"),
     };
     app_program program = {
         .name = pattern->name,

@@ -45,6 +45,20 @@ def test_message_patterns_verify_and_count(mpirun: MpiRun, program: str, nprocs:
     assert summary["rate_bytes_per_s"] > 0
 
 
+@pytest.mark.parametrize("program", ["master", "snake", "butterfly"])
+def test_time_bounded_message_phases(mpirun: MpiRun, program: str) -> None:
+    # The default mode: rounds go on for --comm-ms by rank 0's clock, and
+    # every rank runs the same rounds (or the counts would not add up).
+    summary = run_json(
+        mpirun, 3, program, "--length", "64K", "--cycles", "2", "--comm-ms", "100",
+        "--compute-ms", "50",
+    )  # fmt: skip
+    rounds = summary["metrics"]["rounds"]
+    assert rounds >= 2
+    assert summary["metrics"]["messages"] == messages_per_round(program, 3) * rounds
+    assert summary["busy_s"] >= 2 * 0.1
+
+
 @pytest.mark.parametrize("length", ["1", "15", "16"])
 def test_short_messages_still_verified(mpirun: MpiRun, length: str) -> None:
     # The seed's smallest message is 1 byte; the stamp must fit any length.
@@ -132,6 +146,8 @@ BAD_ARGS = [
     ("master", ["stray"], "unexpected argument"),
     ("master", ["--compute-ms", "nan"], "out of range"),
     ("master", ["--compute-ms", "fast"], "not a number"),
+    ("snake", ["--rounds", "0", "--comm-ms", "0"], "needs --comm-ms above 0"),
+    ("snake", ["--rounds", "-1"], "outside"),
     ("matmul", ["--size", "2"], "smaller than the number of ranks"),
     ("matmul", ["--size", "16", "--block", "32"], "larger than --size"),
     ("outofcore", ["--data", "1M", "--memory", "1M"], "must exceed --memory"),
