@@ -34,7 +34,7 @@ def butterfly_run(tmp_path_factory: pytest.TempPathFactory, bin_dir: Path, agent
     # About 6 s: phases of messages (TCP, so the loopback interface carries
     # them) and compute, sampled at 250 ms.
     butterfly = [
-        str(bin_dir / "butterfly"), "--length", "1M", "--cycles", "4", "--rounds", "300",
+        str(bin_dir / "butterfly"), "--length", "1M", "--cycles", "4", "--comm-ms", "700",
         "--compute-ms", "700",
     ]  # fmt: skip
     command = mpirun_command(2, butterfly, extra=["--mca", "btl", "tcp,self"])

@@ -31,17 +31,12 @@ class DemoJob:
     why: str
 
 
-# TCP moves a 1 MB message several times slower than shared memory, so the
-# message tests get fewer rounds per cycle than their defaults: each cycle
-# is then about a second of messages and 1.5 s of compute (distinct states
-# at 1 Hz), about 20 s per job on an idle 2-core machine.
-TCP_ROUNDS = ("--rounds", "600")
-
+# At their defaults the message tests alternate a second of messages with a
+# second of compute (distinct states at 1 Hz) for about 20 s, whatever the
+# transport's speed; matmul runs about 15-20 s on an idle 2-core machine.
 DEMO_JOBS: tuple[DemoJob, ...] = (
-    DemoJob(
-        "butterfly", TCP_ROUNDS, "rank i <-> rank n-1-i: far partners, traffic leaves the node"
-    ),
-    DemoJob("snake", TCP_ROUNDS, "rank i -> rank i+1: near partners, same messages as butterfly"),
+    DemoJob("butterfly", (), "rank i <-> rank n-1-i: far partners, traffic leaves the node"),
+    DemoJob("snake", (), "rank i -> rank i+1: near partners, same message length as butterfly"),
     DemoJob("matmul", (), "blocked matrix multiplication: CPU-bound with ring messages"),
 )
 
