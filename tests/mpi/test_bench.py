@@ -48,8 +48,14 @@ RESULT_KEYS = {
 }  # fmt: skip
 
 
+# The machine running the tests is shared: ranks that busy-poll while
+# waiting for a descheduled peer make every collective cost a time slice.
+# Yielding keeps the suite fast under load; no test here is about timing.
+YIELD = {"OMPI_MCA_mpi_yield_when_idle": "1"}
+
+
 def bench(mpirun: MpiRun, nprocs: int, *args: str, timeout: float = 120) -> dict[str, Any]:
-    out = mpirun(nprocs, PROGRAM, *args, "--json", "-", timeout=timeout)
+    out = mpirun(nprocs, PROGRAM, *args, "--json", "-", timeout=timeout, env=YIELD)
     assert out.returncode == 0, out.stderr
     doc: dict[str, Any] = json.loads(out.stdout)
     return doc
@@ -114,23 +120,29 @@ def test_waitpatterns_schema_per_rank_and_raw(mpirun: MpiRun) -> None:
     assert all(p["max"] <= max(up["raw"]["local_s"]) for p in up["per_rank"])
 
 
-def test_every_operation_two_ranks_all_methods(mpirun: MpiRun) -> None:
-    doc = bench(
-        mpirun, 2, "--op", "all", "--sizes", "0,100", "--method", "sync,loop,loop_barrier",
-        *FAST, timeout=150,
-    )  # fmt: skip
-    seen = {(r["op"], r["size"], r["method"]) for r in doc["results"]}
+def test_every_operation_two_ranks_synchronized(mpirun: MpiRun) -> None:
+    doc = bench(mpirun, 2, "--op", "all", "--sizes", "0,100", *FAST, timeout=150)
+    seen = {(r["op"], r["size"]) for r in doc["results"]}
     for op in ALL_OPS:
-        sizes = [0] if op in SIZELESS else [0, 100]
-        for size in sizes:
-            for method in ("sync", "loop", "loop_barrier"):
-                assert (op, size, method) in seen, (op, size, method)
+        for size in [0] if op in SIZELESS else [0, 100]:
+            assert (op, size) in seen, (op, size)
     assert len(doc["results"]) == len(seen)
     for r in doc["results"]:
         check_result(r)
-        assert r["nprocs"] == 2
-        if r["method"] != "sync":
-            assert r["n_valid"] > 0
+        assert r["nprocs"] == 2 and r["method"] == "sync"
+
+
+def test_every_operation_two_ranks_loop_methods(mpirun: MpiRun) -> None:
+    doc = bench(
+        mpirun, 2, "--op", "all", "--sizes", "100", "--method", "loop,loop_barrier", *FAST,
+        timeout=150,
+    )  # fmt: skip
+    seen = [(r["op"], r["method"]) for r in doc["results"]]
+    assert seen == [(op, m) for op in ALL_OPS for m in ("loop", "loop_barrier")]
+    for r in doc["results"]:
+        check_result(r)
+        assert r["n_valid"] == r["n_total"] > 0
+        assert r["size"] == (0 if r["op"] in SIZELESS else 100)
 
 
 @pytest.mark.parametrize("nprocs", [3, 4])
@@ -201,7 +213,9 @@ def test_shared_clock_skips_ping_pong_on_one_node(mpirun: MpiRun) -> None:
     "timer", ["monotonic", "monotonic_raw", "gettimeofday", "mpi_wtime", "tsc"]
 )
 def test_timers(mpirun: MpiRun, timer: str) -> None:
-    out = mpirun(2, PROGRAM, "--op", "waitpatternnull", "--timer", timer, *FAST, "--json", "-")
+    out = mpirun(
+        2, PROGRAM, "--op", "waitpatternnull", "--timer", timer, *FAST, "--json", "-", env=YIELD
+    )
     if timer == "tsc" and out.returncode != 0:
         # Only acceptable failure: this CPU has no invariant TSC, said in one line.
         assert "invariant TSC" in out.stderr
@@ -215,7 +229,7 @@ def test_timers(mpirun: MpiRun, timer: str) -> None:
 
 def test_json_file_and_table(mpirun: MpiRun, tmp_path: Any) -> None:
     path = tmp_path / "bench.json"
-    out = mpirun(2, PROGRAM, "--op", "barrier", *FAST, "--json", str(path), timeout=60)
+    out = mpirun(2, PROGRAM, "--op", "barrier", *FAST, "--json", str(path), timeout=60, env=YIELD)
     assert out.returncode == 0, out.stderr
     header = out.stdout.splitlines()[0].split()
     assert header[:4] == ["op", "size", "procs", "method"]
