@@ -110,7 +110,7 @@ def test_successful_run_keeps_raw_data_and_writes_report(
     assert provenance["exit_code"] == 0 and provenance["nprocs"] == 1
     assert "-np" in provenance["mpirun"]
     assert (out / "stdout.txt").read_text() == "bcast 8 sync 1.0\n"
-    assert "Loop vs synchronized" in (out / "report.html").read_text(encoding="utf-8")
+    assert "<h2>Loop vs synchronized" in (out / "report.html").read_text(encoding="utf-8")
     assert capsys.readouterr().out.strip() == f"report: {out / 'report.html'}"
 
 

@@ -53,7 +53,7 @@ def test_run_report_and_rebuild(tmp_path: Path, capsys) -> None:
 
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "waitpatternup on 2 ranks" in html  # the timer check, pass or fail
-    assert "Loop vs synchronized" in html
+    assert "<h2>Loop vs synchronized" in html
 
     rebuilt = tmp_path / "again.html"
     assert main(["bench", "report", str(out / "results.json"), "--html", str(rebuilt)]) == 0

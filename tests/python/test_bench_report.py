@@ -42,7 +42,7 @@ def test_loop_and_sync_report_has_every_part() -> None:
     # Timer checks with the known true times, and the loop error as a ratio.
     assert "waitpatternup on 2 ranks: timer and schedule OK" in html
     assert "waitpatternnull on 2 ranks: timer and schedule OK" in html
-    assert "Loop vs synchronized" in html
+    assert "<h2>Loop vs synchronized" in html
     assert "the loop method misstates collective times" in html
     # Plots: sweep panels, single-point bars, loop/sync ratio.
     assert html.count("<svg") == 3
@@ -80,7 +80,7 @@ def test_report_without_optional_fields_says_what_is_missing() -> None:
     html = page_of("minimal.json")
     assert "timer</th><td class='text'>not reported" in html
     assert "clock error not reported" in html
-    assert "Loop vs synchronized" not in html
+    assert "<h2>Loop vs synchronized" not in html
     assert "Per-rank times" not in html
     # scan had no valid launch: its statistics are dashes, not zeros or 'nan'.
     assert "nan" not in html.lower().replace("nanosecond", "")
@@ -167,4 +167,5 @@ def test_machine_load_is_reported(load_before: float, load_after: float, busy: b
 def test_report_of_real_program_output() -> None:
     html = page_of("real_2ranks.json")
     assert "Per-rank times" in html and "slowest rank" in html
+    assert "Every launch (raw)" in html
     assert "waitpatternup on 2 ranks" in html

@@ -157,3 +157,16 @@ def test_output_captured_from_the_real_program_reads() -> None:
         assert [p["rank"] for p in r.per_rank] == [0, 1]
         assert set(r.ci) == {"0.90", "0.95", "0.99"}
         assert (r.global_mean is not None) == (r.method == "sync")
+
+
+def test_raw_launches_are_read_and_checked() -> None:
+    run = load_run(FIXTURES / "real_2ranks.json")
+    raw = run.results[0].raw
+    assert raw is not None and len(raw.local_s) == len(raw.valid) == run.results[0].n_total
+    assert sum(raw.valid) == run.results[0].n_valid
+    bad = minimal_result(raw={"local_s": [1e-6, 2e-6], "global_s": [1e-6], "valid": [True, True]})
+    with pytest.raises(HushmonError, match="differ in length"):
+        loads_run(document(bad), "x.json")
+    bad = minimal_result(raw={"local_s": [1e-6], "global_s": [], "valid": [1]})
+    with pytest.raises(HushmonError, match="true/false"):
+        loads_run(document(bad), "x.json")

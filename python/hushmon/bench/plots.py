@@ -240,3 +240,54 @@ def loop_ratio_figure(pairs: Sequence[LoopVsSync]) -> Figure | None:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, ncol=2)
     return fig
+
+
+def launches_figure(results: Sequence[BenchResult]) -> Figure | None:
+    """Every launch of a few synchronized results in run order (the seed's Fig. 6 view).
+
+    Valid launches are dots, invalid ones (late start or overrun) crosses; the
+    dashed line is the reported mean of the valid launches after trimming.
+    """
+    chosen = [r for r in results if r.raw is not None and r.raw.local_s]
+    if not chosen:
+        return None
+    columns = min(PANEL_COLUMNS, len(chosen))
+    rows = math.ceil(len(chosen) / columns)
+    fig, axes = plt.subplots(
+        rows,
+        columns,
+        figsize=(PANEL_WIDTH_IN * columns, PANEL_HEIGHT_IN * rows),
+        squeeze=False,
+        layout="constrained",
+    )
+    for ax, r in zip(axes.flat, chosen, strict=False):
+        assert r.raw is not None
+        index = range(len(r.raw.local_s))
+        for valid, style in (
+            (True, {"color": METHOD_STYLE["sync"]["color"], "marker": "o", "label": "valid"}),
+            (False, {"color": "#c62828", "marker": "x", "label": "invalid"}),
+        ):
+            xs = [i for i in index if r.raw.valid[i] is valid]
+            ys = [r.raw.local_s[i] * US_PER_S for i in xs]
+            if xs:
+                ax.scatter(xs, ys, s=10, linewidths=0.8, **style)
+        if not math.isnan(r.mean):
+            ax.axhline(r.mean * US_PER_S, color="#444", linestyle="--", linewidth=0.8, label="mean")
+        times = [t for t in r.raw.local_s if t > 0]
+        if times and max(times) / min(times) >= LOG_SCALE_MIN_RATIO:
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.set_title(f"{r.op}, {format_bytes(r.size)} B, {r.nprocs} ranks", fontsize=9)
+        ax.set_xlabel("launch")
+        ax.set_ylabel("local time, µs")
+        ax.grid(True, alpha=0.3)
+    for ax in list(axes.flat)[len(chosen) :]:
+        ax.set_visible(False)
+    handles, labels = [], []
+    for ax in list(axes.flat)[: len(chosen)]:
+        for h, lbl in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lbl not in labels:
+                handles.append(h)
+                labels.append(lbl)
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8)
+    return fig

@@ -25,6 +25,7 @@ from hushmon.bench.checks import (
 )
 from hushmon.bench.plots import (
     format_bytes,
+    launches_figure,
     loop_ratio_figure,
     point_ops_figure,
     time_vs_size_figure,
@@ -50,8 +51,9 @@ METHOD_EXPLANATION = (
     "maximum over ranks of the local time; the global time is the latest end minus the "
     "scheduled start. 25 % of the lowest and highest valid times are dropped (n_s used of n_c "
     "valid of n_t total) before the mean, SE and Student-t confidence interval are computed. "
-    "The loop method times k back-to-back calls as IMB and OSU do; its mean includes the wait "
-    "for the slowest rank of the previous call, which is the systematic error shown below."
+    "The loop method times k back-to-back calls as IMB and OSU do: its mean per call can "
+    "include the wait for the slowest rank of the previous call, or hide latency where "
+    "consecutive calls overlap; the section 'Loop vs synchronized' shows by how much."
 )
 
 
@@ -435,6 +437,31 @@ def _per_rank_tables(page: Page, run: BenchRun) -> None:
         page.table(columns, rows, text_columns=(0, 2))
 
 
+MAX_LAUNCH_PANELS = 6
+
+
+def _launches_section(page: Page, run: BenchRun) -> None:
+    """With --raw: every launch of the synchronized results that had most trouble."""
+    with_raw = [r for r in run.results if r.raw is not None and r.method == SYNC_METHOD]
+    if not with_raw:
+        return
+    # The results with the most invalid launches show the schedule at work;
+    # ties go to the larger messages.
+    shown = sorted(with_raw, key=lambda r: (-(r.n_total - r.n_valid), -r.size, r.op))[
+        :MAX_LAUNCH_PANELS
+    ]
+    fig = launches_figure(shown)
+    if fig is None:
+        return
+    page.heading("Every launch (raw)", 2)
+    page.figure(
+        fig,
+        f"Local time (max over ranks) of each launch in run order, for {len(shown)} of "
+        f"{len(with_raw)} synchronized results (those with the most invalid launches). "
+        "Crosses are launches that started late or overran their window; they are not used.",
+    )
+
+
 def build_page(run: BenchRun, provenance: Mapping[str, Any] | None = None) -> Page:
     ops = run.ops()
     page = Page("hushmon bench: MPI collective timings")
@@ -512,6 +539,7 @@ def build_page(run: BenchRun, provenance: Mapping[str, Any] | None = None) -> Pa
         )
     _ci_table(page, run)
     _per_rank_tables(page, run)
+    _launches_section(page, run)
     page.heading("Method", 2)
     page.paragraph(METHOD_EXPLANATION, "meta")
     return page

@@ -54,6 +54,15 @@ class BenchMeta:
 
 
 @dataclass(frozen=True)
+class RawLaunches:
+    """Every launch of one result (``--raw``), in the order they ran, seconds."""
+
+    local_s: tuple[float, ...]
+    global_s: tuple[float, ...]
+    valid: tuple[bool, ...]
+
+
+@dataclass(frozen=True)
 class BenchResult:
     """The summary of one (op, size, nprocs, method) measurement, times in seconds."""
 
@@ -80,6 +89,7 @@ class BenchResult:
     delta_final_s: float | None = None
     ci: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     per_rank: tuple[Mapping[str, Any], ...] = ()
+    raw: RawLaunches | None = None
 
     @property
     def key(self) -> tuple[str, int, int]:
@@ -234,6 +244,35 @@ def _parse_ci_map(reader: _Reader, obj: Any, where: str) -> dict[str, tuple[floa
     return out
 
 
+def _parse_raw(reader: _Reader, obj: Any, where: str) -> RawLaunches | None:
+    if obj is None:
+        return None
+    if not isinstance(obj, dict):
+        raise reader.fail(where, "field 'raw' must be an object")
+    arrays: dict[str, list[Any]] = {}
+    for key in ("local_s", "global_s", "valid"):
+        value = obj.get(key, [])
+        if not isinstance(value, list):
+            raise reader.fail(where, f"raw['{key}'] must be a list")
+        arrays[key] = value
+    n = len(arrays["local_s"])
+    if len(arrays["valid"]) != n or len(arrays["global_s"]) not in (0, n):
+        raise reader.fail(where, "raw arrays local_s, global_s and valid differ in length")
+    if not all(isinstance(v, bool) for v in arrays["valid"]):
+        raise reader.fail(where, "raw['valid'] must hold true/false")
+    for key in ("local_s", "global_s"):
+        if not all(
+            v is None or (isinstance(v, int | float) and not isinstance(v, bool))
+            for v in arrays[key]
+        ):
+            raise reader.fail(where, f"raw['{key}'] must hold numbers")
+    return RawLaunches(
+        local_s=tuple(_nan_if_none(v) for v in arrays["local_s"]),
+        global_s=tuple(_nan_if_none(v) for v in arrays["global_s"]),
+        valid=tuple(arrays["valid"]),
+    )
+
+
 def _parse_result(reader: _Reader, obj: Any, index: int) -> BenchResult:
     where = f"results[{index}]"
     if not isinstance(obj, dict):
@@ -272,6 +311,7 @@ def _parse_result(reader: _Reader, obj: Any, index: int) -> BenchResult:
         delta_final_s=reader.number(obj, "delta_final_s", where, required=False, nullable=True),
         ci=_parse_ci_map(reader, obj.get("ci"), where),
         per_rank=tuple(per_rank),
+        raw=_parse_raw(reader, obj.get("raw"), where),
         **times,
     )
 
