@@ -77,25 +77,22 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]
         print("  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)))
 
 
+def us_text(seconds: float | None) -> str:
+    return fmt(None if seconds is None else seconds * US)
+
+
+def error_text(measured: float | None, true: float) -> str:
+    """Relative error for a pattern with a true time, the time itself (us) for the null one."""
+    return pct(measured, true) if true else us_text(measured)
+
+
 def timer_check(nprocs: int, repeats: int, timer: str, work: Path) -> list[dict[str, Any]]:
     figures = []
     for algo in SYNC_ALGORITHMS:
         for rep in range(repeats):
-            run, _ = run_bench(
-                nprocs,
-                [
-                    "--op",
-                    "waitpatternup,waitpatternnull",
-                    "--method",
-                    "sync",
-                    "--timer",
-                    timer,
-                    "--sync",
-                    algo,
-                ],
-                work,
-                f"timer-{algo}-{rep}",
-            )
+            args = ["--op", "waitpatternup,waitpatternnull", "--method", "sync"]
+            args += ["--timer", timer, "--sync", algo]
+            run, _ = run_bench(nprocs, args, work, f"timer-{algo}-{rep}")
             for r in run.results:
                 figures.append(
                     {
@@ -106,29 +103,13 @@ def timer_check(nprocs: int, repeats: int, timer: str, work: Path) -> list[dict[
                         "mean_s": r.mean,
                         "global_mean_s": r.global_mean,
                         "offset_residual_s": run.meta.clock_offset_residual_max_s,
+                        "offset_residual_end_s": run.meta.clock_offset_residual_end_max_s,
                         "drift_s": run.meta.clock_drift_max_s,
                     }
                 )
-    rows = [
-        [
-            f["sync"],
-            str(f["repeat"]),
-            f["op"],
-            fmt(f["true_s"] * US),
-            fmt(f["mean_s"] * US),
-            pct(f["mean_s"], f["true_s"]) if f["true_s"] else fmt((f["mean_s"]) * US),
-            fmt(f["global_mean_s"] * US if f["global_mean_s"] is not None else None),
-            pct(f["global_mean_s"], f["true_s"])
-            if f["true_s"]
-            else fmt(f["global_mean_s"] * US if f["global_mean_s"] is not None else None),
-            fmt(f["offset_residual_s"] * US if f["offset_residual_s"] is not None else None),
-            fmt(f["drift_s"] * US if f["drift_s"] is not None else None),
-        ]
-        for f in figures
-    ]
     print_table(
         f"1. Timer and schedule check: {nprocs} ranks, timer {timer} "
-        "(error: relative for Up, absolute in us for Null)",
+        "(err: relative for Up, the time itself in us for Null, whose true time is 0)",
         [
             "sync",
             "run",
@@ -139,9 +120,50 @@ def timer_check(nprocs: int, repeats: int, timer: str, work: Path) -> list[dict[
             "global us",
             "global err",
             "offset us",
+            "offset end us",
             "drift us",
         ],
-        rows,
+        [
+            [
+                f["sync"],
+                str(f["repeat"]),
+                f["op"],
+                us_text(f["true_s"]),
+                us_text(f["mean_s"]),
+                error_text(f["mean_s"], f["true_s"]),
+                us_text(f["global_mean_s"]),
+                error_text(f["global_mean_s"], f["true_s"]),
+                us_text(f["offset_residual_s"]),
+                us_text(f["offset_residual_end_s"]),
+                us_text(f["drift_s"]),
+            ]
+            for f in figures
+        ],
+    )
+    summary_rows = []
+    for algo in SYNC_ALGORITHMS:
+        for op in ("waitpatternup", "waitpatternnull"):
+            runs = [f for f in figures if f["sync"] == algo and f["op"] == op]
+            if not runs:
+                continue
+            true = runs[0]["true_s"]
+            local = statistics.median(f["mean_s"] for f in runs)
+            glob = [f["global_mean_s"] for f in runs if f["global_mean_s"] is not None]
+            global_median = statistics.median(glob) if glob else None
+            offsets = [f["offset_residual_s"] for f in runs if f["offset_residual_s"] is not None]
+            summary_rows.append(
+                [
+                    algo,
+                    op,
+                    error_text(local, true),
+                    error_text(global_median, true),
+                    us_text(statistics.median(offsets) if offsets else None),
+                ]
+            )
+    print_table(
+        f"   median of {repeats} runs",
+        ["sync", "op", "local err", "global err", "offset us"],
+        summary_rows,
     )
     return figures
 

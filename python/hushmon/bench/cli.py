@@ -102,7 +102,10 @@ def _report_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("results", type=Path, help="results.json written by hushmon-bench")
     parser.add_argument(
-        "--html", type=Path, help="report to write (default: report.html next to RESULTS)"
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="report to write (default: report.html next to RESULTS)",
     )
     parser.add_argument("--json", metavar="FILE|-", help="also write a summary as JSON")
     return parser
@@ -181,20 +184,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "hushmon bench --op bcast -- --root 1. See build/bin/hushmon-bench --help."
         ),
     )
-    parser.add_argument("--np", type=int, help=f"MPI processes (default {DEMO_NPROCS})")
-    parser.add_argument("--op", help="operations, comma list (default: the program's)")
     parser.add_argument(
-        "--size", "--sizes", dest="size", help="message sizes, e.g. 1:64K:x2 or 0,8,1K"
+        "--np", type=int, metavar="N", help=f"MPI processes (default {DEMO_NPROCS})"
     )
     parser.add_argument(
-        "--method", help="sync, loop, loop_barrier or both (= sync,loop); a comma list"
+        "--op", metavar="LIST", help="operations, comma list (default: the program's)"
     )
-    parser.add_argument("--timer", help="timer of hushmon-bench (see its --help)")
-    parser.add_argument("--sync", help="clock synchronization algorithm (see its --help)")
-    parser.add_argument("--out", help="output directory (default: <data>/reports/bench-<UTC time>)")
+    parser.add_argument(
+        "--size",
+        "--sizes",
+        dest="size",
+        metavar="LIST",
+        help="message sizes, e.g. 1:64K:x2 or 0,8,1K",
+    )
+    parser.add_argument(
+        "--method", metavar="M", help="sync, loop, loop_barrier or both (= sync,loop); a comma list"
+    )
+    parser.add_argument("--timer", metavar="NAME", help="timer of hushmon-bench (see its --help)")
+    parser.add_argument(
+        "--sync", metavar="ALGO", help="clock synchronization algorithm (see its --help)"
+    )
+    parser.add_argument(
+        "--out", metavar="DIR", help="output directory (default: <data>/reports/bench-<UTC time>)"
+    )
     parser.add_argument("--json", metavar="FILE|-", help="write a summary as JSON")
     parser.add_argument(
-        "--timeout", type=float, help="stop the run after this many seconds (default: none)"
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="stop the run after this many seconds (default: none)",
     )
     parser.add_argument(
         "--demo",
