@@ -100,11 +100,21 @@ void hm_lp_tag(hm_lp *lp, const char *key, const char *value)
     put_escaped(lp, value, true);
 }
 
+/* Field keys are names from the code or from profile files (bare TOML
+ * keys: letters, digits, '_' and '-'), so they never need escaping. */
 static void field_key(hm_lp *lp, const char *key)
 {
-    put_char(lp, lp->fields_in_line == 0 ? ' ' : ',');
-    put_escaped(lp, key, true);
-    put_char(lp, '=');
+    char sep = lp->fields_in_line == 0 ? ' ' : ',';
+    size_t kl = strlen(key);
+    if (!lp->line_overflow && lp->len + kl + 2 <= lp->cap) {
+        char *dst = lp->buf + lp->len;
+        dst[0] = sep;
+        memcpy(dst + 1, key, kl);
+        dst[kl + 1] = '=';
+        lp->len += kl + 2;
+    } else {
+        lp->line_overflow = true;
+    }
     lp->fields_in_line++;
 }
 

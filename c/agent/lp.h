@@ -34,6 +34,7 @@ void hm_lp_reset(hm_lp *lp, int64_t ts_ns);
 
 void hm_lp_begin(hm_lp *lp, const char *measurement);
 void hm_lp_tag(hm_lp *lp, const char *key, const char *value);
+/* Field keys must be identifiers ([A-Za-z0-9_-]): they are not escaped. */
 void hm_lp_field_f64(hm_lp *lp, const char *key, double value);
 void hm_lp_field_i64(hm_lp *lp, const char *key, int64_t value);
 void hm_lp_end(hm_lp *lp);

@@ -108,13 +108,20 @@ void hm_procfile_close(hm_procfile *f)
 bool hm_scan_u64(hm_scan *c, uint64_t *out)
 {
     hm_scan_skip_blanks(c);
-    const char *p = c->p;
-    if (p >= c->end || *p < '0' || *p > '9')
+    const char *p = c->p, *start = c->p;
+    if (p >= c->end || (unsigned)(*p - '0') > 9)
         return false;
     uint64_t v = 0;
-    while (p < c->end && *p >= '0' && *p <= '9') {
+    while (p < c->end && (unsigned)(*p - '0') <= 9) {
         uint64_t d = (uint64_t)(*p - '0');
-        v = (v > (UINT64_MAX - d) / 10) ? UINT64_MAX : v * 10 + d;
+        /* 19 digits always fit; only from the 20th on can it overflow. */
+        if (p - start >= 19 && v > (UINT64_MAX - d) / 10) {
+            v = UINT64_MAX; /* saturate, and skip the remaining digits */
+            while (p < c->end && (unsigned)(*p - '0') <= 9)
+                p++;
+            break;
+        }
+        v = v * 10 + d;
         p++;
     }
     c->p = p;

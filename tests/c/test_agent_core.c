@@ -16,6 +16,7 @@
 #include "hm_test.h"
 #include "jobs.h"
 #include "lp.h"
+#include "procfile.h"
 #include "sinks/sink.h"
 #include "toml.h"
 
@@ -68,6 +69,39 @@ static void test_counters(hm_test_counts *c)
     CHECK_NEAR(c, hm_counter_rate(0, 100, 64, 2.0), 50.0, 0);
     CHECK(c, isnan(hm_counter_rate(0, 100, 64, 0.0)));
     CHECK(c, isnan(hm_counter_rate(100, 0, 64, 1.0)));
+}
+
+static void test_scan(hm_test_counts *c)
+{
+    const char *cases[][2] = {
+        {"0", "0"},
+        {"  42 rest", "42"},
+        {"18446744073709551615", "18446744073709551615"}, /* UINT64_MAX exactly */
+        {"18446744073709551616", "18446744073709551615"}, /* saturates */
+        {"999999999999999999999999999", "18446744073709551615"},
+        {"1234567890123456789", "1234567890123456789"},  /* 19 digits */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hm_scan s = hm_scan_of(cases[i][0], strlen(cases[i][0]));
+        uint64_t v = 0;
+        CHECK(c, hm_scan_u64(&s, &v));
+        CHECK(c, v == strtoull(cases[i][1], NULL, 10));
+        CHECK(c, s.p == s.end || *s.p == ' '); /* all digits consumed */
+    }
+    hm_scan s = hm_scan_of("kB", 2);
+    uint64_t v;
+    CHECK(c, !hm_scan_u64(&s, &v));
+    /* keys at the start of a line only, found again after they move */
+    const char *text = "xMemFree: 1\nMemFree: 2\nMemTotal: 3\n";
+    hm_key_hint h = {.key = "MemFree"};
+    hm_scan k = hm_find_key(text, strlen(text), &h);
+    CHECK(c, hm_scan_char(&k, ':') && hm_scan_u64(&k, &v) && v == 2);
+    const char *moved = "MemTotal: 3\nMemFree: 22\n";
+    k = hm_find_key(moved, strlen(moved), &h);
+    CHECK(c, hm_scan_char(&k, ':') && hm_scan_u64(&k, &v) && v == 22);
+    hm_key_hint none = {.key = "Shmem"};
+    k = hm_find_key(moved, strlen(moved), &none);
+    CHECK(c, k.p == k.end);
 }
 
 static void test_entities(hm_test_counts *c)
@@ -259,6 +293,7 @@ int main(void)
     test_lp(&c);
     test_counters(&c);
     test_entities(&c);
+    test_scan(&c);
     test_config(&c);
     test_jobs_and_alignment(&c);
     test_spool(&c);
