@@ -17,7 +17,8 @@ import pytest
 pytestmark = pytest.mark.mpi
 
 VERDICT_KEYS = {"detected", "level", "p_value", "effect", "wall_seconds", "evidence", "runs"}
-SHORT = ["--run-seconds", "1.2", "--seed", "5", "--no-report"]
+# nice 0: the tests must not push other work on the machine aside
+SHORT = ["--run-seconds", "1.2", "--seed", "5", "--nice", "0", "--no-report"]
 
 
 def hushmon(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
@@ -136,3 +137,23 @@ def test_report_of_a_directory_without_a_study(tmp_path: Path) -> None:
     r = hushmon("noise", "report", str(tmp_path))
     assert r.returncode == 2
     assert "holds no noise study" in r.stderr
+
+
+def test_calibrate_short(tmp_path: Path) -> None:
+    out = tmp_path / "cal"
+    args = ["--ops", "barrier,alltoall", "--sizes", "2K", "--runs", "2", "--run-seconds", "0.5",
+            "--nice", "0"]  # fmt: skip
+    r = hushmon("noise", "calibrate", *args, "--out", str(out), "--json", "-")
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout[r.stdout.index("{") :])
+    assert [(c["op"], c["size"]) for c in result["configs"]] == [
+        ("barrier", "2K"),
+        ("alltoall", "2K"),
+    ]
+    for c in result["configs"]:
+        assert c["cv"] >= 0 and len(c["per_op_ns"]) == 2
+        assert c["reproducible"] == (c["cv"] < result["cv_max"])
+    assert result["best"]["op"] in ("barrier", "alltoall")
+    assert (out / "report.html").is_file()
+    bad = hushmon("noise", "calibrate", "--runs", "1", "--out", str(tmp_path / "bad"))
+    assert bad.returncode == 2 and "at least 2 runs" in bad.stderr

@@ -108,7 +108,9 @@ int hm_inject_run(const hm_inject_config *cfg, const volatile sig_atomic_t *stop
     result->t0_realtime_ns = t0;
     int64_t cpu0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
     volatile uint64_t sink = 0;
-    for (int64_t k = 0; k < count && !*stop; k++) {
+    /* Level 0 is an idle agent: no wake-ups at all (a wake-up alone costs
+     * the job a detour the detector can see), so A/A runs stay A/A. */
+    for (int64_t k = 0; state != NULL && k < count && !*stop; k++) {
         int64_t deadline = t0 + k * cfg->period_ns;
         if (!sleep_until_or_stop(deadline, stop))
             break;

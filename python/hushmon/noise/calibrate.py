@@ -31,6 +31,7 @@ def calibrate(
     runs: int,
     run_seconds: float,
     cv_max: float,
+    nice: int = 0,
 ) -> dict[str, Any]:
     if runs < 2:
         raise HushmonError("--runs: at least 2 runs per configuration are needed for a CV")
@@ -43,7 +44,9 @@ def calibrate(
     index = 0
     rng = np.random.default_rng()
     for op, size in progress(combos, desc="calibrate", total=len(combos)):
-        det = replace(DetectorConfig(), op=op, size=size, nprocs=nprocs, seconds=run_seconds)
+        det = replace(
+            DetectorConfig(), op=op, size=size, nprocs=nprocs, seconds=run_seconds, nice=nice
+        )
         sub = out / f"{op}-{size}"
         per_op, rates, folded = [], [], []
         for _ in range(runs):

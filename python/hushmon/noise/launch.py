@@ -220,7 +220,7 @@ def one_run(
                     f"(exit {proc.returncode}): {_last_line(run_dir / NOISE_OUT)}"
                 )
         elif arm == "noisy":
-            duration = expected_s + 2 * noise.period_s + 5
+            duration = timeout_s + 2 * noise.period_s  # ended when the detector ends
             proc = stack.enter_context(
                 process_group(
                     injector_argv(noise, phase_s, duration, run_dir, detector.nice),
