@@ -12,7 +12,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -219,17 +219,21 @@ def one_run(
                     f"noise command {shlex.quote(noise.noise_cmd)} exited at start "
                     f"(exit {proc.returncode}): {_last_line(run_dir / NOISE_OUT)}"
                 )
-        elif arm == "noisy":
+        elif noise.noise_cmd is None:
+            # Clean runs get a sham agent: the injector at level 0 (it never
+            # wakes), started the same way, so whatever its mere presence does
+            # is in both arms and only the load differs.
+            sham = noise if arm == "noisy" else replace(noise, level_pct=0.0)
             duration = timeout_s + 2 * noise.period_s  # ended when the detector ends
             proc = stack.enter_context(
                 process_group(
-                    injector_argv(noise, phase_s, duration, run_dir, detector.nice),
+                    injector_argv(sham, phase_s, duration, run_dir, detector.nice),
                     run_dir / "inject.txt",
                     detector.nice,
                 )
             )
         run_detector(detector, run_dir, timeout_s)
-        if arm == "noisy" and noise.noise_cmd is None:
+        if noise.noise_cmd is None:
             # End the injector now (it writes its log on SIGTERM) and check it ran.
             kill_group(proc)
             if proc.returncode not in (0, -signal.SIGTERM):
