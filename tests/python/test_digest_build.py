@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
+from hushmon import cli
 from hushmon.digest.build import Digest, build_digest
 from hushmon.report.screenshot import chromium_path, screenshot
 from hushmon.store.synthetic import Scenario, synthetic_store
@@ -82,17 +81,12 @@ def test_report_renders_in_headless_chromium(digest: Digest, tmp_path: Path) -> 
     assert png.stat().st_size > 50_000  # a real page, not a blank one
 
 
-def test_digest_cli(digest: Digest, tmp_path: Path) -> None:
+def test_digest_cli(digest: Digest, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = digest.out_dir.parent / "hushmon.duckdb"
-    run = [sys.executable, "-m", "hushmon.cli", "digest", "--db", str(db)]
-    out = subprocess.run(
-        [*run, "42", "--out", str(tmp_path), "--json", "-"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
-    assert '"job": "42"' in out.stdout and "report:" in out.stdout
-    out = subprocess.run([*run, "nope"], capture_output=True, text=True, check=False)
-    assert out.returncode == 2
-    assert out.stderr.strip() == "hushmon: job 'nope' is not in the store (known jobs: 42)"
+    base = ["digest", "--db", str(db)]
+    assert cli.main([*base, "42", "--out", str(tmp_path), "--json", "-"]) == 0
+    out = capsys.readouterr().out
+    assert '"job": "42"' in out and "report:" in out
+    assert cli.main([*base, "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "hushmon: job 'nope' is not in the store (known jobs: 42)"

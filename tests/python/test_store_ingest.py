@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -13,6 +11,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
+from hushmon import cli
 from hushmon.errors import HushmonError
 from hushmon.store import ingest as ingest_mod
 from hushmon.store.ingest import ingest_spool
@@ -166,20 +165,19 @@ def test_export_parquet_and_csv(tmp_path: Path, spool: Path) -> None:
         export_job(db, "nope", tmp_path / "x.csv", "csv")
 
 
-def test_cli_errors_are_one_line(tmp_path: Path, spool: Path) -> None:
-    def hushmon(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "hushmon.cli", *args], capture_output=True, text=True
-        )
-
+def test_cli_errors_are_one_line(
+    tmp_path: Path, spool: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     db = tmp_path / "s.duckdb"
-    out = hushmon("ingest", "--db", str(db), "--spool", str(spool))
-    assert out.returncode == 0, out.stderr
-    assert "values" in out.stdout
-    out = hushmon("ingest", "--db", str(db), "--spool", str(tmp_path / "missing"))
-    assert out.returncode == 2 and out.stderr.startswith("hushmon: spool folder")
-    out = hushmon("ingest", "--db", str(db), "--export", "nope")
-    assert out.returncode == 2 and "Traceback" not in out.stderr
-    assert out.stderr.strip().count("\n") == 0
-    out = hushmon("ingest", "--db", str(tmp_path / "none.duckdb"), "--list")
-    assert out.returncode == 2 and "does not exist" in out.stderr
+    assert cli.main(["ingest", "--db", str(db), "--spool", str(spool), "--json", "-"]) == 0
+    out = capsys.readouterr().out
+    assert "values in" in out and '"values_stored"' in out
+    assert cli.main(["ingest", "--db", str(db), "--spool", str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err.startswith("hushmon: spool folder")
+    assert cli.main(["ingest", "--db", str(db), "--export", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hushmon: job 'nope' is not in the store") and err.count("\n") == 1
+    assert cli.main(["ingest", "--db", str(tmp_path / "none.duckdb"), "--list"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert cli.main(["ingest", "--db", str(db), "--list"]) == 0
+    assert capsys.readouterr().out.startswith("j1\t3 node(s)")
