@@ -235,16 +235,17 @@ out:
 
 int exch_main(const exch_pattern *pattern, int argc, char **argv)
 {
-    /* Defaults: 1,000,000-byte messages as in the seed's figures; cycles of
-     * a second of messages and a second of compute, so 1 Hz sampling sees
-     * both phases; 10 cycles = about 20 s however fast the transport. */
+    /* Defaults: 1,000,000-byte messages as in the seed's figures; phases of
+     * 3 s, so 1 Hz sampling has at least two whole periods inside every
+     * phase (a period straddling two phases averages them); 4 cycles =
+     * about 24 s however fast the transport. */
     exch_params params = {
         .pattern = pattern,
         .length_bytes = 1000000,
-        .cycles = 10,
+        .cycles = 4,
         .rounds = 0,
-        .comm_ms = 1000.0,
-        .compute_ms = 1000.0,
+        .comm_ms = 3000.0,
+        .compute_ms = 3000.0,
     };
     app_option options[] = {
         APP_SIZE("length", &params.length_bytes, 1, 1 << 30, "BYTES", "message length"),

@@ -31,9 +31,9 @@ class DemoJob:
     why: str
 
 
-# At their defaults the message tests alternate a second of messages with a
-# second of compute (distinct states at 1 Hz) for about 20 s, whatever the
-# transport's speed; matmul runs about 15-20 s on an idle 2-core machine.
+# At their defaults the message tests alternate 3 s of messages with 3 s of
+# compute (distinct states at 1 Hz) for about 24 s, whatever the transport's
+# speed; matmul runs about 15 s on an idle 2-core machine.
 DEMO_JOBS: tuple[DemoJob, ...] = (
     DemoJob("butterfly", (), "rank i <-> rank n-1-i: far partners, traffic leaves the node"),
     DemoJob("snake", (), "rank i -> rank i+1: near partners, same message length as butterfly"),
