@@ -99,38 +99,81 @@ class DiskSwap:
                     span_of(job, run),
                 )
             )
-        if job.has("disk.max_busy_pct") and job.has("cpu.iowait_pct"):
-            busy = job.stats["disk.max_busy_pct"].avg
-            iowait = job.stats["cpu.iowait_pct"].avg
-            disk_bound = (
-                (np.nan_to_num(busy) > params["disk_busy_pct"])
-                & (np.nan_to_num(iowait) > params["iowait_pct"])
-                & ~swapping
-            )
-            dshare = float(disk_bound.mean())
-            if dshare >= params["min_disk_share"]:
-                evidence = {
-                    "share_of_time_disk_bound": round(dshare, 3),
-                    "disk_busy_pct": round(float(np.nanmean(busy[disk_bound])), 1),
-                    "iowait_pct": round(float(np.nanmean(iowait[disk_bound])), 1),
-                }
-                hint = (
-                    f"In {dshare:.0%} of the time a disk is {evidence['disk_busy_pct']:.0f}% "
-                    f"busy while CPUs wait for I/O {evidence['iowait_pct']:.0f}% of the time "
-                    "(not swapping): file I/O limits the job. Write less often or in larger "
-                    "blocks, use a parallel file system or node-local scratch."
-                )
-                findings.append(
-                    Finding(
-                        self.name,
-                        "Disk I/O waits",
-                        "medium",
-                        evidence,
-                        hint,
-                        span_of(job, longest_run(disk_bound)),
-                    )
-                )
+        disk = self._disk_finding(job, params, swapping, work_name, work_avg)
+        if disk is not None:
+            findings.append(disk)
         return findings
+
+    def _disk_finding(
+        self,
+        job: JobData,
+        params: Mapping[str, Any],
+        swapping: np.ndarray,
+        work_name: str,
+        work_avg: np.ndarray,
+    ) -> Finding | None:
+        """Periods of heavy disk traffic without swapping (file I/O) and what they cost."""
+        if job.has("disk.max_busy_pct"):
+            busy = job.stats["disk.max_busy_pct"].avg
+            active = np.nan_to_num(busy) > params["disk_busy_pct"]
+        elif job.has("disk.bytes_per_s"):
+            busy = None
+            active = (
+                np.nan_to_num(job.stats["disk.bytes_per_s"].avg) > params["disk_active_bytes_per_s"]
+            )
+        else:
+            return None
+        active &= ~swapping
+        share = float(active.mean())
+        if share < params["min_disk_share"]:
+            return None
+        evidence: dict[str, Any] = {"share_of_time_disk_busy": round(share, 3)}
+        if busy is not None:
+            evidence["disk_busy_pct"] = round(float(np.nanmean(busy[active])), 1)
+        if job.has("disk.bytes_per_s"):
+            evidence["disk_MB_per_s"] = mb(
+                float(np.nanmean(job.stats["disk.bytes_per_s"].avg[active]))
+            )
+        iowait = job.stats["cpu.iowait_pct"].avg if job.has("cpu.iowait_pct") else None
+        if iowait is not None:
+            evidence["iowait_pct"] = round(float(np.nanmean(iowait[active])), 1)
+        quiet = ~active & ~swapping
+        slowdown = float("nan")
+        if quiet.sum() >= 2:
+            w_on = float(np.nanmean(work_avg[active]))
+            w_off = float(np.nanmean(work_avg[quiet]))
+            if w_off > 0:
+                slowdown = 1 - w_on / w_off
+                evidence.update(
+                    work_sensor=work_name,
+                    work_while_disk_busy=round(w_on, 3),
+                    work_otherwise=round(w_off, 3),
+                    work_lost_while_disk_busy=round(slowdown, 3),
+                )
+        waiting = iowait is not None and evidence["iowait_pct"] > params["iowait_pct"]
+        if not waiting and not (slowdown >= params["slowdown_medium"]):
+            return None  # the disk is busy but the computation does not suffer
+        severity = "high" if slowdown >= params["slowdown_high"] else "medium"
+        cost = (
+            f"{work_name} is {slowdown:.0%} lower then than in the other periods"
+            if np.isfinite(slowdown)
+            else "there are no quiet periods to compare with"
+        )
+        wait = f", CPUs wait for I/O {evidence['iowait_pct']:.0f}% of the time" if waiting else ""
+        hint = (
+            f"In {share:.0%} of the time the disks are busy without swapping "
+            f"({evidence.get('disk_MB_per_s', '?')} MB/s{wait}); {cost}. File I/O limits the "
+            "job: write less often or in larger blocks, overlap I/O with computation, use "
+            "node-local scratch or a parallel file system."
+        )
+        return Finding(
+            self.name,
+            "Disk I/O slows computation",
+            severity,
+            evidence,
+            hint,
+            span_of(job, longest_run(active)),
+        )
 
 
 FACTOR = DiskSwap()
