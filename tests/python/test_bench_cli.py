@@ -243,3 +243,22 @@ def test_table_rows_advance_progress_and_nothing_else() -> None:
         False,
         False,
     ]
+
+
+def test_run_options_with_report_are_refused(capsys) -> None:
+    argv = ["bench", "--np", "4", "report", str(FIXTURES / "minimal.json")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--np apply to a run, not to 'report'" in err and err.count("\n") == 1
+
+
+def test_unwritable_outputs_are_one_line_errors(tmp_path: Path, fake_bench, capsys) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    html = blocker / "report.html"  # a directory that cannot exist
+    assert main(["bench", "report", str(FIXTURES / "minimal.json"), "--html", str(html)]) == 2
+    assert "cannot write the report" in capsys.readouterr().err
+    fake_bench("ok")
+    assert main(["bench", "--np", "1", "--out", str(blocker / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot create" in err and err.count("\n") == 1

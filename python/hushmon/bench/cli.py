@@ -162,9 +162,20 @@ def run_bench(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
+RUN_OPTIONS = ("np", "op", "size", "method", "timer", "sync", "out", "json", "timeout")
+
+
 def main(args: argparse.Namespace) -> int:
     subcommand, rest = _split_rest(args.rest)
     if subcommand == "report":
+        given = [f"--{name}" for name in RUN_OPTIONS if getattr(args, name) is not None]
+        if args.demo:
+            given.append("--demo")
+        if given:
+            raise HushmonError(
+                f"bench: {', '.join(given)} apply to a run, not to 'report' "
+                "(options of report go after it: hushmon bench report FILE --html ... --json ...)"
+            )
         return run_report(rest)
     return run_bench(args, rest)
 

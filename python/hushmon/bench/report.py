@@ -31,6 +31,7 @@ from hushmon.bench.plots import (
     time_vs_size_figure,
 )
 from hushmon.bench.results import SYNC_METHOD, BenchResult, BenchRun
+from hushmon.errors import HushmonError
 from hushmon.report.html import Page
 
 US_PER_S = 1e6
@@ -49,8 +50,9 @@ METHOD_EXPLANATION = (
     "starts launch l of a stage at the same global instant tau_j + l*delta_j. A launch that "
     "starts late or ends after its window is invalid and not used. The time of a launch is the "
     "maximum over ranks of the local time; the global time is the latest end minus the "
-    "scheduled start. 25 % of the lowest and highest valid times are dropped (n_s used of n_c "
-    "valid of n_t total) before the mean, SE and Student-t confidence interval are computed. "
+    "scheduled start. The lowest and highest valid times (a --trim share at each end, 25 % by "
+    "default) are dropped (n_s used of n_c valid of n_t total) before the mean, SE and "
+    "Student-t confidence interval are computed. "
     "The loop method times k back-to-back calls as IMB and OSU do: its mean per call can "
     "include the wait for the slowest rank of the previous call, or hide latency where "
     "consecutive calls overlap; the section 'Loop vs synchronized' shows by how much."
@@ -548,7 +550,11 @@ def build_page(run: BenchRun, provenance: Mapping[str, Any] | None = None) -> Pa
 def write_report(
     run: BenchRun, html_path: Path, provenance: Mapping[str, Any] | None = None
 ) -> Path:
-    return build_page(run, provenance).write(html_path)
+    page = build_page(run, provenance)
+    try:
+        return page.write(html_path)
+    except OSError as exc:
+        raise HushmonError(f"cannot write the report {html_path}: {exc.strerror or exc}") from exc
 
 
 def _nan_to_none(value: float | None) -> float | None:

@@ -126,7 +126,10 @@ class BenchRunner:
 
     def run(self) -> tuple[BenchRun, dict[str, Any]]:
         cmd = self.command()
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise HushmonError(f"cannot create {self.out_dir}: {exc.strerror or exc}") from exc
         if self.results_path.exists():
             # A stale file would be mistaken for this run's output.
             self.results_path.unlink()
