@@ -46,3 +46,15 @@ def test_no_swap_no_finding_and_missing_vm_is_skipped(tmp_path: Path) -> None:
     skipped = {s.factor: s for s in run_factors(job).skipped}
     assert skipped["disk_swap"].reason is SkipReason.MISSING_SENSOR
     assert "swap.pages_per_s" in skipped["disk_swap"].detail
+
+
+def test_file_io_phase_without_swapping(tmp_path: Path) -> None:
+    sc = Scenario(nodes=2, seconds=100, job="j", io_phases=[(20, 50)])
+    job = load_job(synthetic_store(sc, tmp_path), "j")
+    (f,) = disk_swap.FACTOR.analyze(job, parameters()["disk_swap"])
+    assert f.title == "Disk I/O slows computation"
+    assert f.evidence["share_of_time_disk_busy"] == pytest.approx(0.30, abs=0.01)
+    assert f.evidence["iowait_pct"] == pytest.approx(30, abs=2)
+    assert f.evidence["work_lost_while_disk_busy"] > 0.4  # 40 % vs 88 % busy
+    assert f.span_s == (20.0, 50.0)
+    assert f.severity == "high"

@@ -199,7 +199,9 @@ def build_digest(db_path: Path, job: str, out_dir: Path) -> Digest:
 
 
 def _evidence_text(f: Finding) -> str:
-    items = [f"{k} = {v}" for k, v in f.evidence.items()]
+    items = [
+        f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in f.evidence.items()
+    ]
     if f.span_s:
         items.append(f"longest span = {f.span_s[0]:.0f}–{f.span_s[1]:.0f} s")
     return "; ".join(items)

@@ -125,7 +125,7 @@ def states_timeline(job: JobData, states: States) -> Figure:
     ax.set_xlabel("seconds from job start")
     for s in states.states:
         ax.plot([], [], color=STATE_COLORS[s.id % 8], lw=6, label=f"S{s.id} ({s.share:.0%})")
-    ax.legend(fontsize=7, ncol=min(n, 8), loc="upper center", bbox_to_anchor=(0.5, 2.3))
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return fig
 
 

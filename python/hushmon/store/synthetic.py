@@ -12,6 +12,7 @@ job shows, so an analyzer's answer is known in advance:
 - ``swap_phases``: spans of seconds where the nodes swap, the disk is busy and
   user CPU time and FLOPS fall;
 - ``slow_node``: one node carries twice the work, the others wait idle;
+- ``io_phases``: spans of heavy file I/O (busy disk, CPUs waiting) without swapping;
 - ``omit``: measurements left out (a node without a PMU, without swap data).
 """
 
@@ -67,6 +68,7 @@ class Scenario:
     lines_per_file: int = 200_000
     omit: tuple[str, ...] = ()  # measurements this node does not publish (e.g. "pmu")
     busy_pct: float = 88.0  # user CPU of a computing node
+    io_phases: list[tuple[int, int]] = field(default_factory=list)  # file I/O, no swapping
 
     def host(self, node: int) -> str:
         return f"node{node:03d}"
@@ -81,9 +83,14 @@ def _node_series(sc: Scenario, node: int, rng: np.random.Generator) -> dict[str,
     busy = np.full(t, sc.busy_pct) + rng.normal(0, 2.0, t)
     if sc.slow_node is not None:
         busy = np.full(t, 97.0 if node == sc.slow_node else 45.0) + rng.normal(0, 1.5, t)
+    io = np.zeros(t, dtype=bool)
+    for a, b in sc.io_phases:
+        io[max(a, 0) : min(b, t)] = True
     busy = np.where(swapping, 14.0 + rng.normal(0, 3.0, t), busy)
+    busy = np.where(io & ~swapping, 40.0 + rng.normal(0, 3.0, t), busy)
     busy = np.clip(busy, 0.5, 99.0)
     iowait = np.where(swapping, 45.0 + rng.normal(0, 5.0, t), rng.uniform(0, 0.5, t))
+    iowait = np.where(io & ~swapping, 30.0 + rng.normal(0, 3.0, t), iowait)
     system = np.clip(2.0 + rng.normal(0, 0.4, t), 0, None)
     idle = np.clip(100.0 - busy - iowait - system - 0.3, 0, None)
     cpu_total = np.column_stack(
@@ -126,13 +133,14 @@ def _node_series(sc: Scenario, node: int, rng: np.random.Generator) -> dict[str,
         ]
     )
     disk_bytes = np.where(swapping, swap_pages * 4096, rng.uniform(0, 2e5, t))
+    disk_bytes = np.where(io & ~swapping, rng.uniform(1.5e8, 2.5e8, t), disk_bytes)
     out["disk,device=sda"] = np.column_stack(
         [
             disk_bytes * 0.5,
             disk_bytes * 0.5 + rng.uniform(0, 1e5, t),
             disk_bytes / 65536,
             disk_bytes / 65536 + 2,
-            np.where(swapping, 92.0, 1.0) + rng.uniform(0, 3, t),
+            np.where(swapping | io, 92.0, 1.0) + rng.uniform(0, 3, t),
         ]
     )
     if sc.network == "saturated":
