@@ -217,7 +217,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         mark = "reproducible" if c["reproducible"] else "not reproducible"
         print(f"{c['op']:>12} {c['size']:>6}: CV {c['cv']:.4f}, detour rate "
               f"{c['detour_rate_per_s']:.1f}/s -> {mark}")  # fmt: skip
-    print(f"best: {result['best']}")
+    best = result["best"]
+    print(f"best: {best['op']} {best['size']}")
     print(f"results: {out}")
     _emit_json(args.json, result)
     return 0
