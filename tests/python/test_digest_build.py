@@ -30,6 +30,8 @@ def test_json_has_the_contract(digest: Digest) -> None:
     names = {s["name"] for s in data["sensors"]}
     assert {"cpu.user_pct[cpu=total]", "network.tx_bytes_per_s", "swap.pages_per_s"} <= names
     assert data["periods"] == 200 and data["period_s"] == 1.0
+    per_node = {s["name"]: s["node_means"] for s in data["sensors"]}
+    assert len(per_node["cpu.user_pct"]) == 4 and all(v > 50 for v in per_node["cpu.user_pct"])
     factors = {f["factor"] for f in data["findings"]}
     assert {"network_bandwidth", "disk_swap"} <= factors
     for f in data["findings"]:

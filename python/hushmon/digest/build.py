@@ -103,6 +103,11 @@ def _job_sensor_rows(job: JobData) -> list[dict[str, Any]]:
                 "max": float(np.nanmax(st.max)),
                 "nodes": int(st.nodes.max()),
                 "node_spread_cv": spread,
+                # mean over the job per node, in the order of digest.json's "nodes"
+                "node_means": [
+                    None if not np.isfinite(v) else float(f"{v:.6g}")
+                    for v in (node_means if node_means is not None else [])
+                ],
             }
         )
     return rows

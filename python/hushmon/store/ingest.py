@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,7 +152,7 @@ def _read_spool_file(path: Path) -> _SpoolFile:
     return _SpoolFile(path, data, digest, partial, data.count(b"\n"))
 
 
-def _batches(files: Sequence[_SpoolFile]) -> Iterator[list[_SpoolFile]]:
+def _batches(files: Iterable[_SpoolFile]) -> Iterator[list[_SpoolFile]]:
     batch: list[_SpoolFile] = []
     size = 0
     for f in files:
@@ -482,23 +482,27 @@ def ingest_spool(db_path: Path, spool_dir: Path) -> IngestReport:
     con = open_store(db_path)
     try:
         known = set(con.execute("SELECT name, content_hash FROM spool_files").fetchall())
-        todo: list[_SpoolFile] = []
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="hushmon-read") as pool:
-            read = list(pool.map(_read_spool_file, paths))
-        for path, f in zip(paths, read, strict=True):
-            if (path.name, f.content_hash) in known:
-                report.files_already_ingested += 1
-                continue
-            report.partial_files += int(f.partial)
-            todo.append(f)
+
+        def unseen() -> Iterator[_SpoolFile]:
+            # Files are read as batches are needed, so memory holds a few
+            # batches, not the whole spool.
+            for path in paths:
+                f = _read_spool_file(path)
+                if (path.name, f.content_hash) in known:
+                    report.files_already_ingested += 1
+                    continue
+                report.partial_files += int(f.partial)
+                yield f
+
         ingester = _Ingester(con, report)
+        total = sum(p.stat().st_size for p in paths)
         with (
-            bar("ingest", total=sum(len(f.data) for f in todo), unit="B") as progress,
+            bar("ingest", total=total, unit="B") as progress,
             ThreadPoolExecutor(max_workers=2, thread_name_prefix="hushmon-parse") as pool,
         ):
             # Parse up to two batches ahead while DuckDB stores the current one.
             pending: list[Future[_Parsed]] = []
-            batches = iter(_batches(todo))
+            batches = _batches(unseen())
             for b in batches:
                 pending.append(pool.submit(_parse, b))
                 if len(pending) >= 2:
