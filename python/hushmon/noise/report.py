@@ -15,7 +15,7 @@ from hushmon.errors import HushmonError
 from hushmon.noise.analysis import RunStats, arm_values
 from hushmon.noise.decide import evidence
 from hushmon.noise.events import load_detector_run
-from hushmon.noise.folding import folded_profile
+from hushmon.noise.folding import folded_profile, window_ns
 from hushmon.noise.launch import DETECT_JSON, EVENTS_FILE, RunRecord
 from hushmon.noise.procedure import STUDY_FILE, load_study, recompute, verdict, write_study
 from hushmon.report.html import Page
@@ -105,7 +105,7 @@ def _folded_figure(study_dir: Path, study: dict[str, Any], zoom_ms: float) -> An
     noise = study["config"]["noise"]
     period_ns = round(noise["period_s"] * 1e9)
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    bins = max(50, int(noise["period_s"] * 1000 / 0.5))  # 0.5 ms bins
+    bins = max(50, int(noise["period_s"] * 1000 / 0.25))  # 0.25 ms bins
     profiles: dict[str, list[np.ndarray]] = {"clean": [], "noisy": []}
     centres = np.zeros(0)
     for run_dir in sorted((study_dir / "runs").glob("*-*")):
@@ -125,6 +125,12 @@ def _folded_figure(study_dir: Path, study: dict[str, Any], zoom_ms: float) -> An
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return fig
+
+
+def _zoom_ms(noise: dict[str, Any]) -> float:
+    """Three windows' worth after the activation, at least 10 ms."""
+    width_ms = window_ns(noise["level_pct"], round(noise["period_s"] * 1e9)) / 1e6
+    return min(noise["period_s"] * 1000, max(10.0, 3 * width_ms))
 
 
 def _runs_figure(stats: list[RunStats]) -> Any:
@@ -147,8 +153,8 @@ def _looks_figure(looks: list[dict[str, Any]]) -> Any:
     if tested:
         ax.semilogy([lk["runs"] for lk in tested], [max(lk["p_value"], 1e-12) for lk in tested],
                     "o-", label="p-value")  # fmt: skip
-        ax.semilogy([lk["runs"] for lk in tested], [lk["level"] for lk in tested], "k--",
-                    label="alpha available at the look")  # fmt: skip
+        ax.semilogy([lk["runs"] for lk in tested], [lk["level"] for lk in tested], "k_--",
+                    ms=14, label="alpha available at the look")  # fmt: skip
         ax.legend(fontsize=8)
     ax.set_xlabel("runs so far")
     ax.grid(alpha=0.3)
@@ -199,7 +205,7 @@ def detect_page(study_dir: Path, study: dict[str, Any]) -> Page:
     page.paragraph("Delay in the agent's windows over their control windows:")
     _arm_table(page, stats, "delay_ns", "us", 1e3)
     page.figure(
-        _folded_figure(study_dir, study, zoom_ms=min(60.0, noise["period_s"] * 1000)),
+        _folded_figure(study_dir, study, zoom_ms=_zoom_ms(noise)),
         "Detector excess against the time since the agent's activation (folded over the "
         "period), median over runs per arm.",
     )
