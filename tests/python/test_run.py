@@ -436,3 +436,19 @@ def test_agent_crash_during_the_job_keeps_what_it_wrote(
     if result["ingest"] is not None:
         assert result["ingest"]["partial_files"] == 1
         assert "crash1" in result["ingest"]["jobs"]
+
+
+def test_session_members_parses_stat_lines(tmp_path: Path) -> None:
+    """The session is field 6 of /proc/PID/stat, after a command name that
+    may hold spaces and parentheses."""
+    lines = {
+        "101": "101 (mpirun) S 1 101 101 0 -1",
+        "102": "102 (my (odd) rank) R 101 102 101 0 -1",  # own group, same session
+        "103": "103 (other) S 1 103 103 0 -1",
+        "self": "ignored",
+    }
+    for pid, text in lines.items():
+        (tmp_path / pid).mkdir()
+        (tmp_path / pid / "stat").write_text(text + "\n")
+    (tmp_path / "104").mkdir()  # exited between listing and reading: no stat
+    assert sorted(command_mod.session_members(101, tmp_path)) == [101, 102]
