@@ -93,6 +93,7 @@ def _noise(args: argparse.Namespace, level: float) -> NoiseConfig:
     return NoiseConfig(
         level_pct=level, period_s=args.period, shape=args.shape, cpu=cpu,
         noise_cmd=getattr(args, "noise_cmd", None),
+        noise_phase_s=getattr(args, "noise_phase", None),
     )  # fmt: skip
 
 
@@ -147,6 +148,10 @@ def cmd_detect(args: argparse.Namespace) -> int:
         raise HushmonError("give --level PCT (the injector) or --noise-cmd 'CMD' (a real agent)")
     if args.noise_cmd is not None and not args.noise_cmd.strip():
         raise HushmonError("--noise-cmd is empty")
+    if args.noise_phase is not None and (
+        args.noise_cmd is None or not 0 <= args.noise_phase < args.period
+    ):
+        raise HushmonError("--noise-phase goes with --noise-cmd and lies in [0, --period)")
     level = 0.0 if args.level is None else args.level
     validate_level(level)
     detector, noise = _detector(args), _noise(args, level)
@@ -243,6 +248,14 @@ def register(subparsers: Any) -> None:
     d = sub.add_parser("detect", help="is this noise detectable? (clean vs noisy runs)")
     d.add_argument("--level", type=float, default=None, help="injected load, percent 0..100")
     d.add_argument("--noise-cmd", default=None, help="a real agent's command line instead")
+    d.add_argument(
+        "--noise-phase",
+        type=float,
+        default=None,
+        metavar="S",
+        help="the agent wakes at this phase of the period on CLOCK_REALTIME "
+        "(e.g. 0 for an agent aligned to wall-clock seconds); default: scan",
+    )
     d.add_argument("--budget", type=float, default=120.0, help="wall-time budget, s [120]")
     _common(d)
     d.set_defaults(func=cmd_detect)

@@ -51,10 +51,14 @@ class NoiseConfig:
     shape: str = "sum"
     cpu: int | None = 0
     noise_cmd: str | None = None  # instead of the injector
+    # A noise command whose activations are known to sit at this phase of the
+    # period on CLOCK_REALTIME (e.g. an agent aligned to wall-clock seconds):
+    # both arms are then analysed at it instead of scanning every phase.
+    noise_phase_s: float | None = None
 
     @property
     def known_phase(self) -> bool:
-        return self.noise_cmd is None
+        return self.noise_cmd is None or self.noise_phase_s is not None
 
 
 @dataclass

@@ -71,7 +71,11 @@ def detect_study(
             elapsed = time.monotonic() - t_start
             if i > 0 and elapsed + float(np.median(walls)) > budget_s:
                 break
-            phase_s = float(rng.uniform(0, noise.period_s))
+            phase_s = (
+                noise.noise_phase_s
+                if noise.noise_phase_s is not None
+                else float(rng.uniform(0, noise.period_s))
+            )
             record = one_run(i, str(arm), phase_s, detector, noise, run_seconds, study_dir)
             walls.append(record.wall_s)
             s = run_stats(study_dir, record, noise.level_pct, noise.period_s, noise.known_phase)
@@ -157,7 +161,7 @@ def load_study(study_dir: Path) -> dict[str, Any]:
 def recompute(study_dir: Path, study: dict[str, Any]) -> list[RunStats]:
     """Per-run statistics again from the raw files of every run."""
     noise = study["config"]["noise"]
-    known = noise.get("noise_cmd") is None
+    known = noise.get("noise_cmd") is None or noise.get("noise_phase_s") is not None
     out = []
     for run_dir in sorted((study_dir / "runs").glob("*-*")):
         if not (run_dir / "run.json").is_file():

@@ -43,7 +43,13 @@ def aa_control(
         for run_dir in sorted((d / "runs").glob("*-clean")):
             record = RunRecord.load(run_dir)
             pool.append(
-                run_stats(d, record, reference_level, noise["period_s"], noise["noise_cmd"] is None)
+                run_stats(
+                    d,
+                    record,
+                    reference_level,
+                    noise["period_s"],
+                    noise["noise_cmd"] is None or noise.get("noise_phase_s") is not None,
+                )
             )
     rng = np.random.default_rng(seed)
     detections = 0
