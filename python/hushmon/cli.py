@@ -12,7 +12,13 @@ from hushmon.commands import COMMANDS
 from hushmon.errors import HushmonError
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every command, or with just ``only``.
+
+    Each command module is imported only when its command is used (or for
+    ``--help``): a ``hushmon run`` should not pay for importing the plotting
+    and statistics stacks of every other command before the job starts.
+    """
     parser = argparse.ArgumentParser(
         prog="hushmon",
         description="HPC monitoring that measures its own impact on the jobs it watches.",
@@ -20,22 +26,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hushmon {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            # Only a missing command module is tolerated; a missing dependency
-            # inside a present module is a real error and must surface.
-            if exc.name is not None and module_name.startswith(exc.name):
-                continue
-            raise
-        module.register(subparsers)
+        if only is not None and name != only:
+            continue
+        importlib.import_module(module_name).register(subparsers)
         if name not in subparsers.choices:
             raise RuntimeError(f"{module_name}.register did not add the '{name}' command")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    names = {name for name, _module in COMMANDS}
+    parser = build_parser(only=argv[0] if argv and argv[0] in names else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -3,8 +3,9 @@
 Each entry names a module that defines ``register(subparsers) -> None``; the
 module adds its parser and sets ``func`` on it (a callable taking the parsed
 arguments and returning an exit code). Adding a command is a new module and
-one line here. Modules are imported only when present, so a part still under
-construction does not break the others.
+one line here. A module is imported only when its command runs (or for
+``--help``), so ``register`` must stay cheap: heavy imports belong inside
+the command's function.
 """
 
 COMMANDS: list[tuple[str, str]] = [
