@@ -43,6 +43,6 @@ def test_hushmon_error_becomes_exit_code(monkeypatch: pytest.MonkeyPatch, capsys
 
     parser = argparse.ArgumentParser(prog="hushmon")
     parser.set_defaults(func=failing)
-    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    monkeypatch.setattr(cli, "build_parser", lambda only=None: parser)
     assert cli.main([]) == 3
     assert capsys.readouterr().err.strip() == "hushmon: broken input"
