@@ -452,3 +452,24 @@ def test_session_members_parses_stat_lines(tmp_path: Path) -> None:
         (tmp_path / pid / "stat").write_text(text + "\n")
     (tmp_path / "104").mkdir()  # exited between listing and reading: no stat
     assert sorted(command_mod.session_members(101, tmp_path)) == [101, 102]
+
+
+def test_a_digest_bug_does_not_replace_the_exit_code(
+    tmp_path: Path, fake_agent: Path, agent_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build = pytest.importorskip("hushmon.digest.build")
+
+    def broken(*_args: object) -> None:
+        raise ZeroDivisionError("simulated bug")
+
+    monkeypatch.setattr(build, "build_digest", broken)
+    data = DataDir(tmp_path / "d")
+    outcome = run_monitored(
+        RunOptions(
+            command=["sh", "-c", "exit 9"], data=data, job="bug1", period_ms=100,
+            agent_path=fake_agent,
+        )
+    )  # fmt: skip
+    assert outcome.exit_code == 9
+    assert any("unexpected ZeroDivisionError: simulated bug" in w for w in outcome.warnings)
+    assert "ZeroDivisionError" in (data.run / "errors.log").read_text()

@@ -23,6 +23,7 @@ import re
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -217,6 +218,9 @@ def analyse(outcome: RunOutcome, options: RunOptions, spool: Path, warn: Warn) -
     except (HushmonError, OSError) as exc:
         warn(f"ingesting {spool}: {exc}; the spool is kept")
         return
+    except Exception as exc:  # noqa: BLE001 - see _unexpected
+        _unexpected(warn, data, f"ingesting {spool}", exc)
+        return
     if not options.digest:
         return
     try:
@@ -228,6 +232,23 @@ def analyse(outcome: RunOutcome, options: RunOptions, spool: Path, warn: Warn) -
         outcome.digest = build_digest(data.database, outcome.job, data.reports(outcome.job))
     except (HushmonError, OSError) as exc:
         warn(f"building the digest of job {outcome.job}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - see _unexpected
+        _unexpected(warn, data, f"building the digest of job {outcome.job}", exc)
+
+
+def _unexpected(warn: Warn, data: DataDir, what: str, exc: Exception) -> None:
+    """A bug in the store or the digest. The command has run and its exit
+    code is the contract of `hushmon run`, so the bug may not replace it: it
+    is reported as a warning, with the traceback kept in a log for a fix."""
+    log = data.run / "errors.log"
+    try:
+        with log.open("a") as out:
+            out.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} {what}\n")
+            out.write(traceback.format_exc())
+        where = f"traceback in {log}"
+    except OSError:
+        where = "no traceback kept"
+    warn(f"{what}: unexpected {type(exc).__name__}: {exc} (a bug; {where})")
 
 
 def run_monitored(options: RunOptions, warn: Warn = warn_stderr) -> RunOutcome:
