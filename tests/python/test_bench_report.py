@@ -13,8 +13,9 @@ from PIL import Image
 
 from hushmon.bench import report
 from hushmon.bench.report import build_page, summary, write_report
-from hushmon.bench.results import load_run
+from hushmon.bench.results import load_run, loads_run
 from hushmon.cli import main
+from hushmon.errors import HushmonError
 from hushmon.report.html import Page
 from hushmon.report.screenshot import chromium_path, screenshot
 
@@ -169,3 +170,21 @@ def test_report_of_real_program_output() -> None:
     assert "Per-rank times" in html and "slowest rank" in html
     assert "Every launch (raw)" in html
     assert "waitpatternup on 2 ranks" in html
+
+
+def test_clock_offsets_and_simulated_skew_are_shown() -> None:
+    document = json.loads((FIXTURES / "minimal.json").read_text())
+    document["meta"].update(
+        sync="ring",
+        sync_nodes=1,
+        sync_ranks_pinged=2,
+        simulated_skew_s=5e-5,
+        clock_offsets_s=[0.0, -5e-5, -1e-4],
+    )
+    html = build_page(loads_run(json.dumps(document))).render()
+    assert "clock offsets to rank 0</th><td class='text'>0, -50, -100 µs" in html
+    assert "1 node(s), 2 rank(s) pinged" in html
+    assert "clocks were skewed on purpose" in html
+    document["meta"]["clock_offsets_s"] = ["0"]
+    with pytest.raises(HushmonError, match="clock_offsets_s' must be a list of numbers"):
+        loads_run(json.dumps(document))

@@ -79,6 +79,19 @@ def _fmt_ci(low: float, high: float) -> str:
     return f"{low * US_PER_S:.4g}\u00a0–\u00a0{high * US_PER_S:.4g}"
 
 
+MAX_OFFSETS_LISTED = 8
+
+
+def _offsets_text(offsets: tuple[float, ...]) -> str:
+    if not offsets:
+        return "not reported"
+    if len(offsets) <= MAX_OFFSETS_LISTED:
+        return ", ".join(f"{o * US_PER_S:.3g}" for o in offsets) + " µs"
+    return (
+        f"{min(offsets) * US_PER_S:.3g} to {max(offsets) * US_PER_S:.3g} µs ({len(offsets)} ranks)"
+    )
+
+
 def meta_items(run: BenchRun, provenance: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
     m = run.meta
     mpi = " ".join(
@@ -90,6 +103,9 @@ def meta_items(run: BenchRun, provenance: Mapping[str, Any] | None) -> list[tupl
     sync = m.sync or "not reported"
     if m.sync_rounds_without_improvement is not None:
         sync += f" (stops after {m.sync_rounds_without_improvement} rounds without a smaller RTT)"
+    if m.sync_nodes is not None and m.sync_ranks_pinged is not None:
+        # Ranks on one node read one system clock: only one per node is pinged.
+        sync += f"; {m.sync_nodes} node(s), {m.sync_ranks_pinged} rank(s) pinged"
     nprocs = m.nprocs if m.nprocs is not None else sorted({r.nprocs for r in run.results})
     items: list[tuple[str, Any]] = [
         ("program", " ".join(x for x in (m.program, m.version) if x) or "not reported"),
@@ -99,6 +115,7 @@ def meta_items(run: BenchRun, provenance: Mapping[str, Any] | None) -> list[tupl
         ("clock offset after sync", _fmt_us(m.clock_offset_residual_max_s)),
         ("clock offset at the end", _fmt_us(m.clock_offset_residual_end_max_s)),
         ("clock drift", _fmt_us(m.clock_drift_max_s)),
+        ("clock offsets to rank 0", _offsets_text(m.clock_offsets_s)),
         (
             "clock sync took",
             f"{m.sync_elapsed_s:.3g} s" if m.sync_elapsed_s is not None else "not reported",
@@ -476,6 +493,14 @@ def build_page(run: BenchRun, provenance: Mapping[str, Any] | None = None) -> Pa
     _params_table(page, run)
 
     page.heading("Can these numbers be trusted?", 2)
+    if run.meta.simulated_skew_s:
+        page.finding(
+            "medium",
+            "clocks were skewed on purpose",
+            f"--simulate-skew-us made rank r's clock read r x {_fmt_us(run.meta.simulated_skew_s)} "
+            "ahead, to test the clock synchronization; the timings are still valid if the "
+            "offsets above recovered the skew.",
+        )
     if not run.results:
         page.finding("high", "no results", "The results file holds no measurements.")
     _pattern_findings(page, run)

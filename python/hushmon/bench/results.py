@@ -46,6 +46,10 @@ class BenchMeta:
     clock_offset_residual_end_max_s: float | None = None
     clock_drift_max_s: float | None = None
     sync_elapsed_s: float | None = None
+    sync_nodes: int | None = None
+    sync_ranks_pinged: int | None = None
+    simulated_skew_s: float | None = None
+    clock_offsets_s: tuple[float, ...] = ()
     hosts: tuple[str, ...] = ()
     nprocs: int | None = None
     methods: tuple[str, ...] = ()
@@ -182,6 +186,20 @@ def _nan_if_none(value: float | None) -> float:
     return math.nan if value is None else value
 
 
+def _number_list(
+    reader: _Reader, obj: Mapping[str, Any], key: str, where: str
+) -> tuple[float, ...]:
+    value = obj.get(key)
+    if value is None:
+        return ()
+    ok = isinstance(value, list) and all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in value
+    )
+    if not ok:
+        raise reader.fail(where, f"field '{key}' must be a list of numbers")
+    return tuple(float(v) for v in value)
+
+
 def _parse_meta(reader: _Reader, obj: Any) -> BenchMeta:
     if obj is None:
         return BenchMeta()
@@ -215,6 +233,10 @@ def _parse_meta(reader: _Reader, obj: Any) -> BenchMeta:
         ),
         clock_drift_max_s=reader.number(obj, "clock_drift_max_s", w, required=False, nullable=True),
         sync_elapsed_s=reader.number(obj, "sync_elapsed_s", w, required=False, nullable=True),
+        sync_nodes=reader.integer(obj, "sync_nodes", w, required=False),
+        sync_ranks_pinged=reader.integer(obj, "sync_ranks_pinged", w, required=False),
+        simulated_skew_s=reader.number(obj, "simulated_skew_s", w, required=False, nullable=True),
+        clock_offsets_s=_number_list(reader, obj, "clock_offsets_s", w),
         hosts=reader.text_list(obj, "hosts", w),
         nprocs=nprocs,
         methods=reader.text_list(obj, "methods", w),
