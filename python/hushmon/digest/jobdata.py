@@ -67,39 +67,22 @@ SELECT sensor_id, host_id, t_idx, sum(value) FROM r WHERE summed GROUP BY ALL
 """
 
 
-# The common case, faster: the job's periods lie on a regular grid and each
-# node ran the job over one unbroken span. Then one scan of the job's series
-# over the job's time range is enough; numpy keeps each node's span and
-# computes the period index (a range test inside the join would make DuckDB
-# pick a slow inequality join).
-_JOB_ROWS_GRID_SQL = """
-SELECT js.sensor_id, js.host_id, js.summed, s.time_ns, s.value
-FROM samples s JOIN job_series js ON js.series_id = s.series_id
-WHERE s.time_ns BETWEEN $lo AND $hi
+# The common case, faster: the job's periods lie on a regular grid and every
+# node ran the job over the same unbroken span. Then a time range replaces
+# the join with job_activity, and DuckDB computes each value's cell in the
+# cube (sensor, node, period), so 12 bytes per value cross over to numpy.
+_JOB_CELLS_SQL = """
+WITH r AS (
+  SELECT (js.sensor_id::BIGINT * $hosts + js.host_id) * $periods
+           + (s.time_ns - $t0) // $period AS cell,
+         s.value, js.summed
+  FROM samples s JOIN job_series js ON js.series_id = s.series_id
+  WHERE s.time_ns BETWEEN $t0 AND $last AND (s.time_ns - $t0) % $period = 0
+)
+SELECT cell, value::FLOAT AS value FROM r WHERE NOT summed
+UNION ALL
+SELECT cell, sum(value)::FLOAT FROM r WHERE summed GROUP BY cell
 """
-
-
-def _grid_rows(
-    con: duckdb.DuckDBPyConnection, times: np.ndarray, period: int, hosts: list[str]
-) -> dict[str, np.ndarray]:
-    spans = dict(
-        (h, (lo, hi))
-        for h, lo, hi in con.execute("SELECT host, tmin, tmax FROM job_hosts").fetchall()
-    )
-    tmin = np.array([spans[h][0] for h in hosts], dtype=np.int64)
-    tmax = np.array([spans[h][1] for h in hosts], dtype=np.int64)
-    rows = con.execute(_JOB_ROWS_GRID_SQL, {"lo": int(times[0]), "hi": int(times[-1])}).fetchnumpy()
-    t = rows["time_ns"]
-    h = rows["host_id"]
-    offset = t - times[0]
-    keep = (t >= tmin[h]) & (t <= tmax[h]) & (offset % period == 0)
-    return {
-        "sensor_id": rows["sensor_id"][keep],
-        "host_id": h[keep],
-        "t_idx": (offset[keep] // period).astype(np.int64),
-        "value": rows["value"][keep],
-        "summed": rows["summed"][keep],
-    }
 
 
 @dataclass
@@ -222,40 +205,42 @@ def load_job(db_path: Path, job: str) -> JobData:
             [r[0] for r in con.execute("SELECT time_ns FROM job_times ORDER BY t_idx").fetchall()],
             dtype=np.int64,
         )
-        con.execute(
-            """CREATE TEMP TABLE job_hosts AS SELECT host, min(time_ns) AS tmin,
-               max(time_ns) AS tmax, count(*) AS n FROM job_activity WHERE job = $job
-               GROUP BY host""",
+        spans = con.execute(
+            "SELECT DISTINCT min(time_ns), max(time_ns), count(*) FROM job_activity "
+            "WHERE job = $job GROUP BY host",
             params,
         ).fetchall()
         period = int(np.median(np.diff(times))) if len(times) > 1 else 1
-        grid = len(times) > 1 and bool(np.all(np.diff(times) == period))
-        if grid:
-            spans = con.execute("SELECT tmin, tmax, n FROM job_hosts").fetchall()
-            grid = all((tmax - tmin) // period + 1 == n for tmin, tmax, n in spans)
-        if grid:
-            rows = _grid_rows(con, times, period, hosts)
+        same_grid = (
+            len(times) > 1
+            and bool(np.all(np.diff(times) == period))
+            and len(spans) == 1
+            and int(spans[0][2]) == len(times)
+        )
+        cube = np.full((len(names), len(hosts), len(times)), np.nan, dtype=np.float32)
+        if same_grid:
+            cells = con.execute(
+                _JOB_CELLS_SQL,
+                {
+                    "hosts": len(hosts),
+                    "periods": len(times),
+                    "t0": int(times[0]),
+                    "last": int(times[-1]),
+                    "period": period,
+                },
+            ).fetchnumpy()
+            cube.ravel()[cells["cell"]] = cells["value"]
+            del cells
         else:
             rows = con.execute(_JOB_ROWS_SQL, params).fetchnumpy()
+            cube[rows["sensor_id"], rows["host_id"], rows["t_idx"]] = rows["value"]
+            del rows
     except duckdb.Error as exc:
         raise HushmonError(f"reading job {job} failed: {str(exc).splitlines()[0]}") from exc
     finally:
         con.close()
-    if len(rows["value"]) == 0:
+    if not names or np.isnan(cube).all():
         raise HushmonError(f"job {job!r} has no samples in the store (only job lines)")
-    cube = np.full((len(names), len(hosts), len(times)), np.nan, dtype=np.float32)
-    summed = rows.get("summed")
-    if summed is not None and summed.any():
-        # several series of one (sensor, node): a job's cgroups, summed
-        one = ~summed
-        cube[rows["sensor_id"][one], rows["host_id"][one], rows["t_idx"][one]] = rows["value"][one]
-        idx = (rows["sensor_id"][summed], rows["host_id"][summed], rows["t_idx"][summed])
-        flat = np.ravel_multi_index(idx, cube.shape)
-        cells, which = np.unique(flat, return_inverse=True)
-        cube.flat[cells] = np.bincount(which, weights=rows["value"][summed])
-    else:
-        cube[rows["sensor_id"], rows["host_id"], rows["t_idx"]] = rows["value"]
-    del rows
     data = JobData(info=info, times_ns=times, hosts=hosts, base_names=names, cube=cube)
     # all base sensors at once: reductions over the node axis of the cube
     present = ~np.isnan(cube)
