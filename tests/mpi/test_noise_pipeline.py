@@ -109,6 +109,8 @@ def test_noise_cmd_runs_beside_the_detector(tmp_path: Path) -> None:
         ([], "give --level"),
         (["--level", "1", "--alpha", "2"], "--alpha"),
         (["--level", "1", "--np", "1"], "at least 2 processes"),
+        (["--level", "1", "--noise-phase", "0"], "--noise-phase goes with --noise-cmd"),
+        (["--noise-cmd", "true", "--noise-phase", "1.5"], "--noise-phase goes with"),
     ],
 )
 def test_detect_bad_input(tmp_path: Path, args: list[str], message: str) -> None:

@@ -42,12 +42,14 @@ def run_stats(
     period_s: float,
     known_phase: bool,
     run: DetectorRun | None = None,
+    window_s: float | None = None,
 ) -> RunStats:
     run_dir = study_dir / record.dir
     if run is None:
         run = load_detector_run(run_dir / DETECT_JSON, run_dir / EVENTS_FILE)
     period_ns = round(period_s * 1e9)
-    width = window_ns(level_pct, period_ns)
+    # a real agent's work per activation is unknown: its window is given
+    width = round(window_s * 1e9) if window_s else window_ns(level_pct, period_ns)
     if known_phase:
         folded = known_phase_statistic(run, period_ns, round(record.phase_s * 1e9), width)
     else:

@@ -94,6 +94,7 @@ def _noise(args: argparse.Namespace, level: float) -> NoiseConfig:
         level_pct=level, period_s=args.period, shape=args.shape, cpu=cpu,
         noise_cmd=getattr(args, "noise_cmd", None),
         noise_phase_s=getattr(args, "noise_phase", None),
+        window_s=getattr(args, "noise_window", None) if getattr(args, "noise_cmd", None) else None,
     )  # fmt: skip
 
 
@@ -152,6 +153,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
         args.noise_cmd is None or not 0 <= args.noise_phase < args.period
     ):
         raise HushmonError("--noise-phase goes with --noise-cmd and lies in [0, --period)")
+    if not 0 < args.noise_window < args.period / 4:
+        raise HushmonError("--noise-window must be positive and below a quarter of --period")
     level = 0.0 if args.level is None else args.level
     validate_level(level)
     detector, noise = _detector(args), _noise(args, level)
@@ -255,6 +258,13 @@ def register(subparsers: Any) -> None:
         metavar="S",
         help="the agent wakes at this phase of the period on CLOCK_REALTIME "
         "(e.g. 0 for an agent aligned to wall-clock seconds); default: scan",
+    )
+    d.add_argument(
+        "--noise-window",
+        type=float,
+        default=0.01,
+        metavar="S",
+        help="window after each activation of a --noise-cmd agent, s [0.005]",
     )
     d.add_argument("--budget", type=float, default=120.0, help="wall-time budget, s [120]")
     _common(d)

@@ -55,6 +55,9 @@ class NoiseConfig:
     # period on CLOCK_REALTIME (e.g. an agent aligned to wall-clock seconds):
     # both arms are then analysed at it instead of scanning every phase.
     noise_phase_s: float | None = None
+    # Window after each activation for a noise command (its work per
+    # activation is unknown); the injector's follows from its level.
+    window_s: float | None = None
 
     @property
     def known_phase(self) -> bool:

@@ -78,7 +78,10 @@ def detect_study(
             )
             record = one_run(i, str(arm), phase_s, detector, noise, run_seconds, study_dir)
             walls.append(record.wall_s)
-            s = run_stats(study_dir, record, noise.level_pct, noise.period_s, noise.known_phase)
+            s = run_stats(
+                study_dir, record, noise.level_pct, noise.period_s, noise.known_phase,
+                window_s=noise.window_s,
+            )  # fmt: skip
             stats.append(s)
             progress.update(min(budget_s, time.monotonic() - t_start) - progress.n)
             if rule.add(s):
@@ -167,5 +170,10 @@ def recompute(study_dir: Path, study: dict[str, Any]) -> list[RunStats]:
         if not (run_dir / "run.json").is_file():
             continue
         record = RunRecord.load(run_dir)
-        out.append(run_stats(study_dir, record, noise["level_pct"], noise["period_s"], known))
+        out.append(
+            run_stats(
+                study_dir, record, noise["level_pct"], noise["period_s"], known,
+                window_s=noise.get("window_s"),
+            )
+        )  # fmt: skip
     return out
