@@ -262,7 +262,7 @@ def register(subparsers: Any) -> None:
     d.add_argument(
         "--noise-window",
         type=float,
-        default=0.01,
+        default=0.005,
         metavar="S",
         help="window after each activation of a --noise-cmd agent, s [0.005]",
     )
