@@ -22,6 +22,7 @@ typedef struct hm_bench_env {
                            * a stage start arrives late) */
     int64_t t_bcast_probed_ns; /* the bound as probed; t_bcast_ns decays back to it */
     int64_t late_tolerance_ns; /* leaving the wait later than this after the start is late */
+    int64_t spin_ns;           /* spin this long at the end of a wait, sleep before */
 } hm_bench_env;
 
 typedef struct hm_bench_samples {

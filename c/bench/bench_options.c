@@ -79,7 +79,8 @@ void hm_bench_print_help(FILE *out)
             "  --sync-ping-shared     ping-pong even ranks that share a node's clock\n"
             "  --bcast-probes N       broadcasts behind the t_bcast bound (default 10)\n"
             "  --spin-us US           wait for a launch by spinning its last US microseconds,\n"
-            "                         sleeping before (default 200)\n"
+            "                         sleeping before (default: spin only, unless the node\n"
+            "                         has more ranks than CPUs; then 200)\n"
             "  --simulate-skew-us US  make rank r's clock read r*US ahead, to check the clock\n"
             "                         sync on one machine (default 0)\n\n"
             "schedule and stop rules (sync method):\n"
@@ -90,7 +91,7 @@ void hm_bench_print_help(FILE *out)
             "  --invalid-fraction G   grow the window when more of a stage is invalid\n"
             "                         (default 0.25)\n"
             "  --gamma X              window growth factor (default 1.1)\n"
-            "  --shrink-after N       shrink the window after N clean stages, 0 = never\n"
+            "  --shrink-after N       shrink the window after N calm stages, 0 = never\n"
             "                         (default 2)\n"
             "  --rse X                stop at relative standard error <= X ... (default 0.05)\n"
             "  --min-valid N          ... with at least N valid launches (default 10)\n"
@@ -127,7 +128,7 @@ static void set_defaults(hm_bench_opts *o)
     o->sync = HM_SYNC_RING;
     o->sync_rounds = 100;
     o->bcast_probes = 10;
-    o->spin_ns = 200000;
+    o->spin_ns = -1;
     o->late_tolerance_ns = -1;
     hm_schedule_params_default(&o->schedule);
     hm_stop_rule_default(&o->stop);
@@ -276,7 +277,7 @@ static int apply(hm_bench_opts *o, int c, const char *arg, hm_error *err)
     case OPT_GAMMA:
         return parse_dbl(arg, "--gamma", 1.0001, 10.0, &sp->gamma, err);
     case OPT_SHRINK:
-        return parse_int(arg, "--shrink-after", 0, 100000, &sp->shrink_after_clean, err);
+        return parse_int(arg, "--shrink-after", 0, 100000, &sp->shrink_after_calm, err);
     case OPT_RSE:
         return parse_dbl(arg, "--rse", 0.0, 1e6, &st->rse_max, err);
     case OPT_MIN_VALID:

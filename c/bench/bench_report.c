@@ -55,7 +55,6 @@ static void write_params(hm_json *j, const hm_bench_opts *o)
     hm_json_kv_int(j, "root", o->root);
     hm_json_kv_string(j, "buffers", o->buffers == HM_BUFFERS_ROTATE ? "rotate" : "reuse");
     hm_json_kv_int(j, "bcast_probes", o->bcast_probes);
-    hm_json_kv_double(j, "spin_us", (double)o->spin_ns / 1000.0);
     if (o->late_tolerance_ns >= 0)
         hm_json_kv_double(j, "late_tolerance_us", (double)o->late_tolerance_ns / 1000.0);
     else
@@ -64,7 +63,7 @@ static void write_params(hm_json *j, const hm_bench_opts *o)
     hm_json_kv_int(j, "warmup_launches", o->schedule.warmup_launches);
     hm_json_kv_double(j, "invalid_fraction", o->schedule.invalid_fraction);
     hm_json_kv_double(j, "gamma", o->schedule.gamma);
-    hm_json_kv_int(j, "shrink_after", o->schedule.shrink_after_clean);
+    hm_json_kv_int(j, "shrink_after", o->schedule.shrink_after_calm);
     hm_json_kv_double(j, "rse", o->stop.rse_max);
     hm_json_kv_int(j, "min_valid", o->stop.min_valid);
     hm_json_kv_int(j, "max_total", o->stop.max_total);
@@ -111,6 +110,7 @@ static void write_meta(hm_json *j, const hm_bench_opts *o, const hm_bench_meta *
         hm_json_string(j, hm_bench_method_names[o->methods[i]]);
     hm_json_array_end(j);
     hm_json_kv_double(j, "rotate_bytes", m->rotate_bytes);
+    hm_json_kv_double(j, "spin_us", m->spin_us); /* null: waits only spin */
     write_params(j, o);
     hm_json_kv_string(j, "started_at", m->started_at);
     hm_json_object_end(j);

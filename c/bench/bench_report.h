@@ -46,6 +46,7 @@ typedef struct hm_bench_meta {
     size_t n_hosts;
     int nprocs;
     double rotate_bytes;
+    double spin_us;           /* effective; NaN = spin only */
     char started_at[32];
 } hm_bench_meta;
 

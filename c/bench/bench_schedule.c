@@ -8,7 +8,7 @@ void hm_schedule_params_default(hm_schedule_params *p)
     p->warmup_launches = 4;
     p->invalid_fraction = 0.25;
     p->gamma = 1.1;
-    p->shrink_after_clean = 2;
+    p->shrink_after_calm = 2;
 }
 
 void hm_stop_rule_default(hm_stop_rule *r)
@@ -40,7 +40,7 @@ void hm_schedule_after_warmup(const hm_schedule_params *p, double warmup_span_ns
 {
     double span = warmup_span_ns > 0 ? warmup_span_ns : 0;
     st->delta_ns = p->gamma * span / p->warmup_launches;
-    st->clean_stages = 0;
+    st->calm_stages = 0;
 }
 
 int hm_schedule_next_delta(const hm_schedule_params *p, const hm_stage_outcome *o,
@@ -54,19 +54,20 @@ int hm_schedule_next_delta(const hm_schedule_params *p, const hm_stage_outcome *
         double by_span = p->gamma * o->span_ns / o->launches;
         double by_growth = p->gamma * old;
         st->delta_ns = by_span > by_growth ? by_span : by_growth;
-        st->clean_stages = 0;
-    } else if (o->invalid == 0) {
-        st->clean_stages++;
-        if (p->shrink_after_clean > 0 && st->clean_stages >= p->shrink_after_clean) {
-            double shrunk = old / p->gamma;
-            double floor_ns = p->gamma * o->longest_ns;
-            st->delta_ns = shrunk > floor_ns ? shrunk : floor_ns;
-            if (st->delta_ns > old)
-                st->delta_ns = old;
-            st->clean_stages = 0;
-        }
+        st->calm_stages = 0;
     } else {
-        st->clean_stages = 0;
+        st->calm_stages++;
+        if (p->shrink_after_calm > 0 && st->calm_stages >= p->shrink_after_calm &&
+            o->longest_ns > 0) {
+            /* Straight to gamma times the longest valid launch: the window
+             * a clean warm-up would have set. One disturbed stage can blow
+             * delta up a thousandfold (a scheduler time slice over a
+             * microsecond operation); shrinking by gamma per stage would
+             * never win that back within a run. */
+            double floor_ns = p->gamma * o->longest_ns;
+            st->delta_ns = floor_ns < old ? floor_ns : old;
+            st->calm_stages = 0;
+        }
     }
     if (st->delta_ns > old)
         return 1;

@@ -6,9 +6,10 @@
  *   ended after its window (overrun);
  *   more than g of a stage invalid -> delta_{j+1} = gamma*(tau'_j - tau_j)/k;
  *   stage 0 (k' launches, delta_0 = 0) only warms up and sets delta_1;
- *   (hushmon addition) after `shrink_after_clean` stages without an
- *   invalid launch, delta shrinks by gamma, never below gamma times the
- *   longest launch of the stage, so one slow stage does not slow the rest;
+ *   (hushmon addition) after `shrink_after_calm` consecutive stages that
+ *   did not need a larger window (at most g invalid), delta shrinks to
+ *   gamma times the longest valid launch of the stage (never grows that
+ *   way), so one disturbed stage does not slow the rest of the run;
  *   stop when RSE <= rse_max with >= min_valid valid launches, or more
  *   than max_total launches, or more than max_valid valid ones. */
 #ifndef HM_BENCH_SCHEDULE_H
@@ -22,7 +23,7 @@ typedef struct hm_schedule_params {
     int warmup_launches;     /* k', default 4 */
     double invalid_fraction; /* g, default 0.25 */
     double gamma;            /* default 1.1 */
-    int shrink_after_clean;  /* clean stages before delta shrinks; 0 = never; default 2 */
+    int shrink_after_calm;   /* calm stages before delta shrinks; 0 = never; default 2 */
 } hm_schedule_params;
 
 typedef struct hm_stop_rule {
@@ -65,12 +66,12 @@ typedef struct hm_stage_outcome {
     int launches;
     int invalid;          /* late + overrun */
     double span_ns;       /* tau'_j - tau_j: last end of the stage minus its start */
-    double longest_ns;    /* largest (end - scheduled start) of any launch */
+    double longest_ns;    /* largest (end - scheduled start) of a valid launch; 0 if none */
 } hm_stage_outcome;
 
 typedef struct hm_delta_state {
     double delta_ns;      /* window of the next stage */
-    int clean_stages;     /* consecutive stages without an invalid launch */
+    int calm_stages;      /* consecutive stages with at most g invalid */
 } hm_delta_state;
 
 /* delta_1 from the warm-up stage: gamma * (tau'_0 - tau_0) / k'. */

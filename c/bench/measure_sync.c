@@ -29,7 +29,7 @@ static int warm_up(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, hm_
     int64_t tau;
     if (stage_start(env, &tau, err) != 0)
         return -1;
-    hm_clock_wait_until_ns(env->clock, tau, env->opts->spin_ns);
+    hm_clock_wait_until_ns(env->clock, tau, env->spin_ns);
     for (int l = 0; l < p->warmup_launches; l++) {
         hm_op_ctx_next(ctx);
         if (op->run(ctx, err) != 0)
@@ -61,7 +61,7 @@ static int run_stage(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, i
         hm_op_ctx_next(ctx);
         int64_t arrive = hm_clock_now_ns(env->clock);
         int64_t start =
-            arrive < sched ? hm_clock_wait_until_ns(env->clock, sched, env->opts->spin_ns) : arrive;
+            arrive < sched ? hm_clock_wait_until_ns(env->clock, sched, env->spin_ns) : arrive;
         if (op->run(ctx, err) != 0)
             return -1;
         end = hm_clock_now_ns(env->clock);
@@ -94,7 +94,7 @@ static int record_stage(int k, const double *mine, const double *all, hm_bench_s
             out->overrun++;
         if (!valid)
             o->invalid++;
-        if (all[k + l] * 1e9 > o->longest_ns)
+        if (valid && all[k + l] * 1e9 > o->longest_ns)
             o->longest_ns = all[k + l] * 1e9;
         if (hm_bench_samples_push(out, all[l], all[k + l], valid, err) != 0)
             return -1;

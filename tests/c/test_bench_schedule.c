@@ -54,7 +54,7 @@ static void test_warmup_sets_delta(hm_test_counts *c)
     /* delta_1 = gamma * (tau'_0 - tau_0) / k' = 1.1 * 4000 / 4 */
     hm_schedule_after_warmup(&p, 4000, &st);
     CHECK_NEAR(c, st.delta_ns, 1100, 1e-9);
-    CHECK(c, st.clean_stages == 0);
+    CHECK(c, st.calm_stages == 0);
     hm_schedule_after_warmup(&p, -5, &st); /* clock oddity: no negative window */
     CHECK_NEAR(c, st.delta_ns, 0, 0);
 }
@@ -68,7 +68,7 @@ static void test_delta_grows(hm_test_counts *c)
     hm_stage_outcome o = {.launches = 8, .invalid = 3, .span_ns = 16000, .longest_ns = 900};
     CHECK(c, hm_schedule_next_delta(&p, &o, &st) == 1);
     CHECK_NEAR(c, st.delta_ns, 2200, 1e-9);
-    CHECK(c, st.clean_stages == 0);
+    CHECK(c, st.calm_stages == 0);
     /* Late starts with an on-time span: the gamma * delta floor applies. */
     st.delta_ns = 1000;
     o.span_ns = 8000;
@@ -81,7 +81,7 @@ static void test_delta_grows(hm_test_counts *c)
     CHECK_NEAR(c, st.delta_ns, 1000, 0);
 }
 
-static void test_delta_shrinks_after_clean_stages(hm_test_counts *c)
+static void test_delta_shrinks_after_calm_stages(hm_test_counts *c)
 {
     hm_schedule_params p;
     hm_schedule_params_default(&p);
@@ -89,28 +89,39 @@ static void test_delta_shrinks_after_clean_stages(hm_test_counts *c)
     hm_stage_outcome clean = {.launches = 8, .invalid = 0, .span_ns = 88000, .longest_ns = 2000};
     /* First clean stage: wait for a second one. */
     CHECK(c, hm_schedule_next_delta(&p, &clean, &st) == 0);
-    CHECK(c, st.clean_stages == 1);
-    /* Second: shrink by gamma. */
+    CHECK(c, st.calm_stages == 1);
+    /* Second: down to gamma * the longest launch (1.1 * 2000). */
     CHECK(c, hm_schedule_next_delta(&p, &clean, &st) == -1);
-    CHECK_NEAR(c, st.delta_ns, 10000, 1e-6);
-    CHECK(c, st.clean_stages == 0);
-    /* Never below gamma * the longest launch. */
-    st.delta_ns = 2300;
-    st.clean_stages = 1;
+    CHECK_NEAR(c, st.delta_ns, 2200, 1e-9);
+    CHECK(c, st.calm_stages == 0);
+    /* A window blown up by one disturbed stage comes back in one step. */
+    st.delta_ns = 5e6;
+    st.calm_stages = 1;
     hm_schedule_next_delta(&p, &clean, &st);
     CHECK_NEAR(c, st.delta_ns, 2200, 1e-9);
     /* ... and never grows by "shrinking" when the floor is above delta. */
     st.delta_ns = 2000;
-    st.clean_stages = 1;
+    st.calm_stages = 1;
     CHECK(c, hm_schedule_next_delta(&p, &clean, &st) == 0);
     CHECK_NEAR(c, st.delta_ns, 2000, 0);
-    /* A stage with some (<= g) invalid launches resets the clean count. */
-    hm_stage_outcome some = {.launches = 8, .invalid = 1, .span_ns = 1, .longest_ns = 1};
-    st.clean_stages = 1;
-    hm_schedule_next_delta(&p, &some, &st);
-    CHECK(c, st.clean_stages == 0);
-    /* shrink_after_clean = 0 turns shrinking off. */
-    p.shrink_after_clean = 0;
+    /* A stage with a few (<= g) invalid launches is calm too: 2 of 8. */
+    hm_stage_outcome some = {.launches = 8, .invalid = 2, .span_ns = 1, .longest_ns = 3000};
+    st.delta_ns = 90000;
+    st.calm_stages = 1;
+    CHECK(c, hm_schedule_next_delta(&p, &some, &st) == -1);
+    CHECK_NEAR(c, st.delta_ns, 3300, 1e-9);
+    /* A stage that needed a larger window resets the count. */
+    hm_stage_outcome bad = {.launches = 8, .invalid = 3, .span_ns = 8000, .longest_ns = 900};
+    st.calm_stages = 1;
+    hm_schedule_next_delta(&p, &bad, &st);
+    CHECK(c, st.calm_stages == 0);
+    /* No valid launch: nothing to shrink towards. */
+    hm_stage_outcome none = {.launches = 8, .invalid = 0, .span_ns = 8000, .longest_ns = 0};
+    st.delta_ns = 7000;
+    st.calm_stages = 1;
+    CHECK(c, hm_schedule_next_delta(&p, &none, &st) == 0);
+    /* shrink_after_calm = 0 turns shrinking off. */
+    p.shrink_after_calm = 0;
     st.delta_ns = 5000;
     for (int i = 0; i < 5; i++)
         hm_schedule_next_delta(&p, &clean, &st);
@@ -145,7 +156,7 @@ int main(void)
     test_classify(&c);
     test_warmup_sets_delta(&c);
     test_delta_grows(&c);
-    test_delta_shrinks_after_clean_stages(&c);
+    test_delta_shrinks_after_calm_stages(&c);
     test_stop_rules(&c);
     return hm_test_finish("test_bench_schedule", &c);
 }

@@ -25,8 +25,10 @@ int64_t hm_clock_spin_until_ns(const hm_clock *c, int64_t deadline_ns)
 
 int64_t hm_clock_wait_until_ns(const hm_clock *c, int64_t deadline_ns, int64_t spin_ns)
 {
-    int64_t sleep_ns = deadline_ns - hm_clock_now_ns(c) - spin_ns;
-    if (sleep_ns > 0) {
+    /* Compare before subtracting: spin_ns may be INT64_MAX (never sleep). */
+    int64_t remaining_ns = deadline_ns - hm_clock_now_ns(c);
+    if (remaining_ns > spin_ns) {
+        int64_t sleep_ns = remaining_ns - spin_ns;
         struct timespec ts = {.tv_sec = sleep_ns / 1000000000, .tv_nsec = sleep_ns % 1000000000};
         /* An early wake-up (signal) is harmless: the spin covers the rest. */
         (void)nanosleep(&ts, NULL);
