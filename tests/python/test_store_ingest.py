@@ -139,8 +139,8 @@ def test_failure_mid_batch_keeps_what_was_stored(
 
     original = ingest_mod._Ingester._insert_samples
 
-    def fail_after_insert(self, table, dedupe_batch):  # type: ignore[no-untyped-def]
-        original(self, table, dedupe_batch)
+    def fail_after_insert(self, table, dedupe_batch, **kw):  # type: ignore[no-untyped-def]
+        original(self, table, dedupe_batch, **kw)
         raise duckdb.IOException("disk full (simulated)")
 
     monkeypatch.setattr(ingest_mod._Ingester, "_insert_samples", fail_after_insert)

@@ -230,6 +230,7 @@ class _Ingester:
         self.jobs: set[str] = set()
         self.new_series: list[tuple[int, str, str, str, str]] = []
         self.batch_has_repeats = False
+        self.known_max_id = len(self.series_ids)
 
     def _series_id(self, host: str, measurement: str, tags: str, field_name: str) -> int:
         key = (host, measurement, tags, field_name)
@@ -241,6 +242,8 @@ class _Ingester:
         return sid
 
     def ingest(self, parsed: _Parsed) -> None:
+        # series ids above this one are new in this batch: nothing stored to check
+        self.known_max_id = len(self.series_ids)
         self.new_series = []
         self.batch_has_repeats = False
         batch, data = parsed.batch, parsed.data
@@ -347,7 +350,12 @@ class _Ingester:
             finally:
                 con.unregister("lp_series")
         if table is not None and table.num_rows:
-            self._insert_samples(table, dedupe_batch=self.batch_has_repeats)
+            self._insert_samples(
+                table,
+                dedupe_batch=self.batch_has_repeats,
+                only_new_series=int(pa.compute.min(table.column("series_id")).as_py())
+                > self.known_max_id,
+            )
         if exact_rows:
             extra = pa.table(
                 {
@@ -387,9 +395,21 @@ class _Ingester:
                 [f.path.name, f.content_hash, len(f.data), f.lines],
             )
 
-    def _insert_samples(self, table: pa.Table, dedupe_batch: bool) -> None:
+    def _insert_samples(
+        self, table: pa.Table, dedupe_batch: bool, only_new_series: bool = False
+    ) -> None:
         """Insert what is not stored yet; the first value of a (series, time) wins."""
         con = self.con
+        if only_new_series and not dedupe_batch:
+            # Every series first appears in this batch (a fresh spool): nothing
+            # stored can collide, so the anti-join is skipped.
+            con.register("lp_new", table)
+            try:
+                _exec(con, "INSERT INTO samples SELECT * FROM lp_new")
+            finally:
+                con.unregister("lp_new")
+            self.report.values_stored += table.num_rows
+            return
         series = table.column("series_id")
         times = table.column("time_ns")
         bounds = [
