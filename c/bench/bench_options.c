@@ -79,8 +79,7 @@ void hm_bench_print_help(FILE *out)
             "  --sync-ping-shared     ping-pong even ranks that share a node's clock\n"
             "  --bcast-probes N       broadcasts behind the t_bcast bound (default 10)\n"
             "  --spin-us US           wait for a launch by spinning its last US microseconds,\n"
-            "                         sleeping before (default: spin only, unless the node\n"
-            "                         has more ranks than CPUs; then 200)\n"
+            "                         sleeping before (default 200)\n"
             "  --simulate-skew-us US  make rank r's clock read r*US ahead, to check the clock\n"
             "                         sync on one machine (default 0)\n\n"
             "schedule and stop rules (sync method):\n"
@@ -128,7 +127,7 @@ static void set_defaults(hm_bench_opts *o)
     o->sync = HM_SYNC_RING;
     o->sync_rounds = 100;
     o->bcast_probes = 10;
-    o->spin_ns = -1;
+    o->spin_ns = 200000;
     o->late_tolerance_ns = -1;
     hm_schedule_params_default(&o->schedule);
     hm_stop_rule_default(&o->stop);

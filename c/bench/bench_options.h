@@ -39,8 +39,7 @@ typedef struct hm_bench_opts {
     bool sync_ping_shared;        /* --sync-ping-shared */
     int64_t simulated_skew_ns;    /* --simulate-skew-us: rank r's clock r times this ahead */
     int bcast_probes;             /* --bcast-probes: broadcasts behind t_bcast */
-    int64_t spin_ns;              /* --spin-us: spin this long before a launch, sleep before;
-                                   * -1 = auto (sleep only when oversubscribed) */
+    int64_t spin_ns;              /* --spin-us: spin this long before a launch, sleep before */
     int64_t late_tolerance_ns;    /* --late-tolerance-us; -1 = 10 timer steps, >= 100 ns */
     hm_schedule_params schedule;
     hm_stop_rule stop;

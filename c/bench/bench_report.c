@@ -110,7 +110,7 @@ static void write_meta(hm_json *j, const hm_bench_opts *o, const hm_bench_meta *
         hm_json_string(j, hm_bench_method_names[o->methods[i]]);
     hm_json_array_end(j);
     hm_json_kv_double(j, "rotate_bytes", m->rotate_bytes);
-    hm_json_kv_double(j, "spin_us", m->spin_us); /* null: waits only spin */
+    hm_json_kv_double(j, "spin_us", m->spin_us);
     write_params(j, o);
     hm_json_kv_string(j, "started_at", m->started_at);
     hm_json_object_end(j);

@@ -46,7 +46,7 @@ typedef struct hm_bench_meta {
     size_t n_hosts;
     int nprocs;
     double rotate_bytes;
-    double spin_us;           /* effective; NaN = spin only */
+    double spin_us;           /* --spin-us */
     char started_at[32];
 } hm_bench_meta;
 

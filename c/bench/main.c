@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "bench_measure.h"
 #include "bench_options.h"
@@ -40,8 +39,6 @@ typedef struct run_state {
     size_t n_results, cap_results;
     FILE *table;              /* NULL with --quiet */
     FILE *json;               /* rank 0 with --json, open during the run */
-    int64_t spin_ns;          /* effective --spin-us */
-    bool oversubscribed;      /* more ranks on this node than online CPUs */
 } run_state;
 
 /* All ranks of comm learn whether every rank succeeded; of the ranks that
@@ -183,32 +180,6 @@ static int measure_case(run_state *s, hm_bench_env *env, const hm_op *op, int64_
     return 0;
 }
 
-/* Waiting by spinning is the most precise, but a rank spinning on a CPU
- * another rank needs delays that rank by a time slice; so by default ranks
- * sleep through long waits only when the node has more ranks than CPUs.
- * (Measured here: on a VM, a launch right after a sleep ran ~0.4 us
- * slower than one after a spin.) */
-static int choose_spin(run_state *s, hm_error *err)
-{
-    MPI_Comm node;
-    int rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, s->rank, MPI_INFO_NULL,
-                                 &node);
-    if (rc != MPI_SUCCESS)
-        return hm_op_mpi_check(rc, "MPI_Comm_split_type(SHARED)", err);
-    int on_node = 1;
-    rc = MPI_Comm_size(node, &on_node);
-    MPI_Comm_free(&node);
-    if (rc != MPI_SUCCESS)
-        return hm_op_mpi_check(rc, "MPI_Comm_size", err);
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    s->oversubscribed = cpus > 0 && on_node > cpus;
-    if (s->o->spin_ns >= 0)
-        s->spin_ns = s->o->spin_ns;
-    else
-        s->spin_ns = s->oversubscribed ? 200000 : INT64_MAX;
-    return 0;
-}
-
 /* How long after the scheduled start a rank may leave its spin: by
  * default ten timer steps (a spin exits within one), at least 100 ns. */
 static int64_t late_tolerance_ns(const hm_bench_opts *o, const hm_timer *t)
@@ -258,7 +229,7 @@ static int measure_on(run_state *s, int p, hm_error *err)
         status = hm_clock_bcast_bound_ns(comm, &s->clock, o->bcast_probes, &env.t_bcast_ns, err);
     env.t_bcast_probed_ns = env.t_bcast_ns;
     env.late_tolerance_ns = late_tolerance_ns(o, &s->timer);
-    env.spin_ns = s->spin_ns;
+    env.spin_ns = o->spin_ns;
     for (size_t i = 0; i < o->n_ops && status == 0; i++) {
         const hm_op *op = o->ops[i];
         size_t n_sizes = op->uses_size ? o->n_sizes : 1;
@@ -411,8 +382,7 @@ static int run(run_state *s, hm_error *err)
     if (st != 0)
         return st;
     int64_t residual_own = 0;
-    if (sync_clocks(s, &residual_own, err) != 0 || gather_hosts(s, err) != 0 ||
-        choose_spin(s, err) != 0)
+    if (sync_clocks(s, &residual_own, err) != 0 || gather_hosts(s, err) != 0)
         return -1;
     s->rotate_bytes = o->rotate_bytes > 0 ? (size_t)o->rotate_bytes
                                           : hm_buffer_rotate_default_bytes();
@@ -423,7 +393,7 @@ static int run(run_state *s, hm_error *err)
     m->sync_rounds = o->sync_rounds;
     m->sync_ping_shared = o->sync_ping_shared;
     m->nprocs = s->world;
-    m->spin_us = s->spin_ns == INT64_MAX ? NAN : (double)s->spin_ns / 1000.0;
+    m->spin_us = (double)o->spin_ns / 1000.0;
     m->rotate_bytes = o->buffers == HM_BUFFERS_ROTATE ? (double)s->rotate_bytes : 0.0;
     fill_library_meta(s);
     if (s->rank == 0 && s->table != NULL)
