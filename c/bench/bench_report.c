@@ -111,6 +111,8 @@ static void write_meta(hm_json *j, const hm_bench_opts *o, const hm_bench_meta *
     hm_json_array_end(j);
     hm_json_kv_double(j, "rotate_bytes", m->rotate_bytes);
     hm_json_kv_double(j, "spin_us", m->spin_us);
+    hm_json_kv_double(j, "late_tolerance_us", m->late_tolerance_us);
+    hm_json_kv_bool(j, "oversubscribed", m->oversubscribed);
     write_params(j, o);
     hm_json_kv_string(j, "started_at", m->started_at);
     hm_json_object_end(j);

@@ -46,7 +46,9 @@ typedef struct hm_bench_meta {
     size_t n_hosts;
     int nprocs;
     double rotate_bytes;
-    double spin_us;           /* --spin-us */
+    double spin_us;           /* --spin-us in effect */
+    double late_tolerance_us; /* --late-tolerance-us in effect */
+    bool oversubscribed;      /* a node had more ranks than CPUs */
     char started_at[32];
 } hm_bench_meta;
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench_measure.h"
 #include "bench_options.h"
@@ -180,15 +181,41 @@ static int measure_case(run_state *s, hm_bench_env *env, const hm_op *op, int64_
     return 0;
 }
 
-/* How long after the scheduled start a rank may leave its spin: by
- * default ten timer steps (a spin exits within one), at least 100 ns. */
-static int64_t late_tolerance_ns(const hm_bench_opts *o, const hm_timer *t)
+/* More ranks on a node than online CPUs? Then a waiting rank keeps
+ * another off its CPU, or wakes up tens of microseconds late: most
+ * synchronized launches come out invalid. The output says so. */
+static int detect_oversubscription(run_state *s, hm_error *err)
 {
-    if (o->late_tolerance_ns >= 0)
-        return o->late_tolerance_ns;
-    double ns = 10.0 * t->resolution_ns;
+    MPI_Comm node;
+    int rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, s->rank, MPI_INFO_NULL,
+                                 &node);
+    if (rc != MPI_SUCCESS)
+        return hm_op_mpi_check(rc, "MPI_Comm_split_type(SHARED)", err);
+    int on_node = 1;
+    rc = MPI_Comm_size(node, &on_node);
+    MPI_Comm_free(&node);
+    if (rc != MPI_SUCCESS)
+        return hm_op_mpi_check(rc, "MPI_Comm_size", err);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int mine = cpus > 0 && on_node > cpus, any = 0;
+    rc = MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS)
+        return hm_op_mpi_check(rc, "reducing oversubscription", err);
+    s->meta.oversubscribed = any != 0;
+    return 0;
+}
+
+/* How long after the scheduled start a rank may leave its wait: by
+ * default ten timer steps (a spin exits within one), at least 100 ns. */
+static int64_t late_tolerance_ns(const run_state *s)
+{
+    if (s->o->late_tolerance_ns >= 0)
+        return s->o->late_tolerance_ns;
+    double ns = 10.0 * s->timer.resolution_ns;
     return ns > 100.0 ? (int64_t)ns : 100;
 }
+
+static int64_t spin_ns(const run_state *s) { return s->o->spin_ns; }
 
 /* Ranks outside a process count wait here while the others measure; a
  * blocking collective would busy-poll and take CPU from the ranks being
@@ -228,8 +255,8 @@ static int measure_on(run_state *s, int p, hm_error *err)
     if (status == 0)
         status = hm_clock_bcast_bound_ns(comm, &s->clock, o->bcast_probes, &env.t_bcast_ns, err);
     env.t_bcast_probed_ns = env.t_bcast_ns;
-    env.late_tolerance_ns = late_tolerance_ns(o, &s->timer);
-    env.spin_ns = o->spin_ns;
+    env.late_tolerance_ns = late_tolerance_ns(s);
+    env.spin_ns = spin_ns(s);
     for (size_t i = 0; i < o->n_ops && status == 0; i++) {
         const hm_op *op = o->ops[i];
         size_t n_sizes = op->uses_size ? o->n_sizes : 1;
@@ -382,7 +409,8 @@ static int run(run_state *s, hm_error *err)
     if (st != 0)
         return st;
     int64_t residual_own = 0;
-    if (sync_clocks(s, &residual_own, err) != 0 || gather_hosts(s, err) != 0)
+    if (sync_clocks(s, &residual_own, err) != 0 || gather_hosts(s, err) != 0 ||
+        detect_oversubscription(s, err) != 0)
         return -1;
     s->rotate_bytes = o->rotate_bytes > 0 ? (size_t)o->rotate_bytes
                                           : hm_buffer_rotate_default_bytes();
@@ -393,11 +421,16 @@ static int run(run_state *s, hm_error *err)
     m->sync_rounds = o->sync_rounds;
     m->sync_ping_shared = o->sync_ping_shared;
     m->nprocs = s->world;
-    m->spin_us = (double)o->spin_ns / 1000.0;
+    m->spin_us = (double)spin_ns(s) / 1000.0;
+    m->late_tolerance_us = (double)late_tolerance_ns(s) / 1000.0;
     m->rotate_bytes = o->buffers == HM_BUFFERS_ROTATE ? (double)s->rotate_bytes : 0.0;
     fill_library_meta(s);
-    if (s->rank == 0 && s->table != NULL)
+    if (s->rank == 0 && s->table != NULL) {
+        if (m->oversubscribed)
+            fprintf(s->table, "# oversubscribed (more ranks than CPUs): synchronized launches "
+                              "cannot start on time, most will be invalid\n");
         hm_bench_table_header(s->table);
+    }
     size_t n_counts = o->n_nprocs > 0 ? o->n_nprocs : 1;
     for (size_t i = 0; i < n_counts; i++) {
         int p = o->n_nprocs > 0 ? (int)o->nprocs[i] : s->world;

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 from typing import Any
 
@@ -149,6 +150,7 @@ def test_every_operation_two_ranks_loop_methods(mpirun: MpiRun) -> None:
 def test_every_operation_oversubscribed(mpirun: MpiRun, nprocs: int) -> None:
     doc = bench(mpirun, nprocs, "--op", "all", "--sizes", "24", "--root", "1", *FAST, timeout=150)
     assert {r["op"] for r in doc["results"]} == set(ALL_OPS)
+    assert doc["meta"]["oversubscribed"] is (nprocs > (os.cpu_count() or 1))
     for r in doc["results"]:
         check_result(r)
         assert r["nprocs"] == nprocs and r["root"] == 1
