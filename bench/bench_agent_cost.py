@@ -32,7 +32,6 @@ Not a test: nothing is asserted; the figures go to docs/agent.md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -48,6 +47,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from hushmon import jsonio
 from hushmon.errors import HushmonError
 from hushmon.paths import program
 
@@ -464,12 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {t.tool:26s} {t.samples:7d} {t.cpu_us_per_sample:14.1f} "
               f"{ratio(t.cpu_us_per_sample, agent_us):>7s} {t.rss_bytes / 2**20:8.2f} "
               f"{ratio(t.rss_bytes, agent_rss):>6s}  {t.note}")  # fmt: skip
-    if args.json:
-        text = json.dumps(result, indent=2)
-        if args.json == "-":
-            print(text)
-        else:
-            Path(args.json).write_text(text + "\n")
+    jsonio.emit(args.json, result)
     if args.html:
         html_report(result, Path(args.html))
         print(f"\nreport: {args.html}")

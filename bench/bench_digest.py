@@ -34,6 +34,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from hushmon import jsonio
 from hushmon.store.ingest import ingest_spool
 from hushmon.store.synthetic import Scenario, values_per_node_period, write_spool
 
@@ -238,12 +239,7 @@ def main() -> int:
         f"load average {figures['load_average'][0]:.1f} on {figures['cpus']} CPUs "
         "(shared machine: figures are lower bounds)"
     )
-    if args.json:
-        text = json.dumps(figures, indent=2)
-        if args.json == "-":
-            print(text)
-        else:
-            Path(args.json).write_text(text + "\n")
+    jsonio.emit(args.json, figures)
     return 0
 
 

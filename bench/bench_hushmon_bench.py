@@ -23,7 +23,6 @@ Not a test: nothing is asserted; the figures go to docs/bench-results.md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import statistics
@@ -33,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hushmon import jsonio
 from hushmon.bench.checks import TRUE_TIME_S, loop_vs_sync
 from hushmon.bench.plots import format_bytes
 from hushmon.bench.results import BenchRun
@@ -282,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "processes competed with the ranks: synchronized times then grow)"
     )
     if args.json:
-        args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+        jsonio.write_atomic(args.json, figures)
     return 0
 
 

@@ -23,12 +23,12 @@ background, on a quiet machine.
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import time
 from pathlib import Path
 
+from hushmon import jsonio
 from hushmon.errors import HushmonError
 from hushmon.noise.launch import DetectorConfig, NoiseConfig
 from hushmon.noise.procedure import detect_study
@@ -110,11 +110,11 @@ def main() -> int:
         print(f"smallest level detected with FPR <= {args.alpha:g}: none "
               f"(detected: {[lv for lv, _ in detected]}, FPR ok: {fpr_ok})")  # fmt: skip
     print(f"total bench wall time {total:.0f} s; raw data in {out}")
-    (out / "bench.json").write_text(json.dumps(
+    jsonio.write_atomic(out / "bench.json", (
         {"levels": [{"level": lv, "verdict": {k: v[k] for k in v if k != "looks"},
                      "seed_criterion": sc} for lv, v, sc in rows],
          "aa_live": {k: av[k] for k in av if k != "looks"}, "aa_replays": aa,
-         "total_wall_s": total}, indent=1, default=str))  # fmt: skip
+         "total_wall_s": total}), indent=1)  # fmt: skip
     return 0
 
 

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hushmon import jsonio
 from hushmon.bench.report import summary, write_report
 from hushmon.bench.results import load_run
 from hushmon.bench.run import (
@@ -69,15 +70,11 @@ def bench_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
 def _emit(args: argparse.Namespace, data: dict[str, Any], report_path: Path) -> None:
     """The report path for people; the summary as JSON for machines."""
     if args.json == "-":
-        json.dump(data, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        jsonio.emit("-", data)
         print(f"report: {report_path}", file=sys.stderr)
         return
     if args.json:
-        try:
-            Path(args.json).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise HushmonError(f"cannot write --json {args.json}: {exc}") from exc
+        jsonio.emit(args.json, data)
     print(f"report: {report_path}")
 
 

@@ -15,7 +15,6 @@ see exactly what produced the numbers.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -29,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hushmon import __version__
+from hushmon import __version__, jsonio
 from hushmon.bench.results import PROGRAM_NAME, BenchRun, load_run
 from hushmon.errors import HushmonError
 from hushmon.paths import program
@@ -154,9 +153,7 @@ class BenchRunner:
             "load_after": round(os.getloadavg()[0], 2),
             "timed_out": timed_out,
         }
-        (self.out_dir / PROVENANCE_FILE).write_text(
-            json.dumps(provenance, indent=2) + "\n", encoding="utf-8"
-        )
+        jsonio.write_atomic(self.out_dir / PROVENANCE_FILE, provenance)
         if timed_out:
             raise HushmonError(
                 f"{PROGRAM_NAME} did not finish in {self.timeout_s:g} s and was stopped "

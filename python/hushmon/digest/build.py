@@ -7,7 +7,6 @@ and returns a :class:`Digest` that ``hushmon run`` prints from.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from hushmon import __version__
+from hushmon import __version__, jsonio
 from hushmon.digest import plots
 from hushmon.digest.factors import FACTORS, run_factors
 from hushmon.digest.factors.base import SEVERITIES, Finding, Skipped
@@ -130,18 +129,6 @@ def _correlation(job: JobData) -> tuple[list[str], np.ndarray]:
     return names, np.corrcoef(np.vstack(cols))
 
 
-def _json_value(v: Any) -> Any:
-    if isinstance(v, float) and not np.isfinite(v):
-        return None
-    return v
-
-
-def _write_json(path: Path, payload: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=_json_value) + "\n", encoding="utf-8")
-    tmp.replace(path)
-
-
 def build_digest(db_path: Path, job: str, out_dir: Path) -> Digest:
     """Analyze ``job`` from the store at ``db_path``; write the report into ``out_dir``."""
     started = time.perf_counter()
@@ -197,7 +184,7 @@ def build_digest(db_path: Path, job: str, out_dir: Path) -> Digest:
         },
         "exports": {k: p.name for k, p in exports.items()},
     }
-    _write_json(digest.json_path, payload)
+    jsonio.write_atomic(digest.json_path, payload)
     _report(data, digest, sensor_rows, corr_names, corr).write(digest.report_path)
     digest.seconds = time.perf_counter() - started
     return digest

@@ -13,7 +13,6 @@ reported as growing.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,7 +22,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from hushmon import __version__
+from hushmon import __version__, jsonio
 from hushmon.digest.factors import FACTORS, decomposition, factor_metric, parameters
 from hushmon.digest.factors.base import SEVERITIES, Finding
 from hushmon.digest.factors.work import work_matrix
@@ -210,7 +209,7 @@ def compare_runs(
         "trends": trends,
         "findings": [f.to_json() for f in findings],
     }
-    cmp.json_path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    jsonio.write_atomic(cmp.json_path, payload)
     _page(cmp).write(cmp.report_path)
     return cmp
 

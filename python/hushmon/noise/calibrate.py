@@ -6,7 +6,6 @@ spread of the folded statistic (what the detection test compares)."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from hushmon import jsonio
 from hushmon.errors import HushmonError
 from hushmon.noise.analysis import run_stats
 from hushmon.noise.launch import DetectorConfig, NoiseConfig, one_run
@@ -76,5 +76,5 @@ def calibrate(
         "configs": configs,
         "best": {"op": best["op"], "size": best["size"], "reproducible": best["reproducible"]},
     }
-    (out / CALIBRATE_FILE).write_text(json.dumps(result, indent=1))
+    jsonio.write_atomic(out / CALIBRATE_FILE, result, indent=1)
     return result

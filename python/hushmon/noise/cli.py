@@ -12,7 +12,6 @@ verdict goes to stdout and, with --json FILE|-, as JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import signal
@@ -21,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from hushmon import jsonio
 from hushmon.errors import HushmonError
 from hushmon.noise.launch import DetectorConfig, NoiseConfig
 
@@ -62,16 +62,6 @@ def _levels(text: str) -> list[float]:
     if not out:
         raise HushmonError("--levels: no levels given")
     return out
-
-
-def _emit_json(dest: str | None, data: Any) -> None:
-    if dest is None:
-        return
-    text = json.dumps(data, indent=1, default=str)
-    if dest == "-":
-        sys.stdout.write(text + "\n")
-    else:
-        Path(dest).write_text(text + "\n")
 
 
 def _detector(args: argparse.Namespace) -> DetectorConfig:
@@ -167,7 +157,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
         write_detect_report(out, study, out / REPORT_FILE)
     _print_verdict(v)
     print(f"results: {out}" + ("" if args.no_report else f"  report: {out / REPORT_FILE}"))
-    _emit_json(args.json, {k: v[k] for k in v if k != "looks"})
+    jsonio.emit(args.json, {k: v[k] for k in v if k != "looks"})
     return 0
 
 
@@ -204,7 +194,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print(f"A/A false-positive rate: {fpr['rate']:.4f} ({fpr['detections']}/{fpr['trials']})")
     print(f"smallest level detected: {result['smallest_detected']}")
     print(f"results: {out}")
-    _emit_json(args.json, result)
+    jsonio.emit(args.json, result)
     return 0
 
 
@@ -228,7 +218,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     best = result["best"]
     print(f"best: {best['op']} {best['size']}")
     print(f"results: {out}")
-    _emit_json(args.json, result)
+    jsonio.emit(args.json, result)
     return 0
 
 

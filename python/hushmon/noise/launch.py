@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from hushmon import jsonio
 from hushmon.errors import HushmonError
 from hushmon.paths import program
 from hushmon.runner import mpirun_command
@@ -74,7 +75,7 @@ class RunRecord:
     dir: str  # relative to the study directory
 
     def save(self, path: Path) -> None:
-        (path / RUN_FILE).write_text(json.dumps(asdict(self), indent=1))
+        jsonio.write_atomic(path / RUN_FILE, asdict(self), indent=1)
 
     @staticmethod
     def load(path: Path) -> RunRecord:

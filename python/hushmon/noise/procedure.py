@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from hushmon import jsonio
 from hushmon.errors import HushmonError
 from hushmon.noise.analysis import RunStats, run_stats
 from hushmon.noise.decide import SequentialRule, evidence
@@ -137,17 +138,7 @@ def verdict(
 
 
 def write_study(study_dir: Path, study: dict[str, Any]) -> Path:
-    path = study_dir / STUDY_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(study, indent=1, default=_json_default))
-    tmp.replace(path)
-    return path
-
-
-def _json_default(obj: object) -> object:
-    if isinstance(obj, np.generic):
-        return obj.item()
-    raise TypeError(f"not JSON serializable: {type(obj).__name__}")
+    return jsonio.write_atomic(study_dir / STUDY_FILE, study, indent=1)
 
 
 def load_study(study_dir: Path) -> dict[str, Any]:

@@ -3,7 +3,6 @@ sensitivity test, Tables 3-6 and Fig. 5) and the A/A control."""
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict
@@ -13,6 +12,7 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
+from hushmon import jsonio
 from hushmon.noise.analysis import RunStats, run_stats
 from hushmon.noise.decide import replay
 from hushmon.noise.launch import DetectorConfig, NoiseConfig, RunRecord
@@ -116,5 +116,5 @@ def sweep(
         "smallest_detected": min(detected) if detected else None,
         "wall_seconds": time.monotonic() - t0,
     }
-    (out / SWEEP_FILE).write_text(json.dumps(result, indent=1, default=str))
+    jsonio.write_atomic(out / SWEEP_FILE, result, indent=1)
     return result

@@ -11,9 +11,10 @@ import argparse
 import os
 from pathlib import Path
 
-from hushmon.datadir import data_dir
+from hushmon import jsonio
+from hushmon.datadir import add_data_dir_options, data_dir
 from hushmon.errors import HushmonError
-from hushmon.run.output import outcome_json, print_outcome, say, write_json
+from hushmon.run.output import outcome_json, print_outcome, say
 from hushmon.run.session import RunOptions, check_job_id, new_job_id, run_monitored
 
 
@@ -30,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
         epilog="example: hushmon run -- mpirun -np 2 build/bin/butterfly --length 1M",
     )
-    parser.add_argument("--data-dir", metavar="DIR", help="data directory (spool, store, reports)")
+    add_data_dir_options(parser, with_db=False)
     parser.add_argument(
         "--job", metavar="ID", help="job id (default: $SLURM_JOB_ID, else a new unique id)"
     )
@@ -110,5 +111,5 @@ def run_command(args: argparse.Namespace) -> int:
     )
     print_outcome(outcome)
     if args.json:
-        write_json(args.json, outcome_json(outcome))
+        jsonio.emit(args.json, outcome_json(outcome))
     return outcome.exit_code

@@ -14,10 +14,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from hushmon import jsonio
 from hushmon.datadir import DataDir
 from hushmon.errors import HushmonError
 from hushmon.paths import program
-from hushmon.run.output import outcome_json, print_outcome, write_json
+from hushmon.run.output import outcome_json, print_outcome
 from hushmon.run.session import RunOptions, RunOutcome, run_monitored
 from hushmon.runner import is_open_mpi, mpirun_command, mpirun_path
 
@@ -78,7 +79,7 @@ def run_demo(data: DataDir, period_ms: int | None = None, json_target: str | Non
             "data_dir": str(data.root),
             "jobs": [{"program": j.name, **outcome_json(o)} for j, o in outcomes],
         }
-        write_json(json_target, payload)
+        jsonio.emit(json_target, payload)
     failed = [o for _, o in outcomes if o.exit_code != 0]
     if failed:
         return failed[0].exit_code

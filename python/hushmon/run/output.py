@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
-from pathlib import Path
 from typing import Any
 
-from hushmon.errors import HushmonError
 from hushmon.run.session import RunOutcome
 
 
@@ -68,15 +65,3 @@ def print_outcome(outcome: RunOutcome) -> None:
         say(f"digest: {digest.json_path}")
     elif not outcome.monitored:
         say(f"job {outcome.job} ran unmonitored: no data, no digest")
-
-
-def write_json(target: str, payload: dict[str, Any]) -> None:
-    text = json.dumps(payload, indent=2) + "\n"
-    if target == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    try:
-        Path(target).write_text(text)
-    except OSError as exc:
-        raise HushmonError(f"--json: cannot write {target}: {exc}", exit_code=1) from exc

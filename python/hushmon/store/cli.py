@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from hushmon.datadir import data_dir
+from hushmon import jsonio
+from hushmon.datadir import add_data_dir_options, from_args
 from hushmon.errors import HushmonError
 
 EXPORT_FORMATS = ("parquet", "csv")  # hushmon.store.query.EXPORT_FORMATS (kept light to import)
@@ -21,10 +20,7 @@ def register(subparsers: Any) -> None:
         description="Load line-protocol spool files into the DuckDB store. Loading the same "
         "files twice changes nothing; corrupt lines are reported with file:line and skipped.",
     )
-    p.add_argument(
-        "--data-dir", help="hushmon data folder (default $HUSHMON_DATA or ~/.local/share/hushmon)"
-    )
-    p.add_argument("--db", type=Path, help="store file (default <data>/hushmon.duckdb)")
+    add_data_dir_options(p)
     p.add_argument("--spool", type=Path, help="spool folder (default <data>/spool)")
     p.add_argument("--list", action="store_true", help="list the jobs in the store, do not ingest")
     p.add_argument("--export", metavar="JOB", help="export a job's samples, do not ingest")
@@ -34,22 +30,13 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _write_json(target: str, payload: dict[str, Any]) -> None:
-    text = json.dumps(payload, indent=2)
-    if target == "-":
-        sys.stdout.write(text + "\n")
-    else:
-        Path(target).write_text(text + "\n", encoding="utf-8")
-
-
 def run(args: argparse.Namespace) -> int:
     # imported here so that 'hushmon --help' does not load duckdb and pyarrow
     from hushmon.store.ingest import ingest_spool
     from hushmon.store.query import export_job, job_info, list_jobs
     from hushmon.store.schema import open_store_readonly
 
-    dd = data_dir(args.data_dir)
-    db = args.db or dd.database
+    dd, db = from_args(args)
     if args.list:
         con = open_store_readonly(db)
         try:
@@ -59,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         for j in jobs:
             print(f"{j.job}\t{len(j.hosts)} node(s)\t{j.duration_s:.0f} s\t{','.join(j.hosts[:8])}")
         if args.json:
-            _write_json(args.json, {"jobs": [j.__dict__ for j in jobs]})
+            jsonio.emit(args.json, {"jobs": [j.__dict__ for j in jobs]})
         return 0
     if args.export:
         out = args.out or dd.reports(args.export) / f"samples.{args.format}"
@@ -73,5 +60,5 @@ def run(args: argparse.Namespace) -> int:
     for line in report.summary_lines():
         print(line)
     if args.json:
-        _write_json(args.json, report.to_json())
+        jsonio.emit(args.json, report.to_json())
     return 0

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from hushmon import jsonio
 from hushmon.digest.jobdata import JobData
 
 SEVERITIES = ("high", "medium", "low", "info")
@@ -43,7 +44,7 @@ class Finding:
             "factor": self.factor,
             "title": self.title,
             "severity": self.severity,
-            "evidence": {k: _plain(v) for k, v in self.evidence.items()},
+            "evidence": {k: jsonio.plain(v) for k, v in self.evidence.items()},
             "span_s": list(self.span_s) if self.span_s else None,
             "hint": self.hint,
         }
@@ -69,10 +70,18 @@ class AnalyzerSkip(Exception):
 
 
 class Factor(Protocol):
-    name: str
-    title: str
-    requires: tuple[str, ...]
-    optional: tuple[str, ...]
+    # Read-only members: each analyzer declares them as plain class attributes.
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def requires(self) -> tuple[str, ...]: ...
+
+    @property
+    def optional(self) -> tuple[str, ...]: ...
 
     def analyze(self, job: JobData, params: Mapping[str, Any]) -> list[Finding]: ...
 
@@ -83,14 +92,6 @@ class Factor(Protocol):
 class FactorResult:
     findings: list[Finding] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, float) and not np.isfinite(v):
-        return None
-    return v
 
 
 def longest_run(mask: np.ndarray) -> tuple[int, int] | None:
