@@ -13,6 +13,7 @@ user can find, copy or delete everything in one place:
 
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,3 +55,23 @@ def data_dir(explicit: str | os.PathLike[str] | None = None) -> DataDir:
     if env:
         return DataDir(Path(env).expanduser())
     return DataDir(Path.home() / ".local" / "share" / "hushmon")
+
+
+def add_data_dir_options(parser: argparse.ArgumentParser, with_db: bool = True) -> None:
+    """``--data-dir`` (and ``--db``), the same for every command that reads the store."""
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="hushmon data folder: spool, store, reports "
+        "(default $HUSHMON_DATA or ~/.local/share/hushmon)",
+    )
+    if with_db:
+        parser.add_argument(
+            "--db", type=Path, metavar="FILE", help="store file (default <data>/hushmon.duckdb)"
+        )
+
+
+def from_args(args: argparse.Namespace) -> tuple[DataDir, Path]:
+    """The data folder and store file that ``add_data_dir_options`` asked for."""
+    dd = data_dir(args.data_dir)
+    return dd, getattr(args, "db", None) or dd.database

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hushmon.datadir import data_dir
+from hushmon.datadir import add_data_dir_options, from_args
 
 
 def register(subparsers: Any) -> None:
@@ -25,8 +25,7 @@ def register(subparsers: Any) -> None:
         help="what SIZE counts: processes (work per process falls as SIZE grows) or "
         "problem size at a fixed process count",
     )
-    p.add_argument("--data-dir", help="hushmon data folder")
-    p.add_argument("--db", type=Path, help="store file (default <data>/hushmon.duckdb)")
+    add_data_dir_options(p)
     p.add_argument("--out", type=Path, help="output folder (default <data>/reports/compare-...)")
     p.add_argument("--json", metavar="FILE", help="also write compare.json here ('-' = stdout)")
     p.set_defaults(func=run)
@@ -35,11 +34,11 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from hushmon.digest.compare import compare_runs, parse_run
 
-    dd = data_dir(args.data_dir)
+    dd, db = from_args(args)
     jobs = [parse_run(r)[0] for r in args.runs]
     out = args.out or dd.root / "reports" / ("compare-" + "-".join(jobs))[:120]
     cmp = compare_runs(
-        args.db or dd.database,
+        db,
         args.runs,
         out,
         size_label="processes" if args.size_is == "processes" else "problem size",
