@@ -28,24 +28,6 @@ class ParsedLine:
     string_fields: list[str] = field(default_factory=list)
 
 
-def _split_unescaped(text: str, sep: str) -> list[str]:
-    """Split on ``sep`` where it is not escaped by a backslash (escapes kept)."""
-    parts: list[str] = []
-    start = 0
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == sep:
-            parts.append(text[start:i])
-            start = i + 1
-        i += 1
-    parts.append(text[start:])
-    return parts
-
-
 def _unescape(text: str) -> str:
     if "\\" not in text:
         return text
@@ -63,13 +45,13 @@ def _unescape(text: str) -> str:
 
 def parse_key(key: str) -> tuple[str, dict[str, str]]:
     """``measurement,tag=v,...`` -> (measurement, tags)."""
-    parts = _split_unescaped(key, ",")
+    parts = _split_escaped(key, ",")
     measurement = _unescape(parts[0])
     if not measurement:
         raise LineError("empty measurement name")
     tags: dict[str, str] = {}
     for part in parts[1:]:
-        kv = _split_unescaped(part, "=")
+        kv = _split_escaped(part, "=")
         if len(kv) != 2 or not kv[0] or not kv[1]:
             raise LineError(f"bad tag {part!r} (expected key=value)")
         tags[_unescape(kv[0])] = _unescape(kv[1])
@@ -101,8 +83,11 @@ def parse_value(raw: str) -> float | str:
     return value
 
 
-def _split_fields(text: str) -> list[str]:
-    """Split the field set on commas outside quoted strings."""
+def _split_escaped(text: str, separator: str, quotes: bool = False) -> list[str]:
+    """Split on ``separator`` where it is not escaped by a backslash (escapes
+    kept) and, with ``quotes``, not inside a quoted string value: spaces
+    separate a line's sections, commas its tags and fields, '=' a key from
+    its value."""
     parts: list[str] = []
     start = 0
     in_string = False
@@ -112,9 +97,9 @@ def _split_fields(text: str) -> list[str]:
         if c == "\\":
             i += 2
             continue
-        if c == '"':
+        if quotes and c == '"':
             in_string = not in_string
-        elif c == "," and not in_string:
+        elif c == separator and not in_string:
             parts.append(text[start:i])
             start = i + 1
         i += 1
@@ -124,32 +109,9 @@ def _split_fields(text: str) -> list[str]:
     return parts
 
 
-def _split_sections(line: str) -> list[str]:
-    """Split a line on spaces outside quotes and escapes (key, fields, time)."""
-    parts: list[str] = []
-    start = 0
-    in_string = False
-    i = 0
-    while i < len(line):
-        c = line[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == '"':
-            in_string = not in_string
-        elif c == " " and not in_string:
-            parts.append(line[start:i])
-            start = i + 1
-        i += 1
-    if in_string:
-        raise LineError("unterminated string value")
-    parts.append(line[start:])
-    return parts
-
-
 def parse_line(line: str) -> ParsedLine:
     """Parse one non-empty, non-comment line; :class:`LineError` if invalid."""
-    sections = _split_sections(line.rstrip("\r\n"))
+    sections = _split_escaped(line.rstrip("\r\n"), " ", quotes=True)
     if len(sections) == 2:
         raise LineError("no timestamp (spool lines carry the scheduled sampling time)")
     if len(sections) != 3:
@@ -164,7 +126,7 @@ def parse_line(line: str) -> ParsedLine:
         raise LineError(f"bad timestamp {time_text!r}") from None
     fields: dict[str, float] = {}
     strings: list[str] = []
-    for part in _split_fields(field_text):
+    for part in _split_escaped(field_text, ",", quotes=True):
         name, sep, raw = part.partition("=")
         if not sep or not name:
             raise LineError(f"bad field {part!r} (expected name=value)")
