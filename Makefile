@@ -48,6 +48,7 @@ test-asan: asan
 lint: venv
 	$(VENV)/bin/ruff check python tests bench
 	$(VENV)/bin/ruff format --check python tests bench
+	$(VENV)/bin/mypy python
 
 test-py: all
 	$(VENV)/bin/pytest -q

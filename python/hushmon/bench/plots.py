@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
@@ -35,7 +36,8 @@ METHOD_STYLE: dict[str, dict[str, str]] = {
     "loop": {"color": "#d1495b", "marker": "s", "label": "loop (IMB/OSU style)"},
     "loop_barrier": {"color": "#e08e0b", "marker": "^", "label": "loop with barrier"},
 }
-GLOBAL_STYLE = {"color": "#1f5fbf", "linestyle": "--", "label": "synchronized (global clock)"}
+GLOBAL_COLOR = "#1f5fbf"
+GLOBAL_LABEL = "synchronized (global clock)"
 _FALLBACK_COLORS = ["#2a9d8f", "#6d597a", "#264653", "#8ab17d"]
 
 Axis = Literal["size", "nprocs", "point"]
@@ -115,8 +117,9 @@ def _plot_series(ax: Axes, results: list[BenchResult], axis: Axis) -> None:
             gx = [x for x, g in globals_ if g is not None]
             gy = [g * US_PER_S for _, g in globals_ if g is not None]
             ax.plot(
-                gx, gy, linewidth=1.0, **{**GLOBAL_STYLE, "label": GLOBAL_STYLE["label"] + suffix}
-            )
+                gx, gy, linewidth=1.0, color=GLOBAL_COLOR, linestyle="--",
+                label=GLOBAL_LABEL + suffix,
+            )  # fmt: skip
     if axis == "size":
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(format_bytes))
@@ -138,14 +141,10 @@ def _plot_series(ax: Axes, results: list[BenchResult], axis: Axis) -> None:
     ax.grid(True, which="major", alpha=0.3)
 
 
-def time_vs_size_figure(run: BenchRun) -> Figure | None:
-    """One panel per operation that swept sizes or process counts; None if none did."""
-    swept = [(op, run.for_op(op)) for op in run.ops()]
-    swept = [(op, rs) for op, rs in swept if x_axis_of(rs) != "point"]
-    if not swept:
-        return None
-    columns = min(PANEL_COLUMNS, len(swept))
-    rows = math.ceil(len(swept) / columns)
+def _panel_grid(panels: int) -> tuple[Figure, np.ndarray]:
+    """A figure of ``panels`` panels, PANEL_COLUMNS to a row."""
+    columns = min(PANEL_COLUMNS, panels)
+    rows = math.ceil(panels / columns)
     fig, axes = plt.subplots(
         rows,
         columns,
@@ -153,6 +152,16 @@ def time_vs_size_figure(run: BenchRun) -> Figure | None:
         squeeze=False,
         layout="constrained",
     )
+    return fig, axes
+
+
+def time_vs_size_figure(run: BenchRun) -> Figure | None:
+    """One panel per operation that swept sizes or process counts; None if none did."""
+    swept = [(op, run.for_op(op)) for op in run.ops()]
+    swept = [(op, rs) for op, rs in swept if x_axis_of(rs) != "point"]
+    if not swept:
+        return None
+    fig, axes = _panel_grid(len(swept))
     for ax, (op, results) in zip(axes.flat, swept, strict=False):
         _plot_series(ax, results, x_axis_of(results))
         ax.set_title(op)
@@ -251,15 +260,7 @@ def launches_figure(results: Sequence[BenchResult]) -> Figure | None:
     chosen = [r for r in results if r.raw is not None and r.raw.local_s]
     if not chosen:
         return None
-    columns = min(PANEL_COLUMNS, len(chosen))
-    rows = math.ceil(len(chosen) / columns)
-    fig, axes = plt.subplots(
-        rows,
-        columns,
-        figsize=(PANEL_WIDTH_IN * columns, PANEL_HEIGHT_IN * rows),
-        squeeze=False,
-        layout="constrained",
-    )
+    fig, axes = _panel_grid(len(chosen))
     for ax, r in zip(axes.flat, chosen, strict=False):
         assert r.raw is not None
         index = range(len(r.raw.local_s))

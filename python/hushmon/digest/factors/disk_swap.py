@@ -99,9 +99,9 @@ class DiskSwap:
                     span_of(job, run),
                 )
             )
-        disk = self._disk_finding(job, params, swapping, work_name, work_avg)
-        if disk is not None:
-            findings.append(disk)
+        disk_finding = self._disk_finding(job, params, swapping, work_name, work_avg)
+        if disk_finding is not None:
+            findings.append(disk_finding)
         return findings
 
     def _disk_finding(
