@@ -167,6 +167,10 @@ void hm_summary_compute(hm_summary *s, double *x, size_t n, double ci_level)
     s->median = hm_stats_median_sorted(x, n);
     s->min = n ? x[0] : NAN;
     s->max = n ? x[n - 1] : NAN;
+    /* sum / n can round one ulp outside [min, max] (e.g. identical values
+     * from a coarse timer); the mean of a sample never lies outside it. */
+    if (n > 0)
+        s->mean = fmin(fmax(s->mean, s->min), s->max);
     double var = hm_stats_variance(x, n);
     s->stddev = sqrt(var);
     s->se = hm_stats_se(x, n);

@@ -50,6 +50,13 @@ static void test_descriptive(hm_test_counts *c)
     CHECK(c, isnan(hm_stats_median_sorted(q, 0)));
     CHECK(c, isnan(hm_stats_variance(q, 1)));
 
+    /* Identical values whose sum / 3 rounds up by one ulp (seen with the
+     * TSC timer, whose readings are quantized to ticks). */
+    double same[3] = {4.703703703704e-08, 4.703703703704e-08, 4.703703703704e-08};
+    hm_summary flat;
+    hm_summary_compute(&flat, same, 3, 0.95);
+    CHECK(c, flat.min <= flat.mean && flat.mean <= flat.max);
+
     hm_summary one;
     double single[] = {7};
     hm_summary_compute(&one, single, 1, 0.99);
