@@ -44,7 +44,9 @@ def test_detect_end_to_end_and_report_rebuild(tmp_path: Path) -> None:
     assert verdict["level"] == 2
     assert isinstance(verdict["detected"], bool)
     assert verdict["runs"]["clean"] + verdict["runs"]["noisy"] >= 2
-    assert verdict["wall_seconds"] <= 10 + 10  # a run may start just before the budget ends
+    # The budget is checked before each run: one run may start just before it
+    # ends, and on a loaded machine mpirun alone can take seconds.
+    assert verdict["wall_seconds"] <= 10 + 30
     study = json.loads((out / "study.json").read_text())
     noisy_dirs = sorted((out / "runs").glob("*-noisy"))
     clean_dirs = sorted((out / "runs").glob("*-clean"))
