@@ -6,6 +6,7 @@
  * waiting. See docs/bench.md for the method and the JSON schema. */
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,6 +16,7 @@
 #include "bench_options.h"
 #include "bench_report.h"
 #include "bench_summary.h"
+#include "hm_array.h"
 #include "hm_clock_sync.h"
 #include "hm_mpi_timer.h"
 
@@ -64,12 +66,11 @@ static int agree(MPI_Comm comm, int status, hm_error *err)
 static int push_result(run_state *s, const hm_bench_result *r, hm_error *err)
 {
     if (s->n_results == s->cap_results) {
-        size_t cap = s->cap_results ? 2 * s->cap_results : 32;
-        hm_bench_result *grown = realloc(s->results, cap * sizeof *grown);
+        hm_bench_result *grown =
+            hm_array_grow(s->results, &s->cap_results, sizeof *grown, 32, SIZE_MAX, "results", err);
         if (grown == NULL)
-            return hm_error_set(err, "out of memory for %zu results", cap);
+            return -1;
         s->results = grown;
-        s->cap_results = cap;
     }
     s->results[s->n_results++] = *r;
     return 0;

@@ -1,9 +1,11 @@
 /* Sample storage shared by both methods. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "bench_measure.h"
 #include "bench_summary.h"
+#include "hm_array.h"
 
 void hm_bench_samples_free(hm_bench_samples *s)
 {
@@ -57,12 +59,10 @@ int hm_bench_samples_push(hm_bench_samples *s, double local_s, double global_s, 
 int hm_bench_samples_push_own(hm_bench_samples *s, double own_s, hm_error *err)
 {
     if (s->n_own == s->cap_own) {
-        size_t cap = s->cap_own ? 2 * s->cap_own : 64;
-        double *o = realloc(s->own_s, cap * sizeof *o);
+        double *o = hm_array_grow(s->own_s, &s->cap_own, sizeof *o, 64, SIZE_MAX, "samples", err);
         if (o == NULL)
-            return hm_error_set(err, "out of memory for %zu samples", cap);
+            return -1;
         s->own_s = o;
-        s->cap_own = cap;
     }
     s->own_s[s->n_own++] = own_s;
     return 0;

@@ -1,5 +1,7 @@
 #include "hm_parse.h"
 
+#include "hm_array.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -62,14 +64,10 @@ typedef struct size_vec {
 static int push(size_vec *sv, int64_t x, hm_error *err)
 {
     if (sv->n == sv->cap) {
-        size_t cap = sv->cap ? 2 * sv->cap : 16;
-        if (cap > 1000000)
-            return hm_error_set(err, "size list has more than a million entries");
-        int64_t *v = realloc(sv->v, cap * sizeof *v);
+        int64_t *v = hm_array_grow(sv->v, &sv->cap, sizeof *v, 16, 1 << 20, "sizes in a list", err);
         if (v == NULL)
-            return hm_error_set(err, "out of memory");
+            return -1;
         sv->v = v;
-        sv->cap = cap;
     }
     sv->v[sv->n++] = x;
     return 0;

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hm_array.h"
 #include "hm_json.h"
 #include "hm_parse.h"
 #include "hm_test.h"
@@ -87,10 +88,26 @@ static void test_parse(hm_test_counts *c)
     CHECK(c, hm_parse_size_list("abc", &sizes, &n, &err) == -1 && strstr(err.msg, "abc") != NULL);
 }
 
+static void test_array_grow(hm_test_counts *c)
+{
+    hm_error err;
+    size_t cap = 0;
+    int *items = hm_array_grow(NULL, &cap, sizeof *items, 4, 8, "items", &err);
+    CHECK(c, items != NULL && cap == 4);
+    int *grown = hm_array_grow(items, &cap, sizeof *items, 4, 8, "items", &err);
+    CHECK(c, grown != NULL && cap == 8);
+    items = grown;
+    /* Past the limit: refused, array and capacity untouched. */
+    CHECK(c, hm_array_grow(items, &cap, sizeof *items, 4, 8, "items", &err) == NULL);
+    CHECK(c, cap == 8 && strstr(err.msg, "more than 8 items") != NULL);
+    free(items);
+}
+
 int main(void)
 {
     hm_test_counts c = {0, 0};
     test_json(&c);
     test_parse(&c);
+    test_array_grow(&c);
     return hm_test_finish("test_json", &c);
 }
