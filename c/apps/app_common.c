@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "hm_json.h"
+#include "hm_mpi_launch.h"
 #include "hm_parse.h"
 #include "hm_timer.h"
 
@@ -365,6 +366,8 @@ static int app_execute(const app_program *p, const app_context *ctx, int argc, c
             print_help(p, stdout);
         return app_all_ok(ctx, true) ? APP_EXIT_OK : APP_EXIT_USAGE;
     }
+    if (rc == 0)
+        rc = hm_mpi_launch_check(ctx->size, &err);
     if (rc == 0 && ctx->size < p->min_ranks)
         rc = hm_error_set(&err, "needs at least %d ranks, got %d (mpirun -np %d ...)",
                           p->min_ranks, ctx->size, p->min_ranks);

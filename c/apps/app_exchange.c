@@ -123,6 +123,9 @@ typedef struct exch_state {
     exch_plan plan;
     uint8_t *send_buf, *recv_buf;
     MPI_Request *reqs;
+    /* Waitall gets a real array: MPICH declares the parameter as an array,
+     * and GCC >= 11 rejects MPI_STATUSES_IGNORE ((MPI_Status *)1) for it. */
+    MPI_Status *statuses;
     double messages_sent;
 } exch_state;
 
@@ -146,7 +149,7 @@ static void exch_round(exch_state *st, uint64_t seq, bool full, bool corrupt, ap
         for (int i = 0; i < st->plan.n_to[ph]; i++)
             mpi_rc |= MPI_Isend(st->send_buf, (int)len, MPI_BYTE, to[i], ph, ctx->comm,
                                 &st->reqs[nreq++]);
-        mpi_rc |= MPI_Waitall(nreq, st->reqs, MPI_STATUSES_IGNORE);
+        mpi_rc |= MPI_Waitall(nreq, st->reqs, st->statuses);
         if (mpi_rc != MPI_SUCCESS) {
             hm_error err;
             hm_error_set(&err, "message exchange failed in round %llu", (unsigned long long)seq);
@@ -189,7 +192,8 @@ static int exch_run(const app_context *ctx, const void *data, app_result *result
         st.send_buf = malloc(len);
         st.recv_buf = malloc(len * (size_t)(st.plan.max_from ? st.plan.max_from : 1));
         st.reqs = malloc(2 * (size_t)ctx->size * sizeof *st.reqs);
-        if (!st.send_buf || !st.recv_buf || !st.reqs)
+        st.statuses = malloc(2 * (size_t)ctx->size * sizeof *st.statuses);
+        if (!st.send_buf || !st.recv_buf || !st.reqs || !st.statuses)
             rc = hm_error_set(err, "cannot allocate %zu-byte message buffers", len);
     }
     /* Every rank must know before the first message that all can go on. */
@@ -226,6 +230,7 @@ static int exch_run(const app_context *ctx, const void *data, app_result *result
     app_result_extra(result, "compute_s_max", (double)compute_ns * 1e-9, APP_MAX);
     app_result_extra(result, "compute_flops", flops, APP_SUM);
 out:
+    free(st.statuses);
     free(st.reqs);
     free(st.recv_buf);
     free(st.send_buf);

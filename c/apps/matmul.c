@@ -192,6 +192,7 @@ static int matmul_run(const app_context *ctx, const void *data, app_result *resu
             const int next_owner = (owner + 1) % ctx->size;
             const bool pass_on = step + 1 < ctx->size;
             MPI_Request reqs[2];
+            MPI_Status statuses[2]; /* not MPI_STATUSES_IGNORE: see app_exchange.c */
             int mpi_rc = MPI_SUCCESS;
             if (pass_on) {
                 mpi_rc |= MPI_Irecv(m.band_next, m.counts[next_owner] * (int)n, MPI_DOUBLE,
@@ -205,7 +206,7 @@ static int matmul_run(const app_context *ctx, const void *data, app_result *resu
                           p->block);
             int64_t t1 = app_now_ns();
             if (pass_on)
-                mpi_rc |= MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);
+                mpi_rc |= MPI_Waitall(2, reqs, statuses);
             wait_ns += app_now_ns() - t1;
             compute_ns += t1 - t0;
             if (mpi_rc != MPI_SUCCESS) {

@@ -18,6 +18,7 @@
 #include "bench_summary.h"
 #include "hm_array.h"
 #include "hm_clock_sync.h"
+#include "hm_mpi_launch.h"
 #include "hm_mpi_timer.h"
 
 #define PROGRAM "hushmon-bench"
@@ -273,12 +274,7 @@ static int measure_on(run_state *s, int p, hm_error *err)
 static void fill_library_meta(run_state *s)
 {
     hm_bench_meta *m = &s->meta;
-    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0;
-    if (MPI_Get_library_version(lib, &len) != MPI_SUCCESS)
-        snprintf(lib, sizeof lib, "unknown");
-    lib[strcspn(lib, "\n")] = '\0';
-    snprintf(m->mpi_library, sizeof m->mpi_library, "%s", lib);
+    hm_mpi_library(m->mpi_library, sizeof m->mpi_library);
     if (MPI_Get_version(&m->mpi_version, &m->mpi_subversion) != MPI_SUCCESS)
         m->mpi_version = m->mpi_subversion = 0;
     time_t now = time(NULL);
@@ -486,8 +482,12 @@ int main(int argc, char **argv)
     hm_bench_opts o;
     hm_error err = {{0}};
     int code = 0;
-    /* Same argv on every rank: same verdict, no communication needed. */
+    /* Same argv on every rank: same verdict, no communication needed. A
+     * launcher of another MPI before the process count: it is why there is
+     * one rank. */
     int rc = hm_bench_parse(argc, argv, &o, &err);
+    if (rc == 0)
+        rc = hm_mpi_launch_check(s.world, &err);
     if (rc == 0 && !o.help && !o.list)
         rc = hm_bench_check_ranks(&o, s.world, &err);
     if (rc != 0) {

@@ -18,6 +18,7 @@
 #include "hm_clock_sync.h"
 #include "hm_error.h"
 #include "hm_json.h"
+#include "hm_mpi_launch.h"
 #include "hm_mpi_timer.h"
 #include "hm_parse.h"
 #include "hm_stats.h"
@@ -409,6 +410,8 @@ int main(int argc, char **argv)
     hm_error err = {{0}};
     detect_options o;
     int prc = parse_options(argc, argv, &o, &err);
+    if (prc == 0)
+        prc = hm_mpi_launch_check(nprocs, &err);
     if (prc == 0 && !o.list && nprocs < o.op->min_ranks)
         prc = hm_error_set(&err, "operation %s needs at least %d ranks, got %d", o.op->name,
                            o.op->min_ranks, nprocs);
