@@ -15,4 +15,5 @@ COMMANDS: list[tuple[str, str]] = [
     ("run", "hushmon.run.cli"),
     ("digest", "hushmon.digest.cli"),
     ("compare", "hushmon.digest.compare_cli"),
+    ("testbed", "hushmon.testbed.cli"),
 ]

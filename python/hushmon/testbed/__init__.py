@@ -1,0 +1,1 @@
+"""A cluster on one machine: network namespaces, shaped links, cgroups, agents, Slurm."""

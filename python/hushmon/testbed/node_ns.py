@@ -1,0 +1,71 @@
+"""What makes a node a machine of its own besides its network: a host name
+(UTS namespace) and private /tmp and /dev/shm (mount namespace).
+
+Private /tmp matters: Slurm's PMIx plugin, Open MPI and MPICH create
+per-job folders and shared-memory files under fixed names there, and on a
+shared /tmp the nodes' copies of one job would collide ("File exists").
+
+Namespaces are kept alive by bind-mounting them onto files, as `ip netns`
+does. The folder holding those files is itself a private mount, so a new
+mount namespace does not carry a copy of its own bind (the kernel refuses
+such loops).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from hushmon.testbed import system
+from hushmon.testbed.state import Bed
+
+
+def _mounted(path: Path) -> bool:
+    try:
+        text = Path("/proc/self/mountinfo").read_text()
+    except OSError:
+        return False
+    target = str(path)
+    return any(line.split()[4] == target for line in text.splitlines() if len(line.split()) > 4)
+
+
+def prepare(bed: Bed) -> None:
+    nodes = bed.root / "nodes"
+    nodes.mkdir(parents=True, exist_ok=True)
+    if not _mounted(nodes):
+        system.run(["mount", "--bind", str(nodes), str(nodes)], "private mount for namespaces")
+        system.run(["mount", "--make-private", str(nodes)], "private mount for namespaces")
+
+
+def create(bed: Bed, node: str) -> None:
+    d = bed.node_dir(node)
+    for sub in ("tmp", "shm"):
+        (d / sub).mkdir(parents=True, exist_ok=True)
+        (d / sub).chmod(0o1777)
+    for f in (bed.uts_file(node), bed.mnt_file(node)):
+        f.touch()
+    script = (
+        f"hostname {node} && mount --bind {d / 'tmp'} /tmp && mount --bind {d / 'shm'} /dev/shm"
+    )
+    system.run(
+        [
+            system.tool("unshare", "util-linux"),
+            f"--uts={bed.uts_file(node)}",
+            f"--mount={bed.mnt_file(node)}",
+            "--propagation=private",
+            "sh",
+            "-c",
+            script,
+        ],
+        f"namespaces of {node}",
+    )
+
+
+def destroy(root: Path) -> None:
+    nodes = root / "nodes"
+    if not nodes.is_dir():
+        return
+    for f in [*nodes.glob("*/uts"), *nodes.glob("*/mnt")]:
+        subprocess.run(["umount", str(f)], capture_output=True, check=False)
+    if _mounted(nodes):
+        subprocess.run(["umount", str(nodes)], capture_output=True, check=False)
