@@ -11,7 +11,8 @@ packages=(
   linux-perf                          # perf stat, for checks of the PMU
   prometheus-node-exporter collectd-core  # agents compared in bench/
   chromium                            # headless screenshots of reports in tests
-  iproute2 procps
+  iproute2 procps util-linux          # namespaces, tc, nsenter: the test bed
+  slurmctld slurmd slurm-client munge # real Slurm on the test bed
 )
 
 missing=()

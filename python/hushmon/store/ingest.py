@@ -129,12 +129,20 @@ class _SpoolFile:
 
 
 def spool_files(spool_dir: Path) -> list[Path]:
-    """Closed (.lp) and open (.lp.open) spool files, by name."""
+    """Closed (.lp) and open (.lp.open) spool files, by name: those in the
+    folder and in its sub-folders one level down (a cluster's shared spool
+    has one folder per host). File names begin with the host, so a name is
+    unique across hosts."""
     if not spool_dir.is_dir():
         raise HushmonError(f"spool directory {spool_dir} does not exist")
-    return sorted(
-        p for p in spool_dir.iterdir() if p.is_file() and p.name.endswith((".lp", ".lp.open"))
-    )
+    folders = [spool_dir, *(p for p in spool_dir.iterdir() if p.is_dir())]
+    found = [
+        p
+        for folder in folders
+        for p in folder.iterdir()
+        if p.is_file() and p.name.endswith((".lp", ".lp.open"))
+    ]
+    return sorted(found, key=lambda p: p.name)
 
 
 def _read_spool_file(path: Path) -> _SpoolFile:
