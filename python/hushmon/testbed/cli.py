@@ -118,7 +118,7 @@ def run_up(args: argparse.Namespace) -> int:
     spec = _spec(args)
     bed = bedmod.up(spec, data_dir(args.data_dir).root, say=_say)
     info = describe(bed)
-    human = sys.stderr if args.json == "-" else sys.stdout
+    human = jsonio.human_stream(args.json)
     names = ", ".join(f"{n['name']} ({n['address']}, rack {n['rack']})" for n in info["nodes"])
     print(f"test bed up: {names}", file=human)
     print(f"run on a node:  {info['node_exec']} n1 hostname", file=human)
@@ -142,7 +142,7 @@ def run_status(args: argparse.Namespace) -> int:
     from hushmon.testbed import bed as bedmod
 
     st = bedmod.status()
-    human = sys.stderr if args.json == "-" else sys.stdout
+    human = jsonio.human_stream(args.json)
     if st.bed is None:
         print(
             "no test bed is up"

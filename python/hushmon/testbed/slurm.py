@@ -26,7 +26,7 @@ from hushmon.errors import HushmonError
 from hushmon.paths import REPO_ROOT, build_bin_dir
 from hushmon.testbed import system
 from hushmon.testbed.launcher import _write_script
-from hushmon.testbed.spec import HEAD_ADDR
+from hushmon.testbed.spec import CORE_SWITCH, HEAD_ADDR, rack_switch
 from hushmon.testbed.state import Bed
 
 CTLD_PORT = 16817
@@ -142,6 +142,9 @@ def write_conf(bed: Bed) -> Path:
         "InactiveLimit=0",
         "KillWait=5",
         "SlurmctldDebug=info",
+        # The racks, as a site describes its fabric to Slurm (topology.conf);
+        # the digest reads the same file to tell rack-local from uplink traffic.
+        "TopologyPlugin=topology/tree",
         "SlurmdDebug=info",
     ]
     for node in bed.nodes():
@@ -154,8 +157,28 @@ def write_conf(bed: Bed) -> Path:
     )
     path = conf_path(bed)
     path.write_text("\n".join(lines) + "\n")
+    (path.parent / "topology.conf").write_text(topology_conf(bed))
     _write_prolog_scripts(bed)
     return path
+
+
+def topology_conf(bed: Bed) -> str:
+    """Slurm's tree topology of the bed. LinkSpeed is in Mbit/s (Slurm leaves
+    its unit to the site; hushmon reads it so): on a rack switch, the node
+    links' rate; on the core switch, the uplinks' rate."""
+    spec = bed.spec
+    lines = ["# Written by 'hushmon testbed up'. LinkSpeed: Mbit/s."]
+    for rack in range(1, spec.racks + 1):
+        names = ",".join(n.name for n in bed.spec.rack_nodes(rack))
+        lines.append(
+            f"SwitchName={rack_switch(rack)} Nodes={names} "
+            f"LinkSpeed={spec.link_bits_per_s // 1_000_000}"
+        )
+    racks = ",".join(rack_switch(r) for r in range(1, spec.racks + 1))
+    lines.append(
+        f"SwitchName={CORE_SWITCH} Switches={racks} LinkSpeed={spec.uplink_bits_per_s // 1_000_000}"
+    )
+    return "\n".join(lines) + "\n"
 
 
 def _write_prolog_scripts(bed: Bed) -> None:
