@@ -102,8 +102,17 @@ static int open_sources(hm_agent *a, hm_error *err)
             hm_log_warn("source %s off: %s", s->ops->name, e.msg);
             continue;
         }
+        if (s->state == NULL)
+            continue; /* nothing to sample with this config */
         a->nsources++;
     }
+    /* Node scope tags the host-wide lines; without the node's own lines
+     * that is rarely what was meant. */
+    for (size_t i = 0; i < hm_samplers_count && i < HM_AGENT_SOURCES_MAX; i++)
+        if (a->cfg.scope_cgroup[0] != '\0' && strcmp(hm_samplers[i]->name, "node") == 0 &&
+            !wanted[i])
+            hm_log_warn("scope.cgroup is set but source 'node' is not in sources: host-wide "
+                        "lines are tagged scope=host and no line describes the node");
     return 0;
 }
 
@@ -142,6 +151,7 @@ int hm_agent_cycle(hm_agent *a, int64_t ts_ns, int64_t mono_ns, hm_error *err)
     for (size_t i = 0; i < a->nsources; i++) {
         hm_agent_source *s = &a->source[i];
         hm_error e;
+        hm_lp_set_scope(&a->lp, hm_sampler_scope(s->ops, &a->cfg));
         double t0 = a->measure_cost ? hm_thread_cpu_us() : 0;
         int rc = s->ops->sample(s->state, &ctx, &a->lp, &e);
         if (a->measure_cost)
@@ -156,6 +166,7 @@ int hm_agent_cycle(hm_agent *a, int64_t ts_ns, int64_t mono_ns, hm_error *err)
             s->failing = false;
         }
     }
+    hm_lp_set_scope(&a->lp, NULL);
     if (a->lp.lines_dropped > 0)
         hm_log_warn_once(&a->batch_full_said,
                          "batch buffer full: %llu lines dropped (raise sink.batch_bytes; said once)",
@@ -217,11 +228,13 @@ int hm_agent_once(hm_agent *a, int64_t interval_ms, hm_error *err)
     };
     for (size_t i = 0; i < a->nsources; i++) {
         hm_error e;
+        hm_lp_set_scope(&a->lp, hm_sampler_scope(a->source[i].ops, &a->cfg));
         if (a->source[i].ops->sample(a->source[i].state, &ctx, &a->lp, &e) < 0) {
             hm_log_warn("source %s: %s", a->source[i].ops->name, e.msg);
             a->source[i].failing = true;
         }
     }
+    hm_lp_set_scope(&a->lp, NULL);
     a->self.cpu_us = hm_thread_cpu_us() - cpu0;
     struct timespec pause = {.tv_sec = interval_ms / 1000, .tv_nsec = (interval_ms % 1000) * 1000000};
     while (nanosleep(&pause, &pause) < 0 && errno == EINTR) {

@@ -47,6 +47,7 @@ static const option_def options[] = {
     {"jobs.cgroup_root", "--cgroup-root", STR(cgroup_root), 0, 0, NULL, "cgroup v2 mount under root (default sys/fs/cgroup)"},
     {"jobs.slurm_dir", "--slurm-dir", STR(slurm_dir), 0, 0, NULL, "Slurm job cgroups under cgroup_root (default system.slice/slurmstepd.scope)"},
     {"jobs.slurm_scan_ms", "--slurm-scan-ms", INT(slurm_scan_ms), 0, 3600000, NULL, "list Slurm's job cgroups this often; 0 = every period (default 5000)"},
+    {"scope.cgroup", "--scope-cgroup", STR(scope_cgroup), 0, 0, NULL, "node scope: CPU and memory of this cgroup (path under cgroup_root, or 'self'); '' = host-wide (default)"},
 };
 
 #undef STR
@@ -207,6 +208,8 @@ int hm_config_check(const hm_agent_config *cfg, hm_error *err)
         return hm_error_set(err, "sink 'spool' needs spool_dir");
     if (cfg->spool_total_bytes < 2 * cfg->spool_file_bytes)
         return hm_error_set(err, "sink.total_bytes must be at least twice sink.file_bytes");
+    if (strstr(cfg->scope_cgroup, "..") != NULL)
+        return hm_error_set(err, "scope.cgroup must not contain '..' (a path under cgroup_root)");
     return 0;
 }
 

@@ -80,6 +80,18 @@ static void put_escaped(hm_lp *lp, const char *s, bool escape_equals)
     }
 }
 
+void hm_lp_set_scope(hm_lp *lp, const char *value)
+{
+    lp->scope_tag_len = 0;
+    lp->scope_tag[0] = '\0';
+    /* Values come from the code ("host"): short identifiers, no escaping. */
+    if (value == NULL || value[0] == '\0')
+        return;
+    int n = snprintf(lp->scope_tag, sizeof lp->scope_tag, ",scope=%s", value);
+    if (n > 0 && (size_t)n < sizeof lp->scope_tag)
+        lp->scope_tag_len = (size_t)n;
+}
+
 void hm_lp_begin(hm_lp *lp, const char *measurement)
 {
     lp->line_start = lp->len;
@@ -104,6 +116,9 @@ void hm_lp_tag(hm_lp *lp, const char *key, const char *value)
  * keys: letters, digits, '_' and '-'), so they never need escaping. */
 static void field_key(hm_lp *lp, const char *key)
 {
+    /* The first field closes the tag set: the scope tag goes last. */
+    if (lp->fields_in_line == 0 && lp->scope_tag_len > 0)
+        put(lp, lp->scope_tag, lp->scope_tag_len);
     char sep = lp->fields_in_line == 0 ? ' ' : ',';
     size_t kl = strlen(key);
     if (!lp->line_overflow && lp->len + kl + 2 <= lp->cap) {

@@ -23,6 +23,8 @@ typedef struct hm_lp {
     int64_t ts_ns;         /* timestamp written at the end of each line */
     char host_tag[160];    /* ",host=<escaped>", precomputed */
     size_t host_tag_len;
+    char scope_tag[32];    /* ",scope=<value>" on the lines being written, or "" */
+    size_t scope_tag_len;
     uint64_t lines;        /* complete lines in this batch */
     uint64_t lines_dropped;/* lines that did not fit in the buffer */
 } hm_lp;
@@ -31,6 +33,11 @@ int hm_lp_init(hm_lp *lp, size_t capacity_bytes, const char *host, hm_error *err
 void hm_lp_free(hm_lp *lp);
 /* Empties the batch; every following line is stamped ts_ns. */
 void hm_lp_reset(hm_lp *lp, int64_t ts_ns);
+
+/* Tags every following line scope=<value> (after its own tags) until
+ * called again; NULL or "" for none. The agent sets it per source, so
+ * sources need not know whether the agent runs in node scope. */
+void hm_lp_set_scope(hm_lp *lp, const char *value);
 
 void hm_lp_begin(hm_lp *lp, const char *measurement);
 void hm_lp_tag(hm_lp *lp, const char *key, const char *value);

@@ -212,3 +212,22 @@ hm_scan hm_find_key(const char *text, size_t len, hm_key_hint *hint)
     hm_scan none = {end, end};
     return none;
 }
+
+void hm_io_stat_totals(const char *text, size_t len, uint64_t *rbytes, uint64_t *wbytes)
+{
+    *rbytes = *wbytes = 0;
+    for (const char *p = text; p < text + len; p++) {
+        uint64_t *dst = NULL;
+        if (strncmp(p, "rbytes=", 7) == 0)
+            dst = rbytes;
+        else if (strncmp(p, "wbytes=", 7) == 0)
+            dst = wbytes;
+        if (dst == NULL)
+            continue;
+        hm_scan c = hm_scan_of(p + 7, (size_t)(text + len - p - 7));
+        uint64_t v;
+        if (hm_scan_u64(&c, &v))
+            *dst += v;
+        p += 6;
+    }
+}

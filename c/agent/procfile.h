@@ -91,4 +91,8 @@ typedef struct hm_key_hint {
  * file has no such line. */
 hm_scan hm_find_key(const char *text, size_t len, hm_key_hint *hint);
 
+/* cgroup v2 io.stat ("MAJ:MIN rbytes=N wbytes=N rios=N ..." per device):
+ * bytes read and written, summed over the devices. */
+void hm_io_stat_totals(const char *text, size_t len, uint64_t *rbytes, uint64_t *wbytes);
+
 #endif

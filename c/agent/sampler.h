@@ -22,10 +22,20 @@
 /* Values one source reads that another publishes, within one period
  * (procs_blocked lives in /proc/stat, next to the CPU times, but belongs
  * to the `load` line). `stamp` says which period they are from. */
+#define HM_NODE_CPUS_MAX 1024
+
 typedef struct hm_node_shared {
     int64_t stamp_ns;
     uint64_t procs_running, procs_blocked;
     int online_cpus;
+    /* Node scope (scope.cgroup): the `node` source, sampled first, says
+     * which CPUs are the node's (its cpuset) and how many CPUs' worth it
+     * may use (cpuset, or a smaller CPU quota); valid for the period
+     * scope_stamp_ns. `cpu` shows only these CPUs, `cgroup` takes job
+     * shares of this capacity. */
+    int64_t scope_stamp_ns;
+    double scope_cpus;
+    uint64_t scope_cpu_mask[HM_NODE_CPUS_MAX / 64];
 } hm_node_shared;
 
 /* The agent's own figures, published by the `self` source. */
@@ -56,6 +66,13 @@ typedef struct hm_sampler_ops {
     const char *measurement;  /* line protocol measurement(s) */
     const char *fields;       /* every field it may publish, for --help and docs */
     bool default_on;
+    /* What it reads belongs to the agent's node even when the agent runs
+     * beside others on one host (its network namespace, its jobs, itself).
+     * Every other source reads host-wide figures, and in node scope its
+     * lines are tagged scope=host (hm_sampler_scope). */
+    bool node_local;
+    /* May leave *state NULL and return 0: nothing to sample with this
+     * config; the source stays off without a warning. */
     int (*open)(void **state, const hm_sampler_env *env, hm_error *err);
     int (*sample)(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_error *err);
     void (*close)(void *state);
@@ -65,6 +82,14 @@ typedef struct hm_sampler_ops {
 extern const hm_sampler_ops *const hm_samplers[];
 extern const size_t hm_samplers_count;
 const hm_sampler_ops *hm_sampler_find(const char *name);
+
+/* The scope tag of a source's lines: "host" for host-wide sources when
+ * the agent runs in node scope, else NULL (no tag: the names of
+ * host-wide runs stay as they were). */
+static inline const char *hm_sampler_scope(const hm_sampler_ops *ops, const hm_agent_config *cfg)
+{
+    return cfg->scope_cgroup[0] != '\0' && !ops->node_local ? "host" : NULL;
+}
 
 /* Seconds between two monotonic readings; 0 if none before. */
 static inline double hm_dt_s(int64_t prev_mono_ns, int64_t now_mono_ns)

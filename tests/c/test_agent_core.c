@@ -189,7 +189,10 @@ static void test_config(hm_test_counts *c)
     CHECK(c, hm_config_build(&cfg, NULL, off, 2, &err) == -1);
     CHECK(c, strstr(err.msg, "offset_ms (100) must be less than period_ms (100)") != NULL);
     CHECK(c, hm_agent_check_sources("cpu,bogus", &err) == -1);
-    CHECK(c, strstr(err.msg, "unknown source 'bogus' (known: cpu, load") != NULL);
+    CHECK(c, strstr(err.msg, "unknown source 'bogus' (known: node, cpu, load") != NULL);
+    hm_config_override up[] = {{"scope.cgroup", "testbed/../../etc"}};
+    CHECK(c, hm_config_build(&cfg, NULL, up, 1, &err) == -1);
+    CHECK(c, strstr(err.msg, "scope.cgroup must not contain '..'") != NULL);
     CHECK(c, hm_config_build(&cfg, "/nonexistent/agent.toml", NULL, 0, &err) == -1);
     CHECK(c, strstr(err.msg, "opening config /nonexistent/agent.toml") != NULL);
     remove(path);

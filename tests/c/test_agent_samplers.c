@@ -1,6 +1,7 @@
 /* Sources on the fixture trees tests/fixtures/agent/t0 -> t1 (two seconds
  * apart): rates, wraps, resets, missing fields, jobs from Slurm's cgroup
- * tree and what happens when a job's cgroup is missing or vanishes. */
+ * tree and what happens when a job's cgroup is missing or vanishes; node
+ * scope on the cgroup v2 and v1 trees node-v2/ and node-v1/. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 
 typedef struct rig {
     char root[256];
+    const char *tree;   /* holds t0/ and t1/ */
     hm_agent_config cfg;
     hm_jobs jobs;
     hm_node_shared node;
@@ -32,17 +34,26 @@ static int run(const char *cmd)
     return rc;
 }
 
-static void rig_open(rig *r, hm_test_counts *c, const char *const *sources, size_t n,
-                     int64_t slurm_scan_ms)
+/* Copies tree/t0 to a temporary root; scope = scope.cgroup ("" = host-wide).
+ * `prepare` runs in the root before the sources open (NULL for none). */
+static void rig_open_tree(rig *r, hm_test_counts *c, const char *tree, const char *scope,
+                          const char *prepare, const char *const *sources, size_t n,
+                          int64_t slurm_scan_ms)
 {
     memset(r, 0, sizeof *r);
+    r->tree = tree;
     strcpy(r->root, "/tmp/hm_agent_fixture_XXXXXX");
     CHECK(c, mkdtemp(r->root) != NULL);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "cp -r tests/fixtures/agent/t0/. %s/", r->root);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cp -r %s/t0/. %s/", tree, r->root);
     CHECK(c, run(cmd) == 0);
+    if (prepare != NULL) {
+        snprintf(cmd, sizeof cmd, "cd %s && %s", r->root, prepare);
+        CHECK(c, run(cmd) == 0);
+    }
     hm_config_defaults(&r->cfg);
     strcpy(r->cfg.root, r->root);
+    strcpy(r->cfg.scope_cgroup, scope);
     r->cfg.slurm_scan_ms = slurm_scan_ms;
     hm_error err;
     CHECK(c, hm_lp_init(&r->lp, 1 << 16, "n1", &err) == 0);
@@ -56,9 +67,15 @@ static void rig_open(rig *r, hm_test_counts *c, const char *const *sources, size
         if (rc != 0)
             fprintf(stderr, "open %s: %s\n", sources[i], err.msg);
         CHECK(c, rc == 0);
-        if (rc == 0)
+        if (rc == 0 && r->state[r->n] != NULL)
             r->n++;
     }
+}
+
+static void rig_open(rig *r, hm_test_counts *c, const char *const *sources, size_t n,
+                     int64_t slurm_scan_ms)
+{
+    rig_open_tree(r, c, "tests/fixtures/agent", "", NULL, sources, n, slurm_scan_ms);
 }
 
 /* One period: returns the batch text (valid until the next call). */
@@ -70,6 +87,7 @@ static const char *rig_sample(rig *r, hm_test_counts *c, int64_t mono_ns)
                          .self = &r->self};
     for (size_t i = 0; i < r->n; i++) {
         hm_error err;
+        hm_lp_set_scope(&r->lp, hm_sampler_scope(r->ops[i], &r->cfg)); /* as the agent does */
         int rc = r->ops[i]->sample(r->state[i], &ctx, &r->lp, &err);
         if (rc != 0)
             fprintf(stderr, "sample %s: %s\n", r->ops[i]->name, err.msg);
@@ -81,8 +99,8 @@ static const char *rig_sample(rig *r, hm_test_counts *c, int64_t mono_ns)
 
 static void rig_step_to_t1(rig *r, hm_test_counts *c)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "cp -r tests/fixtures/agent/t1/. %s/", r->root);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cp -r %s/t1/. %s/", r->tree, r->root);
     CHECK(c, run(cmd) == 0);
 }
 
@@ -268,6 +286,188 @@ static void test_unreadable_source(hm_test_counts *c)
     rig_close(&r);
 }
 
+/* Node scope, cgroup v2 (node-v2/): node n1 has cpuset "1" (1 of the
+ * host's 2 CPUs) and a 1.5-CPU quota, so its capacity is 1 CPU. From t0
+ * to t1 (2 s) it used 1.5 s of CPU (1.2 user, 0.3 system): 75 % busy. */
+static void test_node_scope_v2(hm_test_counts *c)
+{
+    const char *const sources[] = {"node", "cpu", "mem", "cgroup"};
+    rig r;
+    rig_open_tree(&r, c, "tests/fixtures/agent/node-v2", "hushmon-testbed/n1", NULL, sources, 4, 0);
+    CHECK(c, r.n == 4);
+    hm_error err;
+    CHECK(c, hm_jobs_begin(&r.jobs, "42", "hushmon-testbed/n1", HM_JOB_ANNOUNCED, &err) == 0);
+    const char *b0 = rig_sample(&r, c, 1000000000);
+    char line[2048];
+    CHECK(c, !find_line(b0, "cpu,host=n1,cpu=total", line, sizeof line)); /* no rate yet */
+    CHECK(c, find_line(b0, "mem,host=n1", line, sizeof line));
+    CHECK_NEAR(c, field(line, "used_bytes"), 2.5 * 1073741824.0, 0.5);
+    CHECK(c, find_line(b0, "node_cgroup,host=n1", line, sizeof line));
+    CHECK_NEAR(c, field(line, "cpus"), 1.0, 0);
+    CHECK(c, isnan(field(line, "throttled_pct")) && isnan(field(line, "oom_kill_per_s")));
+
+    rig_step_to_t1(&r, c);
+    const char *b = rig_sample(&r, c, 3000000000);
+    /* The node's own lines, under the names of the host-wide ones. */
+    CHECK(c, find_line(b, "cpu,host=n1,cpu=total", line, sizeof line));
+    CHECK_NEAR(c, field(line, "user_pct"), 60.0, 1e-9);
+    CHECK_NEAR(c, field(line, "system_pct"), 15.0, 1e-9);
+    CHECK_NEAR(c, field(line, "idle_pct"), 25.0, 1e-9);
+    CHECK(c, isnan(field(line, "iowait_pct"))); /* a cgroup does not count it: absent */
+    CHECK(c, find_line(b, "mem,host=n1", line, sizeof line));
+    CHECK_NEAR(c, field(line, "total_bytes"), 6.0 * 1073741824, 0.5); /* memory.max < MemTotal */
+    CHECK_NEAR(c, field(line, "used_bytes"), 3.0 * 1073741824, 0.5); /* 4 GiB - 1 GiB inactive file */
+    CHECK_NEAR(c, field(line, "available_bytes"), 3.0 * 1073741824, 0.5);
+    CHECK_NEAR(c, field(line, "free_bytes"), 2.0 * 1073741824, 0.5);
+    CHECK_NEAR(c, field(line, "used_pct"), 50.0, 1e-9);
+    CHECK_NEAR(c, field(line, "anon_bytes"), 2.0 * 1073741824, 0.5);
+    CHECK_NEAR(c, field(line, "cached_bytes"), 2.0 * 1073741824, 0.5);
+    CHECK_NEAR(c, field(line, "swap_used_bytes"), 100.0 * 1048576, 0.5);
+    CHECK(c, find_line(b, "node_cgroup,host=n1", line, sizeof line));
+    CHECK_NEAR(c, field(line, "cpus"), 1.0, 0);
+    CHECK(c, strstr(line, "cpuset_cpus=1i") != NULL);
+    CHECK_NEAR(c, field(line, "quota_cpus"), 1.5, 1e-12);
+    CHECK_NEAR(c, field(line, "throttled_pct"), 25.0, 1e-9); /* 5 of 20 periods */
+    CHECK_NEAR(c, field(line, "oom_kill_per_s"), 1.0, 1e-9);
+    CHECK_NEAR(c, field(line, "io_read_bytes_per_s"), 1000000.0, 1e-6);
+    CHECK_NEAR(c, field(line, "io_write_bytes_per_s"), 2000000.0, 1e-6); /* two devices */
+    /* Host-wide lines are tagged; of the per-CPU lines only the node's CPU. */
+    CHECK(c, find_line(b, "cpu,host=n1,cpu=total,scope=host", line, sizeof line));
+    CHECK_NEAR(c, field(line, "user_pct"), 50.0, 1e-9);
+    CHECK_NEAR(c, field(line, "idle_pct"), 40.0, 1e-9);
+    CHECK(c, find_line(b, "cpu,host=n1,cpu=cpu1,scope=host", line, sizeof line));
+    CHECK_NEAR(c, field(line, "user_pct"), 75.0, 1e-9);
+    CHECK(c, strstr(b, "cpu=cpu0") == NULL);
+    CHECK(c, find_line(b, "mem,host=n1,scope=host", line, sizeof line));
+    CHECK_NEAR(c, field(line, "total_bytes"), 8192000000.0, 0.5);
+    /* A job's CPU share is of the node's capacity too: 0.75 CPU of 1. */
+    CHECK(c, find_line(b, "cgroup,host=n1,job=42,cgroup=hushmon-testbed/n1", line, sizeof line));
+    CHECK_NEAR(c, field(line, "cpu_usage_pct"), 75.0, 1e-9);
+    rig_close(&r);
+
+    /* "self": the agent's cgroup from /proc/self/cgroup, the same node. */
+    rig_open_tree(&r, c, "tests/fixtures/agent/node-v2", "self", NULL, sources, 1, 0);
+    CHECK(c, find_line(rig_sample(&r, c, 1000000000), "node_cgroup,host=n1", line, sizeof line));
+    CHECK(c, strstr(line, "cpuset_cpus=1i") != NULL);
+    rig_close(&r);
+
+    /* Without a cpuset the node has the host's online CPUs (2), and the
+     * quota (1.5) is the capacity: 0.75 CPU is 50 %; every CPU is shown. */
+    rig_open_tree(&r, c, "tests/fixtures/agent/node-v2", "/hushmon-testbed/n1",
+                  "rm sys/fs/cgroup/hushmon-testbed/n1/cpuset.cpus.effective", sources, 2, 0);
+    rig_sample(&r, c, 1000000000);
+    rig_step_to_t1(&r, c);
+    b = rig_sample(&r, c, 3000000000);
+    CHECK(c, find_line(b, "cpu,host=n1,cpu=total", line, sizeof line));
+    CHECK_NEAR(c, field(line, "user_pct"), 40.0, 1e-9);
+    CHECK_NEAR(c, field(line, "idle_pct"), 50.0, 1e-9);
+    CHECK(c, find_line(b, "node_cgroup,host=n1", line, sizeof line));
+    CHECK_NEAR(c, field(line, "cpus"), 1.5, 1e-12);
+    CHECK(c, strstr(line, "cpuset_cpus=2i") != NULL);
+    CHECK(c, find_line(b, "cpu,host=n1,cpu=cpu0,scope=host", line, sizeof line));
+    CHECK(c, find_line(b, "cpu,host=n1,cpu=cpu1,scope=host", line, sizeof line));
+    rig_close(&r);
+}
+
+/* Node scope, cgroup v1 (node-v1/): cpu and cpuacct mounted together
+ * (cpu, cpuacct -> cpu,cpuacct), node n2 with cpuset "0" and a 0.5-CPU
+ * quota: capacity 0.5 CPU. It used 0.5 s of CPU in 2 s (0.4 user, 0.1
+ * system): 50 % busy. No memory limit: the host's 8 GB are its total. */
+static void test_node_scope_v1(hm_test_counts *c)
+{
+    const char *const sources[] = {"node", "cpu", "mem"};
+    rig r;
+    rig_open_tree(&r, c, "tests/fixtures/agent/node-v1", "/hushmon-testbed/n2", NULL, sources, 3, 0);
+    CHECK(c, r.n == 3);
+    rig_sample(&r, c, 1000000000);
+    rig_step_to_t1(&r, c);
+    const char *b = rig_sample(&r, c, 3000000000);
+    char line[2048];
+    CHECK(c, find_line(b, "cpu,host=n1,cpu=total", line, sizeof line));
+    CHECK_NEAR(c, field(line, "user_pct"), 40.0, 1e-9);
+    CHECK_NEAR(c, field(line, "system_pct"), 10.0, 1e-9);
+    CHECK_NEAR(c, field(line, "idle_pct"), 50.0, 1e-9);
+    CHECK(c, find_line(b, "mem,host=n1", line, sizeof line));
+    double used = 2147483648.0 - 536870912.0; /* usage - total_inactive_file */
+    CHECK_NEAR(c, field(line, "total_bytes"), 8192000000.0, 0.5);
+    CHECK_NEAR(c, field(line, "used_bytes"), used, 0.5);
+    CHECK_NEAR(c, field(line, "available_bytes"), 8192000000.0 - used, 0.5);
+    CHECK_NEAR(c, field(line, "free_bytes"), 8192000000.0 - 2147483648.0, 0.5);
+    CHECK_NEAR(c, field(line, "used_pct"), 100.0 * used / 8192000000.0, 1e-3); /* 3 decimals */
+    CHECK_NEAR(c, field(line, "anon_bytes"), 1073741824.0, 0.5);   /* total_rss, not total_rss_huge */
+    CHECK_NEAR(c, field(line, "cached_bytes"), 1073741824.0, 0.5); /* total_cache */
+    CHECK_NEAR(c, field(line, "swap_used_bytes"), 50.0 * 1048576, 0.5);
+    CHECK(c, find_line(b, "node_cgroup,host=n1", line, sizeof line));
+    CHECK_NEAR(c, field(line, "cpus"), 0.5, 1e-12);
+    CHECK(c, strstr(line, "cpuset_cpus=1i") != NULL);
+    CHECK_NEAR(c, field(line, "throttled_pct"), 50.0, 1e-9); /* 10 of 20 periods */
+    CHECK_NEAR(c, field(line, "oom_kill_per_s"), 1.0, 1e-9);
+    CHECK(c, isnan(field(line, "io_read_bytes_per_s"))); /* v1 blkio is not read */
+    CHECK(c, find_line(b, "cpu,host=n1,cpu=cpu0,scope=host", line, sizeof line));
+    CHECK_NEAR(c, field(line, "user_pct"), 25.0, 1e-9);
+    CHECK(c, strstr(b, "cpu=cpu1") == NULL);
+    rig_close(&r);
+
+    /* "self": per controller, from /proc/self/cgroup: cpuacct and memory
+     * in n2, cpuset at the root (both CPUs, so the quota is the capacity). */
+    rig_open_tree(&r, c, "tests/fixtures/agent/node-v1", "self", NULL, sources, 2, 0);
+    rig_sample(&r, c, 1000000000);
+    rig_step_to_t1(&r, c);
+    b = rig_sample(&r, c, 3000000000);
+    CHECK(c, find_line(b, "cpu,host=n1,cpu=total", line, sizeof line));
+    CHECK_NEAR(c, field(line, "idle_pct"), 50.0, 1e-9);
+    CHECK(c, find_line(b, "node_cgroup,host=n1", line, sizeof line));
+    CHECK(c, strstr(line, "cpuset_cpus=2i") != NULL);
+    CHECK(c, find_line(b, "cpu,host=n1,cpu=cpu0,scope=host", line, sizeof line));
+    CHECK(c, find_line(b, "cpu,host=n1,cpu=cpu1,scope=host", line, sizeof line));
+    rig_close(&r);
+
+    /* Kernels before 4.7 have only cpuacct.stat (USER_HZ ticks). */
+    rig_open_tree(&r, c, "tests/fixtures/agent/node-v1", "hushmon-testbed/n2",
+                  "rm 'sys/fs/cgroup/cpu,cpuacct/hushmon-testbed/n2/cpuacct.usage_user'", sources,
+                  1, 0);
+    rig_sample(&r, c, 1000000000);
+    rig_step_to_t1(&r, c);
+    b = rig_sample(&r, c, 3000000000);
+    CHECK(c, find_line(b, "cpu,host=n1,cpu=total", line, sizeof line));
+    CHECK_NEAR(c, field(line, "user_pct"), 40.0, 1e-6);
+    CHECK_NEAR(c, field(line, "system_pct"), 10.0, 1e-6);
+    CHECK_NEAR(c, field(line, "idle_pct"), 50.0, 1e-9);
+    rig_close(&r);
+}
+
+static void test_node_scope_errors(hm_test_counts *c)
+{
+    const hm_sampler_ops *node = hm_sampler_find("node");
+    CHECK(c, node != NULL && node->default_on && node->node_local);
+    if (node == NULL)
+        return;
+    hm_agent_config cfg;
+    hm_config_defaults(&cfg);
+    hm_jobs jobs;
+    memset(&jobs, 0, sizeof jobs);
+    hm_sampler_env env = {.cfg = &cfg, .jobs = &jobs};
+    void *state = &cfg;
+    hm_error err;
+    /* Host-wide (the default): nothing to do, no warning, no state. */
+    CHECK(c, node->open(&state, &env, &err) == 0 && state == NULL);
+    CHECK(c, hm_sampler_scope(hm_sampler_find("cpu"), &cfg) == NULL);
+    /* A cgroup that is in neither hierarchy. */
+    strcpy(cfg.root, "tests/fixtures/agent/node-v2/t0");
+    strcpy(cfg.scope_cgroup, "hushmon-testbed/n9");
+    CHECK(c, node->open(&state, &env, &err) == -1);
+    CHECK(c, strstr(err.msg, "scope.cgroup 'hushmon-testbed/n9': neither") != NULL);
+    CHECK(c, strstr(err.msg, "n9/cgroup.controllers (cgroup v2)") != NULL);
+    CHECK(c, strcmp(hm_sampler_scope(hm_sampler_find("cpu"), &cfg), "host") == 0);
+    CHECK(c, hm_sampler_scope(hm_sampler_find("net"), &cfg) == NULL);
+    CHECK(c, hm_sampler_scope(hm_sampler_find("cgroup"), &cfg) == NULL);
+    /* "self" where there is no /proc/self/cgroup. */
+    strcpy(cfg.root, "tests/fixtures/agent/t0");
+    strcpy(cfg.scope_cgroup, "self");
+    CHECK(c, node->open(&state, &env, &err) == -1);
+    CHECK(c, strstr(err.msg, "scope.cgroup = \"self\"") != NULL && strstr(err.msg, "proc/self/cgroup"));
+}
+
 int main(void)
 {
     hm_test_counts c = {0, 0};
@@ -275,5 +475,8 @@ int main(void)
     test_jobs_and_cgroups(&c);
     test_slurm_scan_interval(&c);
     test_unreadable_source(&c);
+    test_node_scope_v2(&c);
+    test_node_scope_v1(&c);
+    test_node_scope_errors(&c);
     return hm_test_finish("test_agent_samplers", &c);
 }

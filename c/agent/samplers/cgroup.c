@@ -139,27 +139,7 @@ static bool keyed_u64(const hm_procfile *f, const char *key, uint64_t *out)
     return false;
 }
 
-/* io.stat: "MAJ:MIN rbytes=N wbytes=N rios=N ..." per device, summed. */
-static void io_totals(const hm_procfile *f, uint64_t *rbytes, uint64_t *wbytes)
-{
-    *rbytes = *wbytes = 0;
-    for (const char *p = f->buf; p < f->buf + f->len; p++) {
-        uint64_t *dst = NULL;
-        if (strncmp(p, "rbytes=", 7) == 0)
-            dst = rbytes;
-        else if (strncmp(p, "wbytes=", 7) == 0)
-            dst = wbytes;
-        if (dst == NULL)
-            continue;
-        hm_scan c = hm_scan_of(p + 7, (size_t)(f->buf + f->len - p - 7));
-        uint64_t v;
-        if (hm_scan_u64(&c, &v))
-            *dst += v;
-        p += 6;
-    }
-}
-
-static int sample_slot(job_slot *j, const hm_sample_ctx *ctx, long ncpus, hm_lp *out,
+static int sample_slot(job_slot *j, const hm_sample_ctx *ctx, double ncpus, hm_lp *out,
                        hm_error *err)
 {
     for (int k = 0; k < NFILES; k++) {
@@ -176,7 +156,8 @@ static int sample_slot(job_slot *j, const hm_sample_ctx *ctx, long ncpus, hm_lp 
         return hm_error_set(err, "%s: no usage_usec/user_usec/system_usec", j->file[F_CPU_STAT].path);
     bool have_io = j->file[F_IO_STAT].fd >= 0;
     if (have_io)
-        io_totals(&j->file[F_IO_STAT], &now[P_RBYTES], &now[P_WBYTES]);
+        hm_io_stat_totals(j->file[F_IO_STAT].buf, j->file[F_IO_STAT].len, &now[P_RBYTES],
+                          &now[P_WBYTES]);
     double dt = hm_dt_s(j->prev_mono_ns, ctx->mono_ns);
     double rate[NPREV];
     for (int k = 0; k < NPREV; k++) {
@@ -189,7 +170,7 @@ static int sample_slot(job_slot *j, const hm_sample_ctx *ctx, long ncpus, hm_lp 
     hm_lp_tag(out, "job", j->id);
     hm_lp_tag(out, "cgroup", j->cgroup);
     /* Shares of the node's CPU capacity, like the cpu measurement. */
-    double capacity_us_per_s = 1e6 * (double)ncpus;
+    double capacity_us_per_s = 1e6 * ncpus;
     hm_lp_field_f64(out, "cpu_usage_pct", 100.0 * rate[P_USAGE] / capacity_us_per_s);
     hm_lp_field_f64(out, "cpu_user_pct", 100.0 * rate[P_USER] / capacity_us_per_s);
     hm_lp_field_f64(out, "cpu_system_pct", 100.0 * rate[P_SYSTEM] / capacity_us_per_s);
@@ -221,9 +202,12 @@ static int cgroup_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_e
         s->generation = ctx->jobs->generation;
         s->synced = true;
     }
-    long ncpus = ctx->node->stamp_ns == ctx->ts_ns && ctx->node->online_cpus > 0
-                     ? ctx->node->online_cpus
-                     : s->ncpus_fallback;
+    /* In node scope the node's CPUs are the capacity, as for its cpu line. */
+    double ncpus = ctx->node->scope_stamp_ns == ctx->ts_ns && ctx->node->scope_cpus > 0
+                       ? ctx->node->scope_cpus
+                   : ctx->node->stamp_ns == ctx->ts_ns && ctx->node->online_cpus > 0
+                       ? ctx->node->online_cpus
+                       : (double)s->ncpus_fallback;
     (void)err;
     for (size_t i = 0; i < HM_JOBS_MAX; i++) {
         job_slot *j = &s->slot[i];
@@ -249,6 +233,7 @@ const hm_sampler_ops hm_sampler_cgroup = {
     .fields = "cpu_usage_pct cpu_user_pct cpu_system_pct (of the node's CPUs) mem_current_bytes "
               "mem_swap_bytes io_read_bytes_per_s io_write_bytes_per_s",
     .default_on = true,
+    .node_local = true,
     .open = cgroup_open,
     .sample = cgroup_sample,
     .close = cgroup_close,

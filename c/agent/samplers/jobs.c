@@ -143,6 +143,7 @@ const hm_sampler_ops hm_sampler_jobs = {
     .measurement = "job (tag job)",
     .fields = "active",
     .default_on = true,
+    .node_local = true,
     .open = jobs_open,
     .sample = jobs_sample,
     .close = jobs_close,

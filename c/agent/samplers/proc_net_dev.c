@@ -120,6 +120,7 @@ const hm_sampler_ops hm_sampler_proc_net_dev = {
     .fields = "rx_bytes_per_s tx_bytes_per_s rx_packets_per_s tx_packets_per_s rx_errors_per_s "
               "tx_errors_per_s rx_drops_per_s tx_drops_per_s",
     .default_on = true,
+    .node_local = true,
     .open = net_dev_open,
     .sample = net_dev_sample,
     .close = net_dev_close,

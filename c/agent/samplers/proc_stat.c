@@ -32,6 +32,7 @@ typedef struct proc_stat_state {
     size_t ncpu_slots;  /* entries after the total */
     cpu_entry *cpu;     /* [0] = total, [1 + N] = cpuN */
     bool warned_range;
+    bool scoped;        /* node scope: per-CPU lines only for the node's CPUs */
     hm_key_hint running_hint, blocked_hint;
 } proc_stat_state;
 
@@ -70,13 +71,16 @@ static int proc_stat_open(void **state, const hm_sampler_env *env, hm_error *err
         return hm_error_set(err, "out of memory");
     }
     strcpy(s->cpu[0].tag, "total");
+    s->scoped = env->cfg->scope_cgroup[0] != '\0';
     s->running_hint.key = "procs_running";
     s->blocked_hint.key = "procs_blocked";
     *state = s;
     return 0;
 }
 
-static void emit_cpu(cpu_entry *e, const uint64_t *now, hm_lp *out)
+/* publish false still takes the reading, so a CPU that joins the node
+ * has its shares from the next period on. */
+static void emit_cpu(cpu_entry *e, const uint64_t *now, bool publish, hm_lp *out)
 {
     uint64_t d[NSTATES], total = 0;
     bool ok = e->seen;
@@ -86,13 +90,25 @@ static void emit_cpu(cpu_entry *e, const uint64_t *now, hm_lp *out)
     }
     memcpy(e->prev, now, sizeof e->prev);
     e->seen = true;
-    if (!ok || total == 0)
+    if (!ok || total == 0 || !publish)
         return; /* first reading or a reset: no shares this time */
     hm_lp_begin(out, "cpu");
     hm_lp_tag(out, "cpu", e->tag);
     for (int i = 0; i < NSTATES; i++)
         hm_lp_field_f64(out, state_fields[i], 100.0 * (double)d[i] / (double)total);
     hm_lp_end(out);
+}
+
+/* In node scope a CPU is shown only when the node source said this period
+ * that it is in the node's cpuset: the lines still count every task on
+ * the CPU (they are tagged scope=host), but other nodes' CPUs are left
+ * out. */
+static bool node_cpu(const proc_stat_state *s, const hm_sample_ctx *ctx, size_t cpu)
+{
+    if (!s->scoped)
+        return true;
+    return ctx->node->scope_stamp_ns == ctx->ts_ns && cpu < HM_NODE_CPUS_MAX &&
+           (ctx->node->scope_cpu_mask[cpu / 64] >> (cpu % 64) & 1u) != 0;
 }
 
 static int proc_stat_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_error *err)
@@ -132,7 +148,7 @@ static int proc_stat_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, h
             if (s->cpu[slot].tag[0] == '\0')
                 memcpy(s->cpu[slot].tag, w, wl < 15 ? wl : 15);
         }
-        emit_cpu(&s->cpu[slot], now, out);
+        emit_cpu(&s->cpu[slot], now, slot == 0 || node_cpu(s, ctx, slot - 1), out);
         if (!hm_scan_next_line(&c))
             break;
     }

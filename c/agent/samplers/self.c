@@ -63,6 +63,7 @@ const hm_sampler_ops hm_sampler_self = {
     .measurement = "hushmon_agent",
     .fields = "cpu_us (previous cycle) jitter_us rss_bytes samples_dropped period_ms",
     .default_on = true,
+    .node_local = true,
     .open = self_open,
     .sample = self_sample,
     .close = self_close,
