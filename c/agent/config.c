@@ -43,7 +43,7 @@ static const option_def options[] = {
     {"pmu.backend", "--pmu-backend", STR(pmu_backend), 0, 0, "perf|sim", "perf_event_open, or the simulated PMU (default perf)"},
     {"pmu.profile", "--pmu-profile", STR(pmu_profile), 0, 0, NULL, "event profile name, or 'auto' from /proc/cpuinfo"},
     {"pmu.profile_dir", "--pmu-profile-dir", STR(pmu_profile_dir), 0, 0, NULL, "directory of profile files (*.toml)"},
-    {"pmu.sim_counters", "--pmu-sim-counters", INT(pmu_sim_counters), 1, 64, NULL, "counters of the simulated PMU (default 4)"},
+    {"pmu.sim_counters", "--pmu-sim-counters", INT(pmu_sim_counters), 0, 64, NULL, "general-purpose counters per CPU of the simulated PMU; 0 = the profile's (default)"},
     {"jobs.cgroup_root", "--cgroup-root", STR(cgroup_root), 0, 0, NULL, "cgroup v2 mount under root (default sys/fs/cgroup)"},
     {"jobs.slurm_dir", "--slurm-dir", STR(slurm_dir), 0, 0, NULL, "Slurm job cgroups under cgroup_root (default system.slice/slurmstepd.scope)"},
     {"jobs.slurm_scan_ms", "--slurm-scan-ms", INT(slurm_scan_ms), 0, 3600000, NULL, "list Slurm's job cgroups this often; 0 = every period (default 5000)"},
@@ -84,7 +84,7 @@ void hm_config_defaults(hm_agent_config *cfg)
     strcpy(cfg->pmu_backend, "perf");
     strcpy(cfg->pmu_profile, "auto");
     strcpy(cfg->pmu_profile_dir, HM_AGENT_PROFILE_DIR);
-    cfg->pmu_sim_counters = 4;
+    cfg->pmu_sim_counters = 0; /* the profile's gp_counters */
     strcpy(cfg->cgroup_root, "sys/fs/cgroup");
     strcpy(cfg->slurm_dir, "system.slice/slurmstepd.scope");
     cfg->slurm_scan_ms = 5000;

@@ -5,14 +5,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hm_test.h"
+#include "pmu/pmu_counters.h"
 #include "pmu/pmu_mux.h"
 #include "pmu/pmu_profile.h"
 #include "pmu/pmu_sim.h"
 
 #define PROFILES "c/agent/pmu/profiles"
 #define SEC INT64_C(1000000000)
+
+/* Loads a profile from text through a temporary file. */
+static int load_text(hm_pmu_profile *p, const char *text, hm_error *err)
+{
+    char path[64]; /* per process: the plain and sanitizer builds may run at once */
+    snprintf(path, sizeof path, "/tmp/hm_test_profile_%d.toml", (int)getpid());
+    FILE *f = fopen(path, "w");
+    if (f == NULL || fputs(text, f) < 0 || fclose(f) != 0)
+        return hm_error_set(err, "writing %s", path);
+    int rc = hm_pmu_profile_load(p, path, err);
+    remove(path);
+    return rc;
+}
 
 static void test_profiles(hm_test_counts *c)
 {
@@ -30,7 +45,8 @@ static void test_profiles(hm_test_counts *c)
     hm_pmu_profile p;
     CHECK(c, hm_pmu_profile_select(&p, PROFILES, "skylake", NULL, &err) == 0);
     /* Seed 003: the 8 events of the two scores, on 4 counters. */
-    CHECK(c, p.counters == 4 && p.ngroups == 4 && p.group[0].n == 4 && p.group[1].n == 4);
+    CHECK(c, p.gp_counters == 4 && p.ngroups == 4 && p.group[0].n == 4 && p.group[1].n == 4);
+    CHECK(c, p.gp_counters_smt_off == 8 && p.nfixed == 3);
     CHECK(c, p.total_slots_scale == 2.0);
     CHECK(c, p.event[p.role[HM_ROLE_TOTAL_SLOTS]].config == 0x20003c); /* THREAD_ANY */
 
@@ -41,19 +57,122 @@ static void test_profiles(hm_test_counts *c)
     CHECK(c, hm_pmu_profile_select(&p, PROFILES, "auto", &genoa, &err) == 0 && !strcmp(p.name, "zen4"));
     CHECK(c, hm_pmu_profile_select(&p, PROFILES, "auto", &other, &err) == 0 && !strcmp(p.name, "generic"));
 
-    /* A group larger than the counters is refused with the reason. */
-    FILE *f = fopen("/tmp/hm_test_bad_profile.toml", "w");
-    fputs("name = \"bad\"\ncounters = 2\n[events]\na = \"hw:cycles\"\nb = \"hw:instructions\"\n"
-          "c = \"raw:0x3c\"\n[groups]\ng = [\"a\", \"b\", \"c\"]\n", f);
-    fclose(f);
-    CHECK(c, hm_pmu_profile_load(&p, "/tmp/hm_test_bad_profile.toml", &err) == -1);
-    CHECK(c, strstr(err.msg, "has 3 events but the PMU has 2 counters") != NULL);
-    f = fopen("/tmp/hm_test_bad_profile.toml", "w");
-    fputs("name = \"bad\"\ncounters = 4\n[events]\na = \"raw:zz\"\n[groups]\ng = [\"a\"]\n", f);
-    fclose(f);
-    CHECK(c, hm_pmu_profile_load(&p, "/tmp/hm_test_bad_profile.toml", &err) == -1);
+    /* A group needing more general-purpose counters than there are is
+     * refused with the reason. */
+    CHECK(c, load_text(&p, "name = \"bad\"\ngp_counters = 2\n[events]\na = \"hw:cycles\"\n"
+                          "b = \"hw:instructions\"\nc = \"raw:0x3c\"\n[groups]\n"
+                          "g = [\"a\", \"b\", \"c\"]\n", &err) == -1);
+    CHECK(c, strstr(err.msg, "group 'g' needs 3 general-purpose counters but the PMU has 2") != NULL);
+    CHECK(c, load_text(&p, "name = \"bad\"\ngp_counters = 4\n[events]\na = \"raw:zz\"\n"
+                          "[groups]\ng = [\"a\"]\n", &err) == -1);
     CHECK(c, strstr(err.msg, "bad event encoding 'raw:zz'") != NULL);
-    remove("/tmp/hm_test_bad_profile.toml");
+    /* The key every profile must have. */
+    CHECK(c, load_text(&p, "name = \"old\"\ncounters = 4\n[events]\na = \"hw:cycles\"\n"
+                          "[groups]\ng = [\"a\"]\n", &err) == -1);
+    CHECK(c, strstr(err.msg, "'gp_counters' must be 1..64") != NULL);
+}
+
+/* Fixed counters, from the profile: the same group fits 2 general-purpose
+ * counters when two of its events have fixed counters, as on Intel. */
+static void test_fixed_counters(hm_test_counts *c)
+{
+    hm_error err;
+    hm_pmu_profile p;
+    const char *two_gp = "name = \"t\"\ngp_counters = 2\n"
+                         "[fixed_counters]\ninstructions = [\"hw:instructions\", \"raw:0x00c0\"]\n"
+                         "cycles = [\"hw:cycles\", \"raw:0x003c\"]\n"
+                         "[fixed_only_counters]\nref_cycles = [\"hw:ref_cycles\"]\n"
+                         "[events]\ni = \"raw:0x00c0\"\ncy = \"hw:cycles\"\nr = \"hw:ref_cycles\"\n"
+                         "a = \"raw:0x0151\"\nb = \"raw:0x412e\"\n"
+                         "[groups]\ng = [\"i\", \"cy\", \"r\", \"a\", \"b\"]\n";
+    int rc = load_text(&p, two_gp, &err);
+    if (rc != 0)
+        fprintf(stderr, "fixed profile: %s\n", err.msg);
+    CHECK(c, rc == 0 && p.nfixed == 3 && p.gp_counters_smt_off == 2);
+    CHECK(c, rc == 0 && p.event[0].fixed == 0 && !p.event[0].fixed_only); /* raw 0xc0 */
+    CHECK(c, rc == 0 && p.event[1].fixed == 1 && !p.event[1].fixed_only); /* hw:cycles */
+    CHECK(c, rc == 0 && p.event[2].fixed == 2 && p.event[2].fixed_only);
+    CHECK(c, rc == 0 && p.event[3].fixed == -1 && p.event[4].fixed == -1);
+
+    /* The shipped profiles say what their PMUs have. */
+    CHECK(c, hm_pmu_profile_select(&p, PROFILES, "zen4", NULL, &err) == 0);
+    CHECK(c, p.gp_counters == 6 && p.gp_counters_smt_off == 6 && p.nfixed == 0);
+    for (size_t e = 0; e < p.nevents; e++)
+        CHECK(c, p.event[e].fixed == -1);
+    CHECK(c, hm_pmu_profile_select(&p, PROFILES, "generic", NULL, &err) == 0);
+    CHECK(c, p.gp_counters == 4 && p.nfixed == 0);
+    CHECK(c, hm_pmu_profile_select(&p, PROFILES, "icelake", NULL, &err) == 0);
+    CHECK(c, p.gp_counters == 4 && p.gp_counters_smt_off == 8);
+    for (size_t g = 0; g < p.ngroups; g++) {
+        hm_pmu_counter_use use = {0};
+        for (size_t k = 0; k < p.group[g].n; k++)
+            CHECK(c, hm_pmu_counter_use_add(&use, &p.event[p.group[g].event[k]]) == 0);
+        /* topdown: slots and the PERF_METRICS fields; core: 4 raw events */
+        CHECK(c, hm_pmu_counter_use_gp(&use) == (strcmp(p.group[g].name, "topdown") == 0 ? 0 : 4));
+    }
+    CHECK(c, hm_pmu_profile_select(&p, PROFILES, "skylake", NULL, &err) == 0);
+    int any = -1;
+    for (size_t e = 0; e < p.nevents; e++)
+        if (strcmp(p.event[e].name, "cpu_clk_unhalted_thread_any") == 0)
+            any = (int)e;
+    CHECK(c, any >= 0 && p.event[any].fixed >= 0 && !strcmp(p.fixed_name[p.event[any].fixed], "cycles"));
+
+    /* Mistakes a profile can make about fixed counters. */
+    CHECK(c, load_text(&p, "name = \"t\"\ngp_counters = 2\n[fixed_counters]\n"
+                          "x = [\"hw:cycles\"]\ny = [\"hw:cycles\"]\n[events]\na = \"hw:cycles\"\n"
+                          "[groups]\ng = [\"a\"]\n", &err) == -1);
+    CHECK(c, strstr(err.msg, "'hw:cycles' is already counted by fixed counter 'x'") != NULL);
+    CHECK(c, load_text(&p, "name = \"t\"\ngp_counters = 2\n[fixed_only_counters]\n"
+                          "s = [\"raw:0x0400\"]\n[events]\na = \"raw:0x0400\"\nb = \"raw:0x0400\"\n"
+                          "[groups]\ng = [\"a\", \"b\"]\n", &err) == -1);
+    CHECK(c, strstr(err.msg, "'b' needs fixed counter 's', which another of its events holds") != NULL);
+    CHECK(c, load_text(&p, "name = \"t\"\ngp_counters = 4\ngp_counters_smt_off = 2\n[events]\n"
+                          "a = \"hw:cycles\"\n[groups]\ng = [\"a\"]\n", &err) == -1);
+    CHECK(c, strstr(err.msg, "'gp_counters_smt_off' must be gp_counters..64") != NULL);
+}
+
+/* The kernel's placement rule (arch/x86/events/core.c), on the cases that
+ * decide whether groups share the counters. */
+static void test_counter_use(hm_test_counts *c)
+{
+    hm_pmu_event gp = {.fixed = -1}, cycles = {.fixed = 1}, slots = {.fixed = 3, .fixed_only = true};
+    hm_pmu_counter_use u = {0};
+    CHECK(c, hm_pmu_counter_use_add(&u, &cycles) == 0 && hm_pmu_counter_use_gp(&u) == 0);
+    /* a second cycles event: the fixed counter is held, a gp one it is */
+    CHECK(c, hm_pmu_counter_use_add(&u, &cycles) == 0 && hm_pmu_counter_use_gp(&u) == 1);
+    CHECK(c, hm_pmu_counter_use_add(&u, &gp) == 0 && hm_pmu_counter_use_gp(&u) == 2);
+    CHECK(c, hm_pmu_counter_use_add(&u, &slots) == 0 && hm_pmu_counter_use_gp(&u) == 2);
+    /* two fixed-only events on one counter never go on together */
+    CHECK(c, hm_pmu_counter_use_add(&u, &slots) == -1);
+    /* a fixed-only event takes its counter from one that could move */
+    hm_pmu_event prec_dist = {.fixed = 1, .fixed_only = true};
+    hm_pmu_counter_use v = {0};
+    CHECK(c, hm_pmu_counter_use_add(&v, &cycles) == 0 && hm_pmu_counter_use_add(&v, &prec_dist) == 0);
+    CHECK(c, hm_pmu_counter_use_gp(&v) == 1);
+}
+
+/* The SMT state picks the general-purpose count; unknown means on. */
+static void test_smt(hm_test_counts *c)
+{
+    hm_error err;
+    hm_pmu_profile p;
+    CHECK(c, hm_pmu_profile_select(&p, PROFILES, "skylake", NULL, &err) == 0);
+    char root[] = "/tmp/hm_test_smt_XXXXXX";
+    CHECK(c, mkdtemp(root) != NULL);
+    CHECK(c, hm_cpu_smt_active(root)); /* no file */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/sys/devices/system/cpu/smt && echo 0 > %s/sys/devices/system/cpu/smt/active",
+             root, root);
+    CHECK(c, system(cmd) == 0);
+    CHECK(c, !hm_cpu_smt_active(root));
+    CHECK(c, hm_pmu_profile_gp_counters(&p, hm_cpu_smt_active(root)) == 8);
+    snprintf(cmd, sizeof cmd, "echo 1 > %s/sys/devices/system/cpu/smt/active", root);
+    CHECK(c, system(cmd) == 0);
+    CHECK(c, hm_cpu_smt_active(root));
+    CHECK(c, hm_pmu_profile_gp_counters(&p, hm_cpu_smt_active(root)) == 4);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    CHECK(c, system(cmd) == 0);
 }
 
 static void test_trace_integral(hm_test_counts *c)
@@ -207,12 +326,66 @@ static void test_group_must_fit(hm_test_counts *c)
     hm_pmu_profile p;
     hm_error err;
     CHECK(c, hm_pmu_profile_select(&p, PROFILES, "skylake", NULL, &err) == 0);
+    /* retiring fits 2 (its instructions and cycles go on fixed counters),
+     * memory needs 4 */
     hm_pmu_sim *sim = hm_pmu_sim_create(2, 4000000, NULL);
     hm_pmu_backend be;
     hm_pmu_sim_backend(&be, sim);
     hm_pmu_mux m;
     CHECK(c, hm_pmu_mux_open(&m, &p, be, HM_PMU_MODE_KERNEL, NULL, 1, &err) == -1);
-    CHECK(c, strstr(err.msg, "cannot fit 2 counters") != NULL);
+    CHECK(c, strstr(err.msg, "group 'memory'") != NULL);
+    CHECK(c, strstr(err.msg, "needs 4 general-purpose counters; the simulated PMU has 2") != NULL);
+
+    /* Zen 4's core group of 6 on the 4 counters the simulation used to
+     * have whatever the profile (the bug of issue 8) */
+    CHECK(c, hm_pmu_profile_select(&p, PROFILES, "zen4", NULL, &err) == 0);
+    sim = hm_pmu_sim_create(4, 4000000, NULL);
+    hm_pmu_sim_backend(&be, sim);
+    CHECK(c, hm_pmu_mux_open(&m, &p, be, HM_PMU_MODE_KERNEL, NULL, 1, &err) == -1);
+    CHECK(c, strstr(err.msg, "needs 6 general-purpose counters; the simulated PMU has 4") != NULL);
+}
+
+/* Every shipped profile on the simulated PMU with the profile's own
+ * counters: everything counted, the model workload's IPC recovered, and
+ * the groups that fit together (fixed counters help) never multiplexed. */
+static void test_sim_models_each_profile(hm_test_counts *c)
+{
+    const struct {
+        const char *name;
+        double mux_smt_on, mux_smt_off;
+    } cases[] = {
+        {"generic", 0.5, 0.5},   /* 4 + 2 events, no fixed counters: 4 or 8 gp */
+        {"skylake", 0.25, 0.5},  /* retiring 2 + memory 4 + flops 3 + 4 gp */
+        {"icelake", 1.0, 1.0},   /* topdown 0 + core 4 gp */
+        {"zen4", 1.0, 1.0},      /* one group of 6 on 6 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (int smt = 1; smt >= 0; smt--) {
+            hm_pmu_profile p;
+            hm_error err;
+            CHECK(c, hm_pmu_profile_select(&p, PROFILES, cases[i].name, NULL, &err) == 0);
+            hm_pmu_mux m;
+            hm_pmu_sim *sim = open_sim(&m, &p, HM_PMU_MODE_KERNEL,
+                                       hm_pmu_profile_gp_counters(&p, smt), true, c);
+            hm_pmu_sim_advance_to(sim, 0);
+            CHECK(c, hm_pmu_mux_sample(&m, &err) == 0);
+            hm_pmu_sim_advance_to(sim, 1 * SEC); /* inside the compute phase */
+            CHECK(c, hm_pmu_mux_sample(&m, &err) == 0);
+            size_t unmeasured = 0;
+            for (size_t e = 0; e < 2 * p.nevents; e++)
+                unmeasured += !(m.rate[e] > 0 && isfinite(m.rate[e]));
+            hm_pmu_derived d;
+            hm_pmu_derive(&p, &m.rate[0], &d);
+            double want = smt ? cases[i].mux_smt_on : cases[i].mux_smt_off;
+            if (unmeasured != 0 || fabs(d.ipc - 2.0) > 0.01 || fabs(m.mux_ratio[0] - want) > 0.01)
+                fprintf(stderr, "%s smt=%d: %zu rates unmeasured, ipc %g, mux %g (want %g)\n",
+                        cases[i].name, smt, unmeasured, d.ipc, m.mux_ratio[0], want);
+            CHECK(c, unmeasured == 0);
+            CHECK_NEAR(c, d.ipc, 2.0, 0.01);
+            CHECK_NEAR(c, m.mux_ratio[0], want, 0.01);
+            hm_pmu_mux_close(&m);
+        }
+    }
 }
 
 static void test_scaling_exact_for_constant_rates(hm_test_counts *c)
@@ -247,10 +420,14 @@ int main(void)
 {
     hm_test_counts c = {0, 0};
     test_profiles(&c);
+    test_fixed_counters(&c);
+    test_counter_use(&c);
+    test_smt(&c);
     test_trace_integral(&c);
     test_scaling_exact_for_constant_rates(&c);
     test_derived_metrics(&c);
     test_multiplexing_error(&c);
     test_group_must_fit(&c);
+    test_sim_models_each_profile(&c);
     return hm_test_finish("test_agent_pmu", &c);
 }

@@ -3,8 +3,10 @@ fixture trees through --root, and clear errors on bad input."""
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,7 +57,8 @@ def run_agent(bin_dir: Path, *args: str, timeout: float = 30) -> subprocess.Comp
 
 
 def test_once_prints_one_valid_batch(bin_dir: Path) -> None:
-    proc = run_agent(bin_dir, "--once", "--sink", "stdout")
+    # The profile is named: with "auto" a host with a PMU would pick by its CPU.
+    proc = run_agent(bin_dir, "--once", "--sink", "stdout", "--pmu-profile", "generic")
     assert proc.returncode == 0, proc.stderr
     lines = parse_lines(proc.stdout)
     measurements = {line.m for line in lines}
@@ -99,16 +102,49 @@ def test_once_on_fixture_tree(bin_dir: Path) -> None:
     assert ib.fields["rx_bytes_per_s"] == 0
 
 
-def test_simulated_pmu_lines_are_tagged(bin_dir: Path) -> None:
+PROFILE_DIR = Path(__file__).resolve().parents[2] / "c" / "agent" / "pmu" / "profiles"
+PROFILES = sorted(p.stem for p in PROFILE_DIR.glob("*.toml"))
+
+
+def test_every_profile_is_found() -> None:
+    # A glob that found nothing would leave the test below with no cases.
+    assert {"generic", "skylake", "icelake", "zen4"} <= set(PROFILES)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_simulated_pmu_counts_every_profile(bin_dir: Path, profile: str) -> None:
+    """Each shipped profile runs on the simulated PMU as the profile models
+    it (zen4: 6 general-purpose counters; Intel: fixed counters besides the
+    general-purpose ones), whatever CPU runs the test."""
+    events = list(tomllib.loads((PROFILE_DIR / f"{profile}.toml").read_text())["events"])
     proc = run_agent(
-        bin_dir, "--once", "--sources", "pmu", "--pmu-backend", "sim", "--pmu", "kernel"
+        bin_dir,
+        "--once",
+        "--sink",
+        "stdout",
+        "--sources",
+        "pmu",
+        "--pmu",
+        "kernel",
+        "--pmu-backend",
+        "sim",
+        "--pmu-profile",
+        profile,
+        "--pmu-profile-dir",
+        str(PROFILE_DIR),
     )
     assert proc.returncode == 0, proc.stderr
-    assert "SIMULATED PMU" in proc.stderr
+    assert "SIMULATED PMU" in proc.stderr and "warning" not in proc.stderr, proc.stderr
     pmu = [x for x in parse_lines(proc.stdout) if x.m == "pmu"]
-    assert pmu and all(x.tags["backend"] == "sim" for x in pmu)
+    assert pmu, f"no pmu lines: {proc.stderr}"
+    assert all(x.tags["backend"] == "sim" for x in pmu)
+    assert all(math.isfinite(v) for x in pmu for v in x.fields.values())
     total = next(x for x in pmu if x.tags["cpu"] == "total")
-    assert {"ipc", "score_cpu", "mem_stall_pct", "mux_ratio"} <= set(total.fields)
+    missing = [e for e in events if f"{e}_per_s" not in total.fields]
+    assert not missing, f"{profile}: events never counted: {missing}"
+    assert all(total.fields[f"{e}_per_s"] > 0 for e in events)
+    assert total.fields["ipc"] > 0
+    assert 0 < total.fields["mux_ratio"] <= 1
 
 
 def test_help_lists_every_source(bin_dir: Path) -> None:

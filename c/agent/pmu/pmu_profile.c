@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pmu_counters.h"
 #include "procfile.h"
 #include "toml.h"
 
@@ -63,10 +64,65 @@ static int find_event(const hm_pmu_profile *p, const char *name)
     return -1;
 }
 
+/* One encoding a fixed counter counts. */
+typedef struct fixed_encoding {
+    uint32_t type;
+    uint64_t config;
+    int counter;
+    bool only;
+} fixed_encoding;
+
+#define FIXED_ENCODINGS_MAX 64
+
+/* [fixed_counters] and [fixed_only_counters]: counter name = the
+ * encodings it counts. Counters are numbered in file order across both
+ * tables. */
+static int load_fixed(hm_pmu_profile *p, hm_toml_doc *doc, const char *path,
+                      fixed_encoding *enc, size_t *nenc, hm_error *err)
+{
+    *nenc = 0;
+    for (size_t i = 0; i < doc->count; i++) {
+        hm_toml_entry *e = &doc->entries[i];
+        bool only = strncmp(e->key, "fixed_only_counters.", 20) == 0;
+        if (!only && strncmp(e->key, "fixed_counters.", 15) != 0)
+            continue;
+        e->used = true;
+        const char *name = strchr(e->key, '.') + 1;
+        if (p->nfixed == HM_PMU_FIXED_MAX)
+            return hm_error_set(err, "%s:%d: more than %d fixed counters", path, e->line,
+                                HM_PMU_FIXED_MAX);
+        if (e->value.type != HM_TOML_ARRAY || e->value.item_type != HM_TOML_STRING || e->value.n == 0)
+            return hm_error_set(err, "%s:%d: a fixed counter is a non-empty array of event encodings",
+                                path, e->line);
+        if (strlen(name) >= sizeof p->fixed_name[0])
+            return hm_error_set(err, "%s:%d: fixed counter name '%s' too long", path, e->line, name);
+        snprintf(p->fixed_name[p->nfixed], sizeof p->fixed_name[0], "%s", name);
+        for (size_t k = 0; k < e->value.n; k++) {
+            if (*nenc == FIXED_ENCODINGS_MAX)
+                return hm_error_set(err, "%s:%d: more than %d fixed-counter encodings", path,
+                                    e->line, FIXED_ENCODINGS_MAX);
+            fixed_encoding *f = &enc[*nenc];
+            if (hm_pmu_parse_encoding(e->value.items[k], &f->type, &f->config, err) < 0)
+                return hm_error_wrap(err, "%s:%d", path, e->line);
+            for (size_t j = 0; j < *nenc; j++)
+                if (enc[j].type == f->type && enc[j].config == f->config)
+                    return hm_error_set(err, "%s:%d: '%s' is already counted by fixed counter '%s'",
+                                        path, e->line, e->value.items[k],
+                                        p->fixed_name[enc[j].counter]);
+            f->counter = (int)p->nfixed;
+            f->only = only;
+            (*nenc)++;
+        }
+        p->nfixed++;
+    }
+    return 0;
+}
+
 static int load_doc(hm_pmu_profile *p, hm_toml_doc *doc, const char *path, hm_error *err)
 {
     memset(p, 0, sizeof *p);
     p->family = -1;
+    p->gp_counters_smt_off = -1;
     p->total_slots_scale = 1.0;
     for (int r = 0; r < HM_ROLE_COUNT; r++)
         p->role[r] = -1;
@@ -74,13 +130,23 @@ static int load_doc(hm_pmu_profile *p, hm_toml_doc *doc, const char *path, hm_er
         hm_toml_get_string(doc, "description", p->description, sizeof p->description, err) < 0 ||
         hm_toml_get_string(doc, "vendor", p->vendor, sizeof p->vendor, err) < 0 ||
         hm_toml_get_int(doc, "family", &p->family, err) < 0 ||
-        hm_toml_get_int(doc, "counters", &p->counters, err) < 0 ||
+        hm_toml_get_int(doc, "gp_counters", &p->gp_counters, err) < 0 ||
+        hm_toml_get_int(doc, "gp_counters_smt_off", &p->gp_counters_smt_off, err) < 0 ||
         hm_toml_get_double(doc, "roles.total_slots_scale", &p->total_slots_scale, err) < 0)
         return -1;
     if (p->name[0] == '\0')
         return hm_error_set(err, "%s: no 'name'", path);
-    if (p->counters < 1 || p->counters > HM_PMU_GROUP_EVENTS_MAX)
-        return hm_error_set(err, "%s: 'counters' must be 1..%d", path, HM_PMU_GROUP_EVENTS_MAX);
+    if (p->gp_counters < 1 || p->gp_counters > HM_PMU_COUNTERS_MAX)
+        return hm_error_set(err, "%s: 'gp_counters' must be 1..%d", path, HM_PMU_COUNTERS_MAX);
+    if (p->gp_counters_smt_off == -1)
+        p->gp_counters_smt_off = p->gp_counters; /* no SMT, or SMT leaves the counters alone */
+    if (p->gp_counters_smt_off < p->gp_counters || p->gp_counters_smt_off > HM_PMU_COUNTERS_MAX)
+        return hm_error_set(err, "%s: 'gp_counters_smt_off' must be gp_counters..%d", path,
+                            HM_PMU_COUNTERS_MAX);
+    fixed_encoding enc[FIXED_ENCODINGS_MAX];
+    size_t nenc;
+    if (load_fixed(p, doc, path, enc, &nenc, err) < 0)
+        return -1;
     hm_toml_entry *models = hm_toml_get(doc, "models");
     if (models != NULL) {
         if (models->value.type != HM_TOML_ARRAY ||
@@ -104,6 +170,13 @@ static int load_doc(hm_pmu_profile *p, hm_toml_doc *doc, const char *path, hm_er
             snprintf(ev->name, sizeof ev->name, "%s", e->key + 7);
             if (hm_pmu_parse_encoding(e->value.str, &ev->type, &ev->config, err) < 0)
                 return hm_error_wrap(err, "%s:%d", path, e->line);
+            ev->fixed = -1;
+            for (size_t k = 0; k < nenc; k++) {
+                if (enc[k].type == ev->type && enc[k].config == ev->config) {
+                    ev->fixed = enc[k].counter;
+                    ev->fixed_only = enc[k].only;
+                }
+            }
             p->nevents++;
         }
     }
@@ -116,18 +189,29 @@ static int load_doc(hm_pmu_profile *p, hm_toml_doc *doc, const char *path, hm_er
             return hm_error_set(err, "%s:%d: more than %d groups", path, e->line, HM_PMU_GROUPS_MAX);
         if (e->value.type != HM_TOML_ARRAY || e->value.item_type != HM_TOML_STRING || e->value.n == 0)
             return hm_error_set(err, "%s:%d: a group is a non-empty array of event names", path, e->line);
-        if ((int64_t)e->value.n > p->counters)
-            return hm_error_set(err, "%s:%d: group '%s' has %zu events but the PMU has %lld counters",
-                                path, e->line, e->key + 7, e->value.n, (long long)p->counters);
+        if (e->value.n > HM_PMU_GROUP_EVENTS_MAX)
+            return hm_error_set(err, "%s:%d: group '%s' has more than %d events", path, e->line,
+                                e->key + 7, HM_PMU_GROUP_EVENTS_MAX);
         hm_pmu_group *g = &p->group[p->ngroups];
         snprintf(g->name, sizeof g->name, "%s", e->key + 7);
+        hm_pmu_counter_use use = {0};
         for (size_t k = 0; k < e->value.n; k++) {
             int idx = find_event(p, e->value.items[k]);
             if (idx < 0)
                 return hm_error_set(err, "%s:%d: group '%s' names unknown event '%s'", path,
                                     e->line, g->name, e->value.items[k]);
+            if (hm_pmu_counter_use_add(&use, &p->event[idx]) < 0)
+                return hm_error_set(err, "%s:%d: group '%s': '%s' needs fixed counter '%s', which "
+                                    "another of its events holds", path, e->line, g->name,
+                                    e->value.items[k], p->fixed_name[p->event[idx].fixed]);
             g->event[g->n++] = idx;
         }
+        /* With SMT on: a group that fits then fits on every node. */
+        int gp = hm_pmu_counter_use_gp(&use);
+        if (gp > p->gp_counters)
+            return hm_error_set(err, "%s:%d: group '%s' needs %d general-purpose counters but the "
+                                "PMU has %lld", path, e->line, g->name, gp,
+                                (long long)p->gp_counters);
         p->ngroups++;
     }
     if (p->ngroups == 0)

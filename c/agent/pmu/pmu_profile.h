@@ -15,11 +15,15 @@
 #define HM_PMU_GROUPS_MAX 16
 #define HM_PMU_GROUP_EVENTS_MAX 8
 #define HM_PMU_FLOPS_TERMS_MAX 8
+#define HM_PMU_FIXED_MAX 16
+#define HM_PMU_COUNTERS_MAX 64
 
 typedef struct hm_pmu_event {
     char name[48];
     uint32_t type;     /* PERF_TYPE_HARDWARE or PERF_TYPE_RAW */
     uint64_t config;
+    int fixed;         /* the fixed counter that can count it (index), -1: none */
+    bool fixed_only;   /* no general-purpose counter can count it instead */
 } hm_pmu_event;
 
 typedef struct hm_pmu_group {
@@ -48,7 +52,11 @@ typedef struct hm_pmu_profile {
     int64_t family;             /* -1 = any */
     int64_t models[64];
     size_t nmodels;             /* 0 = any model of the family */
-    int64_t counters;           /* general-purpose counters per CPU */
+    int64_t gp_counters;        /* general-purpose counters per CPU with SMT on:
+                                   every group must fit them */
+    int64_t gp_counters_smt_off;  /* per CPU with SMT off (= gp_counters if unsaid) */
+    char fixed_name[HM_PMU_FIXED_MAX][32]; /* fixed counters, besides those */
+    size_t nfixed;
     hm_pmu_event event[HM_PMU_EVENTS_MAX];
     size_t nevents;
     hm_pmu_group group[HM_PMU_GROUPS_MAX];

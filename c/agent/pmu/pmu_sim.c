@@ -5,11 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pmu_counters.h"
+
 #define SIM_NAMED_MAX 64
 
 typedef struct sim_group {
     int cpu;
     size_t n;
+    hm_pmu_event event[HM_PMU_GROUP_EVENTS_MAX];  /* which counters they may use */
     hm_pmu_sim_trace trace[HM_PMU_GROUP_EVENTS_MAX];
     bool enabled;
     bool on_counters;
@@ -24,7 +27,7 @@ typedef struct named_trace {
 } named_trace;
 
 struct hm_pmu_sim {
-    int counters;
+    int gp_counters;
     int64_t slice_ns;
     int64_t (*now_ns)(void);
     bool started;
@@ -36,12 +39,12 @@ struct hm_pmu_sim {
     size_t n, cap;
 };
 
-hm_pmu_sim *hm_pmu_sim_create(int counters, int64_t slice_ns, int64_t (*now_ns)(void))
+hm_pmu_sim *hm_pmu_sim_create(int gp_counters, int64_t slice_ns, int64_t (*now_ns)(void))
 {
     hm_pmu_sim *s = calloc(1, sizeof *s);
     if (s == NULL)
         return NULL;
-    s->counters = counters;
+    s->gp_counters = gp_counters;
     s->slice_ns = slice_ns > 0 ? slice_ns : 4000000;
     s->now_ns = now_ns;
     return s;
@@ -107,10 +110,16 @@ void hm_pmu_sim_model_workload(hm_pmu_sim *sim, const hm_pmu_profile *p)
         {HM_ROLE_MEM_STALL_CYCLES, {0.6 * cycles, 0.05 / 0.6, phase_period, 0.5}},
         {HM_ROLE_STORE_STALL_CYCLES, {0.02 * cycles, 1.0, phase_period, 0.5}},
     };
+    /* One event may play two roles (zen4 counts its slots as 6 x cycles):
+     * the first role keeps it, so cycles stay cycles and the slots follow
+     * the profile's width. */
+    bool taken[HM_PMU_EVENTS_MAX] = {false};
     for (size_t i = 0; i < sizeof model / sizeof model[0]; i++) {
         int ev = p->role[model[i].role];
-        if (ev >= 0)
+        if (ev >= 0 && !taken[ev]) {
+            taken[ev] = true;
             hm_pmu_sim_set_trace(sim, p->event[ev].name, &model[i].t, NULL);
+        }
     }
 }
 
@@ -130,6 +139,19 @@ double hm_pmu_sim_trace_integral(const hm_pmu_sim_trace *t, int64_t a_ns, int64_
         return 0.0;
     double high = high_time_before(t, b_ns) - high_time_before(t, a_ns);
     return t->base_per_s * ((double)(b_ns - a_ns) + (t->high_factor - 1.0) * high) / 1e9;
+}
+
+/* Whether g fits on the counters beside those in *use; if so, takes them. */
+static bool place(hm_pmu_counter_use *use, const sim_group *g, int gp_counters)
+{
+    hm_pmu_counter_use with = *use;
+    for (size_t k = 0; k < g->n; k++)
+        if (hm_pmu_counter_use_add(&with, &g->event[k]) < 0)
+            return false;
+    if (hm_pmu_counter_use_gp(&with) > gp_counters)
+        return false;
+    *use = with;
+    return true;
 }
 
 /* Places enabled groups of each CPU on its counters, starting at the
@@ -152,7 +174,7 @@ static void schedule(hm_pmu_sim *s)
         if (enabled == 0)
             continue;
         size_t start = (size_t)(s->rotation % enabled);
-        int free_counters = s->counters;
+        hm_pmu_counter_use use = {0};
         for (size_t step = 0; step < enabled; step++) {
             /* the (start + step)-th enabled group of this cpu */
             size_t want = (start + step) % enabled, seen = 0;
@@ -164,10 +186,9 @@ static void schedule(hm_pmu_sim *s)
                     seen++;
                 }
             }
-            if ((int)g->n > free_counters)
+            if (!place(&use, g, s->gp_counters))
                 break;
             g->on_counters = true;
-            free_counters -= (int)g->n;
         }
     }
 }
@@ -227,8 +248,18 @@ static int sim_open_group(void *state, int cpu, const hm_pmu_event *const *event
                           bool enabled, int *handle, hm_error *err)
 {
     hm_pmu_sim *s = state;
-    if ((int)n > s->counters)
-        return hm_error_set(err, "group of %zu events cannot fit %d counters", n, s->counters);
+    if (n == 0 || n > HM_PMU_GROUP_EVENTS_MAX)
+        return hm_error_set(err, "a group has 1..%d events, not %zu", HM_PMU_GROUP_EVENTS_MAX, n);
+    /* A group that could never fit, even alone, is refused at open, as
+     * perf_event_open refuses it (validate_group). */
+    hm_pmu_counter_use alone = {0};
+    for (size_t k = 0; k < n; k++)
+        if (hm_pmu_counter_use_add(&alone, events[k]) < 0)
+            return hm_error_set(err, "group of %zu events puts two on one fixed-only counter", n);
+    int gp = hm_pmu_counter_use_gp(&alone);
+    if (gp > s->gp_counters)
+        return hm_error_set(err, "group of %zu events needs %d general-purpose counters; the "
+                            "simulated PMU has %d", n, gp, s->gp_counters);
     sync_clock(s);
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 16;
@@ -243,8 +274,10 @@ static int sim_open_group(void *state, int cpu, const hm_pmu_event *const *event
     g->cpu = cpu;
     g->n = n;
     g->enabled = enabled;
-    for (size_t k = 0; k < n; k++)
+    for (size_t k = 0; k < n; k++) {
+        g->event[k] = *events[k];
         g->trace[k] = trace_for(s, events[k]->name);
+    }
     *handle = (int)s->n++;
     schedule(s);
     return 0;

@@ -1,11 +1,14 @@
 /* A simulated PMU, for machines without one (and for tests with a known
  * truth). It behaves like the kernel's multiplexing: each CPU has
- * `counters` counters; a group goes on the counters whole or not at all;
- * every `slice_ns` (the kernel's perf_event_mux_interval_ms) the list of
- * enabled groups is rotated by one and groups are placed in order while
- * they fit. Each event counts a synthetic rate trace r(t) (a square wave:
- * `base_per_s`, times `high_factor` during the first `duty` of every
- * `period_ns`), so the exact count of every interval is known. */
+ * `gp_counters` general-purpose counters plus the fixed counters its
+ * events name (hm_pmu_event.fixed, from the profile); a group goes on the
+ * counters whole or not at all, by the kernel's placement rule
+ * (pmu_counters.h); every `slice_ns` (the kernel's
+ * perf_event_mux_interval_ms) the list of enabled groups is rotated by one
+ * and groups are placed in order while they fit. Each event counts a
+ * synthetic rate trace r(t) (a square wave: `base_per_s`, times
+ * `high_factor` during the first `duty` of every `period_ns`), so the
+ * exact count of every interval is known. */
 #ifndef HM_PMU_SIM_H
 #define HM_PMU_SIM_H
 
@@ -24,7 +27,7 @@ typedef struct hm_pmu_sim hm_pmu_sim;
 
 /* now_ns: the simulation's clock (NULL = advance only by
  * hm_pmu_sim_advance_to, as tests do). */
-hm_pmu_sim *hm_pmu_sim_create(int counters, int64_t slice_ns, int64_t (*now_ns)(void));
+hm_pmu_sim *hm_pmu_sim_create(int gp_counters, int64_t slice_ns, int64_t (*now_ns)(void));
 /* Gives the named event this trace on every CPU (before groups open);
  * events without one get a trace derived from their name. */
 int hm_pmu_sim_set_trace(hm_pmu_sim *sim, const char *event, const hm_pmu_sim_trace *t,

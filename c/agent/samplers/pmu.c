@@ -14,6 +14,7 @@
 #include "hm_timer.h"
 #include "log.h"
 #include "procfile.h"
+#include "pmu/pmu_counters.h"
 #include "pmu/pmu_mux.h"
 #include "pmu/pmu_sim.h"
 #include "sampler.h"
@@ -115,9 +116,14 @@ static int pmu_open(void **state, const hm_sampler_env *env, hm_error *err)
         long online = sysconf(_SC_NPROCESSORS_ONLN);
         ncpu = online > 0 ? (size_t)online : 1; /* assume 0..n-1 */
     }
+    /* The kernel knows the real PMU's counters; the simulated one has the
+     * profile's, for this machine's SMT state, unless told otherwise. */
+    int gp_counters = hm_pmu_profile_gp_counters(&profile, hm_cpu_smt_active(cfg->root));
+    if (s->simulated && cfg->pmu_sim_counters > 0)
+        gp_counters = (int)cfg->pmu_sim_counters;
     hm_pmu_backend be;
     if (s->simulated) {
-        hm_pmu_sim *sim = hm_pmu_sim_create((int)cfg->pmu_sim_counters, 4000000, hm_monotonic_ns);
+        hm_pmu_sim *sim = hm_pmu_sim_create(gp_counters, 4000000, hm_monotonic_ns);
         if (sim == NULL) {
             free(cpus);
             hm_error_set(err, "out of memory");
@@ -144,8 +150,9 @@ static int pmu_open(void **state, const hm_sampler_env *env, hm_error *err)
         snprintf(s->field[i], sizeof s->field[i], "%s_per_s", profile.event[i].name);
     for (size_t c = 0; c < ncpu; c++)
         snprintf(s->cpu_tag[c], sizeof s->cpu_tag[c], "cpu%d", s->mux.cpu[c]);
-    hm_log_notice("pmu: profile %s, %s multiplexing, %zu groups on %lld counters%s",
-                  profile.name, cfg->pmu_mode, profile.ngroups, (long long)profile.counters,
+    hm_log_notice("pmu: profile %s, %s multiplexing, %zu groups on %d general-purpose + %zu "
+                  "fixed counters%s",
+                  profile.name, cfg->pmu_mode, profile.ngroups, gp_counters, profile.nfixed,
                   s->simulated ? " (SIMULATED PMU: synthetic values)" : "");
     return 0;
 fail:
