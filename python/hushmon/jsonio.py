@@ -5,6 +5,10 @@ the file then breaks every strict reader (jq, browsers, Go, DuckDB). Every
 command therefore writes through :func:`dumps`, which turns non-finite
 numbers into null and NumPy scalars and arrays into plain values, and
 refuses anything else it cannot represent.
+
+``--json -`` puts the document on stdout, and then stdout holds that one
+document and nothing else (so ``| jq`` and ``json.loads`` work): every line
+for people goes to :func:`human_stream`, which is stderr in that case.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO, TypeAlias
 
 import numpy as np
 
@@ -56,12 +60,30 @@ def write_atomic(path: Path, value: Any, indent: int | None = 2) -> Path:
     return path
 
 
-def emit(target: str | os.PathLike[str] | None, value: Any, option: str = "--json") -> None:
+STDOUT = "-"
+
+Target: TypeAlias = str | os.PathLike[str] | None
+
+
+def to_stdout(target: Target) -> bool:
+    """Whether ``--json`` asks for stdout: then stdout is the JSON's alone."""
+    return target is not None and str(target) == STDOUT
+
+
+def human_stream(target: Target) -> TextIO:
+    """Where a command with ``--json target`` prints for people (verdicts,
+    tables, paths): stderr when the JSON goes to stdout, else stdout.
+
+    Looked up at each call, so a replaced sys.stdout/stderr is honoured."""
+    return sys.stderr if to_stdout(target) else sys.stdout
+
+
+def emit(target: Target, value: Any, option: str = "--json") -> None:
     """Writes the ``--json FILE|-`` output of a command; None writes nothing."""
     if target is None:
         return
     text = dumps(value) + "\n"
-    if str(target) == "-":
+    if to_stdout(target):
         sys.stdout.write(text)
         sys.stdout.flush()
         return
