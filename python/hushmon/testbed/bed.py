@@ -16,6 +16,8 @@ from hushmon.testbed.spec import BedSpec, node_cpus
 from hushmon.testbed.state import STATE_DIR, Bed, load
 
 STOP_WAIT_S = 8.0
+# Folders each node has a private copy of (node_ns): shared data cannot live there.
+PRIVATE_DIRS = (Path("/tmp"), Path("/dev/shm"))
 Say = Callable[[str], None]
 
 
@@ -51,7 +53,14 @@ def up(spec: BedSpec, data_root: Path, say: Say = _quiet, root: Path = STATE_DIR
     if spec.slurm:
         for name in ("slurmctld", "slurmd", "sinfo", "munged"):
             system.tool(name, "slurm-wlm and munge (scripts/install-deps.sh)")
-    bed = Bed(spec, data_root.resolve(), cgroups.detect(), root=root)
+    data_root = data_root.resolve()
+    for private in PRIVATE_DIRS:
+        if data_root == private or private in data_root.parents:
+            raise HushmonError(
+                f"--data-dir {data_root}: every node has its own {private}, so the nodes' "
+                "agents could not write there; use a folder outside it (e.g. /var/tmp/...)"
+            )
+    bed = Bed(spec, data_root, cgroups.detect(), root=root)
     try:
         _build(bed, say)
     except BaseException:
@@ -76,7 +85,7 @@ def _build(bed: Bed, say: Say) -> None:
     network.build(spec)
     node_ns.prepare(bed)
     for node in bed.nodes():
-        node_ns.create(bed, node.name)
+        node_ns.create(bed, node.name, node.netns)
     cpus = os.cpu_count() or 1
     say(f"cgroups (v{bed.cgroups.version}): one per node")
     cgroups.create(

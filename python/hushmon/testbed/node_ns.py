@@ -1,9 +1,14 @@
 """What makes a node a machine of its own besides its network: a host name
-(UTS namespace) and private /tmp and /dev/shm (mount namespace).
+(UTS namespace), private /tmp and /dev/shm, and a /sys that shows the
+node's own network interfaces (mount namespace).
 
 Private /tmp matters: Slurm's PMIx plugin, Open MPI and MPICH create
 per-job folders and shared-memory files under fixed names there, and on a
 shared /tmp the nodes' copies of one job would collide ("File exists").
+
+sysfs shows the interfaces of the network namespace that mounted it, so
+each node mounts its own (from inside its network namespace), and the
+cgroup mounts below /sys are carried over to it.
 
 Namespaces are kept alive by bind-mounting them onto files, as `ip netns`
 does. The folder holding those files is itself a private mount, so a new
@@ -37,18 +42,30 @@ def prepare(bed: Bed) -> None:
         system.run(["mount", "--make-private", str(nodes)], "private mount for namespaces")
 
 
-def create(bed: Bed, node: str) -> None:
+def create(bed: Bed, node: str, netns: str) -> None:
     d = bed.node_dir(node)
     for sub in ("tmp", "shm"):
         (d / sub).mkdir(parents=True, exist_ok=True)
         (d / sub).chmod(0o1777)
+    hold = d / "cgroup-hold"
+    hold.mkdir(exist_ok=True)
     for f in (bed.uts_file(node), bed.mnt_file(node)):
         f.touch()
-    script = (
-        f"hostname {node} && mount --bind {d / 'tmp'} /tmp && mount --bind {d / 'shm'} /dev/shm"
+    script = " && ".join(
+        [
+            f"hostname {node}",
+            f"mount --bind {d / 'tmp'} /tmp",
+            f"mount --bind {d / 'shm'} /dev/shm",
+            f"mount --rbind /sys/fs/cgroup {hold}",
+            "mount -t sysfs sysfs /sys",
+            f"mount --rbind {hold} /sys/fs/cgroup",
+            f"umount -l {hold}",
+        ]
     )
     system.run(
         [
+            system.tool("nsenter", "util-linux"),
+            f"--net=/run/netns/{netns}",
             system.tool("unshare", "util-linux"),
             f"--uts={bed.uts_file(node)}",
             f"--mount={bed.mnt_file(node)}",
