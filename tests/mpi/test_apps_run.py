@@ -37,7 +37,7 @@ def butterfly_run(tmp_path_factory: pytest.TempPathFactory, bin_dir: Path, agent
         str(bin_dir / "butterfly"), "--length", "1M", "--cycles", "4", "--comm-ms", "700",
         "--compute-ms", "700",
     ]  # fmt: skip
-    command = mpirun_command(2, butterfly, extra=["--mca", "btl", "tcp,self"])
+    command = mpirun_command(2, butterfly, tcp=True)
     out = subprocess.run(
         [
             sys.executable, "-m", "hushmon.cli", "run", "--data-dir", str(data),

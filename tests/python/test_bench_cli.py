@@ -51,7 +51,12 @@ def fake_bench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     args_file = tmp_path / "args.txt"
     monkeypatch.setenv("HUSHMON_BIN", str(bin_dir))
     monkeypatch.setenv("FAKE_ARGS", str(args_file))
-    monkeypatch.setenv("FAKE_RESULTS", str(FIXTURES / "sync_loop.json"))
+    # The stand-in runs as one process per rank, and its results say so.
+    results = json.loads((FIXTURES / "sync_loop.json").read_text())
+    results["meta"]["nprocs"] = 1
+    results_file = tmp_path / "fixture.json"
+    results_file.write_text(json.dumps(results))
+    monkeypatch.setenv("FAKE_RESULTS", str(results_file))
 
     def use(mode: str) -> Path:
         monkeypatch.setenv("FAKE_MODE", mode)
@@ -134,6 +139,19 @@ def test_failing_program_gives_its_one_line_error(tmp_path: Path, fake_bench, ca
     assert err == "hushmon: hushmon-bench: --op: unknown operation 'bcats' (see --list)"
     assert not (tmp_path / "o" / "report.html").exists()
     assert json.loads((tmp_path / "o" / "provenance.json").read_text())["exit_code"] == 2
+
+
+def test_singletons_of_another_mpi_are_named(tmp_path: Path, fake_bench, capsys) -> None:
+    """A program built against another MPI than the launcher's runs as N
+    copies of rank 0 of 1: the runner compares the process count of its JSON
+    with what it asked for and says so in one line."""
+    fake_bench("ok")
+    assert main(["bench", "--np", "2", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "hushmon: hushmon-bench reports 1 process(es) but " in err
+    assert "was asked for 2: the programs in " in err and "another MPI" in err
+    assert err.count("\n") == 1
+    assert not (tmp_path / "o" / "report.html").exists()
 
 
 @pytest.mark.parametrize(

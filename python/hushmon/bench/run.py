@@ -33,7 +33,7 @@ from hushmon.bench.results import PROGRAM_NAME, BenchRun, load_run
 from hushmon.errors import HushmonError
 from hushmon.paths import program
 from hushmon.progress import bar
-from hushmon.runner import mpirun_command
+from hushmon.runner import check_process_count, mpirun_command
 
 RESULTS_FILE = "results.json"
 PROVENANCE_FILE = "provenance.json"
@@ -169,7 +169,10 @@ class BenchRunner:
                 f"{PROGRAM_NAME} exited 0 but wrote no {RESULTS_FILE} in {self.out_dir}",
                 exit_code=1,
             )
-        return load_run(self.results_path), provenance
+        run = load_run(self.results_path)
+        # N singletons of another MPI's launcher would each have written here.
+        check_process_count(PROGRAM_NAME, self.nprocs, run.meta.nprocs)
+        return run, provenance
 
     def _launch(self, cmd: list[str]) -> tuple[int, bool]:
         """Run to the end, teeing stdout to a file and the progress bar."""

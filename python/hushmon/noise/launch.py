@@ -19,7 +19,7 @@ from typing import Any
 from hushmon import jsonio
 from hushmon.errors import HushmonError
 from hushmon.paths import program
-from hushmon.runner import mpirun_command
+from hushmon.runner import check_process_count, mpirun_command
 
 RUN_FILE = "run.json"
 DETECT_JSON = "detect.json"
@@ -197,6 +197,12 @@ def run_detector(cfg: DetectorConfig, run_dir: Path, timeout_s: float) -> None:
             raise HushmonError(f"hushmon-detect did not finish in {timeout_s:.0f} s") from exc
     if rc != 0:
         raise HushmonError(f"hushmon-detect failed (exit {rc}): {_last_line(out)}")
+    try:
+        summary = json.loads((run_dir / DETECT_JSON).read_text())
+    except (OSError, ValueError):
+        return  # reading the run later says what is wrong with the file
+    nprocs = summary.get("nprocs") if isinstance(summary, dict) else None
+    check_process_count("hushmon-detect", cfg.nprocs, nprocs if isinstance(nprocs, int) else None)
 
 
 def one_run(

@@ -2,8 +2,9 @@
 machine - butterfly and snake (same messages, different partners) and the
 blocked matrix multiplication, each as a monitored job with its report.
 
-The message tests run with Open MPI's TCP transport so their traffic crosses
-the loopback interface, where the agent's network sensor sees it; with the
+The message tests run over TCP (Open MPI's tcp transport, or MPICH told to
+leave shared memory aside: hushmon.runner) so their traffic crosses the
+loopback interface, where the agent's network sensor sees it; with the
 default shared-memory transport a one-node job has no network traffic to show.
 """
 
@@ -20,7 +21,7 @@ from hushmon.errors import HushmonError
 from hushmon.paths import program
 from hushmon.run.output import outcome_json, print_outcome
 from hushmon.run.session import RunOptions, RunOutcome, run_monitored
-from hushmon.runner import is_open_mpi, mpirun_command, mpirun_path
+from hushmon.runner import mpirun_command
 
 DEMO_RANKS = 2
 
@@ -43,10 +44,7 @@ DEMO_JOBS: tuple[DemoJob, ...] = (
 
 
 def demo_command(job: DemoJob) -> list[str]:
-    extra: list[str] = []
-    if is_open_mpi(mpirun_path()):
-        extra = ["--mca", "btl", "tcp,self"]
-    return mpirun_command(DEMO_RANKS, [program(job.name), *job.args], extra=extra)
+    return mpirun_command(DEMO_RANKS, [program(job.name), *job.args], tcp=True)
 
 
 def _say(message: str) -> None:
