@@ -39,7 +39,7 @@ def test_detect_end_to_end_and_report_rebuild(tmp_path: Path) -> None:
     r = hushmon("noise", "detect", "--level", "2", "--budget", "10", "--out", str(out),
                 "--json", "-", *SHORT[:-1])  # fmt: skip
     assert r.returncode == 0, r.stderr
-    verdict = json.loads(r.stdout[r.stdout.index("{") :])
+    verdict = json.loads(r.stdout)
     assert verdict.keys() >= VERDICT_KEYS
     assert verdict["level"] == 2
     assert isinstance(verdict["detected"], bool)
@@ -76,7 +76,7 @@ def test_sweep_with_aa_control(tmp_path: Path) -> None:
     r = hushmon("noise", "sweep", "--levels", "1,0", "--budget", "7", "--aa-replays", "50",
                 "--out", str(out), "--json", "-", *SHORT)  # fmt: skip
     assert r.returncode == 0, r.stderr
-    result = json.loads(r.stdout[r.stdout.index("{") :])
+    result = json.loads(r.stdout)
     assert [it["level"] for it in result["levels"]] == [1, 0]
     aa = result["aa"]
     assert aa["pool_clean_runs"] >= 1
@@ -149,7 +149,7 @@ def test_calibrate_short(tmp_path: Path) -> None:
             "--nice", "0"]  # fmt: skip
     r = hushmon("noise", "calibrate", *args, "--out", str(out), "--json", "-")
     assert r.returncode == 0, r.stderr
-    result = json.loads(r.stdout[r.stdout.index("{") :])
+    result = json.loads(r.stdout)
     assert [(c["op"], c["size"]) for c in result["configs"]] == [
         ("barrier", "2K"),
         ("alltoall", "2K"),

@@ -87,8 +87,8 @@ def test_digest_cli(digest: Digest, tmp_path: Path, capsys: pytest.CaptureFixtur
     db = digest.out_dir.parent / "hushmon.duckdb"
     base = ["digest", "--db", str(db)]
     assert cli.main([*base, "42", "--out", str(tmp_path), "--json", "-"]) == 0
-    out = capsys.readouterr().out
-    assert '"job": "42"' in out and "report:" in out
+    captured = capsys.readouterr()  # --json -: stdout is the JSON alone
+    assert json.loads(captured.out)["job"] == "42" and "report:" in captured.err
     assert cli.main([*base, "nope"]) == 2
     err = capsys.readouterr().err
     assert err.strip() == "hushmon: job 'nope' is not in the store (known jobs: 42)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -170,8 +171,8 @@ def test_cli_errors_are_one_line(
 ) -> None:
     db = tmp_path / "s.duckdb"
     assert cli.main(["ingest", "--db", str(db), "--spool", str(spool), "--json", "-"]) == 0
-    out = capsys.readouterr().out
-    assert "values in" in out and '"values_stored"' in out
+    captured = capsys.readouterr()  # --json -: stdout is the JSON alone
+    assert "values in" in captured.err and json.loads(captured.out)["values_stored"] > 0
     assert cli.main(["ingest", "--db", str(db), "--spool", str(tmp_path / "missing")]) == 2
     assert capsys.readouterr().err.startswith("hushmon: spool folder")
     assert cli.main(["ingest", "--db", str(db), "--export", "nope"]) == 2

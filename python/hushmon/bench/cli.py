@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -69,13 +68,9 @@ def bench_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
 
 def _emit(args: argparse.Namespace, data: dict[str, Any], report_path: Path) -> None:
     """The report path for people; the summary as JSON for machines."""
-    if args.json == "-":
-        jsonio.emit("-", data)
-        print(f"report: {report_path}", file=sys.stderr)
-        return
+    print(f"report: {report_path}", file=jsonio.human_stream(args.json))
     if args.json:
         jsonio.emit(args.json, data)
-    print(f"report: {report_path}")
 
 
 def _split_rest(rest: list[str]) -> tuple[str | None, list[str]]:

@@ -23,7 +23,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("job", help="job ID (see 'hushmon ingest --list')")
     add_data_dir_options(p)
     p.add_argument("--out", type=Path, help="output folder (default <data>/reports/JOB)")
-    p.add_argument("--json", metavar="FILE", help="also write digest.json here ('-' = stdout)")
+    p.add_argument("--json", metavar="FILE|-", help="also write digest.json here ('-' = stdout)")
     p.set_defaults(func=run)
 
 
@@ -33,8 +33,9 @@ def run(args: argparse.Namespace) -> int:
 
     dd, db = from_args(args)
     digest = build_digest(db, args.job, args.out or dd.reports(args.job))
+    human = jsonio.human_stream(args.json)
     for line in digest.summary_lines():
-        print(line)
+        print(line, file=human)
     if args.json:
         jsonio.emit(args.json, json.loads(digest.json_path.read_text(encoding="utf-8")))
     return 0

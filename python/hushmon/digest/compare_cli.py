@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import json
 from pathlib import Path
 from typing import Any
 
+from hushmon import jsonio
 from hushmon.datadir import add_data_dir_options, from_args
 
 
@@ -27,7 +28,7 @@ def register(subparsers: Any) -> None:
     )
     add_data_dir_options(p)
     p.add_argument("--out", type=Path, help="output folder (default <data>/reports/compare-...)")
-    p.add_argument("--json", metavar="FILE", help="also write compare.json here ('-' = stdout)")
+    p.add_argument("--json", metavar="FILE|-", help="also write compare.json here ('-' = stdout)")
     p.set_defaults(func=run)
 
 
@@ -44,12 +45,9 @@ def run(args: argparse.Namespace) -> int:
         size_label="processes" if args.size_is == "processes" else "problem size",
         work_per_process_falls_with_size=args.size_is == "processes",
     )
+    human = jsonio.human_stream(args.json)
     for line in cmp.summary_lines():
-        print(line)
+        print(line, file=human)
     if args.json:
-        text = cmp.json_path.read_text(encoding="utf-8")
-        if args.json == "-":
-            sys.stdout.write(text)
-        else:
-            Path(args.json).write_text(text, encoding="utf-8")
+        jsonio.emit(args.json, json.loads(cmp.json_path.read_text(encoding="utf-8")))
     return 0

@@ -6,7 +6,8 @@
     hushmon noise report DIR
 
 Every command keeps its raw data in --out DIR and writes DIR/report.html; the
-verdict goes to stdout and, with --json FILE|-, as JSON.
+verdict goes to stdout and, with --json FILE|-, as JSON (with --json -, stdout
+holds the JSON alone and the verdict goes to stderr).
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ import argparse
 import math
 import os
 import signal
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from hushmon import jsonio
 from hushmon.errors import HushmonError
@@ -155,13 +155,17 @@ def cmd_detect(args: argparse.Namespace) -> int:
     v = study["verdict"]
     if not args.no_report:
         write_detect_report(out, study, out / REPORT_FILE)
-    _print_verdict(v)
-    print(f"results: {out}" + ("" if args.no_report else f"  report: {out / REPORT_FILE}"))
+    human = jsonio.human_stream(args.json)
+    _print_verdict(v, human)
+    print(
+        f"results: {out}" + ("" if args.no_report else f"  report: {out / REPORT_FILE}"),
+        file=human,
+    )
     jsonio.emit(args.json, {k: v[k] for k in v if k != "looks"})
     return 0
 
 
-def _print_verdict(v: dict[str, Any]) -> None:
+def _print_verdict(v: dict[str, Any], human: TextIO) -> None:
     what = f"level {v['level']:g} %" if v.get("level") is not None else f"'{v['noise_cmd']}'"
     word = "DETECTED" if v["detected"] else "not detected"
     p = v["p_value"]
@@ -170,7 +174,7 @@ def _print_verdict(v: dict[str, Any]) -> None:
         f"noise {what}: {word} (p = {p_text}, alpha {v['alpha']:g}; "
         f"{v['runs']['clean']} clean + {v['runs']['noisy']} noisy runs), "
         f"effect {v['effect']:.4g} % of time, {v['wall_seconds']:.1f} s",
-        file=sys.stdout,
+        file=human,
     )
 
 
@@ -188,12 +192,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     )  # fmt: skip
     if not args.no_report:
         write_sweep_report(out, result, out / REPORT_FILE)
+    human = jsonio.human_stream(args.json)
     for item in result["levels"]:
-        _print_verdict(item["verdict"])
+        _print_verdict(item["verdict"], human)
     fpr = result["aa"]
-    print(f"A/A false-positive rate: {fpr['rate']:.4f} ({fpr['detections']}/{fpr['trials']})")
-    print(f"smallest level detected: {result['smallest_detected']}")
-    print(f"results: {out}")
+    print(
+        f"A/A false-positive rate: {fpr['rate']:.4f} ({fpr['detections']}/{fpr['trials']})",
+        file=human,
+    )
+    print(f"smallest level detected: {result['smallest_detected']}", file=human)
+    print(f"results: {out}", file=human)
     jsonio.emit(args.json, result)
     return 0
 
@@ -211,13 +219,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     )  # fmt: skip
     if not args.no_report:
         write_calibrate_report(out, result, out / REPORT_FILE)
+    human = jsonio.human_stream(args.json)
     for c in result["configs"]:
         mark = "reproducible" if c["reproducible"] else "not reproducible"
         print(f"{c['op']:>12} {c['size']:>6}: CV {c['cv']:.4f}, detour rate "
-              f"{c['detour_rate_per_s']:.1f}/s -> {mark}")  # fmt: skip
+              f"{c['detour_rate_per_s']:.1f}/s -> {mark}", file=human)  # fmt: skip
     best = result["best"]
-    print(f"best: {best['op']} {best['size']}")
-    print(f"results: {out}")
+    print(f"best: {best['op']} {best['size']}", file=human)
+    print(f"results: {out}", file=human)
     jsonio.emit(args.json, result)
     return 0
 
@@ -226,7 +235,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from hushmon.noise.report import rebuild
 
     path = rebuild(Path(args.dir), Path(args.html) if args.html else None)
-    print(f"report: {path}")
+    print(f"report: {path}", file=jsonio.human_stream(args.json))
+    jsonio.emit(args.json, {"dir": args.dir, "report": path})
     return 0
 
 
@@ -283,4 +293,5 @@ def register(subparsers: Any) -> None:
     r = sub.add_parser("report", help="rebuild the report of a results directory")
     r.add_argument("dir")
     r.add_argument("--html", help="where to write it [DIR/report.html]")
+    r.add_argument("--json", metavar="FILE|-", help="where the report went, as JSON")
     r.set_defaults(func=cmd_report)

@@ -1,8 +1,9 @@
 """``hushmon run [options] -- COMMAND ...``: monitor a job and explain it.
 
-Our own messages go to stderr, so the command's stdout stays the command's;
-the exit code is the command's (127/126 if it could not start, 128+N if a
-signal killed it).
+Our own messages go to stderr, so the command's stdout stays the command's
+(with --json -, stdout holds the JSON alone and the command's stdout goes to
+stderr too); the exit code is the command's (127/126 if it could not start,
+128+N if a signal killed it).
 """
 
 from __future__ import annotations
@@ -48,7 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--agent", metavar="PATH", type=Path, help="hushmon-agent to start in embedded mode"
     )
     parser.add_argument(
-        "--json", metavar="FILE|-", help="write what happened (paths, findings) as JSON"
+        "--json",
+        metavar="FILE|-",
+        help="write what happened (paths, findings) as JSON; with '-' the command's own "
+        "stdout goes to stderr, so that stdout holds the JSON alone",
     )
     parser.add_argument(
         "--demo",
@@ -107,6 +111,7 @@ def run_command(args: argparse.Namespace) -> int:
             period_ms=args.period,
             digest=not args.no_digest,
             agent_path=args.agent,
+            job_stdout_to_stderr=jsonio.to_stdout(args.json),
         )
     )
     print_outcome(outcome)

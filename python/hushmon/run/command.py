@@ -20,6 +20,7 @@ from hushmon.errors import HushmonError
 # passes the signal to its ranks) before the group is killed.
 GRACE_S = 10.0
 FORWARDED = (signal.SIGINT, signal.SIGTERM)
+STDERR_FD = 2
 
 
 @dataclass
@@ -74,12 +75,15 @@ def kill_session(sid: int) -> None:
 
 
 def run_in_group(
-    command: Sequence[str], on_signal: Callable[[int], None] | None = None
+    command: Sequence[str],
+    on_signal: Callable[[int], None] | None = None,
+    stdout_to_stderr: bool = False,
 ) -> CommandResult:
     """Runs ``command`` in a new session (its own process group, no terminal
     signals); SIGINT/SIGTERM sent to us are passed to its process group, a
     second one (or GRACE_S without an exit) kills the whole session.
-    Returns its exit code."""
+    ``stdout_to_stderr``: the command writes its stdout to our stderr (ours
+    is taken, e.g. by ``--json -``). Returns its exit code."""
     if not command:
         raise HushmonError("no command given (hushmon run [options] -- COMMAND ...)")
     received: list[int] = []
@@ -87,7 +91,9 @@ def run_in_group(
 
     started_ns = time.time_ns()
     try:
-        proc = subprocess.Popen(list(command), start_new_session=True)
+        proc = subprocess.Popen(
+            list(command), start_new_session=True, stdout=STDERR_FD if stdout_to_stderr else None
+        )
     except OSError as exc:
         # The shell's codes: 127 not found, 126 found but not runnable.
         code = 127 if isinstance(exc, FileNotFoundError) else 126

@@ -60,7 +60,13 @@ def run_demo(data: DataDir, period_ms: int | None = None, json_target: str | Non
         _say(f"[{index}/{len(DEMO_JOBS)}] {job.name} ({job.why})")
         _say(f"job {job_id}: {' '.join(command)}")
         outcome = run_monitored(
-            RunOptions(command=command, data=data, job=job_id, period_ms=period_ms)
+            RunOptions(
+                command=command,
+                data=data,
+                job=job_id,
+                period_ms=period_ms,
+                job_stdout_to_stderr=jsonio.to_stdout(json_target),
+            )
         )
         print_outcome(outcome)
         outcomes.append((job, outcome))

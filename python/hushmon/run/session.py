@@ -66,6 +66,7 @@ class RunOptions:
     period_ms: int | None = None  # None: the running agent's, or DEFAULT_PERIOD_MS
     digest: bool = True
     agent_path: Path | None = None  # None: build/bin/hushmon-agent
+    job_stdout_to_stderr: bool = False  # our stdout is taken (--json -): the job's goes to stderr
 
 
 @dataclass
@@ -270,7 +271,7 @@ def run_monitored(options: RunOptions, warn: Warn = warn_stderr) -> RunOutcome:
             name = signal.Signals(signum).name
             note(f"{name}: stopping the job, keeping the data gathered so far")
 
-        result = run_in_group(options.command, on_signal)
+        result = run_in_group(options.command, on_signal, options.job_stdout_to_stderr)
         if result.error:
             note(f"cannot run the command: {result.error}")
         monitor.job_end(job)

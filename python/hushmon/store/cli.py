@@ -26,7 +26,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--export", metavar="JOB", help="export a job's samples, do not ingest")
     p.add_argument("--format", choices=EXPORT_FORMATS, default="parquet", help="export format")
     p.add_argument("--out", type=Path, help="export file (default <data>/reports/JOB/samples.FMT)")
-    p.add_argument("--json", metavar="FILE", help="write the ingest report as JSON ('-' = stdout)")
+    p.add_argument(
+        "--json",
+        metavar="FILE|-",
+        help="write the ingest report, the job list or the export's summary as JSON ('-' = stdout)",
+    )
     p.set_defaults(func=run)
 
 
@@ -37,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from hushmon.store.schema import open_store_readonly
 
     dd, db = from_args(args)
+    human = jsonio.human_stream(args.json)
     if args.list:
         con = open_store_readonly(db)
         try:
@@ -44,21 +49,25 @@ def run(args: argparse.Namespace) -> int:
         finally:
             con.close()
         for j in jobs:
-            print(f"{j.job}\t{len(j.hosts)} node(s)\t{j.duration_s:.0f} s\t{','.join(j.hosts[:8])}")
+            hosts = ",".join(j.hosts[:8])
+            print(f"{j.job}\t{len(j.hosts)} node(s)\t{j.duration_s:.0f} s\t{hosts}", file=human)
         if args.json:
             jsonio.emit(args.json, {"jobs": [j.__dict__ for j in jobs]})
         return 0
     if args.export:
         out = args.out or dd.reports(args.export) / f"samples.{args.format}"
         rows = export_job(db, args.export, out, args.format)
-        print(f"exported {rows:,} samples of job {args.export} to {out}")
+        print(f"exported {rows:,} samples of job {args.export} to {out}", file=human)
+        if args.json:
+            summary = {"job": args.export, "format": args.format, "path": out, "samples": rows}
+            jsonio.emit(args.json, summary)
         return 0
     spool = args.spool or dd.spool
     if not spool.is_dir():
         raise HushmonError(f"spool folder {spool} does not exist")
     report = ingest_spool(db, spool)
     for line in report.summary_lines():
-        print(line)
+        print(line, file=human)
     if args.json:
         jsonio.emit(args.json, report.to_json())
     return 0
