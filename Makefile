@@ -1,16 +1,30 @@
 # hushmon build: C programs into build/, the Python CLI into .venv/.
 #   make        build everything (installs missing Debian packages as root)
-#   make test   every test: C unit tests, sanitizer build, MPI and Python tests, lint
+#   make test   every test: C unit tests, sanitizer build, MPI and Python tests, lint,
+#               and the MPI tests again against MPICH (make test-mpich)
 #   make demo   run the main job on this machine and print where its report is
 
 VENV    := .venv
 BUILD   := build
 ASAN    := build-asan
+MPICH   := build-mpich
 PY      := $(VENV)/bin/python
 JOBS    ?= $(shell nproc)
 GEN     := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+# MPICH beside Open MPI (Debian's mpich package): its compiler wrapper and
+# launcher; CMake's FindMPI takes the MPI of the wrapper it is given.
+MPICH_CC  ?= mpicc.mpich
+MPICH_RUN ?= mpiexec.mpich
 
-.PHONY: all deps venv c asan test test-c test-asan test-py lint demo clean
+# Warnings are errors (HUSHMON_WERROR) in every tree the test targets build.
+# A plain `make` leaves build/ as it was configured, warnings only in a fresh
+# one, so a newer compiler or another MPI cannot stop a user's build;
+# `make WERROR=ON` (or OFF) sets it.
+WERROR  ?=
+test test-c test-asan test-py test-mpich: WERROR := ON
+CMAKE_WERROR = $(if $(WERROR),-DHUSHMON_WERROR=$(WERROR))
+
+.PHONY: all deps venv c asan test test-c test-asan test-py test-mpich lint demo clean
 
 all: deps venv c
 
@@ -26,18 +40,19 @@ $(VENV)/.installed: pyproject.toml
 	@touch $@
 
 $(BUILD)/CMakeCache.txt: CMakeLists.txt
-	cmake -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_WERROR)
 
 c: $(BUILD)/CMakeCache.txt
+	$(if $(WERROR),cmake -S . -B $(BUILD) $(CMAKE_WERROR) >/dev/null)
 	cmake --build $(BUILD) -j $(JOBS)
 
 # A second build with AddressSanitizer and UBSan, for the daemon that runs
 # beside users' jobs (and its unit tests).
 asan: deps
-	cmake -S . -B $(ASAN) $(GEN) -DCMAKE_BUILD_TYPE=Debug -DHUSHMON_SANITIZE=ON
+	cmake -S . -B $(ASAN) $(GEN) -DCMAKE_BUILD_TYPE=Debug -DHUSHMON_SANITIZE=ON $(CMAKE_WERROR)
 	cmake --build $(ASAN) -j $(JOBS) --target hm_sanitized_tests
 
-test: all test-c test-asan lint test-py
+test: all test-c test-asan lint test-py test-mpich
 
 test-c: c
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -53,8 +68,16 @@ lint: venv
 test-py: all
 	$(VENV)/bin/pytest -q
 
+# The C programs built against MPICH in their own tree, and the MPI
+# integration tests (tests/mpi) run with them under MPICH's hydra launcher.
+test-mpich: deps venv
+	cmake -S . -B $(MPICH) $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DMPI_C_COMPILER=$(MPICH_CC) $(CMAKE_WERROR)
+	cmake --build $(MPICH) -j $(JOBS)
+	HUSHMON_BIN=$(CURDIR)/$(MPICH)/bin HUSHMON_MPIRUN=$(MPICH_RUN) $(VENV)/bin/pytest -q tests/mpi
+
 demo: all
 	$(VENV)/bin/hushmon run --demo
 
 clean:
-	rm -rf $(BUILD) $(ASAN)
+	rm -rf $(BUILD) $(ASAN) $(MPICH)

@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   openmpi-bin libopenmpi-dev          # MPI programs and mpirun
+  mpich libmpich-dev                  # MPICH beside it (make test-mpich; mpirun stays Open MPI's)
   nats-server libnats-dev             # online transport (cluster mode)
   linux-perf                          # perf stat, for checks of the PMU
   prometheus-node-exporter collectd-core  # agents compared in bench/
