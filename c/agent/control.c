@@ -7,8 +7,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "hm_timer.h"
 #include "log.h"
 
 int hm_control_open(hm_control *c, const char *path, hm_error *err)
@@ -167,5 +169,116 @@ void hm_control_serve(hm_control *c, const struct pollfd *fds, size_t n,
         for (int k = 0; k < HM_CONTROL_CLIENTS; k++)
             if (c->client[k].fd == fds[i].fd)
                 serve_client(&c->client[k], handler, arg);
+    }
+}
+
+/* Milliseconds left before deadline_ns, at least 0. */
+static int ms_left(int64_t deadline_ns)
+{
+    int64_t left = deadline_ns - hm_monotonic_ns();
+    return left > 0 ? (int)((left + 999999) / 1000000) : 0;
+}
+
+/* Waits until fd is ready for events or the deadline passes. */
+static int wait_ready(int fd, short events, int64_t deadline_ns, int timeout_ms, const char *path,
+                      const char *doing, hm_error *err)
+{
+    for (;;) {
+        int ms = ms_left(deadline_ns);
+        if (ms == 0)
+            return hm_error_set(err, "no answer from %s within %d ms (%s)", path, timeout_ms, doing);
+        struct pollfd p = {.fd = fd, .events = events};
+        int n = poll(&p, 1, ms);
+        if (n < 0 && errno != EINTR)
+            return hm_error_errno(err, "poll on %s", path);
+        if (n > 0)
+            return 0;
+    }
+}
+
+int hm_control_send(const char *path, const char *request, int timeout_ms, char *reply,
+                    size_t size, hm_error *err)
+{
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    if (path[0] == '\0')
+        return hm_error_set(err, "no control socket configured (control.socket is '')");
+    if (strlen(path) >= sizeof addr.sun_path)
+        return hm_error_set(err, "control socket path %s too long (max %zu)", path,
+                            sizeof addr.sun_path - 1);
+    if (request[0] == '\0' || strchr(request, '\n') != NULL ||
+        strlen(request) >= HM_CONTROL_LINE_MAX - 1)
+        return hm_error_set(err, "not sent to %s: a request is one non-empty line of at most %d "
+                                 "bytes", path, HM_CONTROL_LINE_MAX - 2);
+    strcpy(addr.sun_path, path);
+    int64_t deadline = hm_monotonic_ns() + (int64_t)timeout_ms * 1000000;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return hm_error_errno(err, "socket for %s", path);
+    /* A full listen backlog (an agent busy sampling) answers EAGAIN on a
+     * Unix socket: try again until the deadline. */
+    while (connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN) {
+            hm_error_errno(err, "connecting to %s", path);
+            close(fd);
+            return -1;
+        }
+        if (ms_left(deadline) == 0) {
+            close(fd);
+            return hm_error_set(err, "no answer from %s within %d ms (listen queue full)", path,
+                                timeout_ms);
+        }
+        struct timespec pause = {0, 5000000};
+        while (nanosleep(&pause, &pause) < 0 && errno == EINTR) {
+        }
+    }
+    char line[HM_CONTROL_LINE_MAX];
+    size_t len = (size_t)snprintf(line, sizeof line, "%s\n", request);
+    for (size_t sent = 0; sent < len;) {
+        ssize_t n = send(fd, line + sent, len - sent, MSG_NOSIGNAL);
+        if (n >= 0) {
+            sent += (size_t)n;
+        } else if (errno == EAGAIN) {
+            if (wait_ready(fd, POLLOUT, deadline, timeout_ms, path, "sending", err) < 0) {
+                close(fd);
+                return -1;
+            }
+        } else if (errno != EINTR) {
+            hm_error_errno(err, "sending to %s", path);
+            close(fd);
+            return -1;
+        }
+    }
+    size_t got = 0;
+    for (;;) {
+        if (wait_ready(fd, POLLIN, deadline, timeout_ms, path, "waiting for the answer", err) < 0) {
+            close(fd);
+            return -1;
+        }
+        ssize_t n = recv(fd, line + got, sizeof line - 1 - got, 0);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            continue;
+        if (n < 0) {
+            hm_error_errno(err, "reading from %s", path);
+            close(fd);
+            return -1;
+        }
+        if (n == 0) {
+            close(fd);
+            return hm_error_set(err, "%s closed the connection without answering", path);
+        }
+        got += (size_t)n;
+        char *nl = memchr(line, '\n', got);
+        if (nl != NULL || got == sizeof line - 1) {
+            if (nl != NULL)
+                *nl = '\0';
+            line[got] = '\0';
+            close(fd);
+            snprintf(reply, size, "%s", line);
+            return 0;
+        }
     }
 }

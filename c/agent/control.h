@@ -40,4 +40,13 @@ size_t hm_control_pollfds(const hm_control *c, struct pollfd *fds);
 void hm_control_serve(hm_control *c, const struct pollfd *fds, size_t n,
                       hm_control_handler handler, void *arg);
 
+/* The client side, for `hushmon-agent --send` (job prolog/epilog): sends
+ * one request line to the agent listening on path and reads its one-line
+ * answer into reply (newline removed). The whole exchange takes at most
+ * timeout_ms, so a hung or absent agent cannot hold up a job's start.
+ * Returns 0 when an answer came, -1 with the reason when none did (no
+ * socket, nobody listening, timeout, connection closed early). */
+int hm_control_send(const char *path, const char *request, int timeout_ms, char *reply,
+                    size_t size, hm_error *err);
+
 #endif

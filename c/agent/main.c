@@ -31,6 +31,11 @@ static void usage(FILE *out)
             "                                 as in the daemon); default 0\n"
             "  --daemon                       detach and log to syslog (systemd: run in foreground)\n"
             "  --pidfile FILE                 write the process id here\n"
+            "  --send REQUEST                 send one control request to the agent on the\n"
+            "                                 control socket (--socket, or the config's) and\n"
+            "                                 print its answer; exit 0 on ok, 1 on error, 2 if\n"
+            "                                 no agent answers (e.g. --send 'job begin 42')\n"
+            "  --send-timeout-ms N            give up on the agent after N ms (default 3000)\n"
             "  --help\n"
             "\n"
             "Options (flag, then [TOML key]):\n");
@@ -59,13 +64,48 @@ static int write_pidfile(const char *path, hm_error *err)
     return 0;
 }
 
+/* --send: the socket comes from the same config as the daemon's (defaults,
+ * file, flags). Exit 0 on "ok ...", 1 on "error ...", 2 when no agent
+ * answered or the config is unusable; one line on stderr for 1 and 2. */
+static int send_request(const char *config_path, const hm_config_override *overrides,
+                        size_t n_overrides, const char *request, int timeout_ms)
+{
+    hm_agent_config cfg;
+    hm_error err;
+    if (request[0] == '\0' || strpbrk(request, "\r\n") != NULL) {
+        fprintf(stderr, "hushmon-agent: --send: a request is one non-empty line\n");
+        return 2;
+    }
+    if (hm_config_build(&cfg, config_path, overrides, n_overrides, &err) < 0) {
+        hm_error_print("hushmon-agent", &err);
+        return 2;
+    }
+    char reply[HM_CONTROL_LINE_MAX];
+    if (hm_control_send(cfg.socket_path, request, timeout_ms, reply, sizeof reply, &err) < 0) {
+        fprintf(stderr, "hushmon-agent: no agent answered: %s\n", err.msg); /* names the socket */
+        return 2;
+    }
+    if (strncmp(reply, "ok", 2) == 0 && (reply[2] == '\0' || reply[2] == ' ')) {
+        printf("%s\n", reply);
+        return fflush(stdout) == 0 ? 0 : 1;
+    }
+    if (strncmp(reply, "error", 5) == 0 && (reply[5] == '\0' || reply[5] == ' ')) {
+        fprintf(stderr, "hushmon-agent: agent on %s: %s\n", cfg.socket_path,
+                reply[5] ? reply + 6 : "error");
+        return 1;
+    }
+    fprintf(stderr, "hushmon-agent: no agent answered: %s said '%.200s', not ok or error\n",
+            cfg.socket_path, reply);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     hm_config_override overrides[MAX_OVERRIDES];
     size_t n_overrides = 0;
-    const char *config_path = NULL, *pidfile = NULL;
+    const char *config_path = NULL, *pidfile = NULL, *send = NULL;
     bool once = false, daemonize = false, sink_given = false;
-    int64_t once_interval_ms = 250, cost_cycles = 0, cost_gap_ms = 0;
+    int64_t once_interval_ms = 250, cost_cycles = 0, cost_gap_ms = 0, send_timeout_ms = 3000;
     hm_error err;
     for (int i = 1; i < argc; i++) {
         char *arg = argv[i];
@@ -93,7 +133,8 @@ int main(int argc, char **argv)
         }
         bool known = strcmp(flag, "--config") == 0 || strcmp(flag, "--pidfile") == 0 ||
                      strcmp(flag, "--once-interval-ms") == 0 || strcmp(flag, "--measure-cost") == 0 ||
-                     strcmp(flag, "--measure-cost-gap-ms") == 0 ||
+                     strcmp(flag, "--measure-cost-gap-ms") == 0 || strcmp(flag, "--send") == 0 ||
+                     strcmp(flag, "--send-timeout-ms") == 0 ||
                      hm_config_key_for_flag(flag) != NULL;
         if (!known) {
             fprintf(stderr, "hushmon-agent: unknown option '%s' (see --help)\n", arg);
@@ -110,6 +151,13 @@ int main(int argc, char **argv)
             config_path = value;
         } else if (strcmp(flag, "--pidfile") == 0) {
             pidfile = value;
+        } else if (strcmp(flag, "--send") == 0) {
+            send = value;
+        } else if (strcmp(flag, "--send-timeout-ms") == 0) {
+            if (hm_parse_int64(value, 1, 600000, 0, &send_timeout_ms, &err) < 0) {
+                fprintf(stderr, "hushmon-agent: --send-timeout-ms: %s\n", err.msg);
+                return 2;
+            }
         } else if (strcmp(flag, "--measure-cost") == 0) {
             if (hm_parse_int64(value, 1, 10000000, 0, &cost_cycles, &err) < 0) {
                 fprintf(stderr, "hushmon-agent: --measure-cost: %s\n", err.msg);
@@ -134,6 +182,14 @@ int main(int argc, char **argv)
             sink_given |= strcmp(key, "sink.type") == 0;
             overrides[n_overrides++] = (hm_config_override){.key = key, .value = value};
         }
+    }
+    if (send != NULL) {
+        if (once || daemonize || cost_cycles > 0 || pidfile != NULL) {
+            fprintf(stderr, "hushmon-agent: --send talks to a running agent: it does not go with "
+                            "--once, --daemon, --measure-cost or --pidfile\n");
+            return 2;
+        }
+        return send_request(config_path, overrides, n_overrides, send, (int)send_timeout_ms);
     }
     if ((once || cost_cycles > 0) && !sink_given && n_overrides < MAX_OVERRIDES)
         overrides[n_overrides++] = (hm_config_override){.key = "sink.type", .value = "stdout"};

@@ -6,13 +6,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent.h"
 #include "config.h"
 #include "counter.h"
 #include "entity.h"
+#include "hm_timer.h"
 #include "hm_test.h"
 #include "jobs.h"
 #include "lp.h"
@@ -290,6 +294,75 @@ static void test_spool(hm_test_counts *c)
     CHECK(c, system(cmd) == 0);
 }
 
+/* A one-connection server in a child process: answers the first request
+ * line with `answer` (NULL: closes without answering). */
+static pid_t serve_once(const char *path, const char *answer)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) < 0 || listen(fd, 1) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        int cl = accept(fd, NULL, NULL);
+        char buf[256];
+        ssize_t n = cl >= 0 ? read(cl, buf, sizeof buf) : -1;
+        if (n > 0 && answer != NULL && write(cl, answer, strlen(answer)) < 0)
+            _exit(1);
+        _exit(0);
+    }
+    close(fd);
+    return pid;
+}
+
+static void test_control_client(hm_test_counts *c)
+{
+    char dir[] = "/tmp/hm_control_client_XXXXXX";
+    CHECK(c, mkdtemp(dir) != NULL);
+    char path[100], reply[HM_CONTROL_LINE_MAX];
+    hm_error err;
+    /* No socket file: fails at once, naming it. */
+    snprintf(path, sizeof path, "%s/none.sock", dir);
+    CHECK(c, hm_control_send(path, "status", 3000, reply, sizeof reply, &err) == -1);
+    CHECK(c, strstr(err.msg, "connecting to ") && strstr(err.msg, "none.sock: No such file"));
+    /* An answer: one line, newline removed. */
+    snprintf(path, sizeof path, "%s/ok.sock", dir);
+    pid_t pid = serve_once(path, "ok job 42 begins\n");
+    CHECK(c, pid > 0);
+    CHECK(c, hm_control_send(path, "job begin 42", 3000, reply, sizeof reply, &err) == 0);
+    CHECK(c, strcmp(reply, "ok job 42 begins") == 0);
+    int status;
+    CHECK(c, waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* A listener that never answers: gives up at the timeout, not later. */
+    snprintf(path, sizeof path, "%s/silent.sock", dir);
+    int silent = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path);
+    CHECK(c, bind(silent, (struct sockaddr *)&addr, sizeof addr) == 0 && listen(silent, 1) == 0);
+    int64_t t0 = hm_monotonic_ns();
+    CHECK(c, hm_control_send(path, "status", 200, reply, sizeof reply, &err) == -1);
+    double waited_ms = (double)(hm_monotonic_ns() - t0) / 1e6;
+    CHECK(c, waited_ms >= 190 && waited_ms < 1500);
+    CHECK(c, strstr(err.msg, "silent.sock within 200 ms") != NULL);
+    close(silent);
+    /* Closed without an answer. */
+    snprintf(path, sizeof path, "%s/rude.sock", dir);
+    pid = serve_once(path, NULL);
+    CHECK(c, pid > 0);
+    CHECK(c, hm_control_send(path, "status", 3000, reply, sizeof reply, &err) == -1);
+    CHECK(c, strstr(err.msg, "closed the connection without answering") != NULL);
+    CHECK(c, waitpid(pid, &status, 0) == pid);
+    /* Not one line: refused before anything is sent. */
+    CHECK(c, hm_control_send(path, "status\nflush", 3000, reply, sizeof reply, &err) == -1);
+    CHECK(c, strstr(err.msg, "one non-empty line") != NULL);
+    CHECK(c, hm_control_send("", "status", 3000, reply, sizeof reply, &err) == -1);
+    CHECK(c, strstr(err.msg, "no control socket configured") != NULL);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(c, system(cmd) == 0);
+}
+
 int main(void)
 {
     hm_test_counts c = {0, 0};
@@ -300,5 +373,6 @@ int main(void)
     test_config(&c);
     test_jobs_and_alignment(&c);
     test_spool(&c);
+    test_control_client(&c);
     return hm_test_finish("test_agent_core", &c);
 }
