@@ -1,0 +1,62 @@
+#!/bin/sh
+# Tells this node's hushmon-agent that a Slurm job begins or ends, so the
+# node's samples are joined to the job:   hushmon-job.sh begin|end
+# (called by prolog.sh and epilog.sh; see README.md).
+#
+# It always exits 0. slurmd drains a node whose prolog fails, and a job
+# that runs unmonitored is better than a node taken out of service: when
+# the agent is down, missing or refuses, the reason is logged to syslog
+# (tag hushmon-slurm) and to stderr, and the job goes on.
+
+# slurmd runs prologs without a search path; the usual places come after
+# any PATH it was given.
+PATH="${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+export PATH
+
+event=${1:-}
+job=${SLURM_JOB_ID:-}
+node=${SLURMD_NODENAME:-$(uname -n)}
+
+log() {
+    msg="hushmon: job ${job:-?} $event on $node: $*"
+    printf '%s\n' "$msg" >&2
+    if command -v logger >/dev/null 2>&1; then
+        logger -t hushmon-slurm -p daemon.warning -- "$msg" 2>/dev/null || :
+    fi
+}
+
+case $event in
+begin | end) ;;
+*)
+    log "usage: hushmon-job.sh begin|end (got '$event'); nothing sent"
+    exit 0
+    ;;
+esac
+if [ -z "$job" ]; then
+    log "SLURM_JOB_ID is not set; nothing sent"
+    exit 0
+fi
+
+agent=${HUSHMON_AGENT:-$(command -v hushmon-agent 2>/dev/null || :)}
+if [ -z "$agent" ] || [ ! -x "$agent" ]; then
+    log "hushmon-agent not found (HUSHMON_AGENT='${HUSHMON_AGENT:-}', PATH=$PATH); the job runs unmonitored"
+    exit 0
+fi
+
+# Where the agent listens: $HUSHMON_AGENT_SOCKET, else control.socket from
+# the agent's config file, else the agent's default (/run/hushmon/agent.sock).
+config=${HUSHMON_AGENT_CONFIG:-/etc/hushmon/agent.toml}
+if [ -n "${HUSHMON_AGENT_SOCKET:-}" ]; then
+    set -- --socket "$HUSHMON_AGENT_SOCKET"
+elif [ -r "$config" ]; then
+    set -- --config "$config"
+else
+    set --
+fi
+
+# --send gives up after the timeout, so a hung agent cannot hold the job.
+if ! answer=$("$agent" "$@" --send-timeout-ms "${HUSHMON_AGENT_TIMEOUT_MS:-3000}" \
+    --send "job $event $job" 2>&1); then
+    log "$answer; the job runs unmonitored"
+fi
+exit 0

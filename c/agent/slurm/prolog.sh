@@ -1,0 +1,16 @@
+#!/bin/sh
+# Slurm Prolog (slurm.conf Prolog=): job $SLURM_JOB_ID begins on this node.
+# hushmon-job.sh, installed beside this file, does the work; exits 0 always
+# (a failing prolog drains the node). See README.md.
+# slurmd gives prologs no search path: no external command before PATH is set.
+PATH="${PATH:+$PATH:}/usr/local/bin:/usr/bin:/bin"
+export PATH
+case $0 in */*) helper="${0%/*}/hushmon-job.sh" ;; *) helper=./hushmon-job.sh ;; esac
+if [ -r "$helper" ]; then
+    /bin/sh "$helper" begin
+else
+    msg="hushmon: $helper missing; job ${SLURM_JOB_ID:-?} runs unmonitored"
+    echo "$msg" >&2
+    logger -t hushmon-slurm -p daemon.warning -- "$msg" 2>/dev/null
+fi
+exit 0
