@@ -47,6 +47,7 @@ static const option_def options[] = {
     {"jobs.cgroup_root", "--cgroup-root", STR(cgroup_root), 0, 0, NULL, "cgroup v2 mount under root (default sys/fs/cgroup)"},
     {"jobs.slurm_dir", "--slurm-dir", STR(slurm_dir), 0, 0, NULL, "Slurm job cgroups under cgroup_root (default system.slice/slurmstepd.scope)"},
     {"jobs.slurm_scan_ms", "--slurm-scan-ms", INT(slurm_scan_ms), 0, 3600000, NULL, "list Slurm's job cgroups this often; 0 = every period (default 5000)"},
+    {"net.link_bits_per_s", "--net-link-bits-per-s", INT(net_link_bits_per_s), 0, INT64_C(1) << 50, NULL, "the network links' real rate in bits/s (shaped or shared links); 0 = unknown (default)"},
     {"scope.cgroup", "--scope-cgroup", STR(scope_cgroup), 0, 0, NULL, "node scope: CPU and memory of this cgroup (path under cgroup_root, or 'self'); '' = host-wide (default)"},
 };
 

@@ -33,6 +33,7 @@ typedef struct hm_agent_config {
     char cgroup_root[PATH_MAX];   /* cgroup v2 mount, relative to root */
     char slurm_dir[PATH_MAX];     /* Slurm's job cgroups, relative to cgroup_root */
     int64_t slurm_scan_ms;        /* how often to list slurm_dir; 0 = every period */
+    int64_t net_link_bits_per_s;  /* the links' real rate, if the site knows it; 0 = unknown */
     char scope_cgroup[PATH_MAX];  /* node scope: "" = host-wide, "self", or a cgroup path */
 } hm_agent_config;
 

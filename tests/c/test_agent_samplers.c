@@ -198,8 +198,11 @@ static void test_node_sources(hm_test_counts *c)
     CHECK_NEAR(c, field(line, "rx_bytes_per_s"), 100000.0, 1e-6);
     CHECK_NEAR(c, field(line, "tx_packets_per_s"), 20.0, 1e-9);
     CHECK_NEAR(c, field(line, "tx_errors_per_s"), 1.0, 1e-9);
+    CHECK_NEAR(c, field(line, "speed_bits_per_s"), 25e9, 0.5); /* sys/class/net/eth0/speed */
+    CHECK(c, isnan(field(line, "capacity_bits_per_s"))); /* not configured: absent */
     CHECK(c, find_line(b, "net,host=n1,iface=eth1", line, sizeof line));
     CHECK_NEAR(c, field(line, "rx_bytes_per_s"), 500.0, 1e-9); /* wrapped at 2^32 */
+    CHECK(c, isnan(field(line, "speed_bits_per_s"))); /* the driver reports none */
 
     CHECK(c, find_line(b, "ib,host=n1,device=mlx5_0,port=1", line, sizeof line));
     CHECK_NEAR(c, field(line, "rx_bytes_per_s"), 1000000.0, 1e-6); /* 4-byte words */

@@ -102,6 +102,27 @@ def test_once_on_fixture_tree(bin_dir: Path) -> None:
     assert ib.fields["rx_bytes_per_s"] == 0
 
 
+def test_configured_link_capacity_beside_the_reported_speed(bin_dir: Path) -> None:
+    """A shaped link reports a speed it does not have: the configured rate
+    goes out beside it, on every interface but loopback."""
+    proc = run_agent(
+        bin_dir,
+        "--once",
+        "--root",
+        str(FIXTURES / "t0"),
+        "--sources",
+        "net",
+        "--net-link-bits-per-s",
+        "200000000",
+    )
+    assert proc.returncode == 0, proc.stderr
+    net = {x.tags["iface"]: x.fields for x in parse_lines(proc.stdout) if x.m == "net"}
+    assert net["eth0"]["speed_bits_per_s"] == 25e9
+    assert net["eth0"]["capacity_bits_per_s"] == 2e8
+    assert "speed_bits_per_s" not in net["eth1"]
+    assert "capacity_bits_per_s" not in net["lo"]
+
+
 PROFILE_DIR = Path(__file__).resolve().parents[2] / "c" / "agent" / "pmu" / "profiles"
 PROFILES = sorted(p.stem for p in PROFILE_DIR.glob("*.toml"))
 

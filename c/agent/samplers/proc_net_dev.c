@@ -1,6 +1,12 @@
-/* net: traffic per network interface from /proc/net/dev, as rates. */
+/* net: traffic per network interface from /proc/net/dev, as rates, and
+ * each interface's capacity: what the driver reports
+ * (/sys/class/net/<iface>/speed) and, when configured, the rate the link
+ * really has (a shaped, shared or virtual link reports a speed it does not
+ * have: a veth says 10 Gbit/s whatever tc allows). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "counter.h"
 #include "entity.h"
@@ -21,8 +27,13 @@ static const net_column columns[] = {
 };
 
 #define NCOLUMNS (sizeof columns / sizeof columns[0])
+/* The slot of hm_entity.prev after the counters that holds the reported speed. */
+#define SPEED_SLOT NCOLUMNS
+_Static_assert(SPEED_SLOT < HM_ENTITY_COUNTERS, "no room for the speed in hm_entity.prev");
 
 typedef struct net_dev_state {
+    const char *root;
+    double capacity_bits_per_s; /* configured; 0 = not known */
     hm_procfile file;
     hm_entity_table dev;
     int64_t stamp;
@@ -44,6 +55,8 @@ static int net_dev_open(void **state, const hm_sampler_env *env, hm_error *err)
     net_dev_state *s = calloc(1, sizeof *s);
     if (s == NULL)
         return hm_error_set(err, "out of memory");
+    s->root = env->cfg->root;
+    s->capacity_bits_per_s = (double)env->cfg->net_link_bits_per_s;
     if (hm_procfile_open(&s->file, env->cfg->root, "proc/net/dev", err) < 0) {
         free(s);
         return -1;
@@ -57,6 +70,25 @@ static int net_dev_open(void **state, const hm_sampler_env *env, hm_error *err)
     }
     *state = s;
     return 0;
+}
+
+/* The speed the driver reports, in bits/s; 0 when it reports none (lo,
+ * a link that is down, a driver without it). Read once per interface:
+ * it changes only when the link renegotiates. */
+static uint64_t reported_speed_bits(const char *root, const char *iface)
+{
+    char rel[HM_ENTITY_NAME_MAX + 32], path[PATH_MAX];
+    hm_error ignored;
+    snprintf(rel, sizeof rel, "sys/class/net/%s/speed", iface);
+    if (hm_path_join(path, sizeof path, root, rel, &ignored) < 0)
+        return 0;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    long long mbit = 0;
+    int got = fscanf(f, "%lld", &mbit);
+    fclose(f);
+    return got == 1 && mbit > 0 ? (uint64_t)mbit * 1000000u : 0;
 }
 
 static int net_dev_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_error *err)
@@ -91,6 +123,8 @@ static int net_dev_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_
                              s->file.path);
             continue;
         }
+        if (created)
+            d->prev[SPEED_SLOT] = reported_speed_bits(s->root, d->name);
         double dt = hm_dt_s(d->prev_mono_ns, ctx->mono_ns);
         double rate[NCOLUMNS];
         for (size_t k = 0; k < NCOLUMNS; k++) {
@@ -108,6 +142,10 @@ static int net_dev_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_
         hm_lp_tag(out, "iface", d->name);
         for (size_t k = 0; k < NCOLUMNS; k++)
             hm_lp_field_f64(out, columns[k].field, rate[k]);
+        if (d->prev[SPEED_SLOT] > 0)
+            hm_lp_field_f64(out, "speed_bits_per_s", (double)d->prev[SPEED_SLOT]);
+        if (s->capacity_bits_per_s > 0 && strcmp(d->name, "lo") != 0)
+            hm_lp_field_f64(out, "capacity_bits_per_s", s->capacity_bits_per_s);
         hm_lp_end(out);
     } while (hm_scan_next_line(&c));
     return 0;
@@ -118,7 +156,8 @@ const hm_sampler_ops hm_sampler_proc_net_dev = {
     .reads = "/proc/net/dev",
     .measurement = "net (tag iface)",
     .fields = "rx_bytes_per_s tx_bytes_per_s rx_packets_per_s tx_packets_per_s rx_errors_per_s "
-              "tx_errors_per_s rx_drops_per_s tx_drops_per_s",
+              "tx_errors_per_s rx_drops_per_s tx_drops_per_s speed_bits_per_s (reported by the "
+              "driver) capacity_bits_per_s (net.link_bits_per_s, when set)",
     .default_on = true,
     .node_local = true,
     .open = net_dev_open,
