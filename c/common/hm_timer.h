@@ -3,7 +3,11 @@
  *
  * Clocks that are system-wide on a node (CLOCK_MONOTONIC, _RAW, gettimeofday,
  * an invariant TSC) give the same reading in every process of the node, so
- * clock synchronization can skip ping-pongs between ranks that share one. */
+ * clock synchronization can skip ping-pongs between ranks that share one.
+ * For the TSC that holds only when the processes convert ticks with the same
+ * calibration (hm_timer_init_tsc_shared): the counter is one per node, but a
+ * frequency calibrated by each process on its own differs in the sixth digit,
+ * which over the ~10^13 ticks since boot is milliseconds. */
 #ifndef HM_TIMER_H
 #define HM_TIMER_H
 
@@ -26,6 +30,7 @@ typedef struct hm_timer {
     bool system_wide;          /* same reading in every process on the node */
     double resolution_ns;      /* smallest step observed or reported */
     double tsc_ticks_per_ns;   /* TSC only: calibrated frequency */
+    uint64_t tsc_origin;       /* TSC only: the tick read as 0 ns */
     double (*external_now_s)(void);  /* EXTERNAL only */
 } hm_timer;
 
@@ -37,6 +42,12 @@ extern const char *const hm_timer_names[];
  * calibrates its frequency against CLOCK_MONOTONIC_RAW (about 50 ms).
  * Returns 0, or -1 with err set (unknown name, no invariant TSC). */
 int hm_timer_init(hm_timer *t, const char *name, hm_error *err);
+
+/* A TSC timer that converts ticks with a calibration made elsewhere (the
+ * node leader's, shared by hm_mpi_timer_init), so every process using the
+ * same ticks_per_ns and origin reads the same nanoseconds from the node's one
+ * counter. Checks for an invariant TSC; returns 0, or -1 with err set. */
+int hm_timer_init_tsc_shared(hm_timer *t, double ticks_per_ns, uint64_t origin, hm_error *err);
 
 /* An EXTERNAL timer around a function returning seconds (MPI_Wtime). */
 void hm_timer_init_external(hm_timer *t, const char *name, double (*now_s)(void),
