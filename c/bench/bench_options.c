@@ -14,7 +14,7 @@ enum {
     OPT_SYNC = 256, OPT_SYNC_ROUNDS, OPT_SYNC_PING_SHARED, OPT_BCAST_PROBES, OPT_STAGE,
     OPT_WARMUP, OPT_INVALID, OPT_GAMMA, OPT_SHRINK, OPT_RSE, OPT_MIN_VALID, OPT_MAX_TOTAL,
     OPT_MAX_VALID, OPT_TRIM, OPT_CI, OPT_LOOP_ITERS, OPT_BUFFERS, OPT_ROTATE, OPT_JSON,
-    OPT_PER_RANK, OPT_RAW, OPT_SPIN, OPT_SKEW, OPT_LATE_TOL, OPT_QUIET, OPT_LIST, OPT_TIMER, OPT_ROOT, OPT_METHOD, OPT_NPROCS,
+    OPT_PER_RANK, OPT_RAW, OPT_SPIN, OPT_SKEW, OPT_DRIFT_PPM, OPT_CLOCK_SHARE, OPT_LATE_TOL, OPT_QUIET, OPT_LIST, OPT_TIMER, OPT_ROOT, OPT_METHOD, OPT_NPROCS,
 };
 
 static const struct option long_opts[] = {
@@ -30,6 +30,8 @@ static const struct option long_opts[] = {
     {"bcast-probes", required_argument, NULL, OPT_BCAST_PROBES},
     {"spin-us", required_argument, NULL, OPT_SPIN},
     {"simulate-skew-us", required_argument, NULL, OPT_SKEW},
+    {"simulate-drift-ppm", required_argument, NULL, OPT_DRIFT_PPM},
+    {"clock-error-share", required_argument, NULL, OPT_CLOCK_SHARE},
     {"late-tolerance-us", required_argument, NULL, OPT_LATE_TOL},
     {"stage-launches", required_argument, NULL, OPT_STAGE},
     {"warmup-launches", required_argument, NULL, OPT_WARMUP},
@@ -81,7 +83,13 @@ void hm_bench_print_help(FILE *out)
             "  --spin-us US           wait for a launch by spinning its last US microseconds,\n"
             "                         sleeping before (default 200)\n"
             "  --simulate-skew-us US  make rank r's clock read r*US ahead, to check the clock\n"
-            "                         sync on one machine (default 0)\n\n"
+            "                         sync on one machine (default 0)\n"
+            "  --simulate-drift-ppm PPM  make rank r's clock run r*PPM ppm fast, as clocks\n"
+            "                         calibrated by each rank do; the sync is not told, so\n"
+            "                         the clock check must catch it (default 0)\n"
+            "  --clock-error-share X  a synchronized result is not valid when the ranks'\n"
+            "                         clocks disagreed by more than X of its mean time and\n"
+            "                         more than the late tolerance (default 0.1)\n\n"
             "schedule and stop rules (sync method):\n"
             "  --stage-launches K     launches per stage (default 8)\n"
             "  --warmup-launches K'   launches of warm-up stage 0, discarded (default 4)\n"
@@ -129,6 +137,7 @@ static void set_defaults(hm_bench_opts *o)
     o->bcast_probes = 10;
     o->spin_ns = 200000;
     o->late_tolerance_ns = -1;
+    o->clock_error_share = 0.1;
     hm_schedule_params_default(&o->schedule);
     hm_stop_rule_default(&o->stop);
     o->trim = 0.25;
@@ -267,6 +276,10 @@ static int apply(hm_bench_opts *o, int c, const char *arg, hm_error *err)
         o->simulated_skew_ns = (int64_t)(us * 1000.0);
         return 0;
     }
+    case OPT_DRIFT_PPM:
+        return parse_dbl(arg, "--simulate-drift-ppm", -1e4, 1e4, &o->simulated_drift_ppm, err);
+    case OPT_CLOCK_SHARE:
+        return parse_dbl(arg, "--clock-error-share", 0.0, 1e6, &o->clock_error_share, err);
     case OPT_STAGE:
         return parse_int(arg, "--stage-launches", 1, 100000, &sp->launches_per_stage, err);
     case OPT_WARMUP:

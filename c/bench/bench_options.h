@@ -38,6 +38,8 @@ typedef struct hm_bench_opts {
     int sync_rounds;              /* --sync-rounds: d */
     bool sync_ping_shared;        /* --sync-ping-shared */
     int64_t simulated_skew_ns;    /* --simulate-skew-us: rank r's clock r times this ahead */
+    double simulated_drift_ppm;   /* --simulate-drift-ppm: rank r's clock r times this fast */
+    double clock_error_share;     /* --clock-error-share: allowed clock error / mean time */
     int bcast_probes;             /* --bcast-probes: broadcasts behind t_bcast */
     int64_t spin_ns;              /* --spin-us: spin this long before a launch, sleep before */
     int64_t late_tolerance_ns;    /* --late-tolerance-us; -1 = 10 timer steps, >= 100 ns */

@@ -14,9 +14,9 @@ void hm_bench_result_free(hm_bench_result *r)
 
 void hm_bench_table_header(FILE *out)
 {
-    fprintf(out, "%-22s %9s %6s %-12s %5s %5s %5s %11s %11s %11s %11s %11s\n", "op", "size",
-            "procs", "method", "n_t", "n_c", "n_s", "mean_us", "ci95_us", "min_us", "max_us",
-            "global_us");
+    fprintf(out, "%-22s %9s %6s %-12s %5s %5s %5s %11s %11s %11s %11s %11s %-5s\n", "op",
+            "size", "procs", "method", "n_t", "n_c", "n_s", "mean_us", "ci95_us", "min_us",
+            "max_us", "global_us", "clock");
 }
 
 void hm_bench_table_row(FILE *out, const hm_bench_result *r)
@@ -27,9 +27,11 @@ void hm_bench_table_row(FILE *out, const hm_bench_result *r)
             (long long)r->size, r->nprocs, hm_bench_method_names[r->method], r->n_total,
             s->n_valid, s->n_used, s->mean * 1e6, half * 1e6, s->min * 1e6, s->max * 1e6);
     if (r->has_global)
-        fprintf(out, "%11.3f\n", r->global.mean * 1e6);
+        fprintf(out, "%11.3f ", r->global.mean * 1e6);
     else
-        fprintf(out, "%11s\n", "-");
+        fprintf(out, "%11s ", "-");
+    /* BAD: the clocks disagreed by more than this result tolerates. */
+    fprintf(out, "%s\n", !r->clock_judged ? "-" : r->clock_valid ? "ok" : "BAD");
     fflush(out);
 }
 
@@ -95,7 +97,13 @@ static void write_meta(hm_json *j, const hm_bench_opts *o, const hm_bench_meta *
     hm_json_kv_double(j, "clock_offset_residual_max_s", m->residual_max_s);
     hm_json_kv_double(j, "clock_offset_residual_end_max_s", m->residual_end_max_s);
     hm_json_kv_double(j, "clock_drift_max_s", m->drift_max_s);
+    hm_json_kv_double(j, "clock_error_start_s", m->clock_error_start_s);
+    hm_json_kv_double(j, "clock_error_end_s", m->clock_error_end_s);
+    hm_json_kv_double(j, "clock_error_max_s", fmax(m->clock_error_start_s, m->clock_error_end_s));
+    hm_json_kv_double(j, "clock_error_share", m->clock_error_share);
+    hm_json_kv_uint(j, "results_clock_invalid", m->results_clock_invalid);
     hm_json_kv_double(j, "simulated_skew_s", m->simulated_skew_s);
+    hm_json_kv_double(j, "simulated_drift_ppm", o->simulated_drift_ppm);
     if (m->offsets_s != NULL)
         write_double_array(j, "clock_offsets_s", m->offsets_s, (size_t)m->nprocs);
     hm_json_key(j, "hosts");
@@ -164,6 +172,12 @@ static void write_result(hm_json *j, const hm_bench_opts *o, const hm_bench_resu
         hm_json_null(j);
     }
     hm_json_kv_double(j, "delta_final_s", r->delta_final_s);
+    hm_json_key(j, "clock_valid");
+    if (r->clock_judged)
+        hm_json_bool(j, r->clock_valid);
+    else
+        hm_json_null(j);
+    hm_json_kv_double(j, "clock_error_allowed_s", r->clock_judged ? r->clock_allowed_s : NAN);
     if (o->per_rank && r->rank_stats != NULL) {
         hm_json_key(j, "per_rank");
         hm_json_array_begin(j);

@@ -23,6 +23,10 @@ typedef struct hm_bench_result {
     hm_bench_summary global;  /* latest end - scheduled start (sync only) */
     bool has_global;
     double delta_final_s;
+    /* Judged against the clock error (sync only; loop methods compare no
+     * clocks across ranks): clock_valid false means not to be used. */
+    bool clock_judged, clock_valid;
+    double clock_allowed_s;   /* the clock error this result tolerates */
     double *rank_stats;       /* mean, min, max of rank r at 3r..3r+2 (--per-rank) */
     hm_bench_samples samples; /* every launch (--raw) */
 } hm_bench_result;
@@ -40,6 +44,11 @@ typedef struct hm_bench_meta {
     int sync_nodes, sync_ranks;
     double sync_elapsed_s;
     double residual_max_s, drift_max_s, residual_end_max_s;
+    /* Largest disagreement between two ranks' synchronized clocks, right
+     * after the sync and at the end of the run (residual spread). */
+    double clock_error_start_s, clock_error_end_s;
+    double clock_error_share;     /* --clock-error-share */
+    size_t results_clock_invalid; /* synchronized results that failed the check */
     double simulated_skew_s;
     double *offsets_s;        /* offset of each rank's clock to rank 0's */
     char **hosts;

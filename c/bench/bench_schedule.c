@@ -1,6 +1,7 @@
 #include "bench_schedule.h"
 
 #include <math.h>
+#include <stddef.h>
 
 void hm_schedule_params_default(hm_schedule_params *p)
 {
@@ -79,4 +80,16 @@ bool hm_stop_reached(const hm_stop_rule *r, int n_total, int n_valid, double rse
     if (n_total > r->max_total || n_valid > r->max_valid)
         return true;
     return n_valid >= r->min_valid && !isnan(rse) && rse <= r->rse_max;
+}
+
+bool hm_clock_error_acceptable(double clock_error_ns, double mean_ns, double share,
+                               double late_tolerance_ns, double *allowed_ns)
+{
+    double allowed = late_tolerance_ns;
+    if (!isnan(mean_ns) && share * mean_ns > allowed)
+        allowed = share * mean_ns;
+    if (allowed_ns != NULL)
+        *allowed_ns = allowed;
+    /* A NaN error (not measured) is not a pass. */
+    return clock_error_ns <= allowed;
 }

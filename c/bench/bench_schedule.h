@@ -83,6 +83,18 @@ void hm_schedule_after_warmup(const hm_schedule_params *p, double warmup_span_ns
 int hm_schedule_next_delta(const hm_schedule_params *p, const hm_stage_outcome *o,
                            hm_delta_state *st);
 
+/* Whether a synchronized result survives the clocks it was measured on.
+ * Clocks that put the same instant clock_error_ns apart start the ranks'
+ * launches that far apart in real time and shift the global time by as
+ * much, so the error may be at most `share` of the result's mean time, or
+ * the late tolerance, the precision the schedule already allows a start,
+ * whichever is larger (the tolerance keeps near-zero times, WaitPatternNull,
+ * from failing on a clock error of nanoseconds). A NaN mean (no valid
+ * launch) is judged against the tolerance alone. *allowed_ns (may be NULL)
+ * gets the bound. */
+bool hm_clock_error_acceptable(double clock_error_ns, double mean_ns, double share,
+                               double late_tolerance_ns, double *allowed_ns);
+
 /* The stop rule; rse is se/mean of the sample that would be reported
  * (NaN while undefined, which never satisfies the RSE branch). */
 bool hm_stop_reached(const hm_stop_rule *r, int n_total, int n_valid, double rse);

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_clock_check.h"
 #include "bench_measure.h"
 #include "bench_options.h"
 #include "bench_report.h"
@@ -174,6 +175,9 @@ static int measure_case(run_state *s, hm_bench_env *env, const hm_op *op, int64_
         r.samples = smp;
     else
         hm_bench_samples_free(&smp);
+    /* By the clocks as checked after the sync; the end check may take it back. */
+    hm_bench_clock_judge(&r, s->meta.clock_error_start_s, o->clock_error_share,
+                         s->meta.late_tolerance_us * 1e-6);
     if (s->table != NULL)
         hm_bench_table_row(s->table, &r);
     if (push_result(s, &r, err) != 0) {
@@ -328,17 +332,19 @@ static int sync_clocks(run_state *s, int64_t *residual_own_ns, hm_error *err)
     so.rounds_without_improvement = o->sync_rounds;
     so.ping_shared_clock = o->sync_ping_shared;
     so.simulated_skew_ns = o->simulated_skew_ns;
+    so.simulated_drift_ppm = o->simulated_drift_ppm;
     hm_clock_sync_info info;
     if (hm_clock_sync(MPI_COMM_WORLD, &s->timer, &so, &s->clock, &info, err) != 0)
         return -1;
-    int64_t worst = 0;
-    if (hm_clock_residual(MPI_COMM_WORLD, &s->clock, o->sync_rounds, residual_own_ns, &worst,
-                          err) != 0)
+    hm_clock_residual_info res;
+    if (hm_clock_residual(MPI_COMM_WORLD, &s->clock, o->sync_rounds, &res, err) != 0)
         return -1;
+    *residual_own_ns = res.own_ns;
+    s->meta.clock_error_start_s = (double)res.proven_spread_ns * 1e-9;
     s->meta.sync_nodes = info.nodes;
     s->meta.sync_ranks = info.synced_ranks;
     s->meta.sync_elapsed_s = info.elapsed_s;
-    s->meta.residual_max_s = (double)worst * 1e-9;
+    s->meta.residual_max_s = (double)res.max_abs_ns * 1e-9;
     s->meta.simulated_skew_s = (double)o->simulated_skew_ns * 1e-9;
     double mine = (double)s->clock.offset_ns * 1e-9;
     if (s->rank == 0) {
@@ -354,18 +360,18 @@ static int sync_clocks(run_state *s, int64_t *residual_own_ns, hm_error *err)
 
 static int measure_drift(run_state *s, int64_t residual_start_ns, hm_error *err)
 {
-    int64_t now_own = 0, worst = 0;
-    if (hm_clock_residual(MPI_COMM_WORLD, &s->clock, s->o->sync_rounds, &now_own, &worst, err) !=
-        0)
+    hm_clock_residual_info res;
+    if (hm_clock_residual(MPI_COMM_WORLD, &s->clock, s->o->sync_rounds, &res, err) != 0)
         return -1;
-    int64_t change = now_own - residual_start_ns;
+    int64_t change = res.own_ns - residual_start_ns;
     if (change < 0)
         change = -change;
     int64_t drift = 0;
     int rc = MPI_Allreduce(&change, &drift, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
     if (rc != MPI_SUCCESS)
         return hm_op_mpi_check(rc, "reducing clock drift", err);
-    s->meta.residual_end_max_s = (double)worst * 1e-9;
+    s->meta.residual_end_max_s = (double)res.max_abs_ns * 1e-9;
+    s->meta.clock_error_end_s = (double)res.proven_spread_ns * 1e-9;
     s->meta.drift_max_s = (double)drift * 1e-9;
     return 0;
 }
@@ -420,6 +426,7 @@ static int run(run_state *s, hm_error *err)
     m->nprocs = s->world;
     m->spin_us = (double)spin_ns(s) / 1000.0;
     m->late_tolerance_us = (double)late_tolerance_ns(s) / 1000.0;
+    m->clock_error_share = o->clock_error_share;
     m->rotate_bytes = o->buffers == HM_BUFFERS_ROTATE ? (double)s->rotate_bytes : 0.0;
     fill_library_meta(s);
     if (s->rank == 0 && s->table != NULL) {
@@ -449,6 +456,7 @@ static int run(run_state *s, hm_error *err)
                 "(drift %.3f us)\n",
                 m->timer, m->sync, m->residual_max_s * 1e6, m->residual_end_max_s * 1e6,
                 m->drift_max_s * 1e6);
+    hm_bench_clock_final(s->rank == 0 ? s->table : NULL, m, s->results, s->n_results);
     if (s->json != NULL && write_json(s, err) != 0)
         return -1;
     return 0;

@@ -149,6 +149,28 @@ static void test_stop_rules(hm_test_counts *c)
     CHECK(c, !hm_stop_reached(&r, 8, 3, 0.02));
 }
 
+static void test_clock_error(hm_test_counts *c)
+{
+    double allowed = 0;
+    /* The reported bug: clocks 1818 us apart, Bcast "measured" at 1839 us
+     * and WaitPatternUp at 2.15 us: neither survives. */
+    CHECK(c, !hm_clock_error_acceptable(1818143, 1838937, 0.1, 100, &allowed));
+    CHECK_NEAR(c, allowed, 183893.7, 1e-6);
+    CHECK(c, !hm_clock_error_acceptable(1818143, 2147, 0.1, 100, NULL));
+    /* Working clocks (34 ns apart) and a 0.45 us Bcast: 10 % of it is 45 ns. */
+    CHECK(c, hm_clock_error_acceptable(34, 450, 0.1, 100, &allowed));
+    CHECK_NEAR(c, allowed, 100, 0);
+    CHECK(c, hm_clock_error_acceptable(200, 2147, 0.1, 100, NULL));
+    CHECK(c, !hm_clock_error_acceptable(250, 2147, 0.1, 100, NULL));
+    /* Near-zero times (WaitPatternNull) are judged by the late tolerance. */
+    CHECK(c, hm_clock_error_acceptable(60, 47, 0.1, 100, NULL));
+    CHECK(c, !hm_clock_error_acceptable(101, 47, 0.1, 100, NULL));
+    /* No valid launch: the tolerance alone; an unmeasured error never passes. */
+    CHECK(c, hm_clock_error_acceptable(100, NAN, 0.1, 100, &allowed));
+    CHECK_NEAR(c, allowed, 100, 0);
+    CHECK(c, !hm_clock_error_acceptable(NAN, 2000, 0.1, 100, NULL));
+}
+
 int main(void)
 {
     hm_test_counts c = {0, 0};
@@ -158,5 +180,6 @@ int main(void)
     test_delta_grows(&c);
     test_delta_shrinks_after_calm_stages(&c);
     test_stop_rules(&c);
+    test_clock_error(&c);
     return hm_test_finish("test_bench_schedule", &c);
 }

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,12 +41,14 @@ SIZELESS = {"barrier", "ibarrier", "waitpatternup", "waitpatterndown", "waitpatt
 META_KEYS = {
     "program", "version", "mpi_library", "mpi_version", "timer", "timer_resolution_ns", "sync",
     "sync_rounds_without_improvement", "clock_offset_residual_max_s", "clock_drift_max_s",
+    "clock_error_max_s", "clock_error_share", "results_clock_invalid", "simulated_drift_ppm",
     "hosts", "nprocs", "methods", "params", "started_at",
 }  # fmt: skip
 RESULT_KEYS = {
     "op", "size", "nprocs", "method", "root", "n_total", "n_valid", "n_used",
     "invalid_late_start", "invalid_overrun", "mean", "median", "se", "min", "max", "ci_level",
-    "ci_low", "ci_high", "ci", "global_mean", "global_median", "delta_final_s",
+    "ci_low", "ci_high", "ci", "global_mean", "global_median", "delta_final_s", "clock_valid",
+    "clock_error_allowed_s",
 }  # fmt: skip
 
 
@@ -73,6 +76,8 @@ def check_result(r: dict[str, Any]) -> None:
     assert r["n_total"] > 0
     invalid = r["invalid_late_start"] + r["invalid_overrun"]
     assert invalid == r["n_total"] - r["n_valid"]
+    # Only synchronized results compare clocks across ranks.
+    assert isinstance(r["clock_valid"], bool) is (r["method"] == "sync")
     if r["n_valid"] == 0:
         assert r["mean"] is None
         return
@@ -294,3 +299,74 @@ def test_unwritable_json_fails_before_measuring(mpirun: MpiRun, tmp_path: Any) -
     errors = [line for line in out.stderr.splitlines() if line.startswith("hushmon-bench:")]
     assert len(errors) == 1 and "cannot write" in errors[0]
     assert "allgather" not in out.stdout  # nothing was measured
+
+
+def invariant_tsc_missing() -> str | None:
+    """Why this CPU's TSC cannot serve as a timer, or None when it can."""
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError as exc:
+        return f"cannot read /proc/cpuinfo: {exc}"
+    flags = next(
+        (ln.split(":", 1)[1].split() for ln in cpuinfo.splitlines() if ln.startswith("flags")), []
+    )
+    missing = [f for f in ("constant_tsc", "nonstop_tsc") if f not in flags]
+    return f"no invariant TSC here (/proc/cpuinfo lacks {', '.join(missing)})" if missing else None
+
+
+@pytest.mark.skipif(invariant_tsc_missing() is not None, reason=str(invariant_tsc_missing()))
+def test_tsc_timer_is_one_clock_per_node(mpirun: MpiRun) -> None:
+    # When each rank calibrated its own TSC, the two ranks of this node were
+    # 1.6-16 ms apart while sync, taking the TSC as the node's one clock,
+    # only synchronized rank 0; Bcast 8 B came out at 1591-9986 us.
+    doc = bench(mpirun, 2, "--op", "waitpatternup,bcast", "--sizes", "8", "--timer", "tsc")
+    meta = doc["meta"]
+    assert meta["timer"] == "tsc" and meta["sync_ranks_pinged"] == 1
+    assert meta["clock_offset_residual_max_s"] < 1e-6, meta
+    assert meta["clock_offset_residual_end_max_s"] < 1e-6, meta
+    assert meta["results_clock_invalid"] == 0
+    up, bcast = doc["results"]
+    for r in (up, bcast):
+        check_result(r)
+        assert r["clock_valid"] is True
+    # The known pattern, 2 us on 2 ranks; wide enough for a loaded machine
+    # (where it reads up to +40 %), far narrower than milliseconds.
+    assert 1.8e-6 < up["mean"] < 5e-6 and 1.8e-6 < up["global_mean"] < 5e-6, up
+
+
+@pytest.mark.parametrize("ping_every_rank", [False, True])
+def test_clock_check_refuses_results_on_drifting_clocks(
+    mpirun: MpiRun, ping_every_rank: bool
+) -> None:
+    # Rank 1's clock runs 0.1 % fast, as one calibrated on its own, and the
+    # sync is not told: by the end of the run the ranks are tens of
+    # microseconds apart. Pinging every rank at sync time does not help.
+    args = ["--op", "waitpatternup,waitpatternnull,bcast", "--sizes", "8", *FAST]
+    args += ["--simulate-drift-ppm", "1000", "--json", "-"]
+    if ping_every_rank:
+        args.append("--sync-ping-shared")
+    out = mpirun(2, PROGRAM, *args, env=YIELD)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    meta = doc["meta"]
+    assert meta["simulated_drift_ppm"] == 1000
+    assert meta["sync_ranks_pinged"] == (2 if ping_every_rank else 1)
+    assert meta["results_clock_invalid"] == 3
+    for r in doc["results"]:
+        check_result(r)
+        assert r["clock_valid"] is False
+        assert meta["clock_error_max_s"] > r["clock_error_allowed_s"] > 0
+    # Loud where people look: the table (on stderr with --json -) and one warning.
+    assert "# NOT VALID: 3 of 3 synchronized results" in out.stderr
+    warnings = [ln for ln in out.stderr.splitlines() if ln.startswith("hushmon-bench: warning:")]
+    assert len(warnings) == 1 and "3 of 3 synchronized results not valid" in warnings[0]
+
+
+def test_clock_check_passes_results_on_a_shared_clock(mpirun: MpiRun) -> None:
+    # The same run without the drift: the clock check proves no disagreement
+    # (3 ranks on 2 CPUs too, where the residual estimate is microseconds off
+    # a clock that is exactly shared).
+    for nprocs in (2, 3):
+        doc = bench(mpirun, nprocs, "--op", "waitpatternup,bcast", "--sizes", "8", *FAST)
+        assert doc["meta"]["clock_error_max_s"] == 0 and doc["meta"]["results_clock_invalid"] == 0
+        assert all(r["clock_valid"] is True for r in doc["results"])

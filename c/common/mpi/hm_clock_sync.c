@@ -43,12 +43,14 @@ void hm_clock_sync_opts_default(hm_clock_sync_opts *o)
     o->max_rounds = 10000;
     o->ping_shared_clock = false;
     o->simulated_skew_ns = 0;
+    o->simulated_drift_ppm = 0.0;
 }
 
 /* Client side of one pair: pings `server` until the tracker is satisfied,
- * then tells it to stop. The offset is to the clock the server reads. */
+ * then tells it to stop. The offset is to the clock the server reads;
+ * rtt_ns (may be NULL) gets the round trip of the exchange it came from. */
 static int pair_client(MPI_Comm comm, int server, const hm_clock *c, int stop_after,
-                       int max_rounds, int64_t *offset_ns, hm_error *err)
+                       int max_rounds, int64_t *offset_ns, int64_t *rtt_ns, hm_error *err)
 {
     hm_rtt_tracker tr;
     hm_rtt_tracker_init(&tr, stop_after, max_rounds);
@@ -65,6 +67,8 @@ static int pair_client(MPI_Comm comm, int server, const hm_clock *c, int stop_af
     }
     MPI_TRY(MPI_Send(&more, 1, MPI_INT, server, TAG_PING, comm), err, "clock ping (stop)");
     *offset_ns = tr.best_offset_ns;
+    if (rtt_ns != NULL)
+        *rtt_ns = tr.best_rtt_ns;
     return 0;
 }
 
@@ -98,7 +102,7 @@ static int sync_linear(MPI_Comm comm, const hm_clock *c, const hm_clock_sync_opt
         return 0;
     }
     return pair_client(comm, 0, c, o->rounds_without_improvement, o->max_rounds, offset_ns,
-                       err);
+                       NULL, err);
 }
 
 /* Ring: rank i measures its offset to i-1 (two phases so that every rank
@@ -116,7 +120,7 @@ static int sync_ring(MPI_Comm comm, const hm_clock *c, const hm_clock_sync_opts 
         bool client = rank > 0 && (rank % 2 == 1) == (phase == 0);
         bool server = rank + 1 < n && ((rank + 1) % 2 == 1) == (phase == 0);
         if (client && pair_client(comm, rank - 1, c, o->rounds_without_improvement,
-                                  o->max_rounds, &to_left, err) != 0)
+                                  o->max_rounds, &to_left, NULL, err) != 0)
             return -1;
         if (server && pair_server(comm, rank + 1, c, 0, err) != 0)
             return -1;
@@ -157,7 +161,7 @@ static int sync_tree(MPI_Comm comm, const hm_clock *c, const hm_clock_sync_opts 
     for (int step = hm_clock_tree_top(n); step >= 1; step /= 2) {
         if (rank > 0 && hm_clock_tree_lowbit(rank) == step) {
             if (pair_client(comm, rank - step, c, o->rounds_without_improvement,
-                            o->max_rounds, offset_ns, err) != 0)
+                            o->max_rounds, offset_ns, NULL, err) != 0)
                 return -1;
         } else if ((rank == 0 || hm_clock_tree_lowbit(rank) > step) && rank + step < n) {
             if (pair_server(comm, rank + step, c, *offset_ns, err) != 0)
@@ -245,6 +249,8 @@ int hm_clock_sync(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_opts
     clock->timer = timer;
     clock->offset_ns = 0;
     clock->skew_ns = 0;
+    clock->drift = 0.0;
+    clock->drift_origin_ns = hm_timer_now_ns(timer);
     double t0 = MPI_Wtime();
     MPI_Comm work;
     MPI_TRY(MPI_Comm_dup(comm, &work), err, "MPI_Comm_dup");
@@ -255,6 +261,7 @@ int hm_clock_sync(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_opts
         return hm_error_set(err, "MPI_Comm_rank failed (MPI error %d)", rc);
     }
     clock->skew_ns = (int64_t)rank * opts->simulated_skew_ns;
+    clock->drift = (double)rank * opts->simulated_drift_ppm * 1e-6;
     int64_t offset = 0;
     rc = sync_on(work, clock, opts, &offset, &local_info, err);
     MPI_Comm_free(&work);
@@ -268,7 +275,7 @@ int hm_clock_sync(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_opts
 }
 
 int hm_clock_residual(MPI_Comm comm, const hm_clock *clock, int rounds_without_improvement,
-                      int64_t *own_ns, int64_t *max_abs_ns, hm_error *err)
+                      hm_clock_residual_info *out, hm_error *err)
 {
     MPI_Comm work;
     MPI_TRY(MPI_Comm_dup(comm, &work), err, "MPI_Comm_dup");
@@ -282,8 +289,9 @@ int hm_clock_residual(MPI_Comm comm, const hm_clock *clock, int rounds_without_i
     }
     /* Rank 0 answers with its global clock; each other rank measures the
      * offset of its local clock to it afresh and compares it with the
-     * offset it has been using. */
-    int64_t residual = 0;
+     * offset it has been using. Every rank, not only node leaders: ranks
+     * that sync took to share their leader's clock are checked here. */
+    int64_t residual = 0, rtt = 0;
     int status = 0;
     if (rank == 0) {
         for (int i = 1; i < n && status == 0; i++)
@@ -291,25 +299,37 @@ int hm_clock_residual(MPI_Comm comm, const hm_clock *clock, int rounds_without_i
     } else {
         int64_t to_global = 0;
         status = pair_client(work, 0, clock, rounds_without_improvement, 10000, &to_global,
-                             err);
+                             &rtt, err);
         /* to_global is the offset of our local clock to rank 0's global clock;
          * what remains after our own correction is the residual. */
         residual = to_global - clock->offset_ns;
     }
-    int64_t abs_res = residual < 0 ? -residual : residual;
-    int64_t worst = 0;
     int worst_status = 0;
     rc = MPI_Allreduce(&status, &worst_status, 1, MPI_INT, MPI_MIN, work);
-    if (rc == MPI_SUCCESS)
-        rc = MPI_Allreduce(&abs_res, &worst, 1, MPI_INT64_T, MPI_MAX, work);
+    /* Rank 0's reading fell between our send and our receive, so the true
+     * residual lies within half the round trip of the estimate (rank 0's own
+     * is exactly 0). The smallest spread those intervals allow is what the
+     * check proves; the estimate alone, on a busy node, can be microseconds
+     * off a clock that is exactly shared. */
+    int64_t half = (rtt + 1) / 2;
+    int64_t lo = residual - half, hi = residual + half;
+    /* One reduction for all: MAX of -x is -(MIN of x). */
+    int64_t mine[5] = {residual < 0 ? -residual : residual, residual, -residual, lo, -hi};
+    int64_t worst[5] = {0, 0, 0, 0, 0};
+    if (rc == MPI_SUCCESS && worst_status == 0)
+        rc = MPI_Allreduce(mine, worst, 5, MPI_INT64_T, MPI_MAX, work);
     MPI_Comm_free(&work);
     if (status != 0)
         return hm_error_wrap(err, "residual clock offset");
     if (rc != MPI_SUCCESS || worst_status != 0)
         return hm_error_set(err, "residual clock offset failed on another rank (MPI error %d)",
                             rc);
-    *own_ns = residual;
-    *max_abs_ns = worst;
+    out->own_ns = residual;
+    out->max_abs_ns = worst[0];
+    out->spread_ns = worst[1] + worst[2];
+    /* Rank 0's [0, 0] takes part: the largest low end is >= 0, the smallest
+     * high end <= 0. */
+    out->proven_spread_ns = worst[3] + worst[4] > 0 ? worst[3] + worst[4] : 0;
     return 0;
 }
 

@@ -25,13 +25,18 @@
 typedef struct hm_clock {
     const hm_timer *timer;
     int64_t skew_ns;   /* simulated error of this rank's clock (tests); 0 normally */
+    double drift;      /* simulated rate error (tests), fraction; 0 normally */
+    int64_t drift_origin_ns; /* timer reading from which the simulated drift counts */
     int64_t offset_ns; /* global = local + offset_ns */
 } hm_clock;
 
-/* This rank's local clock in ns: the timer (plus a simulated skew). */
+/* This rank's local clock in ns: the timer (plus a simulated skew, drift). */
 static inline int64_t hm_clock_local_ns(const hm_clock *c)
 {
-    return hm_timer_now_ns(c->timer) + c->skew_ns;
+    int64_t t = hm_timer_now_ns(c->timer);
+    if (c->drift != 0.0)
+        t += (int64_t)((double)(t - c->drift_origin_ns) * c->drift);
+    return t + c->skew_ns;
 }
 
 /* The global clock now, in ns. */
@@ -58,6 +63,13 @@ typedef struct hm_clock_sync_opts {
      * is made to read r * simulated_skew_ns ahead, so the algorithms have
      * a real offset to find (and every rank is pinged). Default 0. */
     int64_t simulated_skew_ns;
+    /* Testing the checks that catch clocks which disagree although the
+     * sync believes them right: rank r's clock runs r * simulated_drift_ppm
+     * parts per million fast from the sync on, as clocks calibrated by each
+     * rank on its own do. Unlike the skew it changes nothing in how the
+     * sync runs (ranks sharing a node clock still skip the ping-pong).
+     * Default 0. */
+    double simulated_drift_ppm;
 } hm_clock_sync_opts;
 
 void hm_clock_sync_opts_default(hm_clock_sync_opts *o);
@@ -73,13 +85,22 @@ typedef struct hm_clock_sync_info {
 int hm_clock_sync(MPI_Comm comm, const hm_timer *timer, const hm_clock_sync_opts *opts,
                   hm_clock *clock, hm_clock_sync_info *info, hm_error *err);
 
-/* Measures how far the synchronized clocks still disagree: rank 0 pings
- * every rank in turn (same min-RTT rule) using the global clocks, whose
- * offset should be 0. On every rank *own_ns is that rank's residual and
- * *max_abs_ns the largest |residual| over all ranks. Cost O(n): meant for
- * once after sync and once at the end of a run (drift). */
+/* How far the synchronized clocks still disagree. */
+typedef struct hm_clock_residual_info {
+    int64_t own_ns;     /* this rank's fresh offset to rank 0's global clock */
+    int64_t max_abs_ns; /* largest |own_ns| over the ranks */
+    int64_t spread_ns;  /* largest own_ns minus smallest, rank 0's 0 included: how
+                         * far apart two ranks' clocks put the same instant */
+    int64_t proven_spread_ns; /* the part of spread_ns the exchanges prove: each
+                               * residual is known within half its round trip */
+} hm_clock_residual_info;
+
+/* Measures the residual: rank 0 pings every rank in turn, node leaders or
+ * not (same min-RTT rule), using the global clocks, whose offset should be
+ * 0. Every rank gets the same max_abs_ns and spread_ns. Cost O(n): meant
+ * for once after sync and once at the end of a run (drift). */
 int hm_clock_residual(MPI_Comm comm, const hm_clock *clock, int rounds_without_improvement,
-                      int64_t *own_ns, int64_t *max_abs_ns, hm_error *err);
+                      hm_clock_residual_info *out, hm_error *err);
 
 /* An upper bound of the time to broadcast one clock reading from rank 0 to
  * every rank of comm (MPIPerf's t_bcast): the largest delay seen over
