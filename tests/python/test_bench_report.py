@@ -92,7 +92,11 @@ def test_bad_measurements_raise_findings() -> None:
     html = page_of("nprocs_sweep.json")
     assert "waitpatternup on 4 ranks is off its known time" in html
     assert "results rejected more than 25% of launches" in html
-    assert "clock error is comparable to the shortest times" in html
+    # Drift of 2.5 us over times of 2-5 us: nothing measured is valid, though
+    # the 2- and 3-rank wait patterns have the right times.
+    assert "6 of 6 synchronized results are NOT VALID" in html
+    assert "waitpatternup on 2 ranks: right times on clocks that disagree" in html
+    assert html.count(">NOT VALID</td>") == 6
 
 
 def test_report_is_self_contained(tmp_path: Path) -> None:
@@ -188,3 +192,21 @@ def test_clock_offsets_and_simulated_skew_are_shown() -> None:
     document["meta"]["clock_offsets_s"] = ["0"]
     with pytest.raises(HushmonError, match="clock_offsets_s' must be a list of numbers"):
         loads_run(json.dumps(document))
+
+
+def test_results_on_disagreeing_clocks_are_flagged_not_valid() -> None:
+    # Real output of the per-rank TSC calibration bug: clocks 10 ms apart.
+    run = load_run(FIXTURES / "tsc_unshared_calibration.json")
+    html = build_page(run).render()
+    assert "2 of 2 synchronized results are NOT VALID" in html
+    assert "waitpatternup on 2 ranks: right times on clocks that disagree" in html
+    assert html.count(">NOT VALID</td>") == 2
+    assert "timer and schedule OK" not in html and "clocks stayed synchronized" not in html
+    data = summary(run, None)
+    assert data["clock_error_max_s"] == pytest.approx(9.966153e-3)
+    assert [(r["op"], r["size"]) for r in data["results_clock_invalid"]] == [
+        ("waitpatternup", 0),
+        ("bcast", 8),
+    ]
+    (check,) = data["pattern_checks"]
+    assert check["clock_valid"] is False and check["passed"] is False

@@ -19,6 +19,9 @@ from hushmon.bench.checks import (
     RELATIVE_TOLERANCE,
     TRUE_TIME_S,
     LoopVsSync,
+    clock_error_s,
+    clock_invalid,
+    clock_verdict,
     invalid_share,
     loop_vs_sync,
     pattern_checks,
@@ -184,9 +187,19 @@ def _pattern_findings(page: Page, run: BenchRun) -> None:
                 f"({check.relative_error(local):+.1%}), global mean {_fmt_us(glob)} "
                 f"({check.relative_error(glob):+.1%}); tolerance ±{RELATIVE_TOLERANCE:.0%}"
             )
+        clock = check.clock
         if check.passed:
             page.finding(
                 "low", f"{check.op} on {check.nprocs} ranks: timer and schedule OK", detail
+            )
+        elif check.times_passed and clock.valid is False:
+            page.finding(
+                "high",
+                f"{check.op} on {check.nprocs} ranks: right times on clocks that disagree",
+                detail + f". But the ranks' clocks disagreed by {_fmt_us(clock.error_s)}, more "
+                f"than the {_fmt_us(clock.allowed_s)} this result tolerates: each rank timed "
+                "its own launch correctly, yet the ranks did not start together, so the "
+                "synchronized times of this run can be off by that much. Not valid.",
             )
         else:
             page.finding(
@@ -197,7 +210,31 @@ def _pattern_findings(page: Page, run: BenchRun) -> None:
             )
 
 
+def _clock_invalid_finding(page: Page, run: BenchRun) -> bool:
+    """The loud one: results measured on clocks that disagreed too much."""
+    bad = clock_invalid(run)
+    if not bad:
+        return False
+    judged = sum(1 for r in run.results if clock_verdict(run, r).valid is not None)
+    names = ", ".join(f"{r.op}/{format_bytes(r.size)}" for r, _ in bad[:8])
+    # The program reports what its check proves; older files only an estimate.
+    how = "at least" if run.meta.clock_error_max_s is not None else "about"
+    page.finding(
+        "high",
+        f"{len(bad)} of {judged} synchronized results are NOT VALID: the ranks' clocks disagreed",
+        f"The ranks' clocks were {how} {_fmt_us(clock_error_s(run))} apart during the run, "
+        "more than these results tolerate (a share of their time, at least the late "
+        "tolerance): "
+        f"{names}{', ...' if len(bad) > 8 else ''}. Ranks then start a launch at different "
+        "instants and the times include that difference. Check the timer (--timer "
+        "monotonic is per node; tsc needs an invariant TSC) and re-run.",
+    )
+    return True
+
+
 def _clock_findings(page: Page, run: BenchRun) -> None:
+    if _clock_invalid_finding(page, run):
+        return
     m = run.meta
     errors = [
         e
@@ -317,7 +354,12 @@ def _loop_findings(page: Page, pairs: list[LoopVsSync]) -> None:
         page.finding("low", "loop and synchronized methods agree within 10 %", detail)
 
 
-def _result_rows(results: Iterable[BenchResult]) -> list[list[Any]]:
+def _clock_cell(run: BenchRun, r: BenchResult) -> str:
+    valid = clock_verdict(run, r).valid
+    return "–" if valid is None else "ok" if valid else "NOT VALID"
+
+
+def _result_rows(run: BenchRun, results: Iterable[BenchResult]) -> list[list[Any]]:
     rows = []
     for r in sorted(results, key=lambda r: (r.nprocs, r.size, r.method)):
         invalid = "–"
@@ -340,6 +382,7 @@ def _result_rows(results: Iterable[BenchResult]) -> list[list[Any]]:
                 us(r.global_mean),
                 r.rse * 100,
                 invalid,
+                _clock_cell(run, r),
             ]
         )
     return rows
@@ -501,6 +544,14 @@ def build_page(run: BenchRun, provenance: Mapping[str, Any] | None = None) -> Pa
             "ahead, to test the clock synchronization; the timings are still valid if the "
             "offsets above recovered the skew.",
         )
+    if run.meta.simulated_drift_ppm:
+        page.finding(
+            "medium",
+            "clocks were made to drift on purpose",
+            f"--simulate-drift-ppm made rank r's clock run r x {run.meta.simulated_drift_ppm:g} "
+            "ppm fast without telling the sync, to test the clock check: results it did not "
+            "flag below are the ones measured while the clocks still agreed.",
+        )
     if not run.results:
         page.finding("high", "no results", "The results file holds no measurements.")
     _pattern_findings(page, run)
@@ -536,7 +587,8 @@ def build_page(run: BenchRun, provenance: Mapping[str, Any] | None = None) -> Pa
     page.heading("Results", 2)
     page.paragraph(
         "Times in µs. n_t launches in total, n_c valid, n_s used after trimming; invalid = "
-        "late start / overrun; RSE = SE / mean.",
+        "late start / overrun; RSE = SE / mean; clock: whether the ranks' clocks agreed "
+        "closely enough for the synchronized result to be valid.",
         "meta",
     )
     for op in ops:
@@ -560,9 +612,10 @@ def build_page(run: BenchRun, provenance: Mapping[str, Any] | None = None) -> Pa
                 "global mean",
                 "RSE, %",
                 "invalid",
+                "clock",
             ],
-            _result_rows(run.for_op(op)),
-            text_columns=(0, 2),
+            _result_rows(run, run.for_op(op)),
+            text_columns=(0, 2, 15),
         )
     _ci_table(page, run)
     _per_rank_tables(page, run)
@@ -598,6 +651,11 @@ def summary(run: BenchRun, report_path: Path | None) -> dict[str, Any]:
         "methods": run.methods(),
         "clock_offset_residual_max_s": run.meta.clock_offset_residual_max_s,
         "clock_drift_max_s": run.meta.clock_drift_max_s,
+        "clock_error_max_s": clock_error_s(run),
+        "results_clock_invalid": [
+            {"op": r.op, "size": r.size, "nprocs": r.nprocs, "allowed_s": v.allowed_s}
+            for r, v in clock_invalid(run)
+        ],
         "pattern_checks": [
             {
                 "op": c.op,
@@ -605,6 +663,7 @@ def summary(run: BenchRun, report_path: Path | None) -> dict[str, Any]:
                 "true_s": c.true_s,
                 "mean_s": _nan_to_none(c.mean_s),
                 "global_mean_s": c.global_mean_s,
+                "clock_valid": c.clock.valid,
                 "passed": c.passed,
             }
             for c in pattern_checks(run)

@@ -45,10 +45,18 @@ class BenchMeta:
     clock_offset_residual_max_s: float | None = None
     clock_offset_residual_end_max_s: float | None = None
     clock_drift_max_s: float | None = None
+    # Largest disagreement between two ranks' clocks (after sync or at the
+    # end), the share of a result's time it may reach, and the late
+    # tolerance it may reach anyway: the program's clock check.
+    clock_error_max_s: float | None = None
+    clock_error_share: float | None = None
+    late_tolerance_us: float | None = None
+    results_clock_invalid: int | None = None
     sync_elapsed_s: float | None = None
     sync_nodes: int | None = None
     sync_ranks_pinged: int | None = None
     simulated_skew_s: float | None = None
+    simulated_drift_ppm: float | None = None
     clock_offsets_s: tuple[float, ...] = ()
     hosts: tuple[str, ...] = ()
     nprocs: int | None = None
@@ -91,6 +99,10 @@ class BenchResult:
     invalid_late_start: int | None = None
     invalid_overrun: int | None = None
     delta_final_s: float | None = None
+    # The program's clock check (synchronized results): False means the
+    # ranks' clocks disagreed by more than the result tolerates.
+    clock_valid: bool | None = None
+    clock_error_allowed_s: float | None = None
     ci: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     per_rank: tuple[Mapping[str, Any], ...] = ()
     raw: RawLaunches | None = None
@@ -173,6 +185,12 @@ class _Reader:
             raise self.fail(where, f"field '{key}' must be a non-empty string, got {value!r}")
         return value
 
+    def flag(self, obj: Mapping[str, Any], key: str, where: str) -> bool | None:
+        value = obj.get(key)
+        if value is None or isinstance(value, bool):
+            return value
+        raise self.fail(where, f"field '{key}' must be true, false or null, got {value!r}")
+
     def text_list(self, obj: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
         value = obj.get(key)
         if value is None:
@@ -232,10 +250,17 @@ def _parse_meta(reader: _Reader, obj: Any) -> BenchMeta:
             obj, "clock_offset_residual_end_max_s", w, required=False, nullable=True
         ),
         clock_drift_max_s=reader.number(obj, "clock_drift_max_s", w, required=False, nullable=True),
+        clock_error_max_s=reader.number(obj, "clock_error_max_s", w, required=False, nullable=True),
+        clock_error_share=reader.number(obj, "clock_error_share", w, required=False, nullable=True),
+        late_tolerance_us=reader.number(obj, "late_tolerance_us", w, required=False, nullable=True),
+        results_clock_invalid=reader.integer(obj, "results_clock_invalid", w, required=False),
         sync_elapsed_s=reader.number(obj, "sync_elapsed_s", w, required=False, nullable=True),
         sync_nodes=reader.integer(obj, "sync_nodes", w, required=False),
         sync_ranks_pinged=reader.integer(obj, "sync_ranks_pinged", w, required=False),
         simulated_skew_s=reader.number(obj, "simulated_skew_s", w, required=False, nullable=True),
+        simulated_drift_ppm=reader.number(
+            obj, "simulated_drift_ppm", w, required=False, nullable=True
+        ),
         clock_offsets_s=_number_list(reader, obj, "clock_offsets_s", w),
         hosts=reader.text_list(obj, "hosts", w),
         nprocs=nprocs,
@@ -331,6 +356,10 @@ def _parse_result(reader: _Reader, obj: Any, index: int) -> BenchResult:
         invalid_late_start=reader.integer(obj, "invalid_late_start", where, required=False),
         invalid_overrun=reader.integer(obj, "invalid_overrun", where, required=False),
         delta_final_s=reader.number(obj, "delta_final_s", where, required=False, nullable=True),
+        clock_valid=reader.flag(obj, "clock_valid", where),
+        clock_error_allowed_s=reader.number(
+            obj, "clock_error_allowed_s", where, required=False, nullable=True
+        ),
         ci=_parse_ci_map(reader, obj.get("ci"), where),
         per_rank=tuple(per_rank),
         raw=_parse_raw(reader, obj.get("raw"), where),
