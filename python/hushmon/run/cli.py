@@ -55,6 +55,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "stdout goes to stderr, so that stdout holds the JSON alone",
     )
     parser.add_argument(
+        "--testbed",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="monitor with the test bed's agents (default: when a bed is up and COMMAND is "
+        "srun/sbatch/salloc or an MPI host list naming its nodes)",
+    )
+    parser.add_argument(
         "--demo",
         action="store_true",
         help="run butterfly, snake and matmul under monitoring and build their reports",
@@ -112,6 +119,7 @@ def run_command(args: argparse.Namespace) -> int:
             digest=not args.no_digest,
             agent_path=args.agent,
             job_stdout_to_stderr=jsonio.to_stdout(args.json),
+            testbed=args.testbed,
         )
     )
     print_outcome(outcome)

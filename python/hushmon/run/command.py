@@ -9,7 +9,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -78,12 +78,14 @@ def run_in_group(
     command: Sequence[str],
     on_signal: Callable[[int], None] | None = None,
     stdout_to_stderr: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> CommandResult:
     """Runs ``command`` in a new session (its own process group, no terminal
     signals); SIGINT/SIGTERM sent to us are passed to its process group, a
     second one (or GRACE_S without an exit) kills the whole session.
     ``stdout_to_stderr``: the command writes its stdout to our stderr (ours
-    is taken, e.g. by ``--json -``). Returns its exit code."""
+    is taken, e.g. by ``--json -``). ``env``: its environment (default ours).
+    Returns its exit code."""
     if not command:
         raise HushmonError("no command given (hushmon run [options] -- COMMAND ...)")
     received: list[int] = []
@@ -92,7 +94,10 @@ def run_in_group(
     started_ns = time.time_ns()
     try:
         proc = subprocess.Popen(
-            list(command), start_new_session=True, stdout=STDERR_FD if stdout_to_stderr else None
+            list(command),
+            start_new_session=True,
+            stdout=STDERR_FD if stdout_to_stderr else None,
+            env=None if env is None else dict(env),
         )
     except OSError as exc:
         # The shell's codes: 127 not found, 126 found but not runnable.

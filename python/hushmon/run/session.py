@@ -67,6 +67,7 @@ class RunOptions:
     digest: bool = True
     agent_path: Path | None = None  # None: build/bin/hushmon-agent
     job_stdout_to_stderr: bool = False  # our stdout is taken (--json -): the job's goes to stderr
+    testbed: bool | None = None  # None: on the test bed when one is up and COMMAND targets it
 
 
 @dataclass
@@ -74,14 +75,16 @@ class RunOutcome:
     job: str
     command: list[str]
     exit_code: int
-    agent_mode: str  # "embedded", "running" or "none"
+    agent_mode: str  # "embedded", "running", "testbed" or "none"
     interrupted_by: int | None = None
     duration_s: float = 0.0
     started_ns: int = 0
     ended_ns: int = 0
     warnings: list[str] = field(default_factory=list)
     ingest: Any = None  # hushmon.store.ingest.IngestReport
-    digest: Any = None  # hushmon.digest.build.Digest
+    digest: Any = None  # hushmon.digest.build.Digest (of the last job)
+    jobs: list[str] = field(default_factory=list)  # every job the data is stored under
+    digests: list[Any] = field(default_factory=list)
 
     @property
     def monitored(self) -> bool:
@@ -188,6 +191,12 @@ class Monitor:
             self._request(f"period {self.restore_period_ms}")
         self._request("flush")
 
+    def env(self) -> dict[str, str] | None:
+        return None  # the command runs in our environment
+
+    def jobs(self, run_job: str) -> list[str]:
+        return [run_job]
+
     def close(self) -> None:
         if self.embedded is None:
             return
@@ -229,12 +238,17 @@ def analyse(outcome: RunOutcome, options: RunOptions, spool: Path, warn: Warn) -
     except ModuleNotFoundError as exc:
         warn(f"the digest is not available ({exc}); the data is in {data.database}")
         return
-    try:
-        outcome.digest = build_digest(data.database, outcome.job, data.reports(outcome.job))
-    except (HushmonError, OSError) as exc:
-        warn(f"building the digest of job {outcome.job}: {exc}")
-    except Exception as exc:  # noqa: BLE001 - see _unexpected
-        _unexpected(warn, data, f"building the digest of job {outcome.job}", exc)
+    for job in outcome.jobs or [outcome.job]:
+        try:
+            digest = build_digest(data.database, job, data.reports(job))
+        except (HushmonError, OSError) as exc:
+            warn(f"building the digest of job {job}: {exc}")
+            continue
+        except Exception as exc:  # noqa: BLE001 - see _unexpected
+            _unexpected(warn, data, f"building the digest of job {job}", exc)
+            continue
+        outcome.digests.append(digest)
+        outcome.digest = digest
 
 
 def _unexpected(warn: Warn, data: DataDir, what: str, exc: Exception) -> None:
@@ -252,6 +266,30 @@ def _unexpected(warn: Warn, data: DataDir, what: str, exc: Exception) -> None:
     warn(f"{what}: unexpected {type(exc).__name__}: {exc} (a bug; {where})")
 
 
+def _monitor(options: RunOptions, warn: Warn) -> Any:
+    """The agents that see the command: the test bed's, when one is up and
+    the command goes to its nodes (Slurm, or an MPI host list naming them);
+    else this machine's own (running or embedded)."""
+    if options.testbed is not False:
+        from hushmon.run.cluster import ClusterMonitor, targets_bed
+        from hushmon.testbed.state import load
+
+        try:
+            bed = load()
+        except HushmonError as exc:
+            warn(f"{exc}; monitoring this machine only")
+            bed = None
+        if options.testbed and (bed is None or not bed.spec.agents):
+            raise HushmonError("--testbed: no test bed with agents is up ('hushmon testbed up')")
+        if (
+            bed is not None
+            and bed.spec.agents
+            and (options.testbed or targets_bed(list(options.command), bed))
+        ):
+            return ClusterMonitor(bed, options, warn)
+    return Monitor(options, warn)
+
+
 def run_monitored(options: RunOptions, warn: Warn = warn_stderr) -> RunOutcome:
     """The whole run; returns what happened (exit code = the command's)."""
     job = check_job_id(options.job)
@@ -261,7 +299,7 @@ def run_monitored(options: RunOptions, warn: Warn = warn_stderr) -> RunOutcome:
         warnings.append(message)
         warn(message)
 
-    monitor = Monitor(options, note)
+    monitor = _monitor(options, note)
     result: CommandResult
     try:
         monitor.connect()
@@ -271,7 +309,9 @@ def run_monitored(options: RunOptions, warn: Warn = warn_stderr) -> RunOutcome:
             name = signal.Signals(signum).name
             note(f"{name}: stopping the job, keeping the data gathered so far")
 
-        result = run_in_group(options.command, on_signal, options.job_stdout_to_stderr)
+        result = run_in_group(
+            options.command, on_signal, options.job_stdout_to_stderr, env=monitor.env()
+        )
         if result.error:
             note(f"cannot run the command: {result.error}")
         monitor.job_end(job)
@@ -287,7 +327,10 @@ def run_monitored(options: RunOptions, warn: Warn = warn_stderr) -> RunOutcome:
         started_ns=result.started_ns,
         ended_ns=result.ended_ns,
         warnings=warnings,
+        jobs=monitor.jobs(job),
     )
+    if outcome.jobs and outcome.jobs[-1] != job:
+        outcome.job = outcome.jobs[-1]  # Slurm's id: the one users know the job by
     if outcome.monitored:
         analyse(outcome, options, monitor.spool, note)
     return outcome
