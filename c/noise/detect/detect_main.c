@@ -509,15 +509,18 @@ int main(int argc, char **argv)
         if (rc == 0 && o.json_path != NULL &&
             write_json(o.json_path, &o, &res, &timer, nprocs, loops, qs, dets, excess, &err) != 0)
             rc = 1;
-        if (rc == 0 && (o.json_path == NULL || strcmp(o.json_path, "-") != 0)) {
+        if (rc == 0) {
+            /* With --json - stdout holds the JSON alone: people read stderr. */
+            bool json_stdout = o.json_path != NULL && strcmp(o.json_path, "-") == 0;
             int64_t slowest = 0;
             for (int i = 0; i < nprocs; i++)
                 slowest = loops[i] > slowest ? loops[i] : slowest;
-            printf("%s: %s size %lld, %lld iterations on %d ranks: loop time %.6f s "
-                   "(slowest rank), %llu detours > %lld ns on rank 0\n",
-                   PROGRAM, o.op->name, (long long)(o.op->uses_size ? o.size_bytes : 0),
-                   (long long)res.iterations, nprocs, (double)slowest / 1e9,
-                   (unsigned long long)dets[0], (long long)res.threshold_ns);
+            fprintf(json_stdout ? stderr : stdout,
+                    "%s: %s size %lld, %lld iterations on %d ranks: loop time %.6f s "
+                    "(slowest rank), %llu detours > %lld ns on rank 0\n",
+                    PROGRAM, o.op->name, (long long)(o.op->uses_size ? o.size_bytes : 0),
+                    (long long)res.iterations, nprocs, (double)slowest / 1e9,
+                    (unsigned long long)dets[0], (long long)res.threshold_ns);
         }
         if (rc != 0)
             hm_error_print(PROGRAM, &err);

@@ -58,7 +58,7 @@ static void usage(FILE *out)
             "                     wall: until that much wall time passed (the seed) [cpu]\n"
             "  --log FILE         activation log, one line per activation (%%h = host name)\n"
             "  --json FILE|-      summary and duty-cycle check as JSON\n"
-            "  --quiet            no summary on stdout\n"
+            "  --quiet            no summary (on stdout; on stderr with --json -)\n"
             "  --help\n\nshapes:\n");
     for (size_t i = 0; hm_inject_shapes[i] != NULL; i++)
         fprintf(out, "  %-10s %s\n", hm_inject_shapes[i]->name, hm_inject_shapes[i]->description);
@@ -332,12 +332,15 @@ int main(int argc, char **argv)
         rc = 1;
     if (rc == 0 && o.json_path != NULL && write_json(o.json_path, &o, &r, &d, &err) != 0)
         rc = 1;
-    if (rc == 0 && !o.quiet && !(o.json_path != NULL && strcmp(o.json_path, "-") == 0))
-        printf("%s: %zu activations of shape %s over %.3f s; duty cycle intended %.4f %%, "
-               "measured CPU %.4f %% (error %+.4f, tolerance %.4f): %s\n",
-               PROGRAM, r.activation_count, o.cfg.shape->name, (double)r.wall_ns / 1e9,
-               d.intended_pct, d.measured_pct, d.error_pct, d.tolerance_pct,
-               d.ok ? "ok" : "OUT OF TOLERANCE");
+    /* With --json - stdout holds the JSON alone: people read stderr. */
+    bool json_stdout = o.json_path != NULL && strcmp(o.json_path, "-") == 0;
+    if (rc == 0 && !o.quiet)
+        fprintf(json_stdout ? stderr : stdout,
+                "%s: %zu activations of shape %s over %.3f s; duty cycle intended %.4f %%, "
+                "measured CPU %.4f %% (error %+.4f, tolerance %.4f): %s\n",
+                PROGRAM, r.activation_count, o.cfg.shape->name, (double)r.wall_ns / 1e9,
+                d.intended_pct, d.measured_pct, d.error_pct, d.tolerance_pct,
+                d.ok ? "ok" : "OUT OF TOLERANCE");
     hm_inject_result_free(&r);
     if (rc != 0)
         hm_error_print(PROGRAM, &err);
