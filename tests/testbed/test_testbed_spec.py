@@ -165,3 +165,18 @@ def test_slurm_topology_names_racks_and_uplink_rate(tmp_path: Path) -> None:
     text = slurm.topology_conf(bed)
     assert "SwitchName=r1 Nodes=n1,n2 LinkSpeed=1000" in text
     assert "SwitchName=core Switches=r1,r2 LinkSpeed=200" in text
+
+
+@pytest.mark.parametrize("action", ["up", "down"])
+def test_without_root_says_so_in_one_line(
+    action: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hushmon import cli
+
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    assert (
+        cli.main(["testbed", action, *(["--data-dir", "/var/tmp/x"] if action == "up" else [])])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs root" in err and "sudo" in err

@@ -1,0 +1,67 @@
+"""Helpers of the live bed tests: running the CLI, checking the machine can
+build a bed, a handle on a bed that is up."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hushmon.paths import REPO_ROOT
+
+HUSHMON = [sys.executable, "-m", "hushmon.cli"]
+# Nodes have private /tmp: the bed's data must live elsewhere.
+DATA_PARENT = Path("/var/tmp")
+
+
+def bed_unavailable() -> str | None:
+    if os.geteuid() != 0:
+        return "the test bed needs root"
+    for tool in ("ip", "tc", "nsenter", "unshare", "slurmctld", "slurmd", "munged"):
+        if shutil.which(tool) is None and not Path("/usr/sbin", tool).exists():
+            return f"{tool} is not installed (scripts/install-deps.sh)"
+    probe = f"hushmon-probe-{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if made.returncode != 0:
+        return f"cannot make network namespaces: {made.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return None
+
+
+def hushmon(
+    *args: str, timeout: float = 180, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*HUSHMON, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=REPO_ROOT,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@dataclass
+class LiveBed:
+    info: dict[str, Any]
+    data: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(self.info["env"])
+
+    def node_exec(
+        self, node: str, *command: str, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [self.info["node_exec"], node, *command],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
