@@ -88,7 +88,7 @@ def is_table_row(line: str) -> bool:
     """A row of hushmon-bench's stdout table: one finished (op, size, method).
 
     The header starts with "op" and the closing clock summary with "#"; a
-    row is "op size procs method n_t n_c n_s mean ci95 min max global".
+    row is "op size procs method n_t n_c n_s mean ci95 min max global clock".
     """
     parts = line.split()
     return len(parts) >= 12 and parts[0] not in ("op", "#") and parts[1].isdigit()
