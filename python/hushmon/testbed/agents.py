@@ -10,6 +10,7 @@ import time
 from hushmon.errors import HushmonError
 from hushmon.paths import program
 from hushmon.run.agent import AgentClient, AgentError
+from hushmon.testbed import system
 from hushmon.testbed.state import Bed
 
 START_TIMEOUT_S = 15.0
@@ -43,18 +44,11 @@ def start(bed: Bed) -> None:
     procs: dict[str, subprocess.Popen[bytes]] = {}
     for node in bed.nodes():
         bed.node_spool(node.name).mkdir(parents=True, exist_ok=True)
-        log = bed.logs / f"agent-{node.name}.log"
-        try:
-            with log.open("ab") as out:
-                procs[node.name] = subprocess.Popen(
-                    agent_argv(bed, node.name),
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=out,
-                    start_new_session=True,
-                )
-        except OSError as exc:
-            raise HushmonError(f"cannot start the agent of {node.name}: {exc.strerror}") from exc
+        procs[node.name] = system.spawn(
+            agent_argv(bed, node.name),
+            bed.logs / f"agent-{node.name}.log",
+            f"starting the agent of {node.name}",
+        )
         bed.daemons[f"agent@{node.name}"] = procs[node.name].pid
     deadline = time.monotonic() + START_TIMEOUT_S
     waiting = set(procs)

@@ -23,7 +23,7 @@ HOSTS_END = "# hushmon-testbed end"
 HEAD_NAME = "head"
 
 
-def _write_script(path: Path, text: str) -> None:
+def write_script(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(text)
@@ -36,7 +36,7 @@ def write_scripts(bed: Bed) -> None:
         joins = " ".join(
             shlex.quote(str(d / "cgroup.procs")) for d in bed.cgroups.node_dirs(node.name)
         )
-        _write_script(
+        write_script(
             bed.node_dir(node.name) / "enter",
             f"""#!/bin/sh
 # Runs a command on node {node.name}: its cgroups, then its network, host name, /tmp.
@@ -48,7 +48,7 @@ exec nsenter --net=/run/netns/{node.netns} --uts={shlex.quote(str(bed.uts_file(n
 """,
         )
     nodes_dir = shlex.quote(str(bed.root / "nodes"))
-    _write_script(
+    write_script(
         bed.node_exec(),
         f"""#!/bin/sh
 # node-exec NODE COMMAND [ARGS...]: run a command on a node of the test bed.
@@ -63,7 +63,7 @@ exec {nodes_dir}/"$node"/enter "$@"
     # ssh's contract, which Open MPI's rsh launcher and hydra's ssh launcher
     # rely on: options first, then the host, then words joined into one
     # command line for the remote shell.
-    _write_script(
+    write_script(
         bed.rsh(),
         f"""#!/bin/sh
 # rsh [SSH-OPTIONS] NODE COMMAND...: ssh for the test bed's nodes.

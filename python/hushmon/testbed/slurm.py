@@ -25,7 +25,7 @@ from pathlib import Path
 from hushmon.errors import HushmonError
 from hushmon.paths import REPO_ROOT, build_bin_dir
 from hushmon.testbed import system
-from hushmon.testbed.launcher import _write_script
+from hushmon.testbed.launcher import write_script
 from hushmon.testbed.spec import CORE_SWITCH, HEAD_ADDR, rack_switch
 from hushmon.testbed.state import Bed
 
@@ -185,7 +185,7 @@ def _write_prolog_scripts(bed: Bed) -> None:
     """The project's prolog/epilog, told where this bed's agents listen."""
     agent = build_bin_dir() / "hushmon-agent"
     for name, target in (("slurm-prolog", PROLOG), ("slurm-epilog", EPILOG)):
-        _write_script(
+        write_script(
             bed.bin / name,
             f"""#!/bin/sh
 # The test bed's {name}: each node's agent listens in the node's own folder.
@@ -219,22 +219,6 @@ def env(bed: Bed) -> dict[str, str]:
     return {"SLURM_CONF": str(conf_path(bed))}
 
 
-def _spawn(argv: list[str], log: Path, what: str) -> int:
-    try:
-        with log.open("ab") as out:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-                start_new_session=True,
-                env={**os.environ, "SLURM_CONF": argv[-1]},
-            )
-    except OSError as exc:
-        raise HushmonError(f"{what}: cannot run {argv[0]}: {exc.strerror}") from exc
-    return proc.pid
-
-
 def start(bed: Bed) -> None:
     """slurmctld on the head, slurmd in every node; waits until all nodes are idle."""
     slurmctld = system.tool("slurmctld", "slurmctld (slurm-wlm)")
@@ -242,15 +226,19 @@ def start(bed: Bed) -> None:
     conf = str(conf_path(bed))
     # -D: stay in the foreground, so the pid we hold is the daemon's;
     # -i: ignore state from an earlier bed (-c clears its jobs).
-    bed.daemons["slurmctld"] = _spawn(
-        [slurmctld, "-D", "-i", "-c", "-f", conf], bed.logs / "slurmctld.out", "starting slurmctld"
-    )
+    bed.daemons["slurmctld"] = system.spawn(
+        [slurmctld, "-D", "-i", "-c", "-f", conf],
+        bed.logs / "slurmctld.out",
+        "starting slurmctld",
+        env={"SLURM_CONF": conf},
+    ).pid
     for node in bed.nodes():
-        bed.daemons[f"slurmd@{node.name}"] = _spawn(
+        bed.daemons[f"slurmd@{node.name}"] = system.spawn(
             [str(bed.node_exec()), node.name, slurmd, "-D", "-N", node.name, "-f", conf],
             bed.logs / f"slurmd-{node.name}.out",
             f"starting slurmd on {node.name}",
-        )
+            env={"SLURM_CONF": conf},
+        ).pid
     wait_idle(bed)
 
 

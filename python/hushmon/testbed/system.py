@@ -113,3 +113,21 @@ def stop_processes(pids: Sequence[int], grace_s: float = 8.0) -> list[int]:
         if not left:
             break
     return left
+
+
+def spawn(
+    argv: Sequence[str], log: Path, what: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Starts a daemon of the bed in its own session, its output appended to ``log``."""
+    try:
+        with log.open("ab") as out:
+            return subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+                env=None if env is None else {**os.environ, **env},
+            )
+    except OSError as exc:
+        raise HushmonError(f"{what}: cannot run {argv[0]}: {exc.strerror}") from exc
