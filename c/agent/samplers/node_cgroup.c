@@ -438,16 +438,23 @@ static int node_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_err
     }
 
     if (capacity > 0 && !isnan(rate[P_USAGE])) {
-        double full_ns_per_s = 1e9 * capacity;
-        double busy = 100.0 * rate[P_USAGE] / full_ns_per_s;
+        /* Busy time is the scheduler's exact run time (usage); the user and
+         * system times are sampled at scheduler ticks and can be off by
+         * 20 % for a task that a quota throttles at every tick, so they
+         * only split the busy time. Usage passes a quota by up to a tick
+         * per quota period (throttling waits for the tick), some 10 % for
+         * a 0.2-CPU quota: the node was then fully busy, 100 %. */
+        double busy = 100.0 * rate[P_USAGE] / (1e9 * capacity);
+        if (busy > 100.0)
+            busy = 100.0;
+        double split = rate[P_USER] + rate[P_SYSTEM];
+        double user = split > 0 ? busy * rate[P_USER] / split : NAN;
+        double system = split > 0 ? busy * rate[P_SYSTEM] / split : NAN;
         hm_lp_begin(out, "cpu");
         hm_lp_tag(out, "cpu", "total");
-        hm_lp_field_f64(out, "user_pct", 100.0 * rate[P_USER] / full_ns_per_s);
-        hm_lp_field_f64(out, "system_pct", 100.0 * rate[P_SYSTEM] / full_ns_per_s);
-        /* Usage can pass the capacity by a little (the quota is enforced
-         * per 100 ms slice, the reads are not exactly one period apart):
-         * idle is then 0, not negative. */
-        hm_lp_field_f64(out, "idle_pct", busy >= 100.0 ? 0.0 : busy <= 0.0 ? 100.0 : 100.0 - busy);
+        hm_lp_field_f64(out, "user_pct", user);
+        hm_lp_field_f64(out, "system_pct", system);
+        hm_lp_field_f64(out, "idle_pct", 100.0 - busy);
         hm_lp_end(out);
     }
 
