@@ -249,7 +249,9 @@ def sweep_page(out: Path, result: dict[str, Any]) -> Page:
     det = result["detector"]
     aa = result["aa"]
     smallest = result["smallest_detected"]
-    ok = not math.isnan(aa["rate"]) and aa["rate"] <= result["alpha"]
+    # No A/A replays (fewer than 4 clean runs): the rate is NaN, null in sweep.json.
+    rate = aa["rate"]
+    ok = rate is not None and not math.isnan(rate) and rate <= result["alpha"]
     page.finding(
         "high" if smallest is not None else "low", "Detection threshold",
         f"smallest level detected: {_fmt(smallest)} %; A/A false-positive rate "
