@@ -233,11 +233,17 @@ def _cpu_seconds(pid: int) -> float:
 
 def test_live_cgroup_v1_node(bin_dir: Path, v1_node: tuple[str, dict[str, Path]]) -> None:
     name, dirs = v1_node
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    # v1 charges a page to the cgroup its process was in when the page was
+    # first touched: the child fills 32 MiB only once it has been moved.
+    child = "import sys\nsys.stdin.readline()\nb = b'x' * (32 << 20)\nwhile True: pass\n"
+    busy = subprocess.Popen([sys.executable, "-c", child], stdin=subprocess.PIPE)
     try:
         for d in {p.resolve() for p in dirs.values()}:
             (d / "cgroup.procs").write_text(str(busy.pid))
-        time.sleep(0.3)  # let the quota settle into its 100 ms periods
+        assert busy.stdin is not None
+        busy.stdin.write(b"go\n")
+        busy.stdin.flush()
+        time.sleep(0.5)  # the 32 MiB written; the quota settled into its 100 ms periods
         t0, c0 = time.monotonic(), _cpu_seconds(busy.pid)
         proc = subprocess.run(
             [
@@ -281,7 +287,7 @@ def test_live_cgroup_v1_node(bin_dir: Path, v1_node: tuple[str, dict[str, Path]]
             assert node.fields["throttled_pct"] > 0
     mem = one(lines, "mem")
     assert mem.fields["total_bytes"] == 256 * MiB
-    assert 0 < mem.fields["used_bytes"] < 256 * MiB
+    assert 32 * MiB <= mem.fields["used_bytes"] < 256 * MiB
     # only the node's CPU among the per-CPU lines, tagged host-wide
     node_cpu = (dirs["cpuset"] / "cpuset.cpus").read_text().strip()
     per_cpu = [x for x in lines if x.m == "cpu" and x.tags["cpu"] != "total"]
