@@ -77,6 +77,13 @@ double app_compute_ms(double ms)
     return flops;
 }
 
+double app_rank_load(const app_context *ctx, double imbalance)
+{
+    if (ctx->size < 2)
+        return 1.0;
+    return 1.0 + imbalance * (double)ctx->rank / (double)(ctx->size - 1);
+}
+
 /* ---- options ------------------------------------------------------------ */
 
 static void print_value(FILE *out, const app_option *o)

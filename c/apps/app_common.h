@@ -125,6 +125,11 @@ bool app_all_ok(const app_context *ctx, bool ok);
  * sensors see). Returns the number of floating-point operations done. */
 double app_compute_ms(double ms);
 
+/* The load of this rank under --imbalance F: 1 + F * rank / (size - 1), so
+ * rank 0 does the nominal work, the last rank (1 + F) times it and the
+ * others in between (1 with a single rank). F = 0: every rank the same. */
+double app_rank_load(const app_context *ctx, double imbalance);
+
 /* Prints "PROGRAM: rank R: message" and aborts every rank (MPI_Abort):
  * for failures in the middle of communication, where returning would hang
  * the others. */

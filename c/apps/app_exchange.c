@@ -10,6 +10,7 @@ typedef struct exch_params {
     int64_t rounds;        /* fixed rounds per cycle; 0 = as many as fit in comm_ms */
     double comm_ms;
     double compute_ms;
+    double imbalance;      /* rank r computes compute_ms * (1 + imbalance * r / (n-1)) */
     bool corrupt;
 } exch_params;
 
@@ -113,6 +114,8 @@ static int exch_validate(const app_context *ctx, const void *data, hm_error *err
         return hm_error_set(err, "--cycles x --rounds = %.3g is too many", messages);
     if (p->rounds == 0 && p->comm_ms <= 0)
         return hm_error_set(err, "--rounds 0 (time-bounded) needs --comm-ms above 0");
+    if (p->imbalance > 0 && p->compute_ms <= 0)
+        return hm_error_set(err, "--imbalance needs a compute phase (--compute-ms above 0)");
     return 0;
 }
 
@@ -206,6 +209,9 @@ static int exch_run(const app_context *ctx, const void *data, app_result *result
 
     double flops = 0.0;
     int64_t compute_ns = 0;
+    /* --imbalance: later ranks compute longer; the others wait for them in
+     * the next cycle's first round, as ranks wait for an overloaded one. */
+    const double my_compute_ms = p->compute_ms * app_rank_load(ctx, p->imbalance);
     uint64_t seq = 0;
     for (int64_t cycle = 0; cycle < p->cycles; cycle++) {
         const int64_t t0 = app_now_ns();
@@ -219,7 +225,7 @@ static int exch_run(const app_context *ctx, const void *data, app_result *result
         const int64_t t1 = app_now_ns();
         result->busy_ns += t1 - t0;
         if (p->compute_ms > 0) {
-            flops += app_compute_ms(p->compute_ms);
+            flops += app_compute_ms(my_compute_ms);
             compute_ns += app_now_ns() - t1;
         }
     }
@@ -228,6 +234,7 @@ static int exch_run(const app_context *ctx, const void *data, app_result *result
     app_result_extra(result, "rounds", (double)seq, APP_MAX);
     app_result_extra(result, "message_bytes", (double)len, APP_MAX);
     app_result_extra(result, "compute_s_max", (double)compute_ns * 1e-9, APP_MAX);
+    app_result_extra(result, "compute_s_min", (double)compute_ns * 1e-9, APP_MIN);
     app_result_extra(result, "compute_flops", flops, APP_SUM);
 out:
     free(st.statuses);
@@ -262,6 +269,9 @@ int exch_main(const exch_pattern *pattern, int argc, char **argv)
                 "fixed message rounds per cycle instead (0 = use --comm-ms)"),
         APP_DOUBLE("compute-ms", &params.compute_ms, 0.0, 3.6e6, "MS",
                    "compute phase after each cycle's messages (0 = none)"),
+        APP_DOUBLE("imbalance", &params.imbalance, 0.0, 100.0, "F",
+                   "load imbalance: rank r computes --compute-ms x (1 + F r/(n-1)), "
+                   "the last rank 1+F times rank 0's (0 = balanced)"),
         APP_FLAG("corrupt", &params.corrupt,
                  "(testing) rank 0 damages one message, to show the check catches it"),
     };

@@ -148,6 +148,8 @@ BAD_ARGS = [
     ("master", ["--compute-ms", "fast"], "not a number"),
     ("snake", ["--rounds", "0", "--comm-ms", "0"], "needs --comm-ms above 0"),
     ("snake", ["--rounds", "-1"], "outside"),
+    ("butterfly", ["--imbalance", "1", "--compute-ms", "0"], "needs a compute phase"),
+    ("master", ["--imbalance", "-0.5"], "outside"),
     ("matmul", ["--size", "2"], "smaller than the number of ranks"),
     ("matmul", ["--size", "16", "--block", "32"], "larger than --size"),
     ("outofcore", ["--data", "1M", "--memory", "1M"], "must exceed --memory"),
@@ -188,6 +190,24 @@ def test_bad_arguments_fail_on_every_rank(
     assert exits == ["2", "2", "2"], out.stderr
     assert message in one_error_line(out, program)
     assert "Traceback" not in out.stderr and "Segmentation" not in out.stderr
+
+
+@pytest.mark.parametrize("program", ["snake", "butterfly"])
+def test_imbalance_loads_later_ranks_more(mpirun: MpiRun, program: str) -> None:
+    # --imbalance 2 on 3 ranks: rank 0 computes 1x, rank 1 2x, rank 2 3x --compute-ms
+    summary = run_json(
+        mpirun, 3, program, "--length", "4K", "--cycles", "2", "--rounds", "2",
+        "--compute-ms", "60", "--imbalance", "2",
+    )  # fmt: skip
+    assert summary["parameters"]["imbalance"] == 2
+    m = summary["metrics"]
+    assert m["compute_s_min"] == pytest.approx(2 * 0.060, rel=0.5)
+    assert m["compute_s_max"] / m["compute_s_min"] == pytest.approx(3.0, rel=0.25)
+    balanced = run_json(
+        mpirun, 3, program, "--length", "4K", "--cycles", "2", "--rounds", "2",
+        "--compute-ms", "60",
+    )["metrics"]  # fmt: skip
+    assert balanced["compute_s_max"] / balanced["compute_s_min"] < 1.5
 
 
 @pytest.mark.parametrize("program", ["master", "snake", "butterfly"])
