@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -50,6 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hushmon: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`hushmon ... | head`): as any Unix tool, stop
+        # quietly; stdout is pointed at /dev/null so the interpreter's final
+        # flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

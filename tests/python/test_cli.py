@@ -46,3 +46,17 @@ def test_hushmon_error_becomes_exit_code(monkeypatch: pytest.MonkeyPatch, capsys
     monkeypatch.setattr(cli, "build_parser", lambda only=None: parser)
     assert cli.main([]) == 3
     assert capsys.readouterr().err.strip() == "hushmon: broken input"
+
+
+def test_a_reader_that_goes_away_ends_quietly(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`hushmon ... | head`: no traceback, the shell's code for SIGPIPE."""
+    from hushmon.testbed import cli as testbed_cli
+
+    def closed_pipe() -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(testbed_cli, "_bed", closed_pipe)
+    assert cli.main(["testbed", "env"]) == 141
+    assert "Traceback" not in capfd.readouterr().err
