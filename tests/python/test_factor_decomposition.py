@@ -77,12 +77,26 @@ def test_compare_names_the_growing_factors(runs_db: Path, tmp_path: Path) -> Non
     assert cmp.report_path.stat().st_size > 10_000
 
 
+def test_same_size_runs_are_compared_side_by_side(runs_db: Path, tmp_path: Path) -> None:
+    # p2 (light traffic) and p8 (a saturated link) given the same size: which factor differs
+    cmp = compare_runs(runs_db, ["p2@4", "p8@4"], tmp_path / "side")
+    assert cmp.side_by_side
+    differs = {f.factor: f for f in cmp.findings}
+    assert "network_bandwidth" in differs
+    f = differs["network_bandwidth"]
+    assert f.evidence["values"]["p8@4"] > f.evidence["values"]["p2@4"]
+    assert "job p8" in f.hint and "job p2" in f.hint
+    data = json.loads(cmp.json_path.read_text())
+    assert data["mode"] == "side_by_side"
+    assert "differs between the runs" in cmp.summary_lines()[1]
+
+
 def test_compare_bad_input(runs_db: Path, tmp_path: Path) -> None:
     with pytest.raises(HushmonError, match="at least two runs"):
         compare_runs(runs_db, ["p2@2"], tmp_path)
     with pytest.raises(HushmonError, match="not a number"):
         parse_run("p2@two")
-    with pytest.raises(HushmonError, match="same size"):
-        compare_runs(runs_db, ["p2@4", "p4@4"], tmp_path)
+    with pytest.raises(HushmonError, match="given twice"):
+        compare_runs(runs_db, ["p2@2", "p2@4"], tmp_path)
     with pytest.raises(HushmonError, match="not in the store"):
         compare_runs(runs_db, ["p2@2", "nope@4"], tmp_path)

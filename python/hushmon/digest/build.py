@@ -17,10 +17,13 @@ import numpy as np
 
 from hushmon import __version__, jsonio
 from hushmon.digest import plots
-from hushmon.digest.factors import FACTORS, run_factors
+from hushmon.digest.fabric import load_fabric
+from hushmon.digest.factors import FACTORS, parameters, run_factors
 from hushmon.digest.factors.base import SEVERITIES, Finding, Skipped
 from hushmon.digest.factors.work import work_matrix
 from hushmon.digest.jobdata import JobData, load_job
+from hushmon.digest.scope import Scopes
+from hushmon.digest.scope import describe as describe_scopes
 from hushmon.digest.sensors import DERIVED
 from hushmon.digest.states import States, find_states
 from hushmon.digest.vectors import build_vectors, write_arff, write_csv, write_parquet
@@ -29,14 +32,28 @@ from hushmon.report.html import Page, escape
 # Plotted over time when present, in this order.
 KEY_SENSORS = (
     "cpu.user_pct",
+    "cpu.system_pct",
     "cpu.iowait_pct",
+    "cpu.host_busy_pct",
     "pmu.flops_per_s",
     "network.tx_bytes_per_s",
     "network.rx_bytes_per_s",
     "swap.pages_per_s",
+    "vm.major_faults_per_s",
     "disk.bytes_per_s",
     "mem.used_pct",
+    "mem.usage_pct",
     "load.load1",
+)
+# One heat map (node x period) each, when present.
+PER_NODE_SENSORS = (
+    "cpu.user_pct",
+    "cpu.system_pct",
+    "network.tx_bytes_per_s",
+    "network.rx_bytes_per_s",
+    "pmu.flops_per_s",
+    "swap.pages_per_s",
+    "mem.usage_pct",
 )
 # Columns of the correlation matrix, when present and varying.
 CORR_SENSORS = (
@@ -129,13 +146,26 @@ def _correlation(job: JobData) -> tuple[list[str], np.ndarray]:
     return names, np.corrcoef(np.vstack(cols))
 
 
-def build_digest(db_path: Path, job: str, out_dir: Path) -> Digest:
-    """Analyze ``job`` from the store at ``db_path``; write the report into ``out_dir``."""
+def attach_fabric(data: JobData, topology: Path | None, previous: Path | None) -> None:
+    """Look up the racks (Slurm's topology.conf) for the analyzers."""
+    data.fabric_info = load_fabric(
+        topology, dict(parameters()["fabric"]), int(data.times_ns[0]), previous
+    )
+
+
+def build_digest(db_path: Path, job: str, out_dir: Path, topology: Path | None = None) -> Digest:
+    """Analyze ``job`` from the store at ``db_path``; write the report into ``out_dir``.
+
+    ``topology``: Slurm's topology.conf (default: looked for, see hushmon.digest.fabric).
+    """
     started = time.perf_counter()
     data = load_job(Path(db_path), job)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    previous = out_dir / "digest.json"
+    attach_fabric(data, topology, previous if previous.exists() else None)
     result = run_factors(data)
+    scopes = describe_scopes(data)
     states = find_states(data)
     vec = build_vectors(data)
     vec.state = states.labels
@@ -177,6 +207,8 @@ def build_digest(db_path: Path, job: str, out_dir: Path) -> Digest:
         },
         "findings": [f.to_json() for f in result.findings],
         "skipped": [s.to_json() for s in result.skipped],
+        "fabric": data.fabric_info.to_json(data.hosts),
+        "scopes": scopes.to_json(),
         "factors": [f.name for f in FACTORS],
         "correlation": {
             "sensors": corr_names,
@@ -185,18 +217,133 @@ def build_digest(db_path: Path, job: str, out_dir: Path) -> Digest:
         "exports": {k: p.name for k, p in exports.items()},
     }
     jsonio.write_atomic(digest.json_path, payload)
-    _report(data, digest, sensor_rows, corr_names, corr).write(digest.report_path)
+    _report(data, digest, sensor_rows, corr_names, corr, scopes).write(digest.report_path)
     digest.seconds = time.perf_counter() - started
     return digest
 
 
-def _evidence_text(f: Finding) -> str:
-    items = [
-        f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in f.evidence.items()
-    ]
+def _finding_html(f: Finding) -> str:
+    """A finding: title, severity, the hint, and its evidence as a small table."""
+    rows = "".join(
+        f"<tr><th class='text'>{escape(k.replace('_', ' '))}</th>"
+        f"<td class='text'>{escape(f'{v:.4g}' if isinstance(v, float) else v)}</td></tr>"
+        for k, v in f.evidence.items()
+    )
     if f.span_s:
-        items.append(f"longest span = {f.span_s[0]:.0f}–{f.span_s[1]:.0f} s")
-    return "; ".join(items)
+        rows += (
+            "<tr><th class='text'>longest span</th>"
+            f"<td class='text'>{f.span_s[0]:.0f}–{f.span_s[1]:.0f} s from the job's start</td></tr>"
+        )
+    return (
+        f"<div class='finding {escape(f.severity)}'><b>{escape(f.title)}</b>"
+        f" <span class='meta'>({escape(f.severity)}, factor {escape(f.factor)})</span><br>"
+        f"{escape(f.hint)}<details><summary>evidence</summary>"
+        f"<table class='meta'>{rows}</table></details></div>"
+    )
+
+
+def _network_section(page: Page, data: JobData) -> None:
+    """Racks, uplinks and node links: what the network analyzers measured against."""
+    from hushmon.digest.factors import links
+
+    info = data.fabric_info
+    node_links = links.node_links(data, parameters()["network_bandwidth"])
+    if not node_links:
+        return
+    page.heading("Network: links and racks")
+    page.paragraph(f"Racks: {info.describe() if info is not None else 'not looked up'}.")
+    rack_stats = [s for s in (links.link_stats(u) for u in links.uplinks(data)) if s is not None]
+    fabric = data.fabric
+    rows = []
+    for link in node_links:
+        st = links.link_stats(link)
+        rows.append(
+            (
+                link.nodes[0],
+                (fabric.leaf_of(link.nodes[0]) if fabric is not None else None) or "?",
+                "–" if link.capacity is None else f"{link.capacity * 8 / 1e6:g}",
+                link.source,
+                float("nan") if st is None else st.ceiling / 1e6,
+                float("nan") if st is None or st.utilization is None else 100 * st.utilization,
+            )
+        )
+    page.table(
+        [
+            "node",
+            "rack",
+            "link Mbit/s",
+            "capacity from",
+            "ceiling MB/s (messages)",
+            "% of capacity",
+        ],
+        rows,
+        text_columns=(0, 1, 2, 3),
+    )
+    if rack_stats:
+        page.table(
+            [
+                "uplink",
+                "Mbit/s",
+                "capacity from",
+                "rack sends MB/s (upper bound)",
+                "% of capacity",
+                "stayed in rack, at least",
+            ],
+            [
+                (
+                    s.link.name,
+                    f"{(s.link.capacity or 0) * 8 / 1e6:g}",
+                    s.link.source,
+                    s.ceiling / 1e6,
+                    float("nan") if s.utilization is None else 100 * s.utilization,
+                    f"{s.stayed_share:.0%}",
+                )
+                for s in rack_stats
+            ],
+            text_columns=(0, 1, 2, 5),
+        )
+        page.figure(
+            plots.link_load([s.link for s in rack_stats], data),
+            "Each rack's traffic (transmit = bytes its job nodes sent: an upper bound of what "
+            "crossed its uplink) against the uplink's capacity (dashed) and the share counted "
+            "as near it (dotted).",
+        )
+
+
+def _scope_section(page: Page, scopes: Scopes) -> None:
+    page.heading("Where the numbers come from")
+    page.paragraph(scopes.summary() + ".")
+    rows: list[tuple[str, str, str]] = []
+    for source, names in scopes.node_scoped.items():
+        rows.append(("node" if scopes.mode == "node" else "machine", source, _compact(names)))
+    if scopes.host_wide:
+        rows.append(
+            ("host-wide", "the whole machine (tagged scope=host)", _compact(scopes.host_wide))
+        )
+    page.table(["scope", "source", "sensors"], rows, text_columns=(0, 1, 2))
+    derived = [
+        (name, d["scope"], ", ".join(d["from"]) or "–") for name, d in scopes.derived.items()
+    ]
+    if derived:
+        page.paragraph(
+            "The analyzers read these derived sensors; each is computed from the node's own "
+            "series where the node has one, else from the host-wide one:",
+            "meta",
+        )
+        page.table(["derived sensor", "scope", "computed from"], derived, text_columns=(0, 1, 2))
+
+
+def _compact(names: list[str]) -> str:
+    """Sensors grouped by measurement.field: 'net.tx_bytes_per_s[eth0, lo]'."""
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        base, _, tag_text = n.partition("[")
+        groups.setdefault(base, []).append(tag_text.rstrip("]").replace(",scope=host", ""))
+    parts = []
+    for base, tag_list in groups.items():
+        shown = [t for t in tag_list if t and t != "scope=host"]
+        parts.append(base + (f" [{', '.join(shown)}]" if shown else ""))
+    return "; ".join(parts)
 
 
 def _report(
@@ -205,6 +352,7 @@ def _report(
     sensor_rows: list[dict[str, Any]],
     corr_names: list[str],
     corr: np.ndarray,
+    scopes: Scopes,
 ) -> Page:
     page = Page(f"hushmon digest — job {data.job}")
     start = datetime.fromtimestamp(data.times_ns[0] / 1e9, UTC)
@@ -223,6 +371,8 @@ def _report(
                 f"{len(data.sensors)} ({len(data.base_names)} measured, "
                 f"{len(data.sensors) - len(data.base_names)} derived)",
             ),
+            ("racks", data.fabric_info.describe() if data.fabric_info else "not looked up"),
+            ("sensor scope", scopes.summary()),
             ("hushmon", __version__),
         ]
     )
@@ -236,7 +386,7 @@ def _report(
     )
     page.paragraph(verdict, "verdict")
     for f in ranked:
-        page.finding(f.severity, f.title, f"{f.hint} Evidence: {_evidence_text(f)}.")
+        page.raw_html(_finding_html(f))
     if digest.skipped:
         page.heading("Analyzers that could not answer", 3)
         page.table(
@@ -245,6 +395,7 @@ def _report(
             text_columns=(0, 1, 2),
         )
 
+    _network_section(page, data)
     present = [s for s in KEY_SENSORS if data.has(s)]
     if present:
         page.heading("Sensors over time (min / average / max across nodes)")
@@ -253,9 +404,14 @@ def _report(
             "Band = range across nodes per period; line = average over nodes.",
         )
     page.heading("Per node")
-    for s in ("cpu.user_pct", "network.tx_bytes_per_s", "pmu.flops_per_s", "swap.pages_per_s"):
+    for s in PER_NODE_SENSORS:
         if data.has(s):
-            page.figure(plots.per_node(data, s), f"{s} per node and period.")
+            inputs = data.derived_inputs.get(s, [s])
+            page.figure(
+                plots.per_node(data, s),
+                f"{s} per node and period ({DERIVED[s].description if s in DERIVED else s}; "
+                f"from {', '.join(inputs)}).",
+            )
 
     st = digest.states
     page.heading("States")
@@ -298,6 +454,7 @@ def _report(
             "Correlation of the across-node averages over the job's periods.",
         )
 
+    _scope_section(page, scopes)
     page.heading("All sensors (job summary)")
     page.table(
         ["sensor", "min", "average", "max", "nodes", "node spread (CV)"],

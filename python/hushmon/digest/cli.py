@@ -24,6 +24,14 @@ def register(subparsers: Any) -> None:
     add_data_dir_options(p)
     p.add_argument("--out", type=Path, help="output folder (default <data>/reports/JOB)")
     p.add_argument("--json", metavar="FILE|-", help="also write digest.json here ('-' = stdout)")
+    p.add_argument(
+        "--topology",
+        type=Path,
+        metavar="FILE",
+        help="Slurm's topology.conf: which nodes share a rack and the uplinks' speed "
+        "(default: the folder of $SLURM_CONF, then /etc/slurm; else what an earlier digest "
+        "of the job recorded)",
+    )
     p.set_defaults(func=run)
 
 
@@ -32,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from hushmon.digest.build import build_digest
 
     dd, db = from_args(args)
-    digest = build_digest(db, args.job, args.out or dd.reports(args.job))
+    digest = build_digest(db, args.job, args.out or dd.reports(args.job), args.topology)
     human = jsonio.human_stream(args.json)
     for line in digest.summary_lines():
         print(line, file=human)

@@ -7,13 +7,19 @@ Every factor gives one influence number per run (its ``metric``: bigger =
 worse, except the decomposition's work rate, which is turned into the rate
 lost against the best run). Across the runs, ordered by size, we fit the
 influence against log2(size); a factor whose influence rises by more than
-``GROWTH_MEDIUM`` (absolute, on a 0-1 scale where it has one) or doubles is
-reported as growing.
+``GROWTH_MEDIUM`` (absolute, on its 0-1 scale; idle CPU in %) is reported
+as growing.
+
+Runs of the same size (two programs on the same nodes: butterfly and snake)
+are compared side by side instead: a factor whose influence differs by
+``GROWTH_MEDIUM`` or more between them is reported with each run's own
+finding, which says why (the numbers and the links involved).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,21 +29,30 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from hushmon import __version__, jsonio
-from hushmon.digest.factors import FACTORS, decomposition, factor_metric, parameters
+from hushmon.digest.build import attach_fabric
+from hushmon.digest.factors import (
+    FACTORS,
+    decomposition,
+    factor_metric,
+    links,
+    parameters,
+    run_factors,
+)
 from hushmon.digest.factors.base import SEVERITIES, Finding
 from hushmon.digest.factors.work import work_matrix
 from hushmon.digest.jobdata import JobData, load_job
+from hushmon.digest.scope import shared_host
 from hushmon.errors import HushmonError
 from hushmon.report.html import Page
 
 GROWTH_MEDIUM = 0.10  # absolute rise of a 0-1 influence
 GROWTH_HIGH = 0.30
-RELATIVE_GROWTH = 1.0  # or the influence at least doubles (unbounded metrics)
 
 # What the influence number means, for the table and the hints.
 MEANING = {
-    "network_bandwidth": "share of busy time at the link ceiling",
-    "topology": "bytes/s sent off-node per node",
+    "network_bandwidth": "busiest link's load at its ceiling, share of its capacity "
+    "(an upper bound for uplinks, at most 1)",
+    "topology": "share of the traffic that may cross between racks (upper bound)",
     "disk_swap": "share of time swapping",
     "imbalance": "1 - mean/max of per-node work",
     "idle_cpu": "idle + iowait, % of CPU time",
@@ -54,6 +69,11 @@ class Run:
     influence: dict[str, float | None] = field(default_factory=dict)
     work_sensor: str = ""
     work_rate: float | None = None
+    network_send: float | None = None  # bytes/s per node in its message periods (mean of nodes)
+    racks: str = ""  # what the run's digest knew of the racks
+    findings: dict[str, Finding] = field(default_factory=dict)  # the run's worst per factor
+    host_busy_pct: float | None = None  # host-wide CPU busy (node-scoped agents)
+    nodes_share_host: bool | None = None
 
 
 @dataclass
@@ -63,14 +83,20 @@ class Comparison:
     findings: list[Finding]
     report_path: Path
     json_path: Path
+    side_by_side: bool = False
 
     def summary_lines(self) -> list[str]:
+        how = "side by side (same size)" if self.side_by_side else f"by {self.size_label}"
         lines = [
-            f"compared {len(self.runs)} runs by {self.size_label}: "
+            f"compared {len(self.runs)} runs {how}: "
             + ", ".join(f"{r.job}@{r.size:g}" for r in self.runs)
         ]
         if not self.findings:
-            lines.append("no factor's influence grows with the size")
+            lines.append(
+                "no factor's influence differs between the runs"
+                if self.side_by_side
+                else "no factor's influence grows with the size"
+            )
         for f in sorted(self.findings, key=lambda f: SEVERITIES.index(f.severity)):
             lines.append(f"[{f.severity}] {f.title}: {f.hint}")
         lines.append(f"report: {self.report_path}")
@@ -101,7 +127,81 @@ def _measure(job: JobData, size: float) -> Run:
     if work is not None:
         run.work_sensor = work[0]
         run.work_rate = float(np.nanmean(work[1]))
+    sends = [
+        float(np.nanmean(link.tx[st.message]))
+        for link in links.node_links(job, parameters()["network_bandwidth"])
+        if (st := links.link_stats(link)) is not None
+    ]
+    run.network_send = float(np.mean(sends)) if sends else None
+    run.racks = job.fabric_info.describe() if job.fabric_info is not None else ""
+    for f in sorted(run_factors(job).findings, key=lambda f: SEVERITIES.index(f.severity)):
+        run.findings.setdefault(f.factor, f)
+    if job.has("cpu.host_busy_pct"):
+        run.host_busy_pct = float(np.nanmean(job.stats["cpu.host_busy_pct"].avg))
+        run.nodes_share_host = shared_host(job)[0]
     return run
+
+
+def _brief(f: Finding | None) -> str:
+    """A run's finding in one sentence (its hint's first, which carries the numbers)."""
+    if f is None:
+        return "no finding."
+    first = re.split(r"(?<=[a-z0-9)%])\. (?=[A-Z])", f.hint, maxsplit=1)[0].rstrip(".")
+    return f"[{f.severity}] {first}."
+
+
+def _side_by_side(runs: list[Run]) -> list[Finding]:
+    """Same-size runs: the factors whose influence differs, each run's finding saying why."""
+    findings: list[Finding] = []
+    for factor in FACTORS:
+        if factor.name == "decomposition":
+            continue
+        vals = [r.influence.get(factor.name) for r in runs]
+        if any(v is None for v in vals):
+            continue
+        v = np.array(vals, dtype=float)
+        scale = 100.0 if factor.name == "idle_cpu" else 1.0
+        diff = float(v.max() - v.min()) / scale
+        if diff < GROWTH_MEDIUM:
+            continue
+        hi, lo = runs[int(np.argmax(v))], runs[int(np.argmin(v))]
+        text = MEANING[factor.name]
+        sev = {
+            r.job: (r.findings[factor.name].severity if factor.name in r.findings else "none")
+            for r in runs
+        }
+        evidence: dict[str, Any] = {
+            "meaning": text,
+            "values": {
+                f"{r.job}@{r.size:g}": round(float(x), 4) for r, x in zip(runs, v, strict=True)
+            },
+            "difference": round(diff * scale, 4),
+            "severity_per_run": sev,
+        }
+        for r in (hi, lo):
+            if r.network_send is not None:
+                evidence[f"network_send_MB_per_s_per_node_{r.job}"] = round(r.network_send / 1e6, 2)
+        hint = (
+            f"{text}: {v.max():.3g} in job {hi.job} against {v.min():.3g} in job {lo.job}. "
+            f"Job {hi.job}: {_brief(hi.findings.get(factor.name))} "
+            f"Job {lo.job}: {_brief(lo.findings.get(factor.name))}"
+        )
+        if (
+            factor.name in ("topology", "network_bandwidth")
+            and hi.network_send is not None
+            and lo.network_send is not None
+        ):
+            hint += (
+                f" Per node, job {hi.job} sends {hi.network_send / 1e6:.1f} MB/s in its message "
+                f"periods and job {lo.job} {lo.network_send / 1e6:.1f} MB/s over the same links."
+            )
+        severity = "high" if diff >= GROWTH_HIGH else "medium"
+        findings.append(
+            Finding(
+                factor.name, f"{factor.title}: differs between the runs", severity, evidence, hint
+            )
+        )
+    return findings
 
 
 def _growth(sizes: np.ndarray, values: np.ndarray) -> tuple[float, float]:
@@ -117,23 +217,30 @@ def compare_runs(
     out_dir: Path,
     size_label: str = "processes",
     work_per_process_falls_with_size: bool = True,
+    topology: Path | None = None,
+    reports: Path | None = None,
 ) -> Comparison:
+    """``reports``: the data folder's reports, where earlier digests recorded the racks."""
     if len(specs) < 2:
         raise HushmonError("compare needs at least two runs (JOB@SIZE ...)")
     parsed = [parse_run(s) for s in specs]
+    if len({j for j, _ in parsed}) < len(parsed):
+        raise HushmonError("a job is given twice: compare different jobs")
     runs: list[Run] = []
     for job_id, size in parsed:
         job = load_job(db_path, job_id)
+        previous = reports / job_id / "digest.json" if reports is not None else None
+        attach_fabric(job, topology, previous if previous and previous.exists() else None)
         runs.append(_measure(job, size if size is not None else float(len(job.hosts))))
     runs.sort(key=lambda r: r.size)
-    if len({r.size for r in runs}) < 2:
-        raise HushmonError("the runs have the same size: give sizes as JOB@SIZE")
     rates = [r.work_rate for r in runs]
     best = max((x for x in rates if x is not None), default=None)
     for r in runs:
         r.influence["decomposition"] = (
             1 - r.work_rate / best if best and r.work_rate is not None else None
         )
+    if len({r.size for r in runs}) < 2:
+        return _finish(runs, size_label, _side_by_side(runs), out_dir, {}, side_by_side=True)
     sizes = np.array([r.size for r in runs])
     findings: list[Finding] = []
     trends: dict[str, dict[str, Any]] = {}
@@ -149,13 +256,9 @@ def compare_runs(
         values = shown[::-1] if flip else shown
         slope, change = _growth(sizes, values)
         trends[factor.name] = {"slope_per_doubling": slope, "change": change}
-        if factor.name == "topology":  # unbounded (bytes/s): relative growth
-            grows = values[0] > 0 and values[-1] >= (1 + RELATIVE_GROWTH) * values[0]
-            severity = "medium"
-        else:
-            scale = 100.0 if factor.name == "idle_cpu" else 1.0
-            grows = change / scale >= GROWTH_MEDIUM
-            severity = "high" if change / scale >= GROWTH_HIGH else "medium"
+        scale = 100.0 if factor.name == "idle_cpu" else 1.0
+        grows = change / scale >= GROWTH_MEDIUM
+        severity = "high" if change / scale >= GROWTH_HIGH else "medium"
         if not grows or slope <= 0:
             continue
         first, last = runs[0], runs[-1]
@@ -188,11 +291,55 @@ def compare_runs(
     )
     if not any(f.factor == "decomposition" for f in findings):
         findings.extend(dec)
+    _explain_shared_cpus(runs, findings)
+    return _finish(runs, size_label, findings, out_dir, trends)
+
+
+def _explain_shared_cpus(runs: list[Run], findings: list[Finding]) -> None:
+    """A falling work rate per node on nodes that share a saturated machine is
+    (at least partly) the nodes sharing its CPUs, not the decomposition: say so."""
+    busy = [r for r in runs if r.nodes_share_host and (r.host_busy_pct or 0) >= 85]
+    if not busy:
+        return
+    for f in findings:
+        if f.factor != "decomposition":
+            continue
+        f.evidence["runs_on_a_saturated_shared_machine"] = ", ".join(
+            f"{r.job} ({r.nodes} nodes, host CPU {r.host_busy_pct:.0f}% busy)" for r in busy
+        )
+        f.hint += (
+            " Caution: in "
+            + ", ".join(f"job {r.job}" for r in busy)
+            + " the nodes share one machine whose CPUs were busy "
+            + ", ".join(f"{r.host_busy_pct:.0f}%" for r in busy)
+            + " of the time (host-wide CPU), so part of the drop per node is the nodes "
+            "sharing those CPUs, not the decomposition: compare on nodes with CPUs of their own."
+        )
+        if f.severity == "high":
+            f.severity = "medium"
+
+
+def _finish(
+    runs: list[Run],
+    size_label: str,
+    findings: list[Finding],
+    out_dir: Path,
+    trends: dict[str, dict[str, Any]],
+    side_by_side: bool = False,
+) -> Comparison:
     out_dir.mkdir(parents=True, exist_ok=True)
-    cmp = Comparison(runs, size_label, findings, out_dir / "compare.html", out_dir / "compare.json")
+    cmp = Comparison(
+        runs,
+        size_label,
+        findings,
+        out_dir / "compare.html",
+        out_dir / "compare.json",
+        side_by_side,
+    )
     payload = {
         "hushmon_version": __version__,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "mode": "side_by_side" if side_by_side else "trend",
         "size_label": size_label,
         "runs": [
             {
@@ -203,6 +350,11 @@ def compare_runs(
                 "work_sensor": r.work_sensor,
                 "work_rate": r.work_rate,
                 "influence": r.influence,
+                "network_send_bytes_per_s_per_node": r.network_send,
+                "host_busy_pct": r.host_busy_pct,
+                "nodes_share_a_host": r.nodes_share_host,
+                "racks": r.racks,
+                "findings": {k: f.to_json() for k, f in r.findings.items()},
             }
             for r in runs
         ],
@@ -216,18 +368,30 @@ def compare_runs(
 
 def _page(cmp: Comparison) -> Page:
     page = Page("hushmon compare — " + ", ".join(r.job for r in cmp.runs))
-    page.paragraph(
-        f"{len(cmp.runs)} runs of one program ordered by {cmp.size_label}. For each factor, "
-        "its influence in each run; what matters for scalability is how it changes."
-    )
+    if cmp.side_by_side:
+        page.paragraph(
+            f"{len(cmp.runs)} runs of the same size ({cmp.runs[0].size:g} {cmp.size_label}) "
+            "side by side: for each factor, its influence in each run, and for the factors "
+            "that differ, each run's own finding, which says why."
+        )
+    else:
+        page.paragraph(
+            f"{len(cmp.runs)} runs of one program ordered by {cmp.size_label}. For each "
+            "factor, its influence in each run; what matters for scalability is how it changes."
+        )
     page.heading("Findings")
     if not cmp.findings:
-        page.paragraph("No factor's influence grows with the size.", "verdict")
+        page.paragraph(
+            "No factor's influence differs between the runs."
+            if cmp.side_by_side
+            else "No factor's influence grows with the size.",
+            "verdict",
+        )
     for f in sorted(cmp.findings, key=lambda f: SEVERITIES.index(f.severity)):
         page.finding(f.severity, f.title, f.hint)
     page.heading("Influence per run")
     cols = ["factor", "meaning"] + [f"{r.job}@{r.size:g}" for r in cmp.runs]
-    rows = []
+    rows: list[list[Any]] = []
     for factor in FACTORS:
         vals = [r.influence.get(factor.name) for r in cmp.runs]
         rows.append(
@@ -240,21 +404,72 @@ def _page(cmp: Comparison) -> Page:
             *[float("nan") if r.work_rate is None else r.work_rate for r in cmp.runs],
         ]
     )
+    rows.append(
+        [
+            "network",
+            "MB/s each node sends in its message periods",
+            *[float("nan") if r.network_send is None else r.network_send / 1e6 for r in cmp.runs],
+        ]
+    )
+    rows.append(
+        [
+            "host CPU",
+            "host-wide CPU busy, % (nodes sharing a machine)",
+            *[float("nan") if r.host_busy_pct is None else r.host_busy_pct for r in cmp.runs],
+        ]
+    )
     page.table(cols, rows, text_columns=(0, 1))
+    page.heading("Each run's own findings", 3)
+    page.table(
+        ["factor", *[f"{r.job}@{r.size:g}" for r in cmp.runs]],
+        [
+            [
+                factor.name,
+                *[
+                    r.findings[factor.name].severity if factor.name in r.findings else "–"
+                    for r in cmp.runs
+                ],
+            ]
+            for factor in FACTORS
+        ],
+        text_columns=tuple(range(len(cmp.runs) + 1)),
+    )
+    page.paragraph(
+        "Racks: " + "; ".join(f"job {r.job}: {r.racks or 'not looked up'}" for r in cmp.runs),
+        "meta",
+    )
     fig, ax = plt.subplots(figsize=(8, 3.6))
-    sizes = [r.size for r in cmp.runs]
-    for factor in FACTORS:
-        vals = [r.influence.get(factor.name) for r in cmp.runs]
-        if any(v is None for v in vals):
-            continue
-        v = np.array(vals, dtype=float)
-        top = np.max(np.abs(v))
-        ax.plot(sizes, v / top if top > 0 else v, marker="o", label=factor.name)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel(cmp.size_label)
-    ax.set_ylabel("influence (scaled to its max)")
+    if cmp.side_by_side:
+        names = [f.name for f in FACTORS if f.name != "decomposition"]
+        width = 0.8 / len(cmp.runs)
+        for k, r in enumerate(cmp.runs):
+            v = [r.influence.get(n) for n in names]
+            scaled = [
+                float("nan") if x is None else x / (100.0 if n == "idle_cpu" else 1.0)
+                for n, x in zip(names, v, strict=True)
+            ]
+            ax.bar(np.arange(len(names)) + k * width, scaled, width, label=f"job {r.job}")
+        ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, fontsize=8)
+        ax.set_ylabel("influence (0-1; idle CPU / 100)")
+    else:
+        sizes = [r.size for r in cmp.runs]
+        for factor in FACTORS:
+            vals = [r.influence.get(factor.name) for r in cmp.runs]
+            if any(v is None for v in vals):
+                continue
+            arr = np.array(vals, dtype=float)
+            top = np.max(np.abs(arr))
+            ax.plot(sizes, arr / top if top > 0 else arr, marker="o", label=factor.name)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(cmp.size_label)
+        ax.set_ylabel("influence (scaled to its max)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    page.figure(fig, "Each factor's influence across the runs, scaled to its largest value.")
+    page.figure(
+        fig,
+        "Each factor's influence in each run."
+        if cmp.side_by_side
+        else "Each factor's influence across the runs, scaled to its largest value.",
+    )
     return page

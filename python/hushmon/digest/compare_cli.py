@@ -16,7 +16,9 @@ def register(subparsers: Any) -> None:
         "compare",
         help="compare runs of one program at several sizes: which factor grows",
         description="Compare jobs of the same program run at different process counts or "
-        "problem sizes. RUN is JOB or JOB@SIZE (SIZE defaults to the job's node count).",
+        "problem sizes (which factor grows with the size), or runs of the same size side by "
+        "side (which factor differs, and why). RUN is JOB or JOB@SIZE (SIZE defaults to the "
+        "job's node count).",
     )
     p.add_argument("runs", nargs="+", metavar="RUN", help="JOB or JOB@SIZE")
     p.add_argument(
@@ -29,6 +31,12 @@ def register(subparsers: Any) -> None:
     add_data_dir_options(p)
     p.add_argument("--out", type=Path, help="output folder (default <data>/reports/compare-...)")
     p.add_argument("--json", metavar="FILE|-", help="also write compare.json here ('-' = stdout)")
+    p.add_argument(
+        "--topology",
+        type=Path,
+        metavar="FILE",
+        help="Slurm's topology.conf (default: as hushmon digest looks for it)",
+    )
     p.set_defaults(func=run)
 
 
@@ -44,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
         out,
         size_label="processes" if args.size_is == "processes" else "problem size",
         work_per_process_falls_with_size=args.size_is == "processes",
+        topology=args.topology,
+        reports=dd.root / "reports",
     )
     human = jsonio.human_stream(args.json)
     for line in cmp.summary_lines():

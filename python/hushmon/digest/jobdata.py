@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -104,7 +105,13 @@ class JobData:
     cube: np.ndarray  # float32, base sensor x host x period, NaN = not measured
     stats: dict[str, SensorStats] = field(default_factory=dict)
     node_means: dict[str, np.ndarray] = field(default_factory=dict)
+    # The base sensors each derived sensor was computed from (sensors.add_derived).
+    derived_inputs: dict[str, list[str]] = field(default_factory=dict)
+    # What the digest knows of the racks (hushmon.digest.fabric.FabricInfo), set by
+    # build_digest / compare; None = not looked up (the analyzers then treat it as unknown).
+    fabric_info: Any = None
     _derived: dict[str, np.ndarray | None] = field(default_factory=dict)
+    _trace: list[str] | None = None
 
     @property
     def job(self) -> str:
@@ -132,12 +139,28 @@ class JobData:
         """hosts x periods values of a sensor (float64, NaN where missing), or None."""
         idx = self._index.get(sensor)
         if idx is not None:
+            if self._trace is not None:
+                self._trace.append(sensor)
             return self.cube[idx].astype(np.float64)
         if sensor not in self._derived:
             from hushmon.digest.sensors import DERIVED
 
-            self._derived[sensor] = DERIVED[sensor].compute(self) if sensor in DERIVED else None
+            outer, self._trace = self._trace, []
+            try:
+                self._derived[sensor] = DERIVED[sensor].compute(self) if sensor in DERIVED else None
+                self.derived_inputs[sensor] = sorted(set(self._trace))
+            finally:
+                if outer is not None:
+                    outer.extend(self.derived_inputs.get(sensor, []))
+                self._trace = outer
+        elif self._trace is not None:
+            self._trace.extend(self.derived_inputs.get(sensor, []))
         return self._derived[sensor]
+
+    @property
+    def fabric(self) -> Any:
+        """The racks (hushmon.digest.fabric.Fabric), or None when unknown."""
+        return None if self.fabric_info is None else self.fabric_info.fabric
 
     def base_sensors(self, prefix: str) -> list[str]:
         """Base sensors named ``prefix`` or ``prefix[tags]``."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import ListedColormap
@@ -166,5 +168,30 @@ def correlation(names: list[str], corr: np.ndarray) -> Figure:
                     color="white" if abs(corr[i, j]) > 0.6 else "black",
                 )
     fig.colorbar(im, ax=ax, shrink=0.7, label="Pearson r of across-node averages")
+    fig.tight_layout()
+    return fig
+
+
+def link_load(links: list[Any], job: JobData) -> Figure:
+    """Each link's transmit and receive over time against its capacity (links.Link)."""
+    from hushmon.digest.factors.links import link_params
+
+    near = float(link_params()["near_capacity"])
+    fig, axes = plt.subplots(
+        len(links), 1, figsize=(10, 1.9 * len(links)), sharex=True, squeeze=False
+    )
+    t = job.seconds
+    for ax, link in zip(axes[:, 0], links, strict=True):
+        ax.step(t, link.tx / 1e6, where="post", color="#d62728", lw=1.1, label="transmit")
+        ax.step(t, link.rx / 1e6, where="post", color="#1f77b4", lw=0.9, label="receive")
+        if link.capacity:
+            cap = link.capacity / 1e6
+            ax.axhline(cap, color="black", ls="--", lw=0.9, label="capacity")
+            ax.axhline(near * cap, color="grey", ls=":", lw=0.9, label=f"{near:.0%} of capacity")
+        ax.set_ylabel(f"{link.rack or link.nodes[0]}\nMB/s", fontsize=8, rotation=0, ha="right")
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7, loc="upper right", ncol=4)
+    axes[-1, 0].set_xlabel("seconds from job start")
     fig.tight_layout()
     return fig

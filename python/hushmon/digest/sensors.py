@@ -4,6 +4,14 @@ and how to compute its node x time matrix from base sensors.
 Analyzers ask for these names, so they work whatever the node's interfaces,
 disks or CPUs are called. A derived sensor whose inputs are all missing is
 missing too (never zeros). Adding one = one line in ``DERIVED``.
+
+Scope: an agent in node scope (a test bed node, a container) writes the
+node's own CPU and memory (its cgroup) and network (its namespace) under the
+usual names and tags the host-wide duplicates ``scope=host``
+(:mod:`hushmon.digest.scope`). Derived sensors read the node's own series
+where both exist and fall back to the host-wide one (swap, disks, page
+faults have no node-scoped version); ``JobData.derived_inputs`` records which
+series each was computed from, and the digest lists them.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hushmon.digest.jobdata import JobData
+from hushmon.digest.scope import host_variant
 
 Matrix = np.ndarray
 
@@ -53,12 +62,41 @@ def _loopback(direction: str) -> Callable[[JobData], Matrix | None]:
     return lambda job: _sum(job, [f"net.{direction}_bytes_per_s[iface=lo]"])
 
 
-def _alias(name: str) -> Callable[[JobData], Matrix | None]:
-    return lambda job: job.matrix(name)
+def scoped(job: JobData, name: str) -> str:
+    """``name`` when the node has it, else its host-wide (``scope=host``) twin."""
+    if name in job.base_names:
+        return name
+    host = host_variant(name)
+    return host if host in job.base_names else name
+
+
+def _alias(name: str, host_fallback: bool = True) -> Callable[[JobData], Matrix | None]:
+    """The node's series; its host-wide twin only where ``host_fallback`` (a node's
+    cgroup has no I/O wait: the host's would be counted on top of the node's idle)."""
+    return lambda job: job.matrix(scoped(job, name) if host_fallback else name)
 
 
 def _swap(job: JobData) -> Matrix | None:
-    return _sum(job, ["vm.pswpin_per_s", "vm.pswpout_per_s"])
+    return _sum(job, [scoped(job, "vm.pswpin_per_s"), scoped(job, "vm.pswpout_per_s")])
+
+
+def _host_busy(job: JobData) -> Matrix | None:
+    """Host-wide busy CPU: every node and process sharing the machine."""
+    idle = job.matrix("cpu.idle_pct[cpu=total,scope=host]")
+    if idle is None:
+        return None
+    iowait = job.matrix("cpu.iowait_pct[cpu=total,scope=host]")
+    return 100.0 - idle - (0.0 if iowait is None else np.nan_to_num(iowait))
+
+
+def _mem_usage(job: JobData) -> Matrix | None:
+    """Memory charged (page cache included), % of the node's limit or of RAM."""
+    total = job.matrix(scoped(job, "mem.total_bytes"))
+    free = job.matrix(scoped(job, "mem.free_bytes"))
+    if total is None or free is None:
+        return None
+    with np.errstate(all="ignore"):
+        return np.where(total > 0, 100.0 * (1.0 - free / total), np.nan)
 
 
 def _disk_bytes(job: JobData) -> Matrix | None:
@@ -72,7 +110,7 @@ def _disk_busy(job: JobData) -> Matrix | None:
 
 
 def _cpu_busy(job: JobData) -> Matrix | None:
-    idle = job.matrix("cpu.idle_pct[cpu=total]")
+    idle = job.matrix(scoped(job, "cpu.idle_pct[cpu=total]"))
     if idle is None:
         return None
     iowait = job.matrix("cpu.iowait_pct[cpu=total]")
@@ -90,7 +128,9 @@ DERIVED_LIST: tuple[Derived, ...] = (
     Derived("cpu.user_pct", "user CPU time, % of all cores", _alias("cpu.user_pct[cpu=total]")),
     Derived("cpu.system_pct", "system CPU time, %", _alias("cpu.system_pct[cpu=total]")),
     Derived("cpu.idle_pct", "idle CPU time, %", _alias("cpu.idle_pct[cpu=total]")),
-    Derived("cpu.iowait_pct", "CPU time waiting for I/O, %", _alias("cpu.iowait_pct[cpu=total]")),
+    Derived(
+        "cpu.iowait_pct", "CPU time waiting for I/O, %", _alias("cpu.iowait_pct[cpu=total]", False)
+    ),
     Derived("cpu.busy_pct", "CPU time not idle and not waiting, %", _cpu_busy),
     Derived(
         "pmu.flops_per_s", "floating-point operations per s", _alias("pmu.flops_per_s[cpu=total]")
@@ -105,6 +145,14 @@ DERIVED_LIST: tuple[Derived, ...] = (
     Derived("swap.pages_per_s", "pages swapped in + out per s", _swap),
     Derived("disk.bytes_per_s", "bytes read + written per s, all disks", _disk_bytes),
     Derived("disk.max_busy_pct", "busiest disk's utilization, %", _disk_busy),
+    Derived(
+        "vm.major_faults_per_s",
+        "page faults that read from disk, per s",
+        _alias("vm.pgmajfault_per_s"),
+    ),
+    Derived("mem.page_cache_bytes", "page cache, bytes", _alias("mem.cached_bytes")),
+    Derived("mem.usage_pct", "memory charged incl. page cache, % of limit or RAM", _mem_usage),
+    Derived("cpu.host_busy_pct", "host-wide CPU busy, % (all nodes on the machine)", _host_busy),
 )
 DERIVED: dict[str, Derived] = {d.name: d for d in DERIVED_LIST}
 

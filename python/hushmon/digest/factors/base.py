@@ -115,3 +115,22 @@ def span_of(job: JobData, run: tuple[int, int] | None) -> tuple[float, float] | 
 def mb(v: float) -> float:
     """Bytes/s -> MB/s (10^6, as the seed's figures)."""
     return round(float(v) / 1e6, 1)
+
+
+def spans_text(job: JobData, mask: np.ndarray, limit: int = 6) -> str:
+    """The periods in ``mask`` as spans of seconds from the job's start: '2-5, 8-11 s'."""
+    if not mask.any():
+        return "none"
+    padded = np.concatenate(([False], mask, [False])).astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))
+    secs = job.seconds
+    spans = [
+        f"{secs[a]:.0f}-{secs[b - 1] + job.period_s:.0f}"
+        for a, b in zip(edges[0::2], edges[1::2], strict=True)
+    ]
+    more = f" and {len(spans) - limit} more" if len(spans) > limit else ""
+    return ", ".join(spans[:limit]) + " s" + more
+
+
+def pct(v: float) -> str:
+    return f"{v:.0%}"

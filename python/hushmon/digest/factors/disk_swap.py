@@ -6,6 +6,17 @@ few periods without disk exchange). Per period we take the across-node
 average of swap pages in+out and of the work rate, split the periods into
 swapping / not swapping, and report the time share and the work lost. Disk
 traffic with the CPUs waiting on I/O and no swapping is reported too.
+
+Where there is no swap device (``mem.swap_total_bytes`` = 0, as on many
+clusters and on this project's test bed) nothing can be swapped: a job whose
+data outgrows a node's memory either is killed (OOM kills, counted by the
+node's cgroup) or, when that data is a file, loses its page cache and
+streams through the disk. With node-scoped agents and a memory limit on the
+node (its cgroup) that second case is what the factor looks for instead of
+swapping: the node's memory at its limit, mostly page cache, while the disk
+is busy, and what the CPUs did meanwhile. Disks, swap counters, major faults
+and I/O wait are host-wide on such nodes (``scope=host``); the evidence says
+so.
 """
 
 from __future__ import annotations
@@ -15,7 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from hushmon.digest.factors.base import AnalyzerSkip, Finding, SkipReason, longest_run, mb, span_of
+from hushmon.digest.factors.base import (
+    AnalyzerSkip,
+    Finding,
+    SkipReason,
+    longest_run,
+    mb,
+    span_of,
+    spans_text,
+)
 from hushmon.digest.factors.work import work_matrix
 from hushmon.digest.jobdata import JobData
 
@@ -31,9 +50,148 @@ class DiskSwap:
         return swap, np.nan_to_num(swap) > params["swap_active_pages_per_s"]
 
     def metric(self, job: JobData, params: Mapping[str, Any]) -> float | None:
-        """Share of the job's periods spent swapping."""
+        """Share of the job's periods spent swapping, or with the node's memory at its
+        limit while the disk is busy (no swap device), whichever is larger."""
         _, swapping = self._swapping(job, params)
-        return float(swapping.mean())
+        at_limit = self._at_limit(job, params)
+        busy = self._disk_active(job, params)
+        pressed = 0.0 if at_limit is None or busy is None else float((at_limit & busy).mean())
+        return max(float(swapping.mean()), pressed)
+
+    @staticmethod
+    def _swap_total(job: JobData) -> float | None:
+        for name in ("mem.swap_total_bytes", "mem.swap_total_bytes[scope=host]"):
+            m = job.matrix(name)
+            if m is not None and np.isfinite(m).any():
+                return float(np.nanmax(m))
+        return None
+
+    @staticmethod
+    def _limit(job: JobData) -> float | None:
+        """The node's memory limit (node scope, below the machine's RAM), bytes."""
+        node = job.matrix("mem.total_bytes")
+        host = job.matrix("mem.total_bytes[scope=host]")
+        if node is None or host is None or not np.isfinite(node).any():
+            return None
+        limit, ram = float(np.nanmedian(node)), float(np.nanmedian(host))
+        return limit if limit < 0.95 * ram else None
+
+    def _at_limit(self, job: JobData, params: Mapping[str, Any]) -> np.ndarray | None:
+        if self._limit(job) is None or not job.has("mem.usage_pct"):
+            return None
+        return np.nan_to_num(job.stats["mem.usage_pct"].avg) >= params["memory_limit_pct"]
+
+    def _disk_active(self, job: JobData, params: Mapping[str, Any]) -> np.ndarray | None:
+        if job.has("disk.max_busy_pct"):
+            return np.nan_to_num(job.stats["disk.max_busy_pct"].avg) > params["disk_busy_pct"]
+        if job.has("disk.bytes_per_s"):
+            return (
+                np.nan_to_num(job.stats["disk.bytes_per_s"].avg) > params["disk_active_bytes_per_s"]
+            )
+        return None
+
+    def _memory_finding(
+        self,
+        job: JobData,
+        params: Mapping[str, Any],
+        work_name: str,
+        work_avg: np.ndarray,
+    ) -> Finding | None:
+        """No swapping possible or none seen: the node's memory at its limit while the
+        disk is busy - file data that no longer fits in the page cache."""
+        at_limit = self._at_limit(job, params)
+        busy = self._disk_active(job, params)
+        limit = self._limit(job)
+        if at_limit is None or busy is None or limit is None:
+            return None
+        pressed = at_limit & busy
+        share = float(pressed.mean())
+        if share < params["min_disk_share"]:
+            return None
+        avg = lambda name: float(np.nanmean(job.stats[name].avg[pressed]))  # noqa: E731
+        evidence: dict[str, Any] = {
+            "node_memory_limit_MiB": round(limit / 2**20),
+            "share_of_time_at_limit_with_disk_busy": round(share, 3),
+            "periods": spans_text(job, pressed),
+            "memory_charged_pct_of_limit": round(avg("mem.usage_pct"), 1),
+        }
+        if job.has("mem.page_cache_bytes"):
+            evidence["page_cache_MiB"] = round(avg("mem.page_cache_bytes") / 2**20)
+        if job.has("mem.used_bytes"):
+            evidence["used_without_cache_MiB"] = round(avg("mem.used_bytes") / 2**20)
+        disk_mb = mb(avg("disk.bytes_per_s")) if job.has("disk.bytes_per_s") else float("nan")
+        evidence["disk_MB_per_s"] = disk_mb
+        if job.has("disk.max_busy_pct"):
+            evidence["disk_busy_pct"] = round(avg("disk.max_busy_pct"), 1)
+        host_iowait = job.matrix("cpu.iowait_pct[cpu=total,scope=host]")
+        iowait = (
+            float(np.nanmean(np.nanmean(host_iowait, axis=0)[pressed]))
+            if host_iowait is not None
+            else float("nan")
+        )
+        if np.isfinite(iowait):
+            evidence["iowait_pct_host_wide"] = round(iowait, 1)
+        if job.has("vm.major_faults_per_s"):
+            evidence["major_faults_per_s"] = round(avg("vm.major_faults_per_s"), 1)
+        oom = job.matrix("node_cgroup.oom_kill_per_s")
+        kills = round(float(np.nansum(oom)) * job.period_s) if oom is not None else None
+        if kills is not None:
+            evidence["oom_kills"] = kills
+        swap_total = self._swap_total(job)
+        evidence["swap"] = (
+            "no swap device (mem.swap_total_bytes = 0): nothing could be swapped"
+            if swap_total == 0
+            else "swap device present, no swapping seen"
+        )
+        evidence["work_sensor"] = work_name
+        evidence["work_while_at_limit"] = round(float(np.nanmean(work_avg[pressed])), 2)
+        if (~pressed).sum() >= 2:
+            evidence["work_otherwise"] = round(float(np.nanmean(work_avg[~pressed])), 2)
+        evidence["scopes"] = (
+            "memory: the node's cgroup; disk, I/O wait, major faults, swap: host-wide "
+            "(scope=host, every node on the machine)"
+        )
+        severity = (
+            "high"
+            if (np.isfinite(iowait) and iowait >= params["iowait_pct"] * 3)
+            or share >= params["memory_share_high"]
+            else "medium"
+        )
+        cache = (
+            f", {evidence['page_cache_MiB']} MiB of it page cache"
+            if "page_cache_MiB" in evidence
+            else ""
+        )
+        wait = (
+            f", and the machine's CPUs wait for I/O {iowait:.0f}% of the time (host-wide)"
+            if np.isfinite(iowait)
+            else ""
+        )
+        no_swap = (
+            " There is no swap device, so swapping cannot be what slows it; a job whose own "
+            f"memory (not cache) outgrew the limit would be killed instead ({kills} OOM "
+            "kills here)."
+            if swap_total == 0
+            else ""
+        )
+        hint = (
+            f"The nodes' memory is at its {evidence['node_memory_limit_MiB']} MiB limit "
+            f"({evidence['memory_charged_pct_of_limit']:.0f}% charged{cache}) while the disk "
+            f"moves {disk_mb:g} MB/s, in {share:.0%} of the job's time "
+            f"({evidence['periods']}){wait}; meanwhile the nodes' {work_name} is only "
+            f"{evidence['work_while_at_limit']:.3g}. The job's data does not fit in "
+            f"the node's memory, so it streams through the disk.{no_swap} Give each node's "
+            "ranks more memory (more nodes, fewer ranks per node, a higher limit) so the data "
+            "stays in the page cache, or read and write it in larger sequential blocks."
+        )
+        return Finding(
+            self.name,
+            "Memory at its limit: data streams through the disk",
+            severity,
+            evidence,
+            hint,
+            span_of(job, longest_run(pressed)),
+        )
 
     def analyze(self, job: JobData, params: Mapping[str, Any]) -> list[Finding]:
         if len(job.times_ns) < 5:
@@ -99,6 +257,10 @@ class DiskSwap:
                     span_of(job, run),
                 )
             )
+        memory = self._memory_finding(job, params, work_name, work_avg)
+        if memory is not None:
+            findings.append(memory)  # it carries the disk's figures
+            return findings
         disk_finding = self._disk_finding(job, params, swapping, work_name, work_avg)
         if disk_finding is not None:
             findings.append(disk_finding)
@@ -135,6 +297,9 @@ class DiskSwap:
                 float(np.nanmean(job.stats["disk.bytes_per_s"].avg[active]))
             )
         iowait = job.stats["cpu.iowait_pct"].avg if job.has("cpu.iowait_pct") else None
+        if iowait is None and job.has("cpu.iowait_pct[cpu=total,scope=host]"):
+            iowait = job.stats["cpu.iowait_pct[cpu=total,scope=host]"].avg  # node scope
+            evidence["iowait_scope"] = "host-wide (the node's cgroup has no I/O wait)"
         if iowait is not None:
             evidence["iowait_pct"] = round(float(np.nanmean(iowait[active])), 1)
         quiet = ~active & ~swapping

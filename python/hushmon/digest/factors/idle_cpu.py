@@ -2,6 +2,14 @@
 
 Idle time means fewer runnable threads than cores (blocking waits,
 serial phases, under-subscription); iowait means waiting for storage.
+
+With node-scoped agents (docs/agent.md "Node scope") a node's idle time is
+that of its cgroup's CPUs, which other nodes of the same machine may be
+using (a test bed: every node may use every CPU). Idle time is free only
+when the machine's CPUs are idle too, so where the host-wide CPU
+(``scope=host``) is known the idle time counted is the smaller of the two;
+node idle time that the host did not have is reported as CPUs shared with
+other nodes, not as idle.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ class IdleCpu:
     name = "idle_cpu"
     title = "Idle or waiting CPUs"
     requires = ("cpu.idle_pct",)
-    optional = ("cpu.iowait_pct",)
+    optional = ("cpu.iowait_pct", "cpu.host_busy_pct")
 
     def _waiting(self, job: JobData) -> tuple[np.ndarray, np.ndarray]:
         idle = job.matrix("cpu.idle_pct")
@@ -27,17 +35,30 @@ class IdleCpu:
         iowait = job.matrix("cpu.iowait_pct")
         return idle, (np.zeros_like(idle) if iowait is None else np.nan_to_num(iowait))
 
+    def _free(self, job: JobData, idle: np.ndarray) -> np.ndarray | None:
+        """Node idle time the machine had free too (None: host-wide CPU unknown)."""
+        host_busy = job.matrix("cpu.host_busy_pct")
+        if host_busy is None or not np.isfinite(host_busy).any():
+            return None
+        return np.where(np.isfinite(host_busy), np.fmin(idle, 100.0 - host_busy), idle)
+
     def metric(self, job: JobData, params: Mapping[str, Any]) -> float | None:
-        """Job-average idle + iowait, % of the cores."""
+        """Job-average idle + iowait, % of the cores (idle the machine had free, in node scope)."""
         idle, iowait = self._waiting(job)
-        return float(np.nanmean(idle + iowait))
+        free = self._free(job, idle)
+        return float(np.nanmean((idle if free is None else free) + iowait))
 
     def analyze(self, job: JobData, params: Mapping[str, Any]) -> list[Finding]:
         idle, iowait = self._waiting(job)
+        free = self._free(job, idle)
+        node_avg = float(np.nanmean(idle + iowait))
+        if free is not None:
+            shared = self._shared(job, params, idle, free, node_avg)
+            idle = free
         waiting = idle + iowait
         avg = float(np.nanmean(waiting))
         if avg < params["idle_medium_pct"]:
-            return []
+            return [] if free is None or shared is None else [shared]
         with np.errstate(all="ignore"):
             per_node = np.nanmean(waiting, axis=1)
             per_time = np.nanmean(waiting, axis=0)
@@ -51,16 +72,74 @@ class IdleCpu:
                 float(np.mean(per_time >= params["idle_medium_pct"])), 3
             ),
         }
+        if free is not None:
+            evidence["node_idle_pct_before_host_check"] = round(node_avg, 1)
+        disk_wait = ""
+        host_iowait = job.matrix("cpu.iowait_pct[cpu=total,scope=host]")
+        if not job.has("cpu.iowait_pct") and host_iowait is not None:
+            hw = float(np.nanmean(host_iowait))
+            evidence["iowait_pct_host_wide"] = round(hw, 1)
+            if hw >= params["idle_medium_pct"] / 2:
+                disk_wait = (
+                    f" The node's cgroup has no I/O wait of its own, but the machine's CPUs "
+                    f"waited for I/O {hw:.0f}% of the time (host-wide): much of this idle "
+                    "time is waiting for the disk (see the disk factor)."
+                )
         severity = "high" if avg >= params["idle_high_pct"] else "medium"
+        waits = (
+            f"or waiting for I/O ({evidence['iowait_pct']}%)"
+            if job.has("cpu.iowait_pct")
+            else "(the node's cgroup does not count I/O wait apart)"
+        )
         hint = (
             f"On average {avg:.0f}% of the job's CPU time is idle ({evidence['idle_pct']}%) "
-            f"or waiting for I/O ({evidence['iowait_pct']}%); "
+            f"{waits}; "
             f"{len(idle_nodes)} of {len(job.hosts)} node(s) are idle at least "
-            f"{params['node_idle_pct']}% of the time. Run one process (or thread) per core, "
-            "overlap communication with computation, or look for serial phases."
+            f"{params['node_idle_pct']}% of the time.{disk_wait} Run one process (or thread) "
+            "per core, overlap communication (and I/O) with computation, or look for serial "
+            "phases."
         )
         run = longest_run(per_time >= params["idle_medium_pct"])
         return [Finding(self.name, self.title, severity, evidence, hint, span_of(job, run))]
+
+    def _shared(
+        self,
+        job: JobData,
+        params: Mapping[str, Any],
+        idle: np.ndarray,
+        free: np.ndarray,
+        node_avg: float,
+    ) -> Finding | None:
+        """Node idle time the machine did not have: CPUs used by other nodes."""
+        taken = float(np.nanmean(idle - free))
+        if node_avg < params["idle_medium_pct"] or taken < params["idle_medium_pct"] / 2:
+            return None
+        host_busy = job.stats["cpu.host_busy_pct"].avg
+        cpus = job.matrix("node_cgroup.cpus")
+        cpus_text = (
+            f"{float(np.nanmedian(cpus)):g}"
+            if cpus is not None and np.isfinite(cpus).any()
+            else "?"
+        )
+        evidence = {
+            "node_idle_pct": round(node_avg, 1),
+            "host_busy_pct": round(float(np.nanmean(host_busy)), 1),
+            "idle_pct_the_host_had_free": round(float(np.nanmean(free)), 1),
+            "idle_pct_used_by_others": round(taken, 1),
+            "cpus_per_node": cpus_text,
+            "nodes": len(job.hosts),
+        }
+        hint = (
+            f"The nodes' cgroups left {node_avg:.0f}% of their {cpus_text} CPU(s) idle, but the "
+            f"machine's CPUs were {evidence['host_busy_pct']:.0f}% busy (host-wide, "
+            f"scope=host): {taken:.0f} of those points were CPU time other nodes or processes "
+            "on the same machine used, not time the job could have had. Give each node "
+            "CPUs of its own (hushmon testbed up --cpus-per-node, fewer nodes per machine) "
+            "before reading idle time as the job's."
+        )
+        return Finding(
+            self.name, "CPUs shared with other nodes of the machine", "low", evidence, hint
+        )
 
 
 FACTOR = IdleCpu()

@@ -15,6 +15,7 @@ import numpy as np
 from hushmon.digest.factors.base import AnalyzerSkip, Finding, SkipReason
 from hushmon.digest.factors.work import work_matrix
 from hushmon.digest.jobdata import JobData
+from hushmon.digest.scope import in_node_scope, is_host_wide
 
 
 class Imbalance:
@@ -63,7 +64,7 @@ class Imbalance:
         ]
         outliers.sort(key=lambda x: -abs(x[1] - med))
         i_max, i_min = int(np.nanargmax(per_node)), int(np.nanargmin(per_node))
-        evidence = {
+        evidence: dict[str, Any] = {
             "work_sensor": name,
             "balance_mean_over_max": round(mean / mx, 3),
             "imbalance": round(imbalance, 3),
@@ -74,13 +75,41 @@ class Imbalance:
             "median_value": round(med, 4),
             "outlier_nodes": ", ".join(h for h, _ in outliers[:10]) or "none",
         }
+        evidence["per_node"] = ", ".join(
+            f"{h} {v:.3g}" for h, v in zip(job.hosts, per_node, strict=True) if np.isfinite(v)
+        )
+        inputs = job.derived_inputs.get(name, [name])
+        evidence["measured_by"] = ", ".join(inputs) + (
+            " (host-wide: every process on the machine)"
+            if any(is_host_wide(s) for s in inputs)
+            else " (the node's own cgroup)"
+            if in_node_scope(job)
+            else ""
+        )
+        waiting = ""
+        system = job.matrix("cpu.system_pct")
+        if system is not None and name == "cpu.user_pct":
+            with np.errstate(all="ignore"):
+                sys_node = np.nanmean(system, axis=1)
+            if np.isfinite(sys_node[i_min]) and np.isfinite(sys_node[i_max]):
+                evidence["system_pct_least_vs_busiest"] = (
+                    f"{job.hosts[i_min]} {sys_node[i_min]:.1f} vs {job.hosts[i_max]} "
+                    f"{sys_node[i_max]:.1f}"
+                )
+                if sys_node[i_min] > 2 * sys_node[i_max] + 1:
+                    waiting = (
+                        f" The least busy node spends {sys_node[i_min]:.0f}% of its CPU in "
+                        f"the kernel against {sys_node[i_max]:.0f}% on {job.hosts[i_max]}: "
+                        "its ranks poll for messages that come late."
+                    )
         severity = "high" if imbalance >= params["imbalance_high"] else "medium"
         hint = (
             f"The average node does {mean / mx:.0%} of the work of the busiest one "
-            f"({job.hosts[i_max]}: {name} {mx:.3g} vs median {med:.3g}). "
-            f"Outlying nodes: {evidence['outlier_nodes']}. The others wait for it at every "
-            "synchronization, so adding nodes helps little; rebalance the decomposition "
-            "(or check that node for a hardware or placement problem)."
+            f"({job.hosts[i_max]}: {name} {mx:.3g} vs median {med:.3g}; least busy "
+            f"{job.hosts[i_min]}: {float(per_node[i_min]):.3g}). "
+            f"Outlying nodes: {evidence['outlier_nodes']}.{waiting} The others wait for the "
+            "busiest at every synchronization, so adding nodes helps little; rebalance the "
+            "decomposition (or check that node for a hardware or placement problem)."
         )
         return [Finding(self.name, self.title, severity, evidence, hint)]
 
