@@ -46,9 +46,12 @@ def test_real_agent_data_gives_a_complete_digest(store: Path, tmp_path: Path) ->
     assert not any(n.startswith("hushmon_agent.") for n in names)  # the agent's own cost
     assert data["periods"] >= 80 and data["states"]["states"]
     skipped = {s.factor: SkipReason(s.reason) for s in digest.skipped}
-    # one node: topology and imbalance cannot apply, and say so
-    assert skipped["topology"] is SkipReason.NOT_APPLICABLE
+    # one node: imbalance cannot apply, and says so; topology sees only the ranks'
+    # TCP messages over loopback and says that nothing left the node
     assert skipped["imbalance"] is SkipReason.NOT_APPLICABLE
+    (topo,) = [f for f in digest.findings if f.factor == "topology"]
+    assert topo.severity == "info" and "loopback" in topo.hint
+    assert topo.evidence["loopback_MB_per_s_peak"] > 5  # 19 MB/s in this recording
     assert skipped["decomposition"] is SkipReason.NEEDS_SEVERAL_RUNS
     for f in data["findings"]:
         assert f["factor"] and f["severity"] and f["evidence"]

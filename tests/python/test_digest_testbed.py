@@ -103,7 +103,7 @@ def test_snake_on_the_same_bed_has_a_weaker_topology_finding(
     # snake's racks sent more than their uplinks carry: at least ~19 % stayed inside
     assert sn.evidence["share_that_may_cross_racks"] < 0.9
     assert sn.evidence["rack_send_share_of_uplink"] > 1.05
-    assert "stayed inside the racks" in sn.hint
+    assert "stayed inside them" in sn.hint
     # snake's uplink may be full too, but that is a 'may': medium, not high
     assert _one(snake, "network_bandwidth").severity == "medium"
 

@@ -222,6 +222,13 @@ def build_digest(db_path: Path, job: str, out_dir: Path, topology: Path | None =
     return digest
 
 
+def _constant(data: JobData, sensor: str) -> bool:
+    """A sensor with one value on every node and period (no swap device: 0)."""
+    st = data.stats[sensor]
+    lo, hi = np.nanmin(st.min), np.nanmax(st.max)
+    return bool(np.isfinite(lo) and lo == hi)
+
+
 def _finding_html(f: Finding) -> str:
     """A finding: title, severity, the hint, and its evidence as a small table."""
     rows = "".join(
@@ -237,7 +244,8 @@ def _finding_html(f: Finding) -> str:
     return (
         f"<div class='finding {escape(f.severity)}'><b>{escape(f.title)}</b>"
         f" <span class='meta'>({escape(f.severity)}, factor {escape(f.factor)})</span><br>"
-        f"{escape(f.hint)}<details><summary>evidence</summary>"
+        f"{escape(f.hint)}<details{' open' if f.severity in ('high', 'medium') else ''}>"
+        "<summary>evidence</summary>"
         f"<table class='meta'>{rows}</table></details></div>"
     )
 
@@ -262,22 +270,24 @@ def _network_section(page: Page, data: JobData) -> None:
                 link.nodes[0],
                 (fabric.leaf_of(link.nodes[0]) if fabric is not None else None) or "?",
                 "–" if link.capacity is None else f"{link.capacity * 8 / 1e6:g}",
-                link.source,
-                float("nan") if st is None else st.ceiling / 1e6,
-                float("nan") if st is None or st.utilization is None else 100 * st.utilization,
+                link.source_kind,
+                "–" if st is None else f"{st.ceiling / 1e6:.1f}",
+                "–" if st is None or st.utilization is None else f"{100 * st.utilization:.0f}",
             )
         )
+    sources = sorted({f"{link.source_kind}: {link.source}" for link in node_links})
+    page.paragraph("Node links' capacity: " + "; ".join(sources) + ".", "meta")
     page.table(
         [
             "node",
             "rack",
             "link Mbit/s",
             "capacity from",
-            "ceiling MB/s (messages)",
+            "ceiling MB/s (message periods)",
             "% of capacity",
         ],
         rows,
-        text_columns=(0, 1, 2, 3),
+        text_columns=(0, 1, 2, 3, 4, 5),
     )
     if rack_stats:
         page.table(
@@ -294,13 +304,13 @@ def _network_section(page: Page, data: JobData) -> None:
                     s.link.name,
                     f"{(s.link.capacity or 0) * 8 / 1e6:g}",
                     s.link.source,
-                    s.ceiling / 1e6,
-                    float("nan") if s.utilization is None else 100 * s.utilization,
+                    f"{s.ceiling / 1e6:.1f}",
+                    "–" if s.utilization is None else f"{100 * s.utilization:.0f}",
                     f"{s.stayed_share:.0%}",
                 )
                 for s in rack_stats
             ],
-            text_columns=(0, 1, 2, 5),
+            text_columns=(0, 1, 2, 3, 4, 5),
         )
         page.figure(
             plots.link_load([s.link for s in rack_stats], data),
@@ -396,16 +406,22 @@ def _report(
         )
 
     _network_section(page, data)
-    present = [s for s in KEY_SENSORS if data.has(s)]
+    present = [s for s in KEY_SENSORS if data.has(s) and not _constant(data, s)]
+    constant = [
+        f"{s} = {float(np.nanmax(data.stats[s].max)):g}"
+        for s in KEY_SENSORS
+        if data.has(s) and _constant(data, s)
+    ]
     if present:
         page.heading("Sensors over time (min / average / max across nodes)")
         page.figure(
             plots.band(data, present),
-            "Band = range across nodes per period; line = average over nodes.",
+            "Band = range across nodes per period; line = average over nodes."
+            + (f" Constant over the job, not drawn: {', '.join(constant)}." if constant else ""),
         )
     page.heading("Per node")
     for s in PER_NODE_SENSORS:
-        if data.has(s):
+        if data.has(s) and not _constant(data, s):
             inputs = data.derived_inputs.get(s, [s])
             page.figure(
                 plots.per_node(data, s),
@@ -438,7 +454,11 @@ def _report(
             "min/max bounded by constants and averages moving against each other.",
         )
     work = work_matrix(data)
-    if work is not None and data.has("swap.pages_per_s"):
+    if (
+        work is not None
+        and data.has("swap.pages_per_s")
+        and not _constant(data, "swap.pages_per_s")
+    ):
         page.figure(
             plots.scatter_grid(data, "swap.pages_per_s", work[0], st, ("avg",)),
             f"Swap activity vs {work[0]} per period, colored by state (seed 001, Fig. 11).",

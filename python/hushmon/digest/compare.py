@@ -70,6 +70,17 @@ class Run:
     work_sensor: str = ""
     work_rate: float | None = None
     network_send: float | None = None  # bytes/s per node in its message periods (mean of nodes)
+    label: str = ""  # what the run is (a program name), from JOB@SIZE=LABEL
+
+    @property
+    def name(self) -> str:
+        """'job 3' or 'job 3 (butterfly)'."""
+        return f"job {self.job}" + (f" ({self.label})" if self.label else "")
+
+    @property
+    def column(self) -> str:
+        return f"{self.job}@{self.size:g}" + (f" {self.label}" if self.label else "")
+
     racks: str = ""  # what the run's digest knew of the racks
     findings: dict[str, Finding] = field(default_factory=dict)  # the run's worst per factor
     host_busy_pct: float | None = None  # host-wide CPU busy (node-scoped agents)
@@ -87,10 +98,7 @@ class Comparison:
 
     def summary_lines(self) -> list[str]:
         how = "side by side (same size)" if self.side_by_side else f"by {self.size_label}"
-        lines = [
-            f"compared {len(self.runs)} runs {how}: "
-            + ", ".join(f"{r.job}@{r.size:g}" for r in self.runs)
-        ]
+        lines = [f"compared {len(self.runs)} runs {how}: " + ", ".join(r.column for r in self.runs)]
         if not self.findings:
             lines.append(
                 "no factor's influence differs between the runs"
@@ -103,8 +111,17 @@ class Comparison:
         return lines
 
 
+def split_label(spec: str) -> tuple[str, str]:
+    """``JOB[@SIZE]=LABEL`` -> (``JOB[@SIZE]``, LABEL); no ``=``: an empty label."""
+    base, eq, label = spec.partition("=")
+    if eq and not label.strip():
+        raise HushmonError(f"bad run {spec!r}: an empty name after '='")
+    return base, label.strip()
+
+
 def parse_run(spec: str) -> tuple[str, float | None]:
-    """``JOB`` or ``JOB@SIZE`` (SIZE: process count or problem size)."""
+    """``JOB`` or ``JOB@SIZE`` (SIZE: process count or problem size), ``=LABEL`` ignored."""
+    spec = split_label(spec)[0]
     job, sep, size = spec.rpartition("@")
     if not sep:
         return spec, None
@@ -142,6 +159,11 @@ def _measure(job: JobData, size: float) -> Run:
     return run
 
 
+def _rank(f: Finding | None) -> int:
+    """high 4, medium 3, low 2, info 1, no finding 0."""
+    return 0 if f is None else len(SEVERITIES) - SEVERITIES.index(f.severity)
+
+
 def _brief(f: Finding | None) -> str:
     """A run's finding in one sentence (its hint's first, which carries the numbers)."""
     if f is None:
@@ -162,7 +184,9 @@ def _side_by_side(runs: list[Run]) -> list[Finding]:
         v = np.array(vals, dtype=float)
         scale = 100.0 if factor.name == "idle_cpu" else 1.0
         diff = float(v.max() - v.min()) / scale
-        if diff < GROWTH_MEDIUM:
+        ranks = [_rank(r.findings.get(factor.name)) for r in runs]
+        verdicts_differ = max(ranks) - min(ranks) >= 2  # e.g. high against low or none
+        if diff < GROWTH_MEDIUM and not verdicts_differ:
             continue
         hi, lo = runs[int(np.argmax(v))], runs[int(np.argmin(v))]
         text = MEANING[factor.name]
@@ -177,14 +201,16 @@ def _side_by_side(runs: list[Run]) -> list[Finding]:
             },
             "difference": round(diff * scale, 4),
             "severity_per_run": sev,
+            "verdict_gap": max(ranks) - min(ranks),
         }
         for r in (hi, lo):
             if r.network_send is not None:
                 evidence[f"network_send_MB_per_s_per_node_{r.job}"] = round(r.network_send / 1e6, 2)
         hint = (
-            f"{text}: {v.max():.3g} in job {hi.job} against {v.min():.3g} in job {lo.job}. "
-            f"Job {hi.job}: {_brief(hi.findings.get(factor.name))} "
-            f"Job {lo.job}: {_brief(lo.findings.get(factor.name))}"
+            f"{text[0].upper()}{text[1:]}: {v.max():.3g} in {hi.name} against "
+            f"{v.min():.3g} in {lo.name}. "
+            f"J{hi.name[1:]}: {_brief(hi.findings.get(factor.name))} "
+            f"J{lo.name[1:]}: {_brief(lo.findings.get(factor.name))}"
         )
         if (
             factor.name in ("topology", "network_bandwidth")
@@ -192,15 +218,18 @@ def _side_by_side(runs: list[Run]) -> list[Finding]:
             and lo.network_send is not None
         ):
             hint += (
-                f" Per node, job {hi.job} sends {hi.network_send / 1e6:.1f} MB/s in its message "
-                f"periods and job {lo.job} {lo.network_send / 1e6:.1f} MB/s over the same links."
+                f" Per node, {hi.name} sends {hi.network_send / 1e6:.1f} MB/s in its message "
+                f"periods and {lo.name} {lo.network_send / 1e6:.1f} MB/s over the same links."
             )
-        severity = "high" if diff >= GROWTH_HIGH else "medium"
+        gap = max(ranks) - min(ranks)
+        severity = "high" if diff >= GROWTH_HIGH or gap >= 3 else "medium"
         findings.append(
             Finding(
                 factor.name, f"{factor.title}: differs between the runs", severity, evidence, hint
             )
         )
+    # the factor whose verdicts differ most first: that is the "why"
+    findings.sort(key=lambda f: -int(f.evidence["verdict_gap"]))
     return findings
 
 
@@ -223,15 +252,17 @@ def compare_runs(
     """``reports``: the data folder's reports, where earlier digests recorded the racks."""
     if len(specs) < 2:
         raise HushmonError("compare needs at least two runs (JOB@SIZE ...)")
-    parsed = [parse_run(s) for s in specs]
-    if len({j for j, _ in parsed}) < len(parsed):
+    parsed = [(*parse_run(s), split_label(s)[1]) for s in specs]
+    if len({j for j, _, _ in parsed}) < len(parsed):
         raise HushmonError("a job is given twice: compare different jobs")
     runs: list[Run] = []
-    for job_id, size in parsed:
+    for job_id, size, label in parsed:
         job = load_job(db_path, job_id)
         previous = reports / job_id / "digest.json" if reports is not None else None
         attach_fabric(job, topology, previous if previous and previous.exists() else None)
-        runs.append(_measure(job, size if size is not None else float(len(job.hosts))))
+        run = _measure(job, size if size is not None else float(len(job.hosts)))
+        run.label = label
+        runs.append(run)
     runs.sort(key=lambda r: r.size)
     rates = [r.work_rate for r in runs]
     best = max((x for x in rates if x is not None), default=None)
@@ -277,9 +308,14 @@ def compare_runs(
                     "slope_per_doubling": round(slope, 4),
                     "change": round(change, 4),
                 },
-                f"{text} goes from {shown[0]:.3g} at {first.size:g} {size_label} to "
-                f"{shown[-1]:.3g} at {last.size:g} ({slope:+.3g} per doubling): this factor "
-                "limits scaling further.",
+                f"{text[0].upper()}{text[1:]} goes from {shown[0]:.3g} at {first.size:g} "
+                f"{size_label} to {shown[-1]:.3g} at {last.size:g} ({slope:+.3g} per "
+                "doubling): this factor limits scaling further."
+                + (
+                    f" At {last.size:g}: {_brief(last.findings[factor.name])}"
+                    if factor.name in last.findings
+                    else ""
+                ),
             )
         )
     dec = decomposition.FACTOR.analyze_runs(
@@ -305,11 +341,11 @@ def _explain_shared_cpus(runs: list[Run], findings: list[Finding]) -> None:
         if f.factor != "decomposition":
             continue
         f.evidence["runs_on_a_saturated_shared_machine"] = ", ".join(
-            f"{r.job} ({r.nodes} nodes, host CPU {r.host_busy_pct:.0f}% busy)" for r in busy
+            f"{r.name}: {r.nodes} nodes, host CPU {r.host_busy_pct:.0f}% busy" for r in busy
         )
         f.hint += (
             " Caution: in "
-            + ", ".join(f"job {r.job}" for r in busy)
+            + ", ".join(r.name for r in busy)
             + " the nodes share one machine whose CPUs were busy "
             + ", ".join(f"{r.host_busy_pct:.0f}%" for r in busy)
             + " of the time (host-wide CPU), so part of the drop per node is the nodes "
@@ -344,6 +380,7 @@ def _finish(
         "runs": [
             {
                 "job": r.job,
+                "label": r.label,
                 "size": r.size,
                 "nodes": r.nodes,
                 "duration_s": r.duration_s,
@@ -367,7 +404,7 @@ def _finish(
 
 
 def _page(cmp: Comparison) -> Page:
-    page = Page("hushmon compare — " + ", ".join(r.job for r in cmp.runs))
+    page = Page("hushmon compare — " + ", ".join(r.name for r in cmp.runs))
     if cmp.side_by_side:
         page.paragraph(
             f"{len(cmp.runs)} runs of the same size ({cmp.runs[0].size:g} {cmp.size_label}) "
@@ -390,7 +427,7 @@ def _page(cmp: Comparison) -> Page:
     for f in sorted(cmp.findings, key=lambda f: SEVERITIES.index(f.severity)):
         page.finding(f.severity, f.title, f.hint)
     page.heading("Influence per run")
-    cols = ["factor", "meaning"] + [f"{r.job}@{r.size:g}" for r in cmp.runs]
+    cols = ["factor", "meaning"] + [r.column for r in cmp.runs]
     rows: list[list[Any]] = []
     for factor in FACTORS:
         vals = [r.influence.get(factor.name) for r in cmp.runs]
@@ -421,7 +458,7 @@ def _page(cmp: Comparison) -> Page:
     page.table(cols, rows, text_columns=(0, 1))
     page.heading("Each run's own findings", 3)
     page.table(
-        ["factor", *[f"{r.job}@{r.size:g}" for r in cmp.runs]],
+        ["factor", *[r.column for r in cmp.runs]],
         [
             [
                 factor.name,
@@ -435,7 +472,7 @@ def _page(cmp: Comparison) -> Page:
         text_columns=tuple(range(len(cmp.runs) + 1)),
     )
     page.paragraph(
-        "Racks: " + "; ".join(f"job {r.job}: {r.racks or 'not looked up'}" for r in cmp.runs),
+        "Racks: " + "; ".join(f"{r.name}: {r.racks or 'not looked up'}" for r in cmp.runs),
         "meta",
     )
     fig, ax = plt.subplots(figsize=(8, 3.6))
@@ -448,7 +485,7 @@ def _page(cmp: Comparison) -> Page:
                 float("nan") if x is None else x / (100.0 if n == "idle_cpu" else 1.0)
                 for n, x in zip(names, v, strict=True)
             ]
-            ax.bar(np.arange(len(names)) + k * width, scaled, width, label=f"job {r.job}")
+            ax.bar(np.arange(len(names)) + k * width, scaled, width, label=r.name)
         ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, fontsize=8)
         ax.set_ylabel("influence (0-1; idle CPU / 100)")
     else:

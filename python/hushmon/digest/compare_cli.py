@@ -20,7 +20,7 @@ def register(subparsers: Any) -> None:
         "side (which factor differs, and why). RUN is JOB or JOB@SIZE (SIZE defaults to the "
         "job's node count).",
     )
-    p.add_argument("runs", nargs="+", metavar="RUN", help="JOB or JOB@SIZE")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="JOB, JOB@SIZE or JOB@SIZE=NAME")
     p.add_argument(
         "--size-is",
         choices=("processes", "problem"),

@@ -191,7 +191,7 @@ def link_load(links: list[Any], job: JobData) -> Figure:
         ax.set_ylabel(f"{link.rack or link.nodes[0]}\nMB/s", fontsize=8, rotation=0, ha="right")
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
-    axes[0, 0].legend(fontsize=7, loc="upper right", ncol=4)
+    axes[0, 0].legend(fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.02), ncol=4)
     axes[-1, 0].set_xlabel("seconds from job start")
     fig.tight_layout()
     return fig

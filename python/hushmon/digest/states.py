@@ -19,6 +19,8 @@ from scipy.spatial.distance import cdist
 from hushmon.digest.jobdata import JobData
 
 K_MAX = 8
+MIN_PERIODS = 8  # fewer: one state ("too few periods")
+PERIODS_PER_STATE = 4
 MIN_SILHOUETTE = 0.25
 SILHOUETTE_SAMPLE = 1500
 SEED = 12345
@@ -134,11 +136,13 @@ def find_states(job: JobData) -> States:
     rng = np.random.default_rng(SEED)
     k_tried: dict[int, float] = {}
     best_labels = np.zeros(n, dtype=int)
-    if x.shape[1] > 0 and n >= 20:
+    if x.shape[1] > 0 and n >= MIN_PERIODS:
         sample = np.sort(rng.choice(n, size=min(n, SILHOUETTE_SAMPLE), replace=False))
         dist = cdist(x[sample], x[sample])  # once for every k
         best = MIN_SILHOUETTE
-        for k in range(2, min(K_MAX, n // 10) + 1):
+        # at least PERIODS_PER_STATE periods per state on average (a 13 s job of two
+        # message and two compute phases at 1 Hz: k up to 3)
+        for k in range(2, min(K_MAX, n // PERIODS_PER_STATE) + 1):
             _, labels = kmeans2(x, k, minit="++", seed=SEED + k)
             if len(np.unique(labels)) < k:
                 continue
@@ -156,6 +160,10 @@ def find_states(job: JobData) -> States:
         in_state = labels == sid
         desc, means = _describe(job, in_state, names)
         if len(order) == 1:
-            desc = "one state: no distinct phases"
+            desc = (
+                "one state: no distinct phases"
+                if n >= MIN_PERIODS
+                else f"one state: {n} periods are too few to tell phases apart"
+            )
         states.append(State(sid, float(in_state.mean()), int(in_state.sum()), desc, means))
     return States(labels, states, k_tried, names)

@@ -64,7 +64,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--demo",
         action="store_true",
-        help="run butterfly, snake and matmul under monitoring and build their reports",
+        help="run butterfly, snake and matmul under monitoring and build their reports: on "
+        "the test bed (4 nodes in 2 racks, Slurm) when root and namespaces allow, else on "
+        "this machine (--no-testbed: always)",
     )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     parser.set_defaults(func=run_command)
@@ -104,7 +106,12 @@ def run_command(args: argparse.Namespace) -> int:
             raise HushmonError("--demo takes no COMMAND")
         from hushmon.run.demo import run_demo
 
-        return run_demo(data_dir(args.data_dir), period_ms=args.period, json_target=args.json)
+        return run_demo(
+            data_dir(args.data_dir),
+            period_ms=args.period,
+            json_target=args.json,
+            testbed=args.testbed,
+        )
     if not command:
         raise HushmonError("no command given: hushmon run [options] -- COMMAND [ARGS...]")
     data = data_dir(args.data_dir)

@@ -58,7 +58,9 @@ class LinkStats:
     utilization: float | None  # ceiling / capacity
     near: np.ndarray  # bool per period: message period at >= near_capacity
     near_share: float  # of the message periods
-    stayed_share: float  # bound links: share of the traffic that cannot have crossed
+    stayed_share: (
+        float  # bound links: share of the busiest periods' traffic that cannot have crossed
+    )
 
 
 def _mbit(bits: float) -> str:
@@ -197,10 +199,14 @@ def link_stats(link: Link, params: Mapping[str, Any] | None = None) -> LinkStats
         return LinkStats(link, message, ceiling, None, np.zeros_like(message), 0.0, 0.0)
     near = message & (load >= params["near_capacity"] * link.capacity)
     stayed = 0.0
-    if link.bound:  # of what the rack sent, the part its uplink could not have carried
-        sent = np.nan_to_num(link.tx[message])
-        over = np.clip(sent - params["over_capacity"] * link.capacity, 0, None)
-        stayed = float(over.sum() / sent.sum()) if sent.sum() > 0 else 0.0
+    if link.bound:
+        # In its busiest message periods the rack sent `sent`; its uplink carries at most
+        # capacity x over_capacity (rates over sampling periods are not exact), so at least
+        # the rest stayed inside the rack. Read at the ceiling, not summed over all message
+        # periods: periods that straddle a phase edge would dilute it.
+        sent = float(np.quantile(np.nan_to_num(link.tx[message]), params["ceiling_quantile"]))
+        limit = params["over_capacity"] * link.capacity
+        stayed = max(0.0, 1.0 - limit / sent) if sent > 0 else 0.0
     return LinkStats(
         link,
         message,

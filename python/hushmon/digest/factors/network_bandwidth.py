@@ -172,7 +172,8 @@ class NetworkBandwidth:
                 f"The nodes of rack {link.rack} ({', '.join(link.nodes)}) sent up to "
                 f"{mb(worst.ceiling):g} MB/s in the message periods, {util:.0%} of what its "
                 f"{where} can carry: the uplink may be full, but at least "
-                f"{worst.stayed_share:.0%} of that traffic stayed inside the rack, so how full "
+                f"{worst.stayed_share:.0%} of that traffic (in the busiest periods) stayed "
+                "inside the rack, so how full "
                 "cannot be told from the nodes' counters."
             )
         elif link.bound:
