@@ -17,10 +17,13 @@ from scipy.cluster.vq import kmeans2
 from scipy.spatial.distance import cdist
 
 from hushmon.digest.jobdata import JobData
+from hushmon.digest.scope import in_node_scope, is_host_wide
 
 K_MAX = 8
 MIN_PERIODS = 8  # fewer: one state ("too few periods")
-PERIODS_PER_STATE = 4
+PERIODS_PER_STATE = 3
+MIN_STATE_PERIODS = 2
+CLIP_Z = 3.0  # scaled features are clipped to +-this many standard deviations
 MIN_SILHOUETTE = 0.25
 SILHOUETTE_SAMPLE = 1500
 SEED = 12345
@@ -88,17 +91,38 @@ def silhouette(x: np.ndarray, labels: np.ndarray, d: np.ndarray | None = None) -
 
 
 def _features(job: JobData) -> tuple[list[str], np.ndarray]:
+    """Scaled per-period averages of the derived sensors (the analyzers' CPU, network,
+    disk, swap, memory: each measured once, whatever the node calls its devices) that
+    vary; all varying sensors when fewer than two derived ones do."""
+    from hushmon.digest.sensors import DERIVED
+
+    derived = _scaled(job, [s for s in job.sensors if s in DERIVED])
+    if len(derived[0]) >= 2:
+        return derived
+    node_scope = in_node_scope(job)
+    return _scaled(job, [s for s in job.sensors if not (node_scope and is_host_wide(s))])
+
+
+def _inner(n: int) -> np.ndarray:
+    """The periods states are fitted on: without the first and the last, which are
+    partial (the job started and ended inside them) and carry its start and end."""
+    return np.arange(1, n - 1) if n >= MIN_PERIODS + 2 else np.arange(n)
+
+
+def _scaled(job: JobData, sensors: list[str]) -> tuple[list[str], np.ndarray]:
     names, cols = [], []
-    for s in job.sensors:
+    inner = _inner(len(job.times_ns))
+    for s in sensors:
         v = job.stats[s].avg
         if np.isfinite(v).sum() < len(v) * 0.5:
             continue
         v = np.where(np.isfinite(v), v, np.nanmean(v))
-        sd = float(np.std(v))
-        if sd <= 1e-9 * max(1.0, abs(float(np.mean(v)))):
-            continue
+        mean, sd = float(np.mean(v[inner])), float(np.std(v[inner]))
+        if sd <= 1e-9 * max(1.0, abs(mean)):
+            continue  # varies only at the job's start or end
         names.append(s)
-        cols.append((v - v.mean()) / sd)
+        # clipped: one odd period must not make a state alone
+        cols.append(np.clip((v - mean) / sd, -CLIP_Z, CLIP_Z))
     return names, (np.column_stack(cols) if cols else np.empty((len(job.times_ns), 0)))
 
 
@@ -142,10 +166,14 @@ def find_states(job: JobData) -> States:
         best = MIN_SILHOUETTE
         # at least PERIODS_PER_STATE periods per state on average (a 13 s job of two
         # message and two compute phases at 1 Hz: k up to 3)
-        for k in range(2, min(K_MAX, n // PERIODS_PER_STATE) + 1):
-            _, labels = kmeans2(x, k, minit="++", seed=SEED + k)
-            if len(np.unique(labels)) < k:
-                continue
+        # fitted without the first and last periods (_inner); they join the nearest state
+        inner = _inner(n)
+        for k in range(2, min(K_MAX, len(inner) // PERIODS_PER_STATE) + 1):
+            centroids, fitted = kmeans2(x[inner], k, minit="++", seed=SEED + k)
+            sizes = np.bincount(fitted, minlength=k)
+            if sizes.min() == 0 or (sizes >= MIN_STATE_PERIODS).sum() < 2:
+                continue  # one period standing out alone against all the others
+            labels = np.argmin(cdist(x, centroids), axis=1)
             score = silhouette(x[sample], labels[sample], dist)
             k_tried[k] = round(score, 4)
             if score > best:
