@@ -34,6 +34,7 @@ pytestmark = pytest.mark.mpi
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SPOOL = FIXTURES / "spool" / "butterfly-1node"  # job bf1
+BED_SPOOL = FIXTURES / "spool" / "testbed-4n2r"  # Slurm jobs 6, 7: matmul on 1 and 2 nodes
 JSON = ["--json", "-"]
 # hushmon-bench: small stages and caps (as in test_bench.py)
 BENCH_FAST = [
@@ -98,10 +99,20 @@ class Work:
             self._runs[key] = subprocess.CompletedProcess(argv, code, out, err)
         return self._runs[key]
 
-    def spool_copy(self, name: str) -> Path:
-        """A data folder whose spool holds the fixture job bf1, not ingested."""
+    def spool_copy(self, name: str, spool: Path = SPOOL) -> Path:
+        """A data folder whose spool holds a fixture's jobs (bf1), not ingested."""
         data = self.root / name
-        shutil.copytree(SPOOL, data / "spool")
+        shutil.copytree(spool, data / "spool")
+        return data
+
+    def bed_store(self) -> Path:
+        """A data folder with the test bed's jobs in its store (for compare)."""
+        from hushmon.store.ingest import ingest_spool
+
+        data = self.root / "bed-store"
+        if not data.exists():
+            self.spool_copy("bed-store", BED_SPOOL)
+            ingest_spool(data / "hushmon.duckdb", data / "spool")
         return data
 
     def store(self) -> Path:
@@ -197,7 +208,7 @@ def digest(w: Work) -> list[str]:
 
 
 def compare(w: Work) -> list[str]:
-    return ["compare", "bf1@1", "bf1@2", "--data-dir", str(w.store()), *JSON]
+    return ["compare", "6@1", "7@2", "--data-dir", str(w.bed_store()), *JSON]
 
 
 def bed_status(_w: Work) -> list[str]:
