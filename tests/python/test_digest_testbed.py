@@ -229,6 +229,21 @@ def test_matmul_at_1_2_4_nodes(bed_db: Path, tmp_path: Path) -> None:
     assert MATMUL[4] in dec.evidence["runs_on_a_saturated_shared_machine"]
 
 
+def test_one_pair_across_a_100_mbit_uplink(tmp_path: Path) -> None:
+    # testbed up --nodes 3 --racks 2 --uplink-rate 100mbit; srun -N 3 butterfly: rank 0 (n1)
+    # and rank 2 (n3) exchange across racks, rank 1 (n2) sits out. One TCP flow each way
+    # reaches 55-62 % of the uplink in the message periods (machine 97 % busy).
+    fixture = FIXTURES / "testbed-3n2r-100M"
+    db = _store(tmp_path, fixture)
+    digest = build_digest(db, "1", tmp_path / "r", fixture / "topology.conf")
+    f = _one(digest, "network_bandwidth")
+    assert f.severity == "medium"
+    assert f.evidence["link_capacity_Mbit_per_s"] == 100
+    assert "LinkSpeed=100" in f.evidence["link_capacity_source"]
+    assert 0.5 < f.evidence["ceiling_share_of_capacity"] < 0.7
+    assert _one(digest, "topology").severity == "high"
+
+
 def test_out_of_core_under_a_memory_limit_without_swap(ooc_db: Path, tmp_path: Path) -> None:
     digest = build_digest(ooc_db, OUT_OF_CORE, tmp_path / "ooc")
     f = _one(digest, "disk_swap")

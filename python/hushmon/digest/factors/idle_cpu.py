@@ -134,8 +134,9 @@ class IdleCpu:
             f"machine's CPUs were {evidence['host_busy_pct']:.0f}% busy (host-wide, "
             f"scope=host): {taken:.0f} of those points were CPU time other nodes or processes "
             "on the same machine used, not time the job could have had. Give each node "
-            "CPUs of its own (hushmon testbed up --cpus-per-node, fewer nodes per machine) "
-            "before reading idle time as the job's."
+            "CPUs of its own (fewer nodes per machine; on the test bed --cpus-per-node with "
+            "nodes x CPUs per node within the machine's CPUs) before reading idle time as "
+            "the job's."
         )
         return Finding(
             self.name, "CPUs shared with other nodes of the machine", "low", evidence, hint
