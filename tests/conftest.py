@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from mpirun_types import MpiRun
 
 from hushmon.paths import REPO_ROOT, build_bin_dir
 from hushmon.runner import mpirun_command
-
-MpiRun = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture(scope="session")

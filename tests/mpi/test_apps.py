@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MpiRun
+from mpirun_types import MpiRun
 
 pytestmark = pytest.mark.mpi
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import MpiRun
+from mpirun_types import MpiRun
 
 from hushmon import cli
 from hushmon.commands import COMMANDS

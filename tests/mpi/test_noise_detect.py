@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import MpiRun
+from mpirun_types import MpiRun
 
 from hushmon.noise.events import load_detector_run
 
