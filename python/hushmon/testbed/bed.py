@@ -142,7 +142,10 @@ def down(say: Say = _quiet, root: Path = STATE_DIR) -> list[str]:
     except HushmonError:
         bed = None
     daemons = list(bed.daemons.values()) if bed else []
-    pids = sorted(set(daemons + _bed_processes(root) + _netns_processes()))
+    # Recorded daemons may have died with the session that started them.
+    pids = sorted(
+        p for p in set(daemons + _bed_processes(root) + _netns_processes()) if system.pid_alive(p)
+    )
     if pids:
         system.stop_processes(pids, STOP_WAIT_S)
         removed.append(f"{len(pids)} process(es)")
