@@ -53,7 +53,7 @@ MEANING = {
     "network_bandwidth": "busiest link's load at its ceiling, share of its capacity "
     "(an upper bound for uplinks, at most 1)",
     "topology": "share of the traffic that may cross between racks (upper bound)",
-    "disk_swap": "share of time swapping",
+    "disk_swap": "share of time swapping, or at the memory limit with the disk busy",
     "imbalance": "1 - mean/max of per-node work",
     "idle_cpu": "idle + iowait, % of CPU time",
     "decomposition": "work rate lost vs the best run",
@@ -432,7 +432,11 @@ def _page(cmp: Comparison) -> Page:
     for factor in FACTORS:
         vals = [r.influence.get(factor.name) for r in cmp.runs]
         rows.append(
-            [factor.name, MEANING[factor.name], *[float("nan") if v is None else v for v in vals]]
+            [
+                factor.name,
+                MEANING[factor.name],
+                *[float("nan") if v is None else round(v, 3) for v in vals],
+            ]
         )
     rows.append(
         [
@@ -494,12 +498,12 @@ def _page(cmp: Comparison) -> Page:
             vals = [r.influence.get(factor.name) for r in cmp.runs]
             if any(v is None for v in vals):
                 continue
-            arr = np.array(vals, dtype=float)
-            top = np.max(np.abs(arr))
-            ax.plot(sizes, arr / top if top > 0 else arr, marker="o", label=factor.name)
+            arr = np.array(vals, dtype=float) / (100.0 if factor.name == "idle_cpu" else 1.0)
+            ax.plot(sizes, arr, marker="o", label=factor.name)
         ax.set_xscale("log", base=2)
         ax.set_xlabel(cmp.size_label)
-        ax.set_ylabel("influence (scaled to its max)")
+        ax.set_ylabel("influence (0-1; idle CPU / 100)")
+        ax.set_ylim(-0.03, 1.03)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -507,6 +511,6 @@ def _page(cmp: Comparison) -> Page:
         fig,
         "Each factor's influence in each run."
         if cmp.side_by_side
-        else "Each factor's influence across the runs, scaled to its largest value.",
+        else "Each factor's influence across the runs (its meaning is in the table above).",
     )
     return page
