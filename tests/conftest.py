@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -13,6 +13,7 @@ from mpirun_types import MpiRun
 
 from hushmon.paths import REPO_ROOT, build_bin_dir
 from hushmon.runner import mpirun_command
+from hushmon.transport.natsserver import LocalNatsServer, NatsServerConfig, ensure_streams
 
 
 @pytest.fixture(scope="session")
@@ -47,3 +48,16 @@ def mpirun(bin_dir: Path) -> MpiRun:
         )
 
     return run
+
+
+@pytest.fixture()
+def nats_server(tmp_path: Path) -> Iterator[LocalNatsServer]:
+    """A JetStream nats-server on a free loopback port with HM_RAW and HM_SUM
+    declared; stopped after the test."""
+    server = LocalNatsServer(NatsServerConfig(name="test-hub", store_dir=tmp_path / "js"), tmp_path)
+    server.start()
+    try:
+        ensure_streams(server.url)
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,1 @@
+"""Cluster mode's online transport on NATS: docs/transport.md."""
