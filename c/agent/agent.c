@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "hm_timer.h"
-#include "log.h"
+#include "hm_log.h"
 
 /* Calls fn(name, len, arg) for each comma-separated name. */
 static int each_name(const char *list, int (*fn)(const char *, void *, hm_error *), void *arg,

@@ -7,7 +7,7 @@
 #include "agent.h"
 #include "hm_parse.h"
 #include "hm_timer.h"
-#include "log.h"
+#include "hm_log.h"
 
 static void append(char *out, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void append(char *out, size_t size, const char *fmt, ...)

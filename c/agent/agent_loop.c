@@ -12,7 +12,7 @@
 
 #include "agent.h"
 #include "hm_timer.h"
-#include "log.h"
+#include "hm_log.h"
 
 int64_t hm_agent_next_boundary(int64_t now_ns, int64_t period_ns, int64_t offset_ns)
 {

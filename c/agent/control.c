@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "hm_timer.h"
-#include "log.h"
+#include "hm_log.h"
 
 int hm_control_open(hm_control *c, const char *path, hm_error *err)
 {

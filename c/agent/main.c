@@ -8,7 +8,7 @@
 
 #include "agent.h"
 #include "hm_parse.h"
-#include "log.h"
+#include "hm_log.h"
 #include "sinks/sink.h"
 
 #define MAX_OVERRIDES 64

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "counter.h"
-#include "log.h"
+#include "hm_log.h"
 #include "procfile.h"
 #include "sampler.h"
 

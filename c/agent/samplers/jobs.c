@@ -16,7 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "hm_log.h"
 #include "procfile.h"
 #include "sampler.h"
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "counter.h"
-#include "log.h"
+#include "hm_log.h"
 #include "perf_event.h"
 #include "sampler.h"
 

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "hm_timer.h"
-#include "log.h"
+#include "hm_log.h"
 #include "procfile.h"
 #include "pmu/pmu_counters.h"
 #include "pmu/pmu_mux.h"

@@ -10,7 +10,7 @@
 
 #include "counter.h"
 #include "entity.h"
-#include "log.h"
+#include "hm_log.h"
 #include "procfile.h"
 #include "sampler.h"
 

@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "hm_log.h"
 #include "sink.h"
 #include "write_all.h"
 

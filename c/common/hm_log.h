@@ -1,12 +1,15 @@
-/* The agent's log: warnings and notices for people, one line each.
+/* A daemon's log: warnings and notices for people, one line each.
  *
- * Foreground runs write to stderr; a daemon writes to syslog. This is the
- * one piece of process-wide state the daemon keeps (where its log goes). */
+ * Foreground runs write "PROGRAM: ..." to stderr; a daemon writes to syslog.
+ * This is the one piece of process-wide state a daemon keeps (where its log
+ * goes and under which name). PROGRAM is the executable's name unless
+ * hm_log_set_program() says otherwise. */
 #ifndef HM_LOG_H
 #define HM_LOG_H
 
 #include <stdbool.h>
 
+void hm_log_set_program(const char *program);
 void hm_log_use_syslog(bool on);
 void hm_log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hm_log_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
