@@ -256,7 +256,8 @@ int hm_agent_reload(hm_agent *a, hm_error *err)
         hm_log_warn("reload: a new control socket path takes effect at restart");
     bool new_sink = strcmp(cfg.sink, a->cfg.sink) != 0 || strcmp(cfg.spool_dir, a->cfg.spool_dir) != 0 ||
                     cfg.spool_file_bytes != a->cfg.spool_file_bytes ||
-                    cfg.spool_total_bytes != a->cfg.spool_total_bytes || strcmp(cfg.host, a->cfg.host) != 0;
+                    cfg.spool_total_bytes != a->cfg.spool_total_bytes || strcmp(cfg.host, a->cfg.host) != 0 ||
+                    strcmp(cfg.nats_url, a->cfg.nats_url) != 0 || strcmp(cfg.nats_rack, a->cfg.nats_rack) != 0;
     if (cfg.batch_bytes != a->cfg.batch_bytes || strcmp(cfg.host, a->cfg.host) != 0) {
         hm_lp lp;
         if (hm_lp_init(&lp, (size_t)cfg.batch_bytes, cfg.host, err) < 0)

@@ -33,11 +33,13 @@ static const option_def options[] = {
     {"period_ms", "--period-ms", INT(period_ms), 10, 3600000, NULL, "sampling period, 10 ms .. 1 h (default 1000)"},
     {"offset_ms", "--offset-ms", INT(offset_ms), 0, 3600000, NULL, "per-node offset from the aligned boundary (< period)"},
     {"sources", "--sources", LIST(sources), 0, 0, NULL, "comma-separated sources, or 'default' (see below)"},
-    {"sink.type", "--sink", STR(sink), 0, 0, "spool|stdout", "where batches go (default spool)"},
+    {"sink.type", "--sink", STR(sink), 0, 0, "spool|stdout|nats", "where batches go (default spool; nats: spool first, then JetStream)"},
     {"sink.spool_dir", "--spool-dir", STR(spool_dir), 0, 0, NULL, "spool directory (default /var/spool/hushmon)"},
     {"sink.file_bytes", "--spool-file-bytes", INT(spool_file_bytes), 4096, INT64_C(1) << 40, NULL, "close a spool file past this size (default 4M)"},
     {"sink.total_bytes", "--spool-total-bytes", INT(spool_total_bytes), 8192, INT64_C(1) << 50, NULL, "keep the spool below this size, oldest files go first (default 256M)"},
     {"sink.batch_bytes", "--batch-bytes", INT(batch_bytes), 4096, INT64_C(1) << 30, NULL, "capacity of one period's batch (default 1M)"},
+    {"nats.url", "--nats-url", STR(nats_url), 0, 0, NULL, "sink nats: servers, comma-separated (default nats://127.0.0.1:4222)"},
+    {"nats.rack", "--nats-rack", STR(nats_rack), 0, 0, NULL, "sink nats: rack name, subject hm.raw.<rack>.<host> (default r0)"},
     {"control.socket", "--socket", STR(socket_path), 0, 0, NULL, "control socket path, '' for none (default /run/hushmon/agent.sock)"},
     {"pmu.mode", "--pmu", STR(pmu_mode), 0, 0, "none|kernel|rotate", "hardware counters: none, kernel multiplexing, agent rotation (default kernel)"},
     {"pmu.backend", "--pmu-backend", STR(pmu_backend), 0, 0, "perf|sim", "perf_event_open, or the simulated PMU (default perf)"},
@@ -80,6 +82,8 @@ void hm_config_defaults(hm_agent_config *cfg)
     cfg->spool_file_bytes = INT64_C(4) << 20;
     cfg->spool_total_bytes = INT64_C(256) << 20;
     cfg->batch_bytes = INT64_C(1) << 20;
+    strcpy(cfg->nats_url, "nats://127.0.0.1:4222");
+    strcpy(cfg->nats_rack, "r0");
     strcpy(cfg->socket_path, "/run/hushmon/agent.sock");
     strcpy(cfg->pmu_mode, "kernel");
     strcpy(cfg->pmu_backend, "perf");
@@ -196,6 +200,40 @@ int hm_config_load_file(hm_agent_config *cfg, const char *path, hm_error *err)
     return rc;
 }
 
+/* A NATS subject token: no '.', '*', '>' or white space, not empty. */
+static int check_subject_token(const char *what, const char *value, hm_error *err)
+{
+    if (value[0] == '\0')
+        return hm_error_set(err, "%s must not be empty with sink 'nats'", what);
+    for (const char *p = value; *p; p++)
+        if (*p == '.' || *p == '*' || *p == '>' || (unsigned char)*p <= ' ' || *p == 0x7f)
+            return hm_error_set(err, "%s '%s' is not a NATS subject token (no '.', '*', '>', "
+                                "spaces or control characters)", what, value);
+    return 0;
+}
+
+/* "nats://h:p,nats://h2:p": every item non-empty, no spaces inside. */
+static int check_url_list(const char *urls, hm_error *err)
+{
+    const char *p = urls;
+    if (strspn(urls, " ,") == strlen(urls))
+        return hm_error_set(err, "nats.url must name at least one server");
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        size_t lead = strspn(p, " ");
+        size_t body = len > lead ? len - lead : 0;
+        while (body > 0 && p[lead + body - 1] == ' ')
+            body--;
+        if (body == 0 || memchr(p + lead, ' ', body) != NULL)
+            return hm_error_set(err, "nats.url '%s': expected a comma list of servers "
+                                "(nats://host:port,...)", urls);
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
 int hm_config_check(const hm_agent_config *cfg, hm_error *err)
 {
     if (cfg->offset_ms >= cfg->period_ms)
@@ -205,8 +243,13 @@ int hm_config_check(const hm_agent_config *cfg, hm_error *err)
         return hm_error_set(err, "host must not be empty");
     if (cfg->root[0] == '\0')
         return hm_error_set(err, "root must not be empty");
-    if (strcmp(cfg->sink, "spool") == 0 && cfg->spool_dir[0] == '\0')
-        return hm_error_set(err, "sink 'spool' needs spool_dir");
+    if ((strcmp(cfg->sink, "spool") == 0 || strcmp(cfg->sink, "nats") == 0) &&
+        cfg->spool_dir[0] == '\0')
+        return hm_error_set(err, "sink '%s' needs spool_dir", cfg->sink);
+    if (strcmp(cfg->sink, "nats") == 0 &&
+        (check_subject_token("nats.rack", cfg->nats_rack, err) < 0 ||
+         check_subject_token("host", cfg->host, err) < 0 || check_url_list(cfg->nats_url, err) < 0))
+        return -1;
     if (cfg->spool_total_bytes < 2 * cfg->spool_file_bytes)
         return hm_error_set(err, "sink.total_bytes must be at least twice sink.file_bytes");
     if (strstr(cfg->scope_cgroup, "..") != NULL)

@@ -19,10 +19,12 @@ typedef struct hm_agent_config {
     int64_t period_ms;
     int64_t offset_ms;            /* per-node shift from the aligned boundary */
     char sources[512];            /* comma-separated names, or "default" */
-    char sink[16];                /* spool | stdout */
+    char sink[16];                /* spool | stdout | nats */
     char spool_dir[PATH_MAX];
     int64_t spool_file_bytes;     /* a spool file is closed past this size */
     int64_t spool_total_bytes;    /* the spool directory is kept below this */
+    char nats_url[1024];          /* sink nats: comma list of servers (the rack's leaf) */
+    char nats_rack[64];           /* sink nats: subject token hm.raw.<rack>.<host> */
     char socket_path[PATH_MAX];   /* "" = no control socket */
     int64_t batch_bytes;          /* capacity of one period's batch */
     char pmu_mode[16];            /* none | kernel | rotate */

@@ -46,8 +46,13 @@ static void usage(FILE *out)
         fprintf(out, "  %c %-8s %s\n             -> %s: %s\n", s->default_on ? '*' : ' ', s->name,
                 s->reads, s->measurement, s->fields);
     }
-    fprintf(out, "\nSinks: %s (%s), %s (%s)\n", hm_sink_spool.name, hm_sink_spool.description,
+    fprintf(out, "\nSinks:\n  %-8s %s\n  %-8s %s\n", hm_sink_spool.name, hm_sink_spool.description,
             hm_sink_stdout.name, hm_sink_stdout.description);
+#ifdef HM_HAVE_NATS
+    fprintf(out, "  %-8s %s\n", hm_sink_nats.name, hm_sink_nats.description);
+#else
+    fprintf(out, "  %-8s (not in this build: no libnats)\n", "nats");
+#endif
     fprintf(out,
             "\nControl socket requests: status | period MS | job begin ID [cgroup=PATH] |\n"
             "  job end ID | flush | reload   (one line each; answer starts with ok or error)\n");

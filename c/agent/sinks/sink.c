@@ -5,6 +5,9 @@
 static const hm_sink_ops *const sinks[] = {
     &hm_sink_spool,
     &hm_sink_stdout,
+#ifdef HM_HAVE_NATS
+    &hm_sink_nats,
+#endif
 };
 
 int hm_sink_open(hm_sink *sink, const hm_agent_config *cfg, int64_t start_ns, hm_error *err)
@@ -20,7 +23,12 @@ int hm_sink_open(hm_sink *sink, const hm_agent_config *cfg, int64_t start_ns, hm
             return 0;
         }
     }
-    return hm_error_set(err, "unknown sink '%s' (spool, stdout)", cfg->sink);
+#ifndef HM_HAVE_NATS
+    if (strcmp(cfg->sink, "nats") == 0)
+        return hm_error_set(err, "sink 'nats': this hushmon-agent was built without libnats "
+                            "(install libnats-dev and build again)");
+#endif
+    return hm_error_set(err, "unknown sink '%s' (spool, stdout, nats)", cfg->sink);
 }
 
 int hm_sink_close(hm_sink *sink, hm_error *err)

@@ -32,6 +32,9 @@ typedef struct hm_sink {
 
 extern const hm_sink_ops hm_sink_spool;
 extern const hm_sink_ops hm_sink_stdout;
+#ifdef HM_HAVE_NATS
+extern const hm_sink_ops hm_sink_nats;
+#endif
 
 /* Opens the sink named cfg->sink. */
 int hm_sink_open(hm_sink *sink, const hm_agent_config *cfg, int64_t start_ns, hm_error *err);

@@ -1,0 +1,644 @@
+/* nats: every batch goes to the spool first (write-ahead, the same files
+ * as the spool sink), then is published with JetStream to
+ * hm.raw.<rack>.<host> with the headers of docs/transport.md. The outbox
+ * (nats_outbox.c) numbers the batches and keeps which ones the stream has
+ * not acknowledged yet; they are replayed from the spool, in order, after
+ * a disconnection or a restart.
+ *
+ * Everything runs on the agent's own thread, once per period, and never
+ * waits for the server: acks that arrived since the last period are taken
+ * from a synchronous subscription without blocking, then at most
+ * WINDOW_BATCHES batches are in flight. Each batch is published as a plain
+ * message with a reply subject <inbox>.<seq>; JetStream answers a publish
+ * to a stream's subject with its PubAck on that subject. Doing it so
+ * rather than with js_PublishMsgAsync keeps the acks off libnats'
+ * delivery thread (one thread wake-up and a lock less per batch), names
+ * the batch in the ack's subject, and leaves the flow control to the
+ * outbox, which can always fall back to the spool instead of stalling
+ * (js_PublishMsgAsync blocks when its own pending limit is reached). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <nats/nats.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hm_timer.h"
+#include "hm_log.h"
+#include "nats_outbox.h"
+#include "sink.h"
+#include "spool_files.h"
+
+/* A batch whose ack has not come back after this is sent again. */
+#define ACK_TIMEOUT_NS (INT64_C(5) * 1000000000)
+/* Batches in flight at most; more wait in the spool. */
+#define WINDOW_BATCHES 64
+/* Replay read from the spool per period at most. */
+#define REPLAY_BYTES_PER_CYCLE (UINT64_C(2) << 20)
+/* The acked cursor goes to the outbox log at least this often (a crash
+ * re-sends at most this much, which the stream drops as duplicates). */
+#define CURSOR_WRITE_NS (INT64_C(5) * 1000000000)
+/* Batches buffered by libnats while it reconnects (those in flight when
+ * the link went down). */
+#define RECONNECT_BUF_BYTES (8 << 20)
+
+typedef struct spool_file {
+    int64_t start_ns;
+    uint64_t file_seq;
+    uint64_t last_seq; /* the last batch written to it */
+} spool_file;
+
+typedef struct nats_state {
+    hm_outbox ob;
+    bool ob_open;
+    hm_spool *spool;
+    natsOptions *opts;
+    natsConnection *nc;
+    natsSubscription *acks;
+    char inbox[128];
+    char subject[256];
+    char host[64];
+    char epoch[24];
+    atomic_uint_fast64_t reconnects; /* written by libnats' callback thread */
+    uint64_t reconnects_seen;
+    bool connected;
+    uint64_t published, replayed, duplicates, nacks;
+    spool_file *files; /* this sink's spool files with batches, oldest first */
+    size_t nfiles, files_cap;
+    int64_t cursor_written_ns;
+    char *rbuf;
+    size_t rbuf_cap;
+    bool said_no_stream, said_nack, said_read;
+} nats_state;
+
+/* libnats is opened once per process; a reload opens the new sink before
+ * it closes the old one, so the library is closed with the last sink. */
+static int nats_sinks_open;
+
+static const char *nats_err(natsStatus st)
+{
+    const char *last = nats_GetLastError(NULL);
+    return last != NULL && last[0] != '\0' ? last : natsStatus_GetText(st);
+}
+
+static int remember_file(nats_state *s, int64_t start_ns, uint64_t file_seq, uint64_t last_seq,
+                         hm_error *err)
+{
+    if (s->nfiles > 0 && s->files[s->nfiles - 1].start_ns == start_ns &&
+        s->files[s->nfiles - 1].file_seq == file_seq) {
+        s->files[s->nfiles - 1].last_seq = last_seq;
+        return 0;
+    }
+    if (s->nfiles == s->files_cap) {
+        size_t cap = s->files_cap ? s->files_cap * 2 : 16;
+        spool_file *bigger = realloc(s->files, cap * sizeof *bigger);
+        if (bigger == NULL)
+            return hm_error_set(err, "out of memory");
+        s->files = bigger;
+        s->files_cap = cap;
+    }
+    s->files[s->nfiles++] = (spool_file){start_ns, file_seq, last_seq};
+    return 0;
+}
+
+static void forget_file(nats_state *s, size_t i)
+{
+    memmove(s->files + i, s->files + i + 1, (s->nfiles - i - 1) * sizeof *s->files);
+    s->nfiles--;
+}
+
+/* The spool's size bound removed a file: its pending batches are dropped. */
+static void on_spool_removed(void *arg, int64_t start_ns, uint64_t file_seq, uint64_t lines)
+{
+    (void)lines;
+    nats_state *s = arg;
+    hm_error e;
+    uint64_t before = s->ob.dropped_batches;
+    if (hm_outbox_file_removed(&s->ob, start_ns, file_seq, &e) < 0)
+        hm_log_warn("nats: %s", e.msg);
+    if (s->ob.dropped_batches > before)
+        hm_log_warn("nats: spool bound reached: %llu batches never published were removed "
+                    "(Hm-Dropped %llu)", (unsigned long long)(s->ob.dropped_batches - before),
+                    (unsigned long long)s->ob.dropped_batches);
+    for (size_t i = 0; i < s->nfiles; i++)
+        if (s->files[i].start_ns == start_ns && s->files[i].file_seq == file_seq) {
+            forget_file(s, i);
+            break;
+        }
+}
+
+static void on_reconnected(natsConnection *nc, void *closure)
+{
+    (void)nc;
+    nats_state *s = closure;
+    atomic_fetch_add(&s->reconnects, 1);
+}
+
+/* Reads a pending batch back from its spool file into s->rbuf. Returns
+ * its length, 0 if nothing of it is left (dropped), -1 on a read error. */
+static ssize_t read_batch(nats_state *s, const hm_outbox_entry *e, uint64_t *lines)
+{
+    char path[PATH_MAX];
+    bool is_open = hm_spool_is_open_file(s->spool, e->start_ns, e->file_seq);
+    int fd = -1;
+    for (int attempt = 0; attempt < 2 && fd < 0; attempt++) {
+        if (hm_spool_path(s->spool, e->start_ns, e->file_seq, attempt == 0 ? is_open : !is_open,
+                          path, sizeof path) < 0)
+            return -1;
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 && errno != ENOENT)
+            return -1;
+    }
+    if (fd < 0)
+        return 0; /* the file is gone */
+    if (s->rbuf_cap < e->len) {
+        char *bigger = realloc(s->rbuf, e->len);
+        if (bigger == NULL) {
+            close(fd);
+            return -1;
+        }
+        s->rbuf = bigger;
+        s->rbuf_cap = e->len;
+    }
+    size_t got = 0;
+    while (got < e->len) {
+        ssize_t r = pread(fd, s->rbuf + got, e->len - got, (off_t)(e->offset + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            close(fd);
+            return -1;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    *lines = e->lines;
+    if (got == e->len && s->rbuf[got - 1] == '\n')
+        return (ssize_t)got;
+    /* Cut by a crash (the spool cut the file after its last whole line):
+     * what is left of the batch goes, the lines lost are counted. */
+    while (got > 0 && s->rbuf[got - 1] != '\n')
+        got--;
+    uint64_t kept = 0;
+    for (size_t i = 0; i < got; i++)
+        kept += s->rbuf[i] == '\n';
+    *lines = kept;
+    if (got > 0) {
+        s->ob.dropped_lines += e->lines > kept ? e->lines - kept : 0;
+        hm_log_warn("nats: batch %llu was cut by a crash: %llu of its %llu lines are published",
+                    (unsigned long long)e->seq, (unsigned long long)kept,
+                    (unsigned long long)e->lines);
+    }
+    return (ssize_t)got;
+}
+
+static natsStatus set_header_u64(natsMsg *m, const char *key, uint64_t v)
+{
+    char text[24];
+    snprintf(text, sizeof text, "%llu", (unsigned long long)v);
+    return natsMsgHeader_Set(m, key, text);
+}
+
+/* Publishes one batch (never waits for the server). */
+static natsStatus publish(nats_state *s, uint64_t seq, const char *data, size_t len,
+                          uint64_t lines, bool replay)
+{
+    char reply[160], id[128];
+    snprintf(reply, sizeof reply, "%s.%llu", s->inbox, (unsigned long long)seq);
+    snprintf(id, sizeof id, "%s:%s:%llu", s->host, s->epoch, (unsigned long long)seq);
+    natsMsg *m = NULL;
+    natsStatus st = natsMsg_Create(&m, s->subject, reply, data, (int)len);
+    if (st == NATS_OK)
+        st = natsMsgHeader_Set(m, "Nats-Msg-Id", id);
+    if (st == NATS_OK)
+        st = natsMsgHeader_Set(m, "Hm-Host", s->host);
+    if (st == NATS_OK)
+        st = natsMsgHeader_Set(m, "Hm-Epoch", s->epoch);
+    if (st == NATS_OK)
+        st = set_header_u64(m, "Hm-Seq", seq);
+    if (st == NATS_OK)
+        st = set_header_u64(m, "Hm-Lines", lines);
+    if (st == NATS_OK)
+        st = set_header_u64(m, "Hm-Dropped", s->ob.dropped_batches);
+    if (st == NATS_OK && replay)
+        st = natsMsgHeader_Set(m, "Hm-Replay", "1");
+    if (st == NATS_OK)
+        st = natsConnection_PublishMsg(s->nc, m);
+    natsMsg_Destroy(m);
+    return st;
+}
+
+static void handle_ack(nats_state *s, natsMsg *m)
+{
+    const char *subj = natsMsg_GetSubject(m);
+    const char *dot = strrchr(subj, '.');
+    char *end;
+    uint64_t seq = dot != NULL ? strtoull(dot + 1, &end, 10) : 0;
+    if (dot == NULL || *end != '\0' || seq == 0)
+        return;
+    const char *data = natsMsg_GetData(m);
+    size_t len = (size_t)natsMsg_GetDataLength(m);
+    hm_outbox_entry *e = hm_outbox_find(&s->ob, seq);
+    if (data != NULL && memmem(data, len, "\"stream\"", 8) != NULL &&
+        memmem(data, len, "\"error\"", 7) == NULL) {
+        if (memmem(data, len, "\"duplicate\":true", 16) != NULL)
+            s->duplicates++;
+        hm_outbox_ack(&s->ob, seq);
+        return;
+    }
+    /* A negative ack (stream full, no stream, not the leader): sent again
+     * later from the spool. */
+    s->nacks++;
+    if (!s->said_nack)
+        hm_log_warn("nats: %s refused batch %llu: %.*s (sent again later; said once)", s->subject,
+                    (unsigned long long)seq, (int)(len > 200 ? 200 : len), data ? data : "");
+    s->said_nack = true;
+    if (e != NULL)
+        hm_outbox_unsend(&s->ob, e);
+}
+
+/* Acks that came back, reconnections, lost acks: no waiting. */
+static void service(nats_state *s, int64_t now_mono)
+{
+    for (;;) {
+        natsMsg *m = NULL;
+        natsStatus st = natsSubscription_NextMsg(&m, s->acks, 0);
+        if (st == NATS_NO_RESPONDERS) {
+            if (!s->said_no_stream)
+                hm_log_warn("nats: no JetStream stream takes %s (declare HM_RAW, docs/transport.md); "
+                            "batches stay in the spool and are sent again (said once)",
+                            s->subject);
+            s->said_no_stream = true;
+            continue;
+        }
+        if (st != NATS_OK)
+            break; /* NATS_TIMEOUT: none left */
+        handle_ack(s, m);
+        natsMsg_Destroy(m);
+    }
+    uint64_t reconnects = atomic_load(&s->reconnects);
+    bool connected = natsConnection_Status(s->nc) == NATS_CONN_STATUS_CONNECTED;
+    if (reconnects != s->reconnects_seen) {
+        /* Acks of what was in flight may be lost: send it again (the
+         * stream drops what it already has by Nats-Msg-Id). */
+        s->reconnects_seen = reconnects;
+        hm_outbox_requeue(&s->ob, INT64_MAX);
+    }
+    if (connected != s->connected) {
+        char url[256] = "";
+        if (connected && natsConnection_GetConnectedUrl(s->nc, url, sizeof url) != NATS_OK)
+            url[0] = '\0';
+        if (connected)
+            hm_log_notice("nats: connected to %s; %llu batches to publish from the spool", url,
+                          (unsigned long long)hm_outbox_pending(&s->ob));
+        else
+            hm_log_warn("nats: not connected; batches stay in the spool until it comes back");
+        s->connected = connected;
+    }
+    if (s->ob.inflight > 0)
+        hm_outbox_requeue(&s->ob, now_mono - ACK_TIMEOUT_NS);
+}
+
+/* Publishes the pending batches in seq order, up to the window; live_seq
+ * is this period's batch, still in memory. */
+static void pump(nats_state *s, int64_t now_mono, uint64_t live_seq, const char *live,
+                 size_t live_len, uint64_t live_lines)
+{
+    if (!s->connected)
+        return;
+    uint64_t replay_bytes = 0;
+    hm_outbox_entry *e;
+    while (s->ob.inflight < WINDOW_BATCHES && replay_bytes < REPLAY_BYTES_PER_CYCLE &&
+           (e = hm_outbox_next_unsent(&s->ob)) != NULL) {
+        uint64_t seq = e->seq;
+        natsStatus st;
+        if (seq == live_seq && live != NULL) {
+            st = publish(s, seq, live, live_len, live_lines, false);
+        } else {
+            uint64_t lines;
+            ssize_t len = read_batch(s, e, &lines);
+            if (len < 0) {
+                if (!s->said_read)
+                    hm_log_warn("nats: reading batch %llu back from the spool: %s (said once)",
+                                (unsigned long long)seq, strerror(errno));
+                s->said_read = true;
+                return; /* tried again next period */
+            }
+            if (len == 0) {
+                hm_error err;
+                hm_log_warn("nats: batch %llu is no longer in the spool: counted as dropped",
+                            (unsigned long long)seq);
+                if (hm_outbox_drop(&s->ob, seq, e->lines, &err) < 0) {
+                    hm_log_warn("nats: %s", err.msg);
+                    return;
+                }
+                continue;
+            }
+            replay_bytes += (uint64_t)len;
+            st = publish(s, seq, s->rbuf, (size_t)len, lines, true);
+            if (st == NATS_OK)
+                s->replayed++;
+        }
+        if (st != NATS_OK)
+            return; /* disconnected meanwhile: the spool keeps it */
+        hm_outbox_mark_sent(&s->ob, e, now_mono);
+        s->published++;
+    }
+}
+
+/* Persists the cursor now and then, and removes closed spool files whose
+ * batches are all done (after the cursor that says so is written). */
+static void tidy(nats_state *s, int64_t now_mono, bool force)
+{
+    bool removable = s->nfiles > 0 && s->files[0].last_seq <= s->ob.acked_seq &&
+                     !hm_spool_is_open_file(s->spool, s->files[0].start_ns, s->files[0].file_seq);
+    if (!force && !removable && now_mono - s->cursor_written_ns < CURSOR_WRITE_NS)
+        return;
+    hm_error err;
+    if (hm_outbox_sync(&s->ob, &err) < 0) {
+        hm_log_warn("nats: %s", err.msg);
+        return;
+    }
+    s->cursor_written_ns = now_mono;
+    while (s->nfiles > 0 && s->files[0].last_seq <= s->ob.acked_seq &&
+           !hm_spool_is_open_file(s->spool, s->files[0].start_ns, s->files[0].file_seq)) {
+        if (hm_spool_remove(s->spool, s->files[0].start_ns, s->files[0].file_seq, &err) < 0) {
+            hm_log_warn("nats: %s", err.msg);
+            return;
+        }
+        forget_file(s, 0);
+    }
+}
+
+/* On start: closed files of earlier runs whose batches are all done are
+ * removed; the others are remembered until they are. */
+static int adopt_old_files(nats_state *s, hm_error *err)
+{
+    DIR *d = opendir(hm_spool_dir(s->spool));
+    if (d == NULL)
+        return hm_error_errno(err, "listing %s", hm_spool_dir(s->spool));
+    struct dirent *de;
+    int rc = 0;
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        int64_t start_ns;
+        uint64_t file_seq;
+        if (!hm_spool_parse_name(de->d_name, hm_spool_host(s->spool), &start_ns, &file_seq) ||
+            !hm_outbox_known_run(&s->ob, start_ns))
+            continue; /* not written by this sink: left alone */
+        uint64_t last = hm_outbox_file_pending(&s->ob, start_ns, file_seq);
+        rc = last == 0 ? hm_spool_remove(s->spool, start_ns, file_seq, err)
+                       : remember_file(s, start_ns, file_seq, last, err);
+    }
+    closedir(d);
+    if (rc == 0 && s->nfiles > 1) {
+        /* oldest first, as the batches are */
+        for (size_t i = 1; i < s->nfiles; i++)
+            for (size_t j = i; j > 0 && s->files[j].last_seq < s->files[j - 1].last_seq; j--) {
+                spool_file t = s->files[j];
+                s->files[j] = s->files[j - 1];
+                s->files[j - 1] = t;
+            }
+    }
+    return rc;
+}
+
+static int connect_servers(nats_state *s, const hm_agent_config *cfg, hm_error *err)
+{
+    char urls[sizeof cfg->nats_url];
+    const char *list[32];
+    int n = 0;
+    snprintf(urls, sizeof urls, "%s", cfg->nats_url);
+    char *save = NULL;
+    for (char *t = strtok_r(urls, ", ", &save); t != NULL && n < 32; t = strtok_r(NULL, ", ", &save))
+        list[n++] = t;
+    char name[128];
+    snprintf(name, sizeof name, "hushmon-agent %s", s->host);
+    natsStatus st = natsOptions_Create(&s->opts);
+    if (st == NATS_OK)
+        st = natsOptions_SetServers(s->opts, list, n);
+    if (st == NATS_OK)
+        st = natsOptions_SetName(s->opts, name);
+    /* Reconnect forever on its own, every half second, and keep what
+     * was being sent meanwhile; the first connection too is retried in
+     * the background, so an agent starts while its leaf is down. */
+    if (st == NATS_OK)
+        st = natsOptions_SetMaxReconnect(s->opts, -1);
+    if (st == NATS_OK)
+        st = natsOptions_SetReconnectWait(s->opts, 500);
+    if (st == NATS_OK)
+        st = natsOptions_SetReconnectBufSize(s->opts, RECONNECT_BUF_BYTES);
+    if (st == NATS_OK)
+        st = natsOptions_SetTimeout(s->opts, 2000);
+    if (st == NATS_OK)
+        st = natsOptions_SetRetryOnFailedConnect(s->opts, true, NULL, NULL);
+    if (st == NATS_OK)
+        st = natsOptions_SetReconnectedCB(s->opts, on_reconnected, s);
+    if (st != NATS_OK)
+        return hm_error_set(err, "nats options: %s", nats_err(st));
+    st = natsConnection_Connect(&s->nc, s->opts);
+    if (st != NATS_OK && st != NATS_NOT_YET_CONNECTED)
+        return hm_error_set(err, "connecting to %s: %s", cfg->nats_url, nats_err(st));
+    natsInbox *inbox = NULL;
+    st = natsInbox_Create(&inbox);
+    if (st != NATS_OK)
+        return hm_error_set(err, "nats inbox: %s", nats_err(st));
+    snprintf(s->inbox, sizeof s->inbox, "%s", (const char *)inbox);
+    natsInbox_Destroy(inbox);
+    char acks[sizeof s->inbox + 4];
+    snprintf(acks, sizeof acks, "%s.*", s->inbox);
+    st = natsConnection_SubscribeSync(&s->acks, s->nc, acks);
+    if (st != NATS_OK)
+        return hm_error_set(err, "subscribing to %s: %s", acks, nats_err(st));
+    return 0;
+}
+
+static void release(nats_state *s)
+{
+    if (s->acks != NULL)
+        natsSubscription_Destroy(s->acks);
+    if (s->nc != NULL) {
+        natsConnection_Close(s->nc);
+        natsConnection_Destroy(s->nc);
+    }
+    if (s->opts != NULL)
+        natsOptions_Destroy(s->opts);
+    if (s->ob_open) {
+        hm_error e;
+        if (hm_outbox_close(&s->ob, &e) < 0)
+            hm_log_warn("nats: %s", e.msg);
+    }
+    free(s->files);
+    free(s->rbuf);
+    free(s);
+    if (--nats_sinks_open == 0)
+        nats_CloseAndWait(2000);
+}
+
+static int nats_open(void **state, const hm_agent_config *cfg, int64_t start_ns, hm_error *err)
+{
+    nats_state *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return hm_error_set(err, "out of memory");
+    nats_sinks_open++;
+    atomic_init(&s->reconnects, 0);
+    snprintf(s->host, sizeof s->host, "%s", cfg->host);
+    snprintf(s->subject, sizeof s->subject, "hm.raw.%s.%s", cfg->nats_rack, cfg->host);
+    int rc = hm_spool_mkdir(cfg->spool_dir, err);
+    if (rc == 0)
+        rc = hm_outbox_open(&s->ob, cfg->spool_dir, start_ns, hm_realtime_ns(), err);
+    s->ob_open = rc == 0;
+    if (rc == 0)
+        rc = hm_spool_open(&s->spool, cfg, start_ns, on_spool_removed, s, err);
+    if (rc == 0) {
+        snprintf(s->epoch, sizeof s->epoch, "%lld", (long long)s->ob.epoch_ns);
+        rc = adopt_old_files(s, err);
+    }
+    if (rc == 0 && hm_outbox_sync(&s->ob, err) < 0)
+        rc = -1;
+    if (rc == 0) {
+        /* libnats' threads (timers and callbacks from natsOptions_Create
+         * on, reader and flusher) inherit this thread's signal mask: with
+         * every signal blocked there, SIGTERM, SIGINT and SIGHUP reach the
+         * agent's signalfd instead of ending the process from another
+         * thread. */
+        sigset_t all, old;
+        sigfillset(&all);
+        int sigrc = pthread_sigmask(SIG_BLOCK, &all, &old);
+        if (sigrc != 0) {
+            rc = hm_error_set(err, "pthread_sigmask: %s", strerror(sigrc));
+        } else {
+            rc = connect_servers(s, cfg, err);
+            sigrc = pthread_sigmask(SIG_SETMASK, &old, NULL);
+            if (sigrc != 0 && rc == 0)
+                rc = hm_error_set(err, "pthread_sigmask: %s", strerror(sigrc));
+        }
+    }
+    if (rc < 0) {
+        if (s->spool != NULL) {
+            hm_error e;
+            if (hm_spool_close(s->spool, &e) < 0)
+                hm_log_warn("%s", e.msg);
+        }
+        release(s);
+        return -1;
+    }
+    s->cursor_written_ns = hm_monotonic_ns();
+    uint64_t pending = hm_outbox_pending(&s->ob);
+    if (pending > 0)
+        hm_log_notice("nats: %llu batches of earlier runs to publish from the spool (epoch %s, "
+                      "from seq %llu)", (unsigned long long)pending, s->epoch,
+                      (unsigned long long)(s->ob.acked_seq + 1));
+    *state = s;
+    return 0;
+}
+
+static int nats_write(void *state, const char *buf, size_t len, uint64_t lines, hm_error *err)
+{
+    nats_state *s = state;
+    int64_t now = hm_monotonic_ns();
+    service(s, now);
+    hm_spool_pos pos;
+    uint64_t seq;
+    if (hm_spool_reserve(s->spool, len, &pos, err) < 0)
+        return -1;
+    /* The record first, then the bytes: after a crash between the two the
+     * batch is found missing and counted, never published half unnoticed. */
+    if (hm_outbox_add(&s->ob, pos.start_ns, pos.file_seq, pos.offset, len, lines, &seq, err) < 0)
+        return -1;
+    if (remember_file(s, pos.start_ns, pos.file_seq, seq, err) < 0)
+        return -1;
+    if (hm_spool_append(s->spool, buf, len, err) < 0) {
+        hm_error e;
+        if (hm_outbox_drop(&s->ob, seq, 0, &e) < 0) /* the agent counts its lines */
+            hm_log_warn("nats: %s", e.msg);
+        return -1;
+    }
+    pump(s, now, seq, buf, len, lines);
+    tidy(s, now, false);
+    return 0;
+}
+
+static int nats_flush(void *state, hm_error *err)
+{
+    nats_state *s = state;
+    if (hm_spool_flush(s->spool, err) < 0)
+        return -1;
+    int64_t now = hm_monotonic_ns();
+    service(s, now);
+    pump(s, now, 0, NULL, 0, 0);
+    tidy(s, now, true);
+    return 0;
+}
+
+static uint64_t nats_dropped(void *state)
+{
+    return ((nats_state *)state)->ob.dropped_lines;
+}
+
+static void nats_describe(void *state, char *out, size_t size)
+{
+    nats_state *s = state;
+    snprintf(out, size,
+             "sink=nats connected=%d published=%llu acked_seq=%llu replayed=%llu pending=%llu "
+             "dropped=%llu dropped_lines=%llu duplicates=%llu next_seq=%llu epoch=%s subject=%s "
+             "spool=%s spool_bytes=%llu",
+             natsConnection_Status(s->nc) == NATS_CONN_STATUS_CONNECTED,
+             (unsigned long long)s->published, (unsigned long long)s->ob.acked_seq,
+             (unsigned long long)s->replayed, (unsigned long long)hm_outbox_pending(&s->ob),
+             (unsigned long long)s->ob.dropped_batches, (unsigned long long)s->ob.dropped_lines,
+             (unsigned long long)s->duplicates, (unsigned long long)s->ob.next_seq, s->epoch,
+             s->subject, hm_spool_dir(s->spool), (unsigned long long)hm_spool_bytes(s->spool));
+}
+
+static int nats_close(void *state, hm_error *err)
+{
+    nats_state *s = state;
+    /* Give the acks of what is in flight a moment (never more than 1 s):
+     * what is not acked by then is sent again at the next start. */
+    int64_t deadline = hm_monotonic_ns() + 1000000000;
+    if (natsConnection_Status(s->nc) == NATS_CONN_STATUS_CONNECTED)
+        (void)natsConnection_FlushTimeout(s->nc, 500);
+    while (s->ob.inflight > 0 && hm_monotonic_ns() < deadline) {
+        natsMsg *m = NULL;
+        natsStatus st = natsSubscription_NextMsg(&m, s->acks, 50);
+        if (st == NATS_OK) {
+            handle_ack(s, m);
+            natsMsg_Destroy(m);
+        } else if (st != NATS_TIMEOUT && st != NATS_NO_RESPONDERS) {
+            break;
+        }
+    }
+    /* The open file is closed first, so a file whose batches are all
+     * acked is removed now rather than at the next start. */
+    int rc = hm_spool_flush(s->spool, err);
+    if (rc == 0)
+        tidy(s, hm_monotonic_ns(), true);
+    hm_error e;
+    if (hm_spool_close(s->spool, rc == 0 ? err : &e) < 0)
+        rc = -1;
+    s->spool = NULL;
+    hm_log_notice("nats: stopping: %llu published, acked up to %llu, %llu pending in the spool",
+                  (unsigned long long)s->published, (unsigned long long)s->ob.acked_seq,
+                  (unsigned long long)hm_outbox_pending(&s->ob));
+    release(s);
+    return rc;
+}
+
+const hm_sink_ops hm_sink_nats = {
+    .name = "nats",
+    .description = "spool first, then JetStream to hm.raw.<rack>.<host> (docs/transport.md)",
+    .open = nats_open,
+    .write = nats_write,
+    .flush = nats_flush,
+    .dropped_lines = nats_dropped,
+    .describe = nats_describe,
+    .close = nats_close,
+};
