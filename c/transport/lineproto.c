@@ -1,0 +1,280 @@
+#include "lineproto.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(char *reason, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *reason, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, cap, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+bool hm_lp_skippable(const char *line, size_t len)
+{
+    if (len > 0 && line[len - 1] == '\r')
+        len--;
+    return len == 0 || line[0] == '#';
+}
+
+bool hm_lp_str_eq(hm_lp_str a, const char *s)
+{
+    size_t n = strlen(s);
+    return a.len == n && memcmp(a.s, s, n) == 0;
+}
+
+/* Python's _unescape: a backslash before one of `, =\"` is dropped. The
+ * text is returned as is when it holds no backslash (the common case). */
+static hm_lp_str unescape(const char *s, size_t len, char **scratch)
+{
+    if (memchr(s, '\\', len) == NULL)
+        return (hm_lp_str){s, (uint32_t)len};
+    char *out = *scratch, *o = out;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '\\' && i + 1 < len && strchr(", =\\\"", s[i + 1]) != NULL && s[i + 1] != '\0')
+            i++;
+        *o++ = s[i];
+    }
+    *scratch = o;
+    return (hm_lp_str){out, (uint32_t)(o - out)};
+}
+
+/* Python's _split_escaped: the next unescaped separator (outside a quoted
+ * string when quotes), or end. *in_string carries the quote state. */
+static size_t next_sep(const char *s, size_t start, size_t len, char sep, bool quotes, bool *in_string)
+{
+    size_t i = start;
+    while (i < len) {
+        char c = s[i];
+        if (c == '\\') {
+            i += 2;
+            continue;
+        }
+        if (quotes && c == '"')
+            *in_string = !*in_string;
+        else if (c == sep && !*in_string)
+            return i;
+        i++;
+    }
+    return len;
+}
+
+/* [+-]?digits, the whole text; the value as a double (correctly rounded,
+ * like Python's float(int(text))) and, when it fits, as int64. */
+static bool parse_integer(const char *s, size_t len, double *value, int64_t *ivalue, bool *fits)
+{
+    char buf[64];
+    size_t i = 0;
+    if (len == 0 || len >= sizeof buf)
+        return false;
+    if (s[0] == '+' || s[0] == '-')
+        i = 1;
+    if (i == len)
+        return false;
+    for (size_t j = i; j < len; j++)
+        if (s[j] < '0' || s[j] > '9')
+            return false;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    *value = strtod(buf, NULL);
+    if (ivalue) {
+        errno = 0;
+        long long v = strtoll(buf, NULL, 10);
+        *fits = errno == 0;
+        *ivalue = (int64_t)v;
+    }
+    return true;
+}
+
+/* A decimal float as Python's float() reads it (no underscores): digits
+ * with an optional point and exponent, or nan/inf words (rejected later as
+ * non-finite by the caller). */
+static bool parse_float(const char *s, size_t len, double *value)
+{
+    char buf[128];
+    if (len == 0 || len >= sizeof buf)
+        return false;
+    size_t i = 0, digits = 0;
+    if (s[i] == '+' || s[i] == '-')
+        i++;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    const char *word = buf + i;
+    if (strcasecmp(word, "nan") == 0 || strcasecmp(word, "inf") == 0 ||
+        strcasecmp(word, "infinity") == 0) {
+        *value = strtod(buf, NULL);
+        return true;
+    }
+    while (i < len && s[i] >= '0' && s[i] <= '9')
+        i++, digits++;
+    if (i < len && s[i] == '.') {
+        i++;
+        while (i < len && s[i] >= '0' && s[i] <= '9')
+            i++, digits++;
+    }
+    if (digits == 0)
+        return false;
+    if (i < len && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < len && (s[i] == '+' || s[i] == '-'))
+            i++;
+        size_t exp_digits = 0;
+        while (i < len && s[i] >= '0' && s[i] <= '9')
+            i++, exp_digits++;
+        if (exp_digits == 0)
+            return false;
+    }
+    if (i != len)
+        return false;
+    *value = strtod(buf, NULL);
+    return true;
+}
+
+static const char *const true_words[] = {"t", "T", "true", "True", "TRUE"};
+static const char *const false_words[] = {"f", "F", "false", "False", "FALSE"};
+
+static bool is_word(const char *s, size_t len, const char *const *words, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strlen(words[i]) == len && memcmp(words[i], s, len) == 0)
+            return true;
+    return false;
+}
+
+/* Python's parse_value. */
+static int parse_value(const char *raw, size_t len, hm_lp_line *out, uint32_t k, char *reason,
+                       size_t cap)
+{
+    out->field_is_string[k] = false;
+    out->field_value[k] = 0.0;
+    if (len == 0)
+        return fail(reason, cap, "empty field value");
+    if (raw[0] == '"') {
+        if (len < 2 || raw[len - 1] != '"')
+            return fail(reason, cap, "unterminated string value");
+        /* Strings are not summarized: the value is not kept. */
+        out->field_is_string[k] = true;
+        return 0;
+    }
+    if (is_word(raw, len, true_words, 5)) {
+        out->field_value[k] = 1.0;
+        return 0;
+    }
+    if (is_word(raw, len, false_words, 5)) {
+        out->field_value[k] = 0.0;
+        return 0;
+    }
+    char last = raw[len - 1];
+    double v;
+    if (last == 'i' || last == 'u') {
+        if (!parse_integer(raw, len - 1, &v, NULL, NULL))
+            return fail(reason, cap, "bad number %.*s", (int)(len > 40 ? 40 : len), raw);
+        if (last == 'u' && v < 0)
+            return fail(reason, cap, "negative unsigned value %.*s", (int)(len > 40 ? 40 : len), raw);
+    } else if (!parse_float(raw, len, &v)) {
+        return fail(reason, cap, "bad number %.*s", (int)(len > 40 ? 40 : len), raw);
+    }
+    if (!isfinite(v))
+        return fail(reason, cap, "non-finite value %.*s", (int)(len > 40 ? 40 : len), raw);
+    out->field_value[k] = v;
+    return 0;
+}
+
+static int parse_key(const char *s, size_t len, hm_lp_line *out, char **scratch, char *reason,
+                     size_t cap)
+{
+    bool no_quotes = false;
+    size_t end = next_sep(s, 0, len, ',', false, &no_quotes);
+    out->measurement = unescape(s, end, scratch);
+    if (out->measurement.len == 0)
+        return fail(reason, cap, "empty measurement name");
+    out->ntags = 0;
+    while (end < len) {
+        size_t start = end + 1;
+        end = next_sep(s, start, len, ',', false, &no_quotes);
+        size_t eq = next_sep(s, start, end, '=', false, &no_quotes);
+        size_t eq2 = eq < end ? next_sep(s, eq + 1, end, '=', false, &no_quotes) : end;
+        if (eq == end || eq2 != end || eq == start || eq + 1 == end)
+            return fail(reason, cap, "bad tag %.*s (expected key=value)",
+                        (int)(end - start > 40 ? 40 : end - start), s + start);
+        if (out->ntags == HM_LP_MAX_TAGS)
+            return fail(reason, cap, "more than %d tags", HM_LP_MAX_TAGS);
+        out->tag_key[out->ntags] = unescape(s + start, eq - start, scratch);
+        out->tag_value[out->ntags] = unescape(s + eq + 1, end - eq - 1, scratch);
+        out->ntags++;
+    }
+    return 0;
+}
+
+static int parse_fields(const char *s, size_t len, hm_lp_line *out, char **scratch, char *reason,
+                        size_t cap)
+{
+    out->nfields = 0;
+    bool in_string = false;
+    size_t start = 0;
+    for (;;) {
+        size_t end = next_sep(s, start, len, ',', true, &in_string);
+        const char *part = s + start;
+        size_t plen = end - start;
+        const char *eq = memchr(part, '=', plen);
+        if (eq == NULL || eq == part)
+            return fail(reason, cap, "bad field %.*s (expected name=value)",
+                        (int)(plen > 40 ? 40 : plen), part);
+        if (out->nfields == HM_LP_MAX_FIELDS)
+            return fail(reason, cap, "more than %d fields", HM_LP_MAX_FIELDS);
+        uint32_t k = out->nfields++;
+        out->field_name[k] = unescape(part, (size_t)(eq - part), scratch);
+        if (parse_value(eq + 1, plen - (size_t)(eq + 1 - part), out, k, reason, cap) != 0)
+            return -1;
+        if (end >= len)
+            return in_string ? fail(reason, cap, "unterminated string value") : 0;
+        start = end + 1;
+    }
+}
+
+int hm_lp_parse_line(const char *line, size_t len, hm_lp_line *out, char *scratch, char *reason,
+                     size_t reason_cap)
+{
+    if (len > 0 && line[len - 1] == '\r')
+        len--;
+    /* Sections: key, fields, timestamp. The quote state runs over the
+     * whole line, as in the Python splitter. */
+    size_t cut[3];
+    size_t nsections = 0, start = 0;
+    bool in_string = false;
+    for (;;) {
+        size_t end = next_sep(line, start, len, ' ', true, &in_string);
+        if (nsections < 3)
+            cut[nsections] = end;
+        nsections++;
+        if (end >= len)
+            break;
+        start = end + 1;
+    }
+    if (in_string)
+        return fail(reason, reason_cap, "unterminated string value");
+    if (nsections == 2)
+        return fail(reason, reason_cap,
+                    "no timestamp (spool lines carry the scheduled sampling time)");
+    if (nsections != 3)
+        return fail(reason, reason_cap,
+                    "expected 'measurement,tags fields timestamp', found %zu sections", nsections);
+    char *scratch_at = scratch;
+    if (parse_key(line, cut[0], out, &scratch_at, reason, reason_cap) != 0)
+        return -1;
+    double ignored;
+    bool fits = false;
+    const char *ts = line + cut[1] + 1;
+    size_t ts_len = len - cut[1] - 1;
+    if (!parse_integer(ts, ts_len, &ignored, &out->time_ns, &fits) || !fits)
+        return fail(reason, reason_cap, "bad timestamp %.*s", (int)(ts_len > 40 ? 40 : ts_len), ts);
+    return parse_fields(line + cut[0] + 1, cut[1] - cut[0] - 1, out, &scratch_at, reason,
+                        reason_cap);
+}

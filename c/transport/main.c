@@ -1,0 +1,131 @@
+/* hushmon-reduce: flags, signals, and the level to run. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hm_error.h"
+#include "hm_log.h"
+#include "hm_parse.h"
+#include "reduce.h"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static const char usage[] =
+    "usage: hushmon-reduce --rack RACK --url URL [options]\n"
+    "       hushmon-reduce --top --url URL [options]\n"
+    "\n"
+    "In-network reduction of hushmon's NATS transport (docs/transport.md).\n"
+    "  --rack RACK             rack level: consume hm.raw.RACK.> (durable pull consumer\n"
+    "                          reduce-RACK on HM_RAW, shared by the rack's instances), publish\n"
+    "                          partial summaries per (job, period) to hm.sum.rack.RACK\n"
+    "  --top                   top level: merge hm.sum.rack.> (durable reduce-top on HM_SUM)\n"
+    "                          into job-wide summaries on hm.sum.job.JOB\n"
+    "  --url URL               NATS server, e.g. nats://127.0.0.1:4222 (required)\n"
+    "  --period-grace-ms MS    publish a (job, period) once no batch came for it for MS\n"
+    "                          (default: 2 periods at rack level, the period read from the\n"
+    "                          agents' hushmon_agent period_ms; 2000 at top level)\n"
+    "  --stats-every-s N       print counters to stderr every N s (default 0: at exit only)\n"
+    "  --max-batch-bytes N     larger batches are refused as oversized (default 1M)\n"
+    "  --max-ack-pending N     MaxAckPending of a consumer this creates (default 20000)\n"
+    "  --fetch-batch N         messages per pull request (default 256)\n"
+    "  --keep-s N              how long a published (job, period) is remembered to count\n"
+    "                          late batches and drop duplicate partials (default 300)\n"
+    "  --help                  this text\n"
+    "\n"
+    "SIGTERM or SIGINT: publish what is open, send the acks, exit 0.\n"
+    "Exit status: 0 after a clean stop, 1 when it cannot start, 2 on bad flags.\n";
+
+static int bad_flag(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "hushmon-reduce: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, " (see --help)\n");
+    return 2;
+}
+
+static int int_flag(const char *name, const char *arg, int64_t min, int64_t max, int64_t *out)
+{
+    hm_error err;
+    if (hm_parse_int64(arg, min, max, 1, out, &err) != 0) {
+        fprintf(stderr, "hushmon-reduce: --%s: %s (see --help)\n", name, err.msg);
+        return 2;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    hm_reduce_opts o = {
+        .grace_ms = -1,
+        .stats_every_s = 0,
+        .max_batch_bytes = 1 << 20,
+        .max_ack_pending = 20000,
+        .fetch_batch = 256,
+        .keep_s = 300,
+    };
+    enum { O_RACK = 256, O_TOP, O_URL, O_GRACE, O_STATS, O_MAXB, O_MAXACK, O_FETCH, O_KEEP, O_HELP };
+    static const struct option longopts[] = {
+        {"rack", required_argument, NULL, O_RACK},
+        {"top", no_argument, NULL, O_TOP},
+        {"url", required_argument, NULL, O_URL},
+        {"period-grace-ms", required_argument, NULL, O_GRACE},
+        {"stats-every-s", required_argument, NULL, O_STATS},
+        {"max-batch-bytes", required_argument, NULL, O_MAXB},
+        {"max-ack-pending", required_argument, NULL, O_MAXACK},
+        {"fetch-batch", required_argument, NULL, O_FETCH},
+        {"keep-s", required_argument, NULL, O_KEEP},
+        {"help", no_argument, NULL, O_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    opterr = 0;
+    int c, rc = 0;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1 && rc == 0) {
+        switch (c) {
+        case O_RACK: o.rack = optarg; break;
+        case O_TOP: o.top = true; break;
+        case O_URL: o.url = optarg; break;
+        case O_GRACE: rc = int_flag("period-grace-ms", optarg, 0, 3600000, &o.grace_ms); break;
+        case O_STATS: rc = int_flag("stats-every-s", optarg, 0, 86400, &o.stats_every_s); break;
+        case O_MAXB: rc = int_flag("max-batch-bytes", optarg, 1, 1 << 30, &o.max_batch_bytes); break;
+        case O_MAXACK: rc = int_flag("max-ack-pending", optarg, 1, 10000000, &o.max_ack_pending); break;
+        case O_FETCH: rc = int_flag("fetch-batch", optarg, 1, 100000, &o.fetch_batch); break;
+        case O_KEEP: rc = int_flag("keep-s", optarg, 1, 86400, &o.keep_s); break;
+        case O_HELP: fputs(usage, stdout); return 0;
+        default:
+            return bad_flag("unknown or incomplete flag %s", argv[optind - 1]);
+        }
+    }
+    if (rc != 0)
+        return rc;
+    if (optind < argc)
+        return bad_flag("unexpected argument %s", argv[optind]);
+    if (o.url == NULL || *o.url == '\0')
+        return bad_flag("%s", "--url is required");
+    if (o.top == (o.rack != NULL))
+        return bad_flag("%s", "give exactly one of --rack RACK and --top");
+    if (o.rack && (*o.rack == '\0' || strpbrk(o.rack, ".*> \t\r\n") != NULL || strlen(o.rack) > 100))
+        return bad_flag("--rack %s: not a subject token (no '.', '*', '>', spaces; 100 bytes at most)",
+                        o.rack);
+    hm_log_set_program("hushmon-reduce");
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    hm_error err;
+    if ((o.top ? hm_reduce_top(&o, &stop_requested, &err) : hm_reduce_rack(&o, &stop_requested, &err)) != 0) {
+        hm_error_print("hushmon-reduce", &err);
+        return 1;
+    }
+    return 0;
+}

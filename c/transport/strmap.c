@@ -1,0 +1,109 @@
+#include "strmap.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t hm_fnv1a(const void *data, size_t len, uint64_t seed)
+{
+    const unsigned char *p = data;
+    uint64_t h = seed;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static hm_strmap_slot *probe(hm_strmap_slot *slots, size_t cap, const char *key, size_t len,
+                             uint64_t hash)
+{
+    size_t i = (size_t)hash & (cap - 1);
+    for (;;) {
+        hm_strmap_slot *s = &slots[i];
+        if (s->key == NULL || (s->hash == hash && s->len == len && memcmp(s->key, key, len) == 0))
+            return s;
+        i = (i + 1) & (cap - 1);
+    }
+}
+
+hm_strmap_slot *hm_strmap_find(const hm_strmap *m, const char *key, size_t len)
+{
+    if (m->cap == 0)
+        return NULL;
+    hm_strmap_slot *s = probe(m->slots, m->cap, key, len, hm_fnv1a(key, len, HM_FNV_SEED));
+    return s->key ? s : NULL;
+}
+
+static int grow(hm_strmap *m)
+{
+    size_t cap = m->cap ? m->cap * 2 : 16;
+    hm_strmap_slot *slots = calloc(cap, sizeof *slots);
+    if (slots == NULL)
+        return -1;
+    for (size_t i = 0; i < m->cap; i++) {
+        hm_strmap_slot *old = &m->slots[i];
+        if (old->key)
+            *probe(slots, cap, old->key, old->len, old->hash) = *old;
+    }
+    free(m->slots);
+    m->slots = slots;
+    m->cap = cap;
+    return 0;
+}
+
+hm_strmap_slot *hm_strmap_upsert(hm_strmap *m, const char *key, size_t len, int *added)
+{
+    *added = 0;
+    if ((m->count + 1) * 4 > m->cap * 3 && grow(m) != 0)
+        return NULL;
+    uint64_t hash = hm_fnv1a(key, len, HM_FNV_SEED);
+    hm_strmap_slot *s = probe(m->slots, m->cap, key, len, hash);
+    if (s->key)
+        return s;
+    char *copy = malloc(len + 1);
+    if (copy == NULL)
+        return NULL;
+    memcpy(copy, key, len);
+    copy[len] = '\0';
+    s->key = copy;
+    s->len = (uint32_t)len;
+    s->hash = hash;
+    s->value = NULL;
+    m->count++;
+    *added = 1;
+    return s;
+}
+
+void hm_strmap_remove(hm_strmap *m, hm_strmap_slot *slot)
+{
+    size_t mask = m->cap - 1, i = (size_t)(slot - m->slots);
+    free(slot->key);
+    slot->key = NULL;
+    m->count--;
+    /* Backward shift: pull later members of the probe run into the hole
+     * when their home slot does not lie between the hole and them. */
+    size_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        hm_strmap_slot *s = &m->slots[j];
+        if (s->key == NULL)
+            return;
+        size_t home = (size_t)s->hash & mask;
+        bool between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+        if (between)
+            continue;
+        m->slots[i] = *s;
+        s->key = NULL;
+        i = j;
+    }
+}
+
+void hm_strmap_free(hm_strmap *m)
+{
+    for (size_t i = 0; i < m->cap; i++)
+        free(m->slots[i].key);
+    free(m->slots);
+    m->slots = NULL;
+    m->cap = m->count = 0;
+}
