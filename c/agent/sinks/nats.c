@@ -277,6 +277,9 @@ static void service(nats_state *s, int64_t now_mono)
                             "batches stay in the spool and are sent again (said once)",
                             s->subject);
             s->said_no_stream = true;
+            /* The answer does not say which batch it was for; everything in
+             * flight was sent before this period, so all of it goes again. */
+            hm_outbox_requeue(&s->ob, INT64_MAX);
             continue;
         }
         if (st != NATS_OK)
@@ -428,7 +431,9 @@ static int connect_servers(nats_state *s, const hm_agent_config *cfg, hm_error *
         st = natsOptions_SetName(s->opts, name);
     /* Reconnect forever on its own, every half second, and keep what
      * was being sent meanwhile; the first connection too is retried in
-     * the background, so an agent starts while its leaf is down. */
+     * the background, so an agent starts while its leaf is down (that
+     * needs the connected callback: without one, natsConnection_Connect
+     * blocks until it connects). */
     if (st == NATS_OK)
         st = natsOptions_SetMaxReconnect(s->opts, -1);
     if (st == NATS_OK)
@@ -438,7 +443,7 @@ static int connect_servers(nats_state *s, const hm_agent_config *cfg, hm_error *
     if (st == NATS_OK)
         st = natsOptions_SetTimeout(s->opts, 2000);
     if (st == NATS_OK)
-        st = natsOptions_SetRetryOnFailedConnect(s->opts, true, NULL, NULL);
+        st = natsOptions_SetRetryOnFailedConnect(s->opts, true, on_reconnected, s);
     if (st == NATS_OK)
         st = natsOptions_SetReconnectedCB(s->opts, on_reconnected, s);
     if (st != NATS_OK)
