@@ -51,10 +51,27 @@ class RunningAgent:
         except OSError:
             return False
 
+    def status(self) -> str:
+        """The agent's `status` line, asked as the Slurm scripts ask it."""
+        proc = run_agent(self.bin.parent, "--socket", str(self.sock), "--send", "status")
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=10)
+
+
+def run_agent(bin_dir: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """hushmon-agent with these arguments, to its end (a hang fails at ``timeout``)."""
+    return subprocess.run(
+        [str(bin_dir / "hushmon-agent"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @contextmanager

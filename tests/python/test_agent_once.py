@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 import re
-import subprocess
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from agentproc import run_agent
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agent"
 
@@ -44,16 +45,6 @@ def parse_lines(text: str) -> list[Line]:
             fields[key] = int(value[:-1]) if value.endswith("i") else float(value)
         out.append(Line(m.group("m"), tags, fields, int(m.group("ts"))))
     return out
-
-
-def run_agent(bin_dir: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(bin_dir / "hushmon-agent"), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def test_once_prints_one_valid_batch(bin_dir: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agentproc import RunningAgent, running_agent
+from agentproc import RunningAgent, run_agent, running_agent
 
 
 @pytest.fixture
@@ -22,14 +22,8 @@ def agent(bin_dir: Path, tmp_path: Path) -> Iterator[RunningAgent]:
         yield a
 
 
-def send(bin_dir: Path, *args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(bin_dir / "hushmon-agent"), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+def send(bin_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_agent(bin_dir, *args, timeout=20)
 
 
 def test_ok_answer_is_printed_exit_0(bin_dir: Path, agent: RunningAgent) -> None:

@@ -63,22 +63,10 @@ def test_prolog_and_epilog_with_an_agent(
     env = slurm_env(bin_dir, agent.sock)
     proc = run_script("prolog.sh", env, fake_logger)
     assert (proc.returncode, proc.stderr) == (0, "")
-    status = subprocess.run(
-        [str(agent.bin), "--socket", str(agent.sock), "--send", "status"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert " jobs=4242 " in status.stdout
+    assert " jobs=4242 " in agent.status()
     proc = run_script("epilog.sh", env, fake_logger)
     assert (proc.returncode, proc.stderr) == (0, "")
-    status = subprocess.run(
-        [str(agent.bin), "--socket", str(agent.sock), "--send", "status"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert " jobs=- " in status.stdout
+    assert " jobs=- " in agent.status()
     assert not fake_logger.exists(), "nothing to log when all went well"
 
 
@@ -102,13 +90,7 @@ def test_socket_from_the_agent_config(bin_dir: Path, agent: RunningAgent, tmp_pa
     )
     assert (proc.returncode, proc.stderr) == (0, "")
     assert agent.answers()
-    status = subprocess.run(
-        [str(agent.bin), "--socket", str(agent.sock), "--send", "status"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert " jobs=77 " in status.stdout
+    assert " jobs=77 " in agent.status()
 
 
 @pytest.mark.parametrize("script", ["prolog.sh", "epilog.sh"])
