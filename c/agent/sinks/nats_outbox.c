@@ -124,13 +124,17 @@ static bool apply_line(hm_outbox *o, const char *line, bool first, hm_error *err
     }
     if (sscanf(line, "B %llu %lld %llu %llu %llu %llu%n", &u1, &a, &u2, &u3, &u4, &u5, &end) == 6 &&
         line[end] == '\0') {
-        if (u1 != o->next_seq || u4 == 0)
+        /* Batches follow each other from the cursor on; a rewritten log
+         * has them after a header whose next is already past them. */
+        uint64_t expected = o->n > o->head ? o->e[o->n - 1].seq + 1 : o->acked_seq + 1;
+        if (u1 != expected || u4 == 0)
             return false;
         hm_outbox_entry e = {.seq = u1, .start_ns = a, .file_seq = u2, .offset = u3, .len = u4,
                              .lines = u5, .state = HM_OUTBOX_UNSENT};
         if (push_entry(o, &e, err) < 0)
             return false;
-        o->next_seq = u1 + 1;
+        if (o->next_seq < u1 + 1)
+            o->next_seq = u1 + 1;
         return true;
     }
     if (sscanf(line, "A %llu%n", &u1, &end) == 1 && line[end] == '\0') {
