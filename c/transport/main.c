@@ -38,6 +38,10 @@ static const char usage[] =
     "  --fetch-batch N         messages per pull request (default 256)\n"
     "  --keep-s N              how long a published (job, period) is remembered to count\n"
     "                          late batches and drop duplicate partials (default 300)\n"
+    "  --ack-wait-ms MS        AckWait of a consumer this creates: how soon the messages of\n"
+    "                          a crashed instance go to the other (default: 2 x the longest\n"
+    "                          hold of a summary, at least 30000); a summary is never held\n"
+    "                          longer than half of it\n"
     "  --help                  this text\n"
     "\n"
     "SIGTERM or SIGINT: publish what is open, send the acks, exit 0.\n"
@@ -70,8 +74,9 @@ int main(int argc, char **argv)
         .max_ack_pending = 20000,
         .fetch_batch = 256,
         .keep_s = 300,
+        .ack_wait_ms = -1,
     };
-    enum { O_RACK = 256, O_TOP, O_URL, O_GRACE, O_STATS, O_MAXB, O_MAXACK, O_FETCH, O_KEEP, O_HELP };
+    enum { O_RACK = 256, O_TOP, O_URL, O_GRACE, O_STATS, O_MAXB, O_MAXACK, O_FETCH, O_KEEP, O_ACKWAIT, O_HELP };
     static const struct option longopts[] = {
         {"rack", required_argument, NULL, O_RACK},
         {"top", no_argument, NULL, O_TOP},
@@ -82,6 +87,7 @@ int main(int argc, char **argv)
         {"max-ack-pending", required_argument, NULL, O_MAXACK},
         {"fetch-batch", required_argument, NULL, O_FETCH},
         {"keep-s", required_argument, NULL, O_KEEP},
+        {"ack-wait-ms", required_argument, NULL, O_ACKWAIT},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -98,6 +104,7 @@ int main(int argc, char **argv)
         case O_MAXACK: rc = int_flag("max-ack-pending", optarg, 1, 10000000, &o.max_ack_pending); break;
         case O_FETCH: rc = int_flag("fetch-batch", optarg, 1, 100000, &o.fetch_batch); break;
         case O_KEEP: rc = int_flag("keep-s", optarg, 1, 86400, &o.keep_s); break;
+        case O_ACKWAIT: rc = int_flag("ack-wait-ms", optarg, 100, 3600000, &o.ack_wait_ms); break;
         case O_HELP: fputs(usage, stdout); return 0;
         default:
             return bad_flag("unknown or incomplete flag %s", argv[optind - 1]);

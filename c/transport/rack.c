@@ -131,6 +131,27 @@ static int append_key(rack *r, const char *s, size_t len)
     return 0;
 }
 
+/* Appends a name escaped as line protocol writes it (a backslash before
+ * each of specials), so the key reads back with the store's parse_key. */
+static int append_escaped(rack *r, hm_lp_str v, const char *specials)
+{
+    size_t plain = 0;
+    while (plain < v.len && strchr(specials, v.s[plain]) == NULL)
+        plain++;
+    if (append_key(r, v.s, plain) != 0)
+        return -1;
+    for (size_t i = plain; i < v.len; i++) {
+        if (strchr(specials, v.s[i]) != NULL && append_key(r, "\\", 1) != 0)
+            return -1;
+        if (append_key(r, v.s + i, 1) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+#define MEASUREMENT_SPECIALS ", "
+#define TAG_SPECIALS ",= "
+
 /* Reads one line into entries and jobs. 1 = its host tag is not the
  * subject's (the batch is refused), 0 = done (bad lines counted), -1 = out
  * of memory. */
@@ -161,14 +182,16 @@ static int read_line(rack *r, const char *host, const char *text, size_t len, ui
     bool is_agent = hm_lp_str_eq(l->measurement, "hushmon_agent");
     /* The sensor key's prefix: measurement and tags but host, in line order. */
     size_t prefix_off = r->keys_len;
-    if (append_key(r, l->measurement.s, l->measurement.len) != 0)
+    if (append_escaped(r, l->measurement, MEASUREMENT_SPECIALS) != 0)
         return -1;
     for (uint32_t i = 0; i < l->ntags; i++) {
         if (&l->tag_value[i] == line_host)
             continue;
-        if (append_key(r, ",", 1) || append_key(r, l->tag_key[i].s, l->tag_key[i].len) ||
-            append_key(r, "=", 1) || append_key(r, l->tag_value[i].s, l->tag_value[i].len))
+        if (append_key(r, ",", 1) || append_escaped(r, l->tag_key[i], TAG_SPECIALS) ||
+            append_key(r, "=", 1) || append_escaped(r, l->tag_value[i], TAG_SPECIALS))
             return -1;
+        /* Job ids are plain names (Slurm numbers); one with escapes is
+         * taken as its escaped text. */
         if (is_job && hm_lp_str_eq(l->tag_key[i], "job")) {
             job_at *j = grow(r->jobs, &r->cap_jobs, r->njobs + 1, sizeof *j);
             if (j == NULL)
@@ -200,7 +223,7 @@ static int read_line(rack *r, const char *host, const char *text, size_t len, ui
             memcpy(r->keys + key_off, r->keys + prefix_off, prefix_len);
         }
         prefix_used = true;
-        if (append_key(r, " ", 1) || append_key(r, l->field_name[f].s, l->field_name[f].len))
+        if (append_key(r, " ", 1) || append_escaped(r, l->field_name[f], TAG_SPECIALS))
             return -1;
         r->entries[r->nentries++] =
             (entry){l->time_ns, (uint32_t)key_off, (uint32_t)(r->keys_len - key_off), l->field_value[f]};
@@ -444,7 +467,7 @@ int hm_reduce_rack(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_erro
     snprintf(name, sizeof name, "hushmon-reduce %s", o->rack);
     snprintf(durable, sizeof durable, "reduce-%s", o->rack);
     snprintf(filter, sizeof filter, "hm.raw.%s.>", o->rack);
-    int64_t ack_wait = hm_reduce_ack_wait_ns(5 * grace_ns(r) + 10 * NS_PER_S);
+    int64_t ack_wait = hm_reduce_ack_wait_ns(o, 5 * grace_ns(r) + 10 * NS_PER_S);
     if (hm_nats_connect(&r->nats, o->url, name, err) != 0 ||
         hm_nats_pull(&r->nats, "HM_RAW", durable, filter, ack_wait, o->max_ack_pending, err) != 0) {
         hm_nats_close(&r->nats);

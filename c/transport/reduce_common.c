@@ -17,8 +17,10 @@ double hm_reduce_cpu_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-int64_t hm_reduce_ack_wait_ns(int64_t max_hold_ns)
+int64_t hm_reduce_ack_wait_ns(const hm_reduce_opts *o, int64_t max_hold_ns)
 {
+    if (o->ack_wait_ms > 0)
+        return o->ack_wait_ms * 1000000;
     int64_t floor_ns = 30 * (int64_t)1000000000;
     return 2 * max_hold_ns > floor_ns ? 2 * max_hold_ns : floor_ns;
 }

@@ -80,10 +80,9 @@ int hm_sketch_add_count(hm_sketch *k, int sign, int32_t key, uint64_t n, hm_erro
 
 static int sketch_add(hm_sketch *k, double x, hm_error *err)
 {
-    double m = fabs(x);
-    if (m < HM_SKETCH_MIN_INDEXABLE)
+    if (x == 0.0)
         return hm_sketch_add_count(k, 0, 0, 1, err);
-    return hm_sketch_add_count(k, x > 0 ? 1 : -1, hm_sketch_key(m), 1, err);
+    return hm_sketch_add_count(k, x > 0 ? 1 : -1, hm_sketch_key(fabs(x)), 1, err);
 }
 
 /* Shewchuk's grow-expansion (Python's msum): after it, the parts are

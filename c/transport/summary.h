@@ -5,7 +5,9 @@
  * partials in any order and grouping gives the correctly rounded sum of the
  * raw values, bit for bit. mean and M2 merge by Chan et al.'s pairwise
  * formula (exact up to floating-point rounding). The quantile sketch is a
- * DDSketch with relative accuracy alpha: merging adds bucket counts.
+ * DDSketch with relative accuracy alpha: merging adds bucket counts; exact
+ * zeros are counted apart, every other value has its bucket (the dense
+ * stores span the keys in use: a few hundred for a sensor's values).
  *
  * No libnats here: the math is tested on its own (tests/c/test_summary.c). */
 #ifndef HM_SUMMARY_H
@@ -17,9 +19,6 @@
 #include "hm_error.h"
 
 #define HM_SKETCH_ALPHA 0.01
-/* Magnitudes below this count as zero: keeps the bucket range bounded
- * (sensor values this small are zero for every purpose here). */
-#define HM_SKETCH_MIN_INDEXABLE 1e-9
 /* Non-overlapping partials of an exact sum. Sensor values spanning less
  * than ~2^700 never need more than a handful; past the limit the two
  * smallest are added (rounded), which no real data reaches. */

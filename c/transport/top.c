@@ -161,8 +161,11 @@ int hm_reduce_top(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_error
     top t;
     memset(&t, 0, sizeof t);
     t.o = o;
+    int64_t ack_wait = hm_reduce_ack_wait_ns(o, 5 * grace_ns(&t) + 10 * NS_PER_S);
+    /* Never held past half the AckWait: no redelivery while we hold it. */
     int64_t max_hold = 5 * grace_ns(&t) + 10 * NS_PER_S;
-    int64_t ack_wait = hm_reduce_ack_wait_ns(max_hold);
+    if (max_hold > ack_wait / 2)
+        max_hold = ack_wait / 2;
     if (hm_nats_connect(&t.nats, o->url, "hushmon-reduce top", err) != 0 ||
         hm_nats_pull(&t.nats, "HM_SUM", "reduce-top", "hm.sum.rack.>", ack_wait, o->max_ack_pending,
                      err) != 0) {

@@ -118,8 +118,6 @@ static void check_distribution(hm_test_counts *c, enum dist d, size_t nvalues, i
         double exact = values[(size_t)floor(qs[i] * (double)(nvalues - 1))];
         double got = hm_sketch_quantile(&m->sketch, qs[i]);
         double tol = HM_SKETCH_ALPHA * fabs(exact) * (1.0 + 1e-9);
-        if (fabs(exact) < HM_SKETCH_MIN_INDEXABLE)
-            tol = HM_SKETCH_MIN_INDEXABLE;
         if (!(fabs(got - exact) <= tol))
             fprintf(stderr, "%s q=%g: sketch %.17g exact %.17g\n", dist_name[d], qs[i], got, exact);
         CHECK(c, fabs(got - exact) <= tol);
