@@ -23,10 +23,18 @@ Prints, in one run on this machine:
    than the process's utime+stime) and resident size (VmRSS, largest seen),
    with ratios to hushmon-agent.
 
-Not a test: nothing is asserted; the figures go to docs/agent.md.
+4. The agent's sinks side by side (`--sinks`, or alone with
+   `--sinks-only`): the same agent (default sources) with sink spool and
+   with sink nats publishing to a local nats-server with the streams of
+   docs/transport.md, alternating for --rounds rounds, CPU microseconds per
+   sample of all the agent's threads (libnats' too), medians and the
+   ratio nats / spool. The goal (issue 10): at most 1.10.
+
+Not a test: nothing is asserted; the figures go to docs/agent.md and
+docs/transport.md ("Agent sink cost").
 
     .venv/bin/python bench/bench_agent_cost.py [--period-ms 500] [--duration-s 10]
-        [--json FILE|-] [--html FILE]
+        [--sinks | --sinks-only] [--json FILE|-] [--html FILE]
 """
 
 from __future__ import annotations
@@ -216,6 +224,74 @@ def run_agent(
                     "the fixed cost of waking up each period")  # fmt: skip
 
 
+def run_agent_sink(
+    agent: Path, sink: str, period_ms: int, duration_s: float, work: Path, url: str = ""
+) -> ToolCost:
+    """The agent with default sources and one sink; all threads' CPU per sample."""
+    tag = f"{sink}-{len(list(work.iterdir()))}"
+    pidfile = work / f"agent-{tag}.pid"
+    extra = ["--nats-url", url, "--nats-rack", "r0"] if sink == "nats" else []
+    proc = subprocess.Popen(
+        [str(agent), "--period-ms", str(period_ms), "--spool-dir", str(work / f"spool-{tag}"),
+         "--socket", "", "--pidfile", str(pidfile), "--sink", sink, "--host", "bench", *extra],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_for(pidfile.exists, 10, "hushmon-agent to start")
+        wait_for(lambda: pidfile.read_text().strip() != "", 10, "the pidfile")
+        pid = int(pidfile.read_text())
+        samples, us, rss = measure_process(proc, pid, period_ms / 1e3, duration_s)
+    finally:
+        stop(proc)
+    return ToolCost(f"hushmon-agent sink {sink}", samples, us, rss, "default sources")
+
+
+def sink_costs(
+    agent: Path, period_ms: int, duration_s: float, rounds: int, work: Path
+) -> dict[str, Any]:
+    """Sink spool and sink nats, alternating; medians and the ratio."""
+    from hushmon.transport.natsserver import LocalNatsServer, NatsServerConfig, ensure_streams
+
+    work.mkdir(parents=True, exist_ok=True)
+    server = LocalNatsServer(NatsServerConfig(name="bench", store_dir=work / "js"), work)
+    server.start()
+    runs: dict[str, list[ToolCost]] = {"spool": [], "nats": []}
+    try:
+        ensure_streams(server.url)
+        for r in range(rounds):
+            for sink in ("spool", "nats"):
+                print(f"sinks round {r + 1}/{rounds}: {sink}, {duration_s:g} s "
+                      f"at {period_ms} ms ...", file=sys.stderr)  # fmt: skip
+                runs[sink].append(
+                    run_agent_sink(agent, sink, period_ms, duration_s, work, server.url)
+                )
+    finally:
+        server.stop()
+    med = {k: statistics.median(t.cpu_us_per_sample for t in v) for k, v in runs.items()}
+    rss = {k: max(t.rss_bytes for t in v) for k, v in runs.items()}
+    return {
+        "period_ms": period_ms,
+        "duration_s": duration_s,
+        "rounds": rounds,
+        "cpu_us_per_sample": med,
+        "cpu_us_per_sample_rounds": {k: [t.cpu_us_per_sample for t in v] for k, v in runs.items()},
+        "rss_bytes": rss,
+        "ratio": med["nats"] / med["spool"] if med["spool"] > 0 else float("nan"),
+        "loadavg": Path("/proc/loadavg").read_text().split()[:3],
+    }
+
+
+def print_sink_costs(c: dict[str, Any]) -> None:
+    print(f"\nSinks, default sources, period {c['period_ms']} ms, {c['duration_s']:g} s each, "
+          f"median of {c['rounds']} alternating rounds (all threads):")  # fmt: skip
+    for sink in ("spool", "nats"):
+        rounds = ", ".join(f"{v:.1f}" for v in c["cpu_us_per_sample_rounds"][sink])
+        print(f"  {sink:6s} {c['cpu_us_per_sample'][sink]:8.1f} us/sample  "
+              f"RSS {c['rss_bytes'][sink] / 2**20:5.2f} MiB  (rounds: {rounds})")  # fmt: skip
+    print(f"  nats / spool = {c['ratio']:.3f}  (goal <= 1.10; load average at the end "
+          f"{' '.join(c['loadavg'])})")  # fmt: skip
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -373,6 +449,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cycles", type=int, default=2000, help="reads / cycles per round")
     ap.add_argument("--rounds", type=int, default=5, help="alternating kernel/agent rounds")
     ap.add_argument("--cold-samples", type=int, default=20, help="reads/cycles one per period")
+    ap.add_argument(
+        "--sinks",
+        action="store_true",
+        help="also compare sink spool and sink nats (local nats-server)",
+    )
+    ap.add_argument("--sinks-only", action="store_true", help="only the sink comparison")
     ap.add_argument("--json", metavar="FILE", help="write the figures as JSON ('-' = stdout)")
     ap.add_argument("--html", metavar="FILE", help="write an HTML page with plots")
     args = ap.parse_args(argv)
@@ -385,6 +467,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "--period-ms >= 10, --duration-s > 0, --cycles, --rounds, --cold-samples >= 1"
         )
     agent = program("hushmon-agent")
+    if args.sinks_only:
+        with tempfile.TemporaryDirectory(prefix="hm_bench_agent_") as tmp:
+            costs = sink_costs(agent, args.period_ms, args.duration_s, args.rounds, Path(tmp))
+        print_sink_costs(costs)
+        jsonio.emit(args.json, {"host": socket.gethostname(), "sinks": costs})
+        return 0
     with tempfile.TemporaryDirectory(prefix="hm_bench_agent_") as tmp:
         work = Path(tmp)
         kernel_rounds: list[dict[str, float]] = []
@@ -415,6 +503,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         ):
             print(f"{label}: {args.duration_s:g} s at {args.period_ms} ms ...", file=sys.stderr)
             tools.append(runner())
+        sinks = (
+            sink_costs(agent, args.period_ms, args.duration_s, args.rounds, work / "sinks")
+            if args.sinks
+            else None
+        )
     file_sources = [n for n, _ in KERNEL_FILES]
     agent_files = sum(sources.get(n, 0.0) for n in file_sources)
     result: dict[str, Any] = {
@@ -433,6 +526,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "agent_source_cold_us": sources_cold,
         "agent_files_cold_us": sum(sources_cold.get(n, 0.0) for n in [n for n, _ in KERNEL_FILES]),
         "tools": [asdict(t) for t in tools],
+        "sinks": sinks,
     }
     print(f"\nKernel vs hushmon-agent, CPU us per sample (median of {args.rounds} rounds of "
           f"{args.cycles}, back to back):")  # fmt: skip
@@ -464,6 +558,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {t.tool:26s} {t.samples:7d} {t.cpu_us_per_sample:14.1f} "
               f"{ratio(t.cpu_us_per_sample, agent_us):>7s} {t.rss_bytes / 2**20:8.2f} "
               f"{ratio(t.rss_bytes, agent_rss):>6s}  {t.note}")  # fmt: skip
+    if sinks is not None:
+        print_sink_costs(sinks)
     jsonio.emit(args.json, result)
     if args.html:
         html_report(result, Path(args.html))

@@ -442,6 +442,11 @@ static int connect_servers(nats_state *s, const hm_agent_config *cfg, hm_error *
         st = natsOptions_SetReconnectBufSize(s->opts, RECONNECT_BUF_BYTES);
     if (st == NATS_OK)
         st = natsOptions_SetTimeout(s->opts, 2000);
+    /* Written by the publishing thread itself: measured, one wake-up of
+     * libnats' flusher thread per batch cost more (76 us per sample on
+     * loopback) than the write it saves the agent's thread. */
+    if (st == NATS_OK)
+        st = natsOptions_SetSendAsap(s->opts, true);
     if (st == NATS_OK)
         st = natsOptions_SetRetryOnFailedConnect(s->opts, true, on_reconnected, s);
     if (st == NATS_OK)
