@@ -71,6 +71,17 @@ static void write_escaped(FILE *out, const char *s)
 {
     fputc('"', out);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        /* A run that needs no escape goes out in one write (summaries
+         * write thousands of keys; a call per character shows). */
+        const unsigned char *run = p;
+        while (*run >= 0x20 && *run != '"' && *run != '\\')
+            run++;
+        if (run > p) {
+            fwrite(p, 1, (size_t)(run - p), out);
+            p = run;
+            if (*p == '\0')
+                break;
+        }
         switch (*p) {
         case '"': fputs("\\\"", out); break;
         case '\\': fputs("\\\\", out); break;

@@ -15,14 +15,19 @@ static void group_free(hm_group *grp)
 
 hm_group *hm_groups_get(hm_groups *g, const char *job, int64_t time_ns, hm_error *err)
 {
+    /* Key: the job, a tab, the time's 8 bytes (no formatting per batch). */
     char key[512];
-    int n = snprintf(key, sizeof key, "%s\t%" PRId64, job, time_ns);
-    if (n < 0 || (size_t)n >= sizeof key) {
-        hm_error_set(err, "job name too long (%zu bytes)", strlen(job));
+    size_t jl = strlen(job);
+    if (jl + 1 + sizeof time_ns > sizeof key) {
+        hm_error_set(err, "job name too long (%zu bytes)", jl);
         return NULL;
     }
+    memcpy(key, job, jl);
+    key[jl] = '\t';
+    memcpy(key + jl + 1, &time_ns, sizeof time_ns);
+    size_t n = jl + 1 + sizeof time_ns;
     int added;
-    hm_strmap_slot *slot = hm_strmap_upsert(&g->map, key, (size_t)n, &added);
+    hm_strmap_slot *slot = hm_strmap_upsert(&g->map, key, n, &added);
     if (slot == NULL) {
         hm_error_set(err, "out of memory for a group");
         return NULL;

@@ -26,8 +26,10 @@ bool hm_lp_skippable(const char *line, size_t len)
 
 bool hm_lp_str_eq(hm_lp_str a, const char *s)
 {
-    size_t n = strlen(s);
-    return a.len == n && memcmp(a.s, s, n) == 0;
+    for (uint32_t i = 0; i < a.len; i++)
+        if (s[i] == '\0' || s[i] != a.s[i])
+            return false;
+    return s[a.len] == '\0';
 }
 
 /* Python's _unescape: a backslash before one of `, =\"` is dropped. The
@@ -38,7 +40,8 @@ static hm_lp_str unescape(const char *s, size_t len, char **scratch)
         return (hm_lp_str){s, (uint32_t)len};
     char *out = *scratch, *o = out;
     for (size_t i = 0; i < len; i++) {
-        if (s[i] == '\\' && i + 1 < len && strchr(", =\\\"", s[i + 1]) != NULL && s[i + 1] != '\0')
+        if (s[i] == '\\' && i + 1 < len &&
+            (s[i + 1] == ',' || s[i + 1] == ' ' || s[i + 1] == '=' || s[i + 1] == '\\' || s[i + 1] == '"'))
             i++;
         *o++ = s[i];
     }
@@ -66,30 +69,99 @@ static size_t next_sep(const char *s, size_t start, size_t len, char sep, bool q
     return len;
 }
 
+/* next_sep for text without backslashes or quotes (most lines): memchr. */
+static size_t next_sep_simple(const char *s, size_t start, size_t len, char sep)
+{
+    const char *p = start < len ? memchr(s + start, sep, len - start) : NULL;
+    return p ? (size_t)(p - s) : len;
+}
+
+#define NEXT_SEP(simple, s, start, len, sep, quotes, in_string)                                      \
+    ((simple) ? next_sep_simple(s, start, len, sep) : next_sep(s, start, len, sep, quotes, in_string))
+
 /* [+-]?digits, the whole text; the value as a double (correctly rounded,
  * like Python's float(int(text))) and, when it fits, as int64. */
 static bool parse_integer(const char *s, size_t len, double *value, int64_t *ivalue, bool *fits)
 {
-    char buf[64];
     size_t i = 0;
-    if (len == 0 || len >= sizeof buf)
+    if (len == 0)
         return false;
     if (s[0] == '+' || s[0] == '-')
         i = 1;
     if (i == len)
         return false;
-    for (size_t j = i; j < len; j++)
+    uint64_t v = 0;
+    bool overflow = false;
+    for (size_t j = i; j < len; j++) {
         if (s[j] < '0' || s[j] > '9')
             return false;
+        uint64_t d = (uint64_t)(s[j] - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            overflow = true;
+        else
+            v = v * 10 + d;
+    }
+    bool neg = s[0] == '-';
+    bool in_range = !overflow && (neg ? v <= (uint64_t)INT64_MAX + 1 : v <= (uint64_t)INT64_MAX);
+    if (fits)
+        *fits = in_range;
+    if (in_range) {
+        int64_t x = neg ? (int64_t)(0 - v) : (int64_t)v;
+        if (ivalue)
+            *ivalue = x;
+        *value = (double)x; /* round to nearest, as Python's float(int) */
+        return true;
+    }
+    /* Past 64 bits: only the double is wanted (a field value). */
+    char buf[400];
+    if (len >= sizeof buf)
+        return false;
     memcpy(buf, s, len);
     buf[len] = '\0';
     *value = strtod(buf, NULL);
-    if (ivalue) {
-        errno = 0;
-        long long v = strtoll(buf, NULL, 10);
-        *fits = errno == 0;
-        *ivalue = (int64_t)v;
+    return true;
+}
+
+/* Exact powers of ten as doubles (10^22 is the last one). */
+static const double pow10_exact[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                     1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                     1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* Clinger's fast path: a mantissa below 2^53 times or divided by an exact
+ * power of ten is one correctly rounded operation, so the result equals
+ * strtod's. false when it does not apply (the caller uses strtod). */
+static bool fast_decimal(const char *s, size_t len, double *value)
+{
+    size_t i = 0;
+    bool neg = false;
+    if (s[0] == '+' || s[0] == '-')
+        neg = s[i++] == '-';
+    uint64_t mant = 0;
+    int digits = 0, frac = 0;
+    bool point = false;
+    for (; i < len; i++) {
+        char c = s[i];
+        if (c >= '0' && c <= '9') {
+            if (mant == 0 && c == '0') {
+                if (point)
+                    frac++;
+                continue; /* leading zeros do not count as digits */
+            }
+            if (++digits > 15)
+                return false;
+            mant = mant * 10 + (uint64_t)(c - '0');
+            if (point)
+                frac++;
+        } else if (c == '.' && !point) {
+            point = true;
+        } else {
+            return false; /* exponents and the rest: strtod */
+        }
     }
+    if (frac > 22)
+        return false;
+    double v = (double)mant / pow10_exact[frac];
+    *value = neg ? -v : v;
     return true;
 }
 
@@ -107,8 +179,9 @@ static bool parse_float(const char *s, size_t len, double *value)
     memcpy(buf, s, len);
     buf[len] = '\0';
     const char *word = buf + i;
-    if (strcasecmp(word, "nan") == 0 || strcasecmp(word, "inf") == 0 ||
-        strcasecmp(word, "infinity") == 0) {
+    if ((*word == 'n' || *word == 'N' || *word == 'i' || *word == 'I') &&
+        (strcasecmp(word, "nan") == 0 || strcasecmp(word, "inf") == 0 ||
+         strcasecmp(word, "infinity") == 0)) {
         *value = strtod(buf, NULL);
         return true;
     }
@@ -133,7 +206,8 @@ static bool parse_float(const char *s, size_t len, double *value)
     }
     if (i != len)
         return false;
-    *value = strtod(buf, NULL);
+    if (!fast_decimal(s, len, value))
+        *value = strtod(buf, NULL);
     return true;
 }
 
@@ -163,11 +237,12 @@ static int parse_value(const char *raw, size_t len, hm_lp_line *out, uint32_t k,
         out->field_is_string[k] = true;
         return 0;
     }
-    if (is_word(raw, len, true_words, 5)) {
+    bool maybe_word = raw[0] == 't' || raw[0] == 'T' || raw[0] == 'f' || raw[0] == 'F';
+    if (maybe_word && is_word(raw, len, true_words, 5)) {
         out->field_value[k] = 1.0;
         return 0;
     }
-    if (is_word(raw, len, false_words, 5)) {
+    if (maybe_word && is_word(raw, len, false_words, 5)) {
         out->field_value[k] = 0.0;
         return 0;
     }
@@ -188,19 +263,19 @@ static int parse_value(const char *raw, size_t len, hm_lp_line *out, uint32_t k,
 }
 
 static int parse_key(const char *s, size_t len, hm_lp_line *out, char **scratch, char *reason,
-                     size_t cap)
+                     size_t cap, bool simple)
 {
     bool no_quotes = false;
-    size_t end = next_sep(s, 0, len, ',', false, &no_quotes);
+    size_t end = NEXT_SEP(simple, s, 0, len, ',', false, &no_quotes);
     out->measurement = unescape(s, end, scratch);
     if (out->measurement.len == 0)
         return fail(reason, cap, "empty measurement name");
     out->ntags = 0;
     while (end < len) {
         size_t start = end + 1;
-        end = next_sep(s, start, len, ',', false, &no_quotes);
-        size_t eq = next_sep(s, start, end, '=', false, &no_quotes);
-        size_t eq2 = eq < end ? next_sep(s, eq + 1, end, '=', false, &no_quotes) : end;
+        end = NEXT_SEP(simple, s, start, len, ',', false, &no_quotes);
+        size_t eq = NEXT_SEP(simple, s, start, end, '=', false, &no_quotes);
+        size_t eq2 = eq < end ? NEXT_SEP(simple, s, eq + 1, end, '=', false, &no_quotes) : end;
         if (eq == end || eq2 != end || eq == start || eq + 1 == end)
             return fail(reason, cap, "bad tag %.*s (expected key=value)",
                         (int)(end - start > 40 ? 40 : end - start), s + start);
@@ -214,13 +289,13 @@ static int parse_key(const char *s, size_t len, hm_lp_line *out, char **scratch,
 }
 
 static int parse_fields(const char *s, size_t len, hm_lp_line *out, char **scratch, char *reason,
-                        size_t cap)
+                        size_t cap, bool simple)
 {
     out->nfields = 0;
     bool in_string = false;
     size_t start = 0;
     for (;;) {
-        size_t end = next_sep(s, start, len, ',', true, &in_string);
+        size_t end = NEXT_SEP(simple, s, start, len, ',', true, &in_string);
         const char *part = s + start;
         size_t plen = end - start;
         const char *eq = memchr(part, '=', plen);
@@ -239,20 +314,21 @@ static int parse_fields(const char *s, size_t len, hm_lp_line *out, char **scrat
     }
 }
 
-int hm_lp_parse_line(const char *line, size_t len, hm_lp_line *out, char *scratch, char *reason,
-                     size_t reason_cap)
+int hm_lp_sections(const char *line, size_t len, hm_lp_cut *cut, char *reason, size_t reason_cap)
 {
     if (len > 0 && line[len - 1] == '\r')
         len--;
     /* Sections: key, fields, timestamp. The quote state runs over the
      * whole line, as in the Python splitter. */
-    size_t cut[3];
+    size_t ends[3];
     size_t nsections = 0, start = 0;
     bool in_string = false;
+    bool simple = memchr(line, '\\', len) == NULL && memchr(line, '"', len) == NULL;
+    cut->simple = simple;
     for (;;) {
-        size_t end = next_sep(line, start, len, ' ', true, &in_string);
+        size_t end = NEXT_SEP(simple, line, start, len, ' ', true, &in_string);
         if (nsections < 3)
-            cut[nsections] = end;
+            ends[nsections] = end;
         nsections++;
         if (end >= len)
             break;
@@ -266,15 +342,40 @@ int hm_lp_parse_line(const char *line, size_t len, hm_lp_line *out, char *scratc
     if (nsections != 3)
         return fail(reason, reason_cap,
                     "expected 'measurement,tags fields timestamp', found %zu sections", nsections);
+    cut->len = len;
+    cut->key_end = ends[0];
+    cut->fields_end = ends[1];
+    return 0;
+}
+
+int hm_lp_parse_key(const char *line, const hm_lp_cut *cut, hm_lp_line *out, char *scratch,
+                    char *reason, size_t reason_cap)
+{
     char *scratch_at = scratch;
-    if (parse_key(line, cut[0], out, &scratch_at, reason, reason_cap) != 0)
-        return -1;
+    return parse_key(line, cut->key_end, out, &scratch_at, reason, reason_cap, cut->simple);
+}
+
+int hm_lp_parse_rest(const char *line, const hm_lp_cut *cut, hm_lp_line *out, char *scratch,
+                     char *reason, size_t reason_cap)
+{
     double ignored;
     bool fits = false;
-    const char *ts = line + cut[1] + 1;
-    size_t ts_len = len - cut[1] - 1;
+    const char *ts = line + cut->fields_end + 1;
+    size_t ts_len = cut->len - cut->fields_end - 1;
     if (!parse_integer(ts, ts_len, &ignored, &out->time_ns, &fits) || !fits)
         return fail(reason, reason_cap, "bad timestamp %.*s", (int)(ts_len > 40 ? 40 : ts_len), ts);
-    return parse_fields(line + cut[0] + 1, cut[1] - cut[0] - 1, out, &scratch_at, reason,
-                        reason_cap);
+    /* Past the key's share of the scratch: both may be in use at once. */
+    char *scratch_at = scratch + cut->key_end;
+    return parse_fields(line + cut->key_end + 1, cut->fields_end - cut->key_end - 1, out, &scratch_at,
+                        reason, reason_cap, cut->simple);
+}
+
+int hm_lp_parse_line(const char *line, size_t len, hm_lp_line *out, char *scratch, char *reason,
+                     size_t reason_cap)
+{
+    hm_lp_cut cut;
+    if (hm_lp_sections(line, len, &cut, reason, reason_cap) != 0 ||
+        hm_lp_parse_key(line, &cut, out, scratch, reason, reason_cap) != 0)
+        return -1;
+    return hm_lp_parse_rest(line, &cut, out, scratch, reason, reason_cap);
 }

@@ -47,6 +47,21 @@ typedef struct hm_lp_line {
 int hm_lp_parse_line(const char *line, size_t len, hm_lp_line *out, char *scratch,
                      char *reason, size_t reason_cap);
 
+/* The same in steps, so a caller that has seen a line's key before (same
+ * bytes) can skip parsing it: sections, then key, then the rest (fields and
+ * timestamp). scratch as above, shared by the key and the rest. */
+typedef struct hm_lp_cut {
+    size_t len;        /* without a trailing '\r' */
+    size_t key_end;    /* the key is line[0..key_end) */
+    size_t fields_end; /* fields line[key_end+1..fields_end), timestamp after */
+    bool simple;       /* no backslash, no quote: separators found with memchr */
+} hm_lp_cut;
+int hm_lp_sections(const char *line, size_t len, hm_lp_cut *cut, char *reason, size_t reason_cap);
+int hm_lp_parse_key(const char *line, const hm_lp_cut *cut, hm_lp_line *out, char *scratch,
+                    char *reason, size_t reason_cap);
+int hm_lp_parse_rest(const char *line, const hm_lp_cut *cut, hm_lp_line *out, char *scratch,
+                     char *reason, size_t reason_cap);
+
 /* A line that carries no data: empty (after a trailing '\r') or a '#'
  * comment. */
 bool hm_lp_skippable(const char *line, size_t len);

@@ -37,14 +37,48 @@ void hm_partial_free(hm_partial *p)
     }
     hm_strmap_free(&p->sensors);
     hm_strmap_free(&p->sources);
+    free(p->by_id);
+    p->by_id = NULL;
+    p->n_by_id = 0;
     free(p->job);
     p->job = NULL;
 }
 
+/* Decimal digits of v at out (no NUL); their count. snprintf is the
+ * slowest part of keying a batch otherwise. */
+static size_t put_u64(char *out, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
+    return n;
+}
+
 size_t hm_source_key(char *buf, size_t cap, const char *host, int64_t epoch, uint64_t seq)
 {
-    int n = snprintf(buf, cap, "%s %" PRId64 " %" PRIu64, host, epoch, seq);
-    return n < 0 ? 0 : (size_t)n >= cap ? cap - 1 : (size_t)n;
+    size_t hl = strlen(host);
+    if (cap < 64 || hl > cap - 64) { /* long hosts: the slow way */
+        int n = snprintf(buf, cap, "%s %" PRId64 " %" PRIu64, host, epoch, seq);
+        return n < 0 ? 0 : (size_t)n >= cap ? cap - 1 : (size_t)n;
+    }
+    memcpy(buf, host, hl);
+    size_t n = hl;
+    buf[n++] = ' ';
+    if (epoch < 0) {
+        buf[n++] = '-';
+        n += put_u64(buf + n, 0 - (uint64_t)epoch);
+    } else {
+        n += put_u64(buf + n, (uint64_t)epoch);
+    }
+    buf[n++] = ' ';
+    n += put_u64(buf + n, seq);
+    buf[n] = '\0';
+    return n;
 }
 
 int hm_partial_add_source(hm_partial *p, const char *host, int64_t epoch, uint64_t seq,
@@ -93,6 +127,26 @@ int hm_partial_add_value(hm_partial *p, const char *key, size_t len, double valu
 {
     hm_summary *s = sensor(p, key, len, err);
     return s == NULL ? -1 : hm_summary_add(s, value, err);
+}
+
+int hm_partial_add_value_id(hm_partial *p, uint32_t id, const char *key, size_t len, double value,
+                            hm_error *err)
+{
+    if (id >= p->n_by_id) {
+        uint32_t n = p->n_by_id ? p->n_by_id : 64;
+        while (n <= id)
+            n *= 2;
+        hm_summary **by_id = realloc(p->by_id, n * sizeof *by_id);
+        if (by_id == NULL)
+            return hm_error_set(err, "out of memory for sensor ids");
+        memset(by_id + p->n_by_id, 0, (n - p->n_by_id) * sizeof *by_id);
+        p->by_id = by_id;
+        p->n_by_id = n;
+    }
+    hm_summary *s = p->by_id[id];
+    if (s == NULL && (s = p->by_id[id] = sensor(p, key, len, err)) == NULL)
+        return -1;
+    return hm_summary_add(s, value, err);
 }
 
 int hm_partial_merge(hm_partial *p, const hm_partial *from, hm_error *err)

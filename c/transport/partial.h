@@ -24,6 +24,8 @@ typedef struct hm_partial {
     int64_t time_ns;
     hm_strmap sensors;  /* "<measurement>[,tags] <field>" -> hm_summary* */
     hm_strmap sources;  /* "host epoch seq" -> hm_source* */
+    hm_summary **by_id; /* the same summaries by the caller's sensor id (rack level) */
+    uint32_t n_by_id;
 } hm_partial;
 
 int hm_partial_init(hm_partial *p, const char *job, int64_t time_ns, hm_error *err);
@@ -36,6 +38,10 @@ int hm_partial_add_source(hm_partial *p, const char *host, int64_t epoch, uint64
                           int *added, hm_error *err);
 int hm_partial_add_value(hm_partial *p, const char *sensor, size_t sensor_len, double value,
                          hm_error *err);
+/* The same, the sensor also known by a small id (dense, from 0) that
+ * skips the lookup by key after its first value. */
+int hm_partial_add_value_id(hm_partial *p, uint32_t id, const char *sensor, size_t sensor_len,
+                            double value, hm_error *err);
 /* Merges the sensors and sources of from into p. */
 int hm_partial_merge(hm_partial *p, const hm_partial *from, hm_error *err);
 

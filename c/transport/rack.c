@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "batch.h"
 #include "groups.h"
 #include "hm_log.h"
 #include "lineproto.h"
@@ -27,18 +28,6 @@ typedef struct node_bad {
     uint64_t unlogged;
 } node_bad;
 
-/* One numeric value of the batch being read, before it goes to groups. */
-typedef struct entry {
-    int64_t time_ns;
-    uint32_t key_off, key_len;
-    double value;
-} entry;
-
-typedef struct job_at {
-    int64_t time_ns;
-    uint32_t off, len;
-} job_at;
-
 typedef struct rack {
     const hm_reduce_opts *o;
     hm_nats nats;
@@ -46,25 +35,16 @@ typedef struct rack {
     hm_strmap nodes; /* host -> node_bad* */
     char raw_prefix[256];
     char sum_subject[256];
-    int64_t period_ms;
+    hm_batch_reader reader;
     uint64_t batches, lines, partials, partials_dup, late, unknown_subject, publish_errors;
     uint64_t bad[BAD_N];
     int64_t last_publish_error_log_ns;
-    /* Scratch of the batch being read, reused. */
-    hm_lp_line line;
-    char *scratch;
-    size_t scratch_cap;
-    entry *entries;
-    size_t nentries, cap_entries;
-    char *keys;
-    size_t keys_len, keys_cap;
-    job_at *jobs;
-    size_t njobs, cap_jobs;
 } rack;
 
 static int64_t grace_ns(const rack *r)
 {
-    return (r->o->grace_ms >= 0 ? r->o->grace_ms : 2 * r->period_ms) * NS_PER_MS;
+    int64_t period_ms = r->reader.period_ms > 0 ? r->reader.period_ms : 1000;
+    return (r->o->grace_ms >= 0 ? r->o->grace_ms : 2 * period_ms) * NS_PER_MS;
 }
 
 /* The longest a group stays open (then a later batch makes a late partial):
@@ -104,131 +84,12 @@ static void note_bad(rack *r, const char *host, enum bad_reason why, const char 
     nb->unlogged = 0;
 }
 
-static void *grow(void *items, size_t *cap, size_t need, size_t item)
+static void bad_line(void *ctx, const char *reason, const char *line, size_t len)
 {
-    if (need <= *cap)
-        return items;
-    size_t c = *cap ? *cap : 256;
-    while (c < need)
-        c *= 2;
-    void *p = realloc(items, c * item);
-    if (p)
-        *cap = c;
-    return p;
-}
-
-static int append_key(rack *r, const char *s, size_t len)
-{
-    if (r->keys_len + len > r->keys_cap) {
-        char *k = grow(r->keys, &r->keys_cap, r->keys_len + len, 1);
-        if (k == NULL)
-            return -1;
-        r->keys = k;
-    }
-    if (s) /* NULL: room only, the caller fills it */
-        memcpy(r->keys + r->keys_len, s, len);
-    r->keys_len += len;
-    return 0;
-}
-
-/* Appends a name escaped as line protocol writes it (a backslash before
- * each of specials), so the key reads back with the store's parse_key. */
-static int append_escaped(rack *r, hm_lp_str v, const char *specials)
-{
-    size_t plain = 0;
-    while (plain < v.len && strchr(specials, v.s[plain]) == NULL)
-        plain++;
-    if (append_key(r, v.s, plain) != 0)
-        return -1;
-    for (size_t i = plain; i < v.len; i++) {
-        if (strchr(specials, v.s[i]) != NULL && append_key(r, "\\", 1) != 0)
-            return -1;
-        if (append_key(r, v.s + i, 1) != 0)
-            return -1;
-    }
-    return 0;
-}
-
-#define MEASUREMENT_SPECIALS ", "
-#define TAG_SPECIALS ",= "
-
-/* Reads one line into entries and jobs. 1 = its host tag is not the
- * subject's (the batch is refused), 0 = done (bad lines counted), -1 = out
- * of memory. */
-static int read_line(rack *r, const char *host, const char *text, size_t len, uint64_t *ok_lines)
-{
-    hm_lp_line *l = &r->line;
-    char reason[160];
-    if (hm_lp_parse_line(text, len, l, r->scratch, reason, sizeof reason) != 0) {
-        char detail[256];
-        snprintf(detail, sizeof detail, "%s: %.60s", reason, text);
-        note_bad(r, host, BAD_LINES, detail);
-        return 0;
-    }
-    const hm_lp_str *line_host = NULL;
-    for (uint32_t i = 0; i < l->ntags; i++)
-        if (hm_lp_str_eq(l->tag_key[i], "host"))
-            line_host = &l->tag_value[i];
-    if (line_host == NULL || !hm_lp_str_eq(*line_host, host)) {
-        char detail[256];
-        snprintf(detail, sizeof detail, "a line says host=%.*s on the subject of %s, batch refused",
-                 line_host ? (int)(line_host->len > 64 ? 64 : line_host->len) : 6,
-                 line_host ? line_host->s : "(none)", host);
-        note_bad(r, host, BAD_HOST, detail);
-        return 1;
-    }
-    (*ok_lines)++;
-    bool is_job = hm_lp_str_eq(l->measurement, "job");
-    bool is_agent = hm_lp_str_eq(l->measurement, "hushmon_agent");
-    /* The sensor key's prefix: measurement and tags but host, in line order. */
-    size_t prefix_off = r->keys_len;
-    if (append_escaped(r, l->measurement, MEASUREMENT_SPECIALS) != 0)
-        return -1;
-    for (uint32_t i = 0; i < l->ntags; i++) {
-        if (&l->tag_value[i] == line_host)
-            continue;
-        if (append_key(r, ",", 1) || append_escaped(r, l->tag_key[i], TAG_SPECIALS) ||
-            append_key(r, "=", 1) || append_escaped(r, l->tag_value[i], TAG_SPECIALS))
-            return -1;
-        /* Job ids are plain names (Slurm numbers); one with escapes is
-         * taken as its escaped text. */
-        if (is_job && hm_lp_str_eq(l->tag_key[i], "job")) {
-            job_at *j = grow(r->jobs, &r->cap_jobs, r->njobs + 1, sizeof *j);
-            if (j == NULL)
-                return -1;
-            r->jobs = j;
-            /* The value was just appended: it ends the keys so far. */
-            r->jobs[r->njobs++] = (job_at){l->time_ns, (uint32_t)(r->keys_len - l->tag_value[i].len),
-                                           l->tag_value[i].len};
-        }
-    }
-    size_t prefix_len = r->keys_len - prefix_off;
-    bool prefix_used = false;
-    for (uint32_t f = 0; f < l->nfields; f++) {
-        if (l->field_is_string[f])
-            continue;
-        if (is_agent && hm_lp_str_eq(l->field_name[f], "period_ms") && l->field_value[f] >= 1)
-            r->period_ms = (int64_t)l->field_value[f];
-        entry *e = grow(r->entries, &r->cap_entries, r->nentries + 1, sizeof *e);
-        if (e == NULL)
-            return -1;
-        r->entries = e;
-        /* Keys are contiguous: the first field's follows the prefix just
-         * written, the others get a copy of it. */
-        size_t key_off = prefix_off;
-        if (prefix_used) {
-            key_off = r->keys_len;
-            if (append_key(r, NULL, prefix_len) != 0)
-                return -1;
-            memcpy(r->keys + key_off, r->keys + prefix_off, prefix_len);
-        }
-        prefix_used = true;
-        if (append_key(r, " ", 1) || append_escaped(r, l->field_name[f], TAG_SPECIALS))
-            return -1;
-        r->entries[r->nentries++] =
-            (entry){l->time_ns, (uint32_t)key_off, (uint32_t)(r->keys_len - key_off), l->field_value[f]};
-    }
-    return 0;
+    void **args = ctx;
+    char detail[256];
+    snprintf(detail, sizeof detail, "%s: %.*s", reason, (int)(len > 60 ? 60 : len), line);
+    note_bad(args[0], args[1], BAD_LINES, detail);
 }
 
 static bool header_u64(natsMsg *m, const char *key, uint64_t *out)
@@ -244,27 +105,28 @@ static bool header_u64(natsMsg *m, const char *key, uint64_t *out)
     return true;
 }
 
-/* Adds the batch's entries to their groups; the message is held by each. */
+/* Adds the batch's values to their groups; the message is held by each. */
 static int add_batch(rack *r, const char *host, uint64_t epoch, uint64_t seq, hm_pending *msg,
                      hm_error *err)
 {
+    const hm_batch_reader *b = &r->reader;
     int64_t now = hm_reduce_now_ns();
     bool late = false;
     size_t done = 0;
-    /* Entries come in time order per batch (usually one time): a run of
-     * equal times at a time. */
-    while (done < r->nentries) {
-        int64_t t = r->entries[done].time_ns;
+    /* Values are in time order (usually one time): a run of equal times
+     * at a time. */
+    while (done < b->nvalues) {
+        int64_t t = b->values[done].time_ns;
         size_t end = done;
-        while (end < r->nentries && r->entries[end].time_ns == t)
+        while (end < b->nvalues && b->values[end].time_ns == t)
             end++;
         size_t njobs_at_t = 0;
-        for (size_t j = 0; j < r->njobs + 1; j++) {
+        for (size_t j = 0; j < b->njobs + 1; j++) {
             char job[256];
-            if (j < r->njobs) {
-                if (r->jobs[j].time_ns != t)
+            if (j < b->njobs) {
+                if (b->jobs[j].time_ns != t)
                     continue;
-                snprintf(job, sizeof job, "%.*s", (int)r->jobs[j].len, r->keys + r->jobs[j].off);
+                snprintf(job, sizeof job, "%.*s", (int)b->jobs[j].len, b->jobs[j].job);
             } else if (njobs_at_t == 0) {
                 snprintf(job, sizeof job, "-"); /* a node without a job */
             } else {
@@ -278,10 +140,16 @@ static int add_batch(rack *r, const char *host, uint64_t epoch, uint64_t seq, hm
             if (hm_partial_add_source(&grp->cur, host, (int64_t)epoch, seq, &added, err) != 0)
                 return -1;
             if (added) {
-                for (size_t i = done; i < end; i++)
-                    if (hm_partial_add_value(&grp->cur, r->keys + r->entries[i].key_off,
-                                             r->entries[i].key_len, r->entries[i].value, err) != 0)
+                for (size_t i = done; i < end; i++) {
+                    const hm_batch_value *v = &b->values[i];
+                    uint32_t klen;
+                    const char *key = hm_batch_value_key(b, v, &klen);
+                    int rc = v->id != HM_NO_SENSOR_ID
+                                 ? hm_partial_add_value_id(&grp->cur, v->id, key, klen, v->value, err)
+                                 : hm_partial_add_value(&grp->cur, key, klen, v->value, err);
+                    if (rc != 0)
                         return -1;
+                }
                 if (!grp->has_data)
                     grp->first_add_ns = now;
                 grp->has_data = true;
@@ -297,12 +165,6 @@ static int add_batch(rack *r, const char *host, uint64_t epoch, uint64_t seq, hm
     }
     r->late += late;
     return 0;
-}
-
-static int cmp_entry_time(const void *a, const void *b)
-{
-    const entry *x = a, *y = b;
-    return (x->time_ns > y->time_ns) - (x->time_ns < y->time_ns);
 }
 
 static int process(rack *r, natsMsg *m, hm_error *err)
@@ -344,52 +206,34 @@ static int process(rack *r, natsMsg *m, hm_error *err)
             hm_nats_ack(&r->nats, reply, true);
         return 0;
     }
-    /* Pass 1: read every line; the batch goes to groups only if no line
+    /* Every line is read first: the batch goes to groups only if no line
      * lies about its host. */
-    if ((size_t)data_len + 1 > r->scratch_cap) {
-        char *s = grow(r->scratch, &r->scratch_cap, (size_t)data_len + 1, 1);
-        if (s == NULL)
-            return hm_error_set(err, "out of memory for a batch of %d bytes", data_len);
-        r->scratch = s;
-    }
-    r->nentries = r->njobs = r->keys_len = 0;
-    uint64_t ok_lines = 0, all_lines = 0;
-    const char *p = data, *end = data + data_len;
-    while (p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        size_t len = (size_t)((nl ? nl : end) - p);
-        if (!hm_lp_skippable(p, len)) {
-            all_lines++;
-            int rc = read_line(r, host, p, len, &ok_lines);
-            if (rc < 0)
-                return hm_error_set(err, "out of memory reading a batch");
-            if (rc > 0) {
-                if (reply)
-                    hm_nats_ack(&r->nats, reply, true);
-                return 0;
-            }
-        }
-        p = nl ? nl + 1 : end;
+    void *ctx[2] = {r, (void *)host};
+    char lie[80];
+    int rc = hm_batch_read(&r->reader, host, data, (size_t)data_len, bad_line, ctx, lie, sizeof lie);
+    if (rc == HM_BATCH_NO_MEMORY)
+        return hm_error_set(err, "out of memory reading a batch of %d bytes", data_len);
+    if (rc == HM_BATCH_HOST_LIE) {
+        char detail[200];
+        snprintf(detail, sizeof detail, "a line says host=%s on the subject of %s, batch refused",
+                 *lie ? lie : "(none)", host);
+        note_bad(r, host, BAD_HOST, detail);
+        if (reply)
+            hm_nats_ack(&r->nats, reply, true);
+        return 0;
     }
     r->batches++;
-    r->lines += ok_lines;
-    if (ok_lines == 0 && all_lines > 0) {
+    r->lines += r->reader.lines_ok;
+    if (r->reader.lines_ok == 0 && r->reader.lines_bad > 0) {
         note_bad(r, host, BAD_MALFORMED, "no valid line in the batch");
         if (reply)
             hm_nats_ack(&r->nats, reply, true);
         return 0;
     }
-    /* Pass 2: into groups. Batches hold one period; sort in case not. */
-    for (size_t i = 1; i < r->nentries; i++) {
-        if (r->entries[i].time_ns != r->entries[i - 1].time_ns) {
-            qsort(r->entries, r->nentries, sizeof *r->entries, cmp_entry_time);
-            break;
-        }
-    }
     hm_pending *msg = hm_pending_new(&r->groups, reply, err);
     if (msg == NULL)
         return -1;
-    int rc = add_batch(r, host, epoch, seq, msg, err);
+    rc = add_batch(r, host, epoch, seq, msg, err);
     hm_pending_release_if_free(&r->groups, msg, hm_nats_ack, &r->nats);
     return rc;
 }
@@ -448,10 +292,7 @@ static void rack_free(rack *r)
     for (size_t i = 0; i < r->nodes.cap; i++)
         free(r->nodes.slots[i].key ? r->nodes.slots[i].value : NULL);
     hm_strmap_free(&r->nodes);
-    free(r->scratch);
-    free(r->entries);
-    free(r->keys);
-    free(r->jobs);
+    hm_batch_reader_free(&r->reader);
 }
 
 int hm_reduce_rack(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_error *err)
@@ -460,7 +301,6 @@ int hm_reduce_rack(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_erro
     if (r == NULL)
         return hm_error_set(err, "out of memory");
     r->o = o;
-    r->period_ms = 1000;
     snprintf(r->raw_prefix, sizeof r->raw_prefix, "hm.raw.%s.", o->rack);
     snprintf(r->sum_subject, sizeof r->sum_subject, "hm.sum.rack.%s", o->rack);
     char name[128], durable[128], filter[256];

@@ -1,0 +1,259 @@
+/* hushmon-loadgen: a load generator and raw baseline for the reducer
+ * benchmark (bench/bench_reduce.py). Not installed for users.
+ *
+ *   hushmon-loadgen publish --url U --rack R --template FILE --hosts H --batches N
+ *                   [--period-ms P] [--live] [--t0-ns T]
+ *     publishes N batches (H hosts, N/H periods) made from the first period
+ *     of a real spool file, host and time replaced, with the contract's
+ *     headers, JetStream async publish as fast as acks allow; --live
+ *     publishes each period's batches at its end on the real-time clock.
+ *   hushmon-loadgen consume --url U --stream S --filter F --count N
+ *     pulls and acks N messages without reading them: what NATS alone costs.
+ * Prints one line of key=value figures. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nats/nats.h>
+
+#include "hm_parse.h"
+
+typedef struct tline {
+    char *a, *b; /* before the host value; from after it to the timestamp */
+} tline;
+
+static double now_s(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int die(const char *what, natsStatus s)
+{
+    fprintf(stderr, "hushmon-loadgen: %s: %s\n", what, natsStatus_GetText(s));
+    return 1;
+}
+
+/* The template's lines of its first timestamp, cut around host and time. */
+static int read_template(const char *path, tline **out, size_t *n)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        perror(path);
+        return -1;
+    }
+    char buf[16384];
+    char first_ts[32] = "";
+    size_t cap = 0;
+    *n = 0;
+    *out = NULL;
+    while (fgets(buf, sizeof buf, f)) {
+        buf[strcspn(buf, "\n")] = '\0';
+        char *sp = strrchr(buf, ' '), *host = strstr(buf, ",host=");
+        if (sp == NULL || host == NULL)
+            continue;
+        if (first_ts[0] == '\0')
+            snprintf(first_ts, sizeof first_ts, "%s", sp + 1);
+        else if (strcmp(first_ts, sp + 1) != 0)
+            break;
+        host += 6;
+        size_t vlen = strcspn(host, ", ");
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 32;
+            *out = realloc(*out, cap * sizeof **out);
+        }
+        (*out)[*n].a = strndup(buf, (size_t)(host - buf));
+        (*out)[*n].b = strndup(host + vlen, (size_t)(sp + 1 - (host + vlen)));
+        (*n)++;
+    }
+    fclose(f);
+    return *n ? 0 : -1;
+}
+
+static size_t make_batch(char *buf, size_t cap, const tline *t, size_t n, const char *host, int64_t ts)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s%s%" PRId64 "\n", t[i].a, host, t[i].b, ts);
+    return len < cap ? len : cap;
+}
+
+static const char *arg(int argc, char **argv, const char *name, const char *dflt)
+{
+    for (int i = 2; i + 1 < argc; i++)
+        if (strcmp(argv[i], name) == 0)
+            return argv[i + 1];
+    return dflt;
+}
+
+static bool flag(int argc, char **argv, const char *name)
+{
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], name) == 0)
+            return true;
+    return false;
+}
+
+static int64_t num(int argc, char **argv, const char *name, const char *dflt)
+{
+    const char *v = arg(argc, argv, name, dflt);
+    hm_error err;
+    int64_t out;
+    if (v == NULL || hm_parse_int64(v, 0, INT64_MAX, 1, &out, &err) != 0) {
+        fprintf(stderr, "hushmon-loadgen: %s: %s\n", name, v ? err.msg : "missing");
+        exit(2);
+    }
+    return out;
+}
+
+static int connect(const char *url, natsConnection **nc, jsCtx **js)
+{
+    natsStatus s = natsConnection_ConnectTo(nc, url);
+    if (s != NATS_OK)
+        return die(url, s);
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.PublishAsync.MaxPending = 4096;
+    s = natsConnection_JetStream(js, *nc, &jo);
+    return s == NATS_OK ? 0 : die("jetstream", s);
+}
+
+static int publish(int argc, char **argv)
+{
+    const char *url = arg(argc, argv, "--url", NULL), *rack = arg(argc, argv, "--rack", "r1");
+    const char *template = arg(argc, argv, "--template", NULL);
+    int64_t hosts = num(argc, argv, "--hosts", "1000"), batches = num(argc, argv, "--batches", "10000");
+    int64_t period_ms = num(argc, argv, "--period-ms", "1000");
+    bool live = flag(argc, argv, "--live");
+    tline *t;
+    size_t nt;
+    if (url == NULL || template == NULL || hosts < 1 || read_template(template, &t, &nt) != 0) {
+        fprintf(stderr, "hushmon-loadgen: publish needs --url, --template FILE (line protocol), --hosts >= 1\n");
+        return 2;
+    }
+    natsConnection *nc;
+    jsCtx *js;
+    if (connect(url, &nc, &js) != 0)
+        return 1;
+    int64_t epoch = 1700000000000000000LL;
+    int64_t period_ns = period_ms * 1000000;
+    int64_t t0 = num(argc, argv, "--t0-ns", "1732270000000000000");
+    if (live) /* the next period boundary on the real-time clock */
+        t0 = ((int64_t)(now_s(CLOCK_REALTIME) * 1e9) / period_ns + 1) * period_ns;
+    char *buf = malloc(1 << 20);
+    double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+    uint64_t bytes = 0;
+    for (int64_t i = 0; i < batches; i++) {
+        int64_t period = i / hosts;
+        if (live && i % hosts == 0) { /* publish period p's batches at its end */
+            double due = (double)(t0 + (period + 1) * period_ns) * 1e-9;
+            double wait = due - now_s(CLOCK_REALTIME);
+            if (wait > 0) {
+                struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+                nanosleep(&ts, NULL);
+            }
+        }
+        char host[32], subject[128], seq[32], id[128], lines[32], ep[32];
+        snprintf(host, sizeof host, "n%05" PRId64, i % hosts);
+        size_t len = make_batch(buf, 1 << 20, t, nt, host, t0 + period * period_ns);
+        snprintf(subject, sizeof subject, "hm.raw.%s.%s", rack, host);
+        snprintf(seq, sizeof seq, "%" PRId64, period + 1);
+        snprintf(ep, sizeof ep, "%" PRId64, epoch);
+        snprintf(id, sizeof id, "%s:%s:%s", host, ep, seq);
+        snprintf(lines, sizeof lines, "%zu", nt);
+        natsMsg *m;
+        natsStatus s = natsMsg_Create(&m, subject, NULL, buf, (int)len);
+        if (s == NATS_OK) s = natsMsgHeader_Set(m, "Nats-Msg-Id", id);
+        if (s == NATS_OK) s = natsMsgHeader_Set(m, "Hm-Host", host);
+        if (s == NATS_OK) s = natsMsgHeader_Set(m, "Hm-Epoch", ep);
+        if (s == NATS_OK) s = natsMsgHeader_Set(m, "Hm-Seq", seq);
+        if (s == NATS_OK) s = natsMsgHeader_Set(m, "Hm-Lines", lines);
+        if (s == NATS_OK) s = js_PublishMsgAsync(js, &m, NULL);
+        natsMsg_Destroy(m); /* NULL when the library took it */
+        if (s != NATS_OK)
+            return die("publish", s);
+        bytes += len;
+    }
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = 60000;
+    natsStatus s = js_PublishAsyncComplete(js, &po);
+    if (s != NATS_OK)
+        return die("waiting for the stream's acks", s);
+    natsMsgList failed;
+    int nfailed = 0;
+    if (js_PublishAsyncGetPendingList(&failed, js) == NATS_OK) {
+        nfailed = failed.Count;
+        natsMsgList_Destroy(&failed);
+    }
+    double wall = now_s(CLOCK_MONOTONIC) - w0, cpu = now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    printf("published=%" PRId64 " failed=%d wall_s=%.3f cpu_s=%.3f msgs_per_s=%.0f batch_bytes=%.0f lines_per_batch=%zu\n",
+           batches, nfailed, wall, cpu, (double)batches / wall, (double)bytes / (double)batches, nt);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    free(buf);
+    return nfailed ? 1 : 0;
+}
+
+static int consume(int argc, char **argv)
+{
+    const char *url = arg(argc, argv, "--url", NULL), *stream = arg(argc, argv, "--stream", "HM_RAW");
+    const char *filter = arg(argc, argv, "--filter", "hm.raw.>");
+    int64_t count = num(argc, argv, "--count", "10000");
+    if (url == NULL) {
+        fprintf(stderr, "hushmon-loadgen: consume needs --url\n");
+        return 2;
+    }
+    natsConnection *nc;
+    jsCtx *js;
+    if (connect(url, &nc, &js) != 0)
+        return 1;
+    jsSubOptions so;
+    jsSubOptions_Init(&so);
+    so.Stream = stream;
+    so.Config.AckPolicy = js_AckExplicit;
+    so.Config.MaxAckPending = 100000;
+    natsSubscription *sub;
+    jsErrCode jerr;
+    natsStatus s = js_PullSubscribe(&sub, js, filter, "bench-raw", NULL, &so, &jerr);
+    if (s != NATS_OK)
+        return die("pull subscribe", s);
+    double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+    int64_t got = 0;
+    uint64_t bytes = 0;
+    while (got < count) {
+        natsMsgList list;
+        s = natsSubscription_Fetch(&list, sub, 512, 2000, &jerr);
+        if (s == NATS_TIMEOUT)
+            break;
+        if (s != NATS_OK)
+            return die("fetch", s);
+        for (int i = 0; i < list.Count; i++) {
+            bytes += (uint64_t)natsMsg_GetDataLength(list.Msgs[i]);
+            natsConnection_PublishString(nc, natsMsg_GetReply(list.Msgs[i]), "+ACK");
+        }
+        got += list.Count;
+        natsMsgList_Destroy(&list);
+    }
+    natsConnection_Flush(nc);
+    double wall = now_s(CLOCK_MONOTONIC) - w0, cpu = now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    printf("consumed=%" PRId64 " wall_s=%.3f cpu_s=%.3f msgs_per_s=%.0f msgs_per_cpu_s=%.0f bytes=%" PRIu64 "\n",
+           got, wall, cpu, (double)got / wall, (double)got / cpu, bytes);
+    natsSubscription_Destroy(sub);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return got == count ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "publish") == 0)
+        return publish(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "consume") == 0)
+        return consume(argc, argv);
+    fprintf(stderr, "usage: hushmon-loadgen publish|consume ... (see c/transport/loadgen.c)\n");
+    return 2;
+}
