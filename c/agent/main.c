@@ -1,6 +1,7 @@
 /* hushmon-agent: the node agent. Parses the command line, builds the
  * config (defaults < TOML file < flags) and runs the loop. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,14 +59,28 @@ static void usage(FILE *out)
             "  job end ID | flush | reload   (one line each; answer starts with ok or error)\n");
 }
 
+/* Written to a temporary name and renamed, so a reader (systemd, a script
+ * that waits for the file) never sees it empty or half written. */
 static int write_pidfile(const char *path, hm_error *err)
 {
-    FILE *f = fopen(path, "w");
+    char tmp[PATH_MAX];
+    int n = snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof tmp)
+        return hm_error_set(err, "pidfile path too long: %s", path);
+    FILE *f = fopen(tmp, "w");
     if (f == NULL)
-        return hm_error_errno(err, "creating pidfile %s", path);
+        return hm_error_errno(err, "creating pidfile %s", tmp);
     fprintf(f, "%ld\n", (long)getpid());
-    if (fclose(f) != 0)
-        return hm_error_errno(err, "writing pidfile %s", path);
+    if (fclose(f) != 0) {
+        unlink(tmp);
+        return hm_error_errno(err, "writing pidfile %s", tmp);
+    }
+    if (rename(tmp, path) < 0) {
+        int saved = errno;
+        unlink(tmp);
+        errno = saved;
+        return hm_error_errno(err, "creating pidfile %s", path);
+    }
     return 0;
 }
 
