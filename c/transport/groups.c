@@ -47,15 +47,13 @@ hm_group *hm_groups_get(hm_groups *g, const char *job, int64_t time_ns, hm_error
 
 hm_pending *hm_pending_new(hm_groups *g, const char *reply, hm_error *err)
 {
-    hm_pending *msg = malloc(sizeof *msg);
-    char *copy = reply ? strdup(reply) : NULL;
-    if (msg == NULL || (reply && copy == NULL)) {
-        free(msg);
-        free(copy);
+    size_t len = reply ? strlen(reply) : 0;
+    hm_pending *msg = malloc(sizeof *msg + len + 1);
+    if (msg == NULL) {
         hm_error_set(err, "out of memory holding a message");
         return NULL;
     }
-    msg->reply = copy;
+    memcpy(msg->reply, reply ? reply : "", len + 1);
     msg->refs = 0;
     g->pending_msgs++;
     return msg;
@@ -80,9 +78,8 @@ void hm_pending_release_if_free(hm_groups *g, hm_pending *msg, hm_ack_fn ack, vo
 {
     if (msg->refs > 0)
         return;
-    if (msg->reply)
+    if (msg->reply[0])
         ack(ctx, msg->reply, false);
-    free(msg->reply);
     free(msg);
     g->pending_msgs--;
 }

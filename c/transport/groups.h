@@ -17,8 +17,8 @@
 #include "strmap.h"
 
 typedef struct hm_pending {
-    char *reply;   /* where the ack goes */
     int refs;      /* summaries still holding it */
+    char reply[];  /* where the ack goes; "" when none (one allocation) */
 } hm_pending;
 
 typedef struct hm_group {

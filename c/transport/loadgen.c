@@ -2,11 +2,13 @@
  * benchmark (bench/bench_reduce.py). Not installed for users.
  *
  *   hushmon-loadgen publish --url U --rack R --template FILE --hosts H --batches N
- *                   [--period-ms P] [--live] [--t0-ns T]
+ *                   [--period-ms P] [--live] [--t0-ns T] [--epoch E]
  *     publishes N batches (H hosts, N/H periods) made from the first period
  *     of a real spool file, host and time replaced, with the contract's
  *     headers, JetStream async publish as fast as acks allow; --live
  *     publishes each period's batches at its end on the real-time clock.
+ *     Message ids are host:epoch:seq: a second run within the stream's
+ *     duplicate window needs another --epoch.
  *   hushmon-loadgen consume --url U --stream S --filter F --count N
  *     pulls and acks N messages without reading them: what NATS alone costs.
  * Prints one line of key=value figures. */
@@ -138,7 +140,7 @@ static int publish(int argc, char **argv)
     jsCtx *js;
     if (connect(url, &nc, &js) != 0)
         return 1;
-    int64_t epoch = 1700000000000000000LL;
+    int64_t epoch = num(argc, argv, "--epoch", "1700000000000000000");
     int64_t period_ns = period_ms * 1000000;
     int64_t t0 = num(argc, argv, "--t0-ns", "1732270000000000000");
     if (live) /* the next period boundary on the real-time clock */

@@ -29,11 +29,7 @@ void hm_partial_free(hm_partial *p)
         }
     }
     for (size_t i = 0; i < p->sources.cap; i++) {
-        hm_source *src = p->sources.slots[i].value;
-        if (src) {
-            free(src->host);
-            free(src);
-        }
+        free(p->sources.slots[i].value);
     }
     hm_strmap_free(&p->sensors);
     hm_strmap_free(&p->sources);
@@ -91,14 +87,13 @@ int hm_partial_add_source(hm_partial *p, const char *host, int64_t epoch, uint64
         return hm_error_set(err, "out of memory adding a source");
     if (!*added)
         return 0;
-    hm_source *src = malloc(sizeof *src);
-    char *h = strdup(host);
-    if (src == NULL || h == NULL) {
-        free(src);
-        free(h);
+    size_t hl = strlen(host);
+    hm_source *src = malloc(sizeof *src + hl + 1);
+    if (src == NULL)
         return hm_error_set(err, "out of memory adding a source");
-    }
-    *src = (hm_source){h, epoch, seq};
+    src->epoch = epoch;
+    src->seq = seq;
+    memcpy(src->host, host, hl + 1);
     slot->value = src;
     return 0;
 }

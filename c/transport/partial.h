@@ -14,9 +14,9 @@
 #include "summary.h"
 
 typedef struct hm_source {
-    char *host;
     int64_t epoch;
     uint64_t seq;
+    char host[]; /* one allocation per source */
 } hm_source;
 
 typedef struct hm_partial {

@@ -1,0 +1,235 @@
+"""hushmon-reduce's throughput, latency and memory, next to what NATS
+JetStream alone does on this machine.
+
+Prints, in one run against a local nats-server (file storage, the streams
+of docs/transport.md):
+
+1. The load generator (c/transport/loadgen.c, `hushmon-loadgen publish`):
+   N realistic batches (the first period of
+   tests/fixtures/spool/testbed-4n2r/n1-3.lp, host, seq and time varied;
+   H hosts of one rack) published into HM_RAW as fast as the stream acks
+   them: the raw JetStream publish rate.
+2. The raw consume rate: `hushmon-loadgen consume` pulls and acks the same
+   N messages without reading them (wall rate and messages per CPU second
+   of the client).
+3. The rack reducer draining the same N batches (started after they are
+   in the stream): node-batches per CPU second of the reducer process
+   (its utime + stime: the goal is >= 50,000 per core) and per wall
+   second, with the ratios to (2).
+4. End-to-end latency: H hosts publishing one batch per period each at the
+   period's end on the real-time clock (loadgen --live), the reducer
+   running; p50/p99 of (partial seen on hm.sum.rack.> - end of its period),
+   per batch, with the grace the reducer waits before publishing.
+5. The reducer's resident size (VmRSS) over both phases.
+
+Not a test: nothing is asserted. Figures go to docs/transport.md
+("Reducer throughput") with the command and the machine's load.
+
+    .venv/bin/python bench/bench_reduce.py [--quick] [--batches N] [--hosts H]
+        [--live-periods P] [--grace-ms G]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from hushmon.paths import build_bin_dir
+from hushmon.transport.natsserver import LocalNatsServer, NatsServerConfig, ensure_streams
+
+REPO = Path(__file__).resolve().parent.parent
+TEMPLATE = REPO / "tests/fixtures/spool/testbed-4n2r/n1-3.lp"
+
+
+def rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def kv(text: str) -> dict[str, float]:
+    return {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", text)}
+
+
+class Reducer:
+    """hushmon-reduce --rack r1 with its RSS sampled every 0.5 s."""
+
+    def __init__(self, url: str, log: Path, *args: str) -> None:
+        self.log = log
+        self.proc = subprocess.Popen(
+            [str(build_bin_dir() / "hushmon-reduce"), "--rack", "r1", "--url", url,
+             "--stats-every-s", "1", *args],
+            stdout=subprocess.DEVNULL, stderr=log.open("wb"),
+        )
+        self.rss: list[tuple[float, int]] = []
+        self.t0 = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.rss.append((time.monotonic() - self.t0, rss_kib(self.proc.pid)))
+            time.sleep(0.5)
+
+    def batches(self) -> float:
+        stats = [ln for ln in self.log.read_text().splitlines() if " stats " in ln]
+        return kv(stats[-1]).get("batches", 0.0) if stats else 0.0
+
+    def stop(self) -> dict[str, float]:
+        self._stop.set()
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=60)
+        final = [ln for ln in self.log.read_text().splitlines() if " final " in ln]
+        return kv(final[-1]) if final else {}
+
+
+async def drained(url: str, n: int, t0: float) -> float:
+    """Seconds from t0 until reduce-r1 has delivered n messages and has none
+    unacked (its last partials published), polled every 50 ms."""
+    import nats
+
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    try:
+        while time.monotonic() - t0 < 600:
+            try:
+                info = await js.consumer_info("HM_RAW", "reduce-r1")
+            except Exception:  # noqa: BLE001 - not created yet
+                info = None
+            if info and (info.delivered.stream_seq or 0) >= n and info.num_pending == 0 and (
+                info.num_ack_pending == 0
+            ):
+                break
+            await asyncio.sleep(0.05)
+        return time.monotonic() - t0
+    finally:
+        await nc.close()
+
+
+def loadgen(*args: str) -> dict[str, float]:
+    r = subprocess.run(
+        [str(build_bin_dir() / "hushmon-loadgen"), *args], capture_output=True, text=True, check=False
+    )
+    if r.returncode != 0:
+        sys.exit(f"bench_reduce: hushmon-loadgen {args[0]} failed: {r.stderr.strip()}")
+    return kv(r.stdout)
+
+
+async def watch_partials(url: str, seconds: float, out: list[tuple[float, int, int]]) -> None:
+    """(arrival on the real-time clock, period time_ns, batches in it)."""
+    import nats
+
+    nc = await nats.connect(url)
+
+    async def on_msg(msg: object) -> None:
+        payload = json.loads(msg.data)  # type: ignore[attr-defined]
+        out.append((time.time(), int(payload["time_ns"]), len(payload["sources"])))
+
+    await nc.subscribe("hm.sum.rack.>", cb=on_msg)
+    await asyncio.sleep(seconds)
+    await nc.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="CI size: 20,000 batches, 5 live periods")
+    ap.add_argument("--batches", type=int, default=100_000)
+    ap.add_argument("--hosts", type=int, default=1000)
+    ap.add_argument("--live-periods", type=int, default=20)
+    ap.add_argument("--grace-ms", type=int, default=500, help="reducer grace in the live phase")
+    a = ap.parse_args()
+    if a.quick:
+        a.batches, a.live_periods, a.hosts = 20_000, 5, 200
+    a.batches -= a.batches % a.hosts
+    print(f"# bench_reduce: {' '.join(sys.argv[1:]) or '(defaults)'}")
+    print(f"# machine: {os.cpu_count()} CPUs, load average {os.getloadavg()}")
+    with tempfile.TemporaryDirectory(prefix="hm-bench-reduce-") as tmp:
+        server = LocalNatsServer(NatsServerConfig(name="bench", store_dir=Path(tmp) / "js"), Path(tmp))
+        server.start()
+        try:
+            ensure_streams(server.url)
+            run(server.url, Path(tmp), a)
+        finally:
+            server.stop()
+    print(f"# load average after: {os.getloadavg()}")
+
+
+def run(url: str, tmp: Path, a: argparse.Namespace) -> None:
+    pub = loadgen("publish", "--url", url, "--rack", "r1", "--template", str(TEMPLATE),
+                  "--hosts", str(a.hosts), "--batches", str(a.batches))
+    print(f"1. publish  {int(pub['published'])} batches of {pub['batch_bytes']:.0f} B "
+          f"({int(pub['lines_per_batch'])} lines), {a.hosts} hosts: {pub['msgs_per_s']:,.0f} msgs/s")
+    raw = loadgen("consume", "--url", url, "--stream", "HM_RAW", "--filter", "hm.raw.r1.>",
+                  "--count", str(a.batches))
+    print(f"2. raw consume (pull + ack): {raw['msgs_per_s']:,.0f} msgs/s wall, "
+          f"{raw['msgs_per_cpu_s']:,.0f} msgs per client CPU-s")
+
+    red = Reducer(url, tmp / "reduce.log", "--max-ack-pending", "200000", "--fetch-batch", "512",
+                  "--period-grace-ms", "200", "--keep-s", "60")
+    t0 = time.monotonic()
+    wall = asyncio.run(drained(url, a.batches, t0))
+    busy_cpu = cpu_s(red.proc.pid)
+    time.sleep(1.0)  # the last partials go out
+    rss_drain = list(red.rss)
+    final = red.stop()
+    per_core = final["batches"] / busy_cpu
+    per_wall = final["batches"] / wall
+    print(f"3. reducer: {int(final['batches'])} batches, {int(final['lines'])} lines, "
+          f"{int(final['partials'])} partials, CPU {busy_cpu:.2f} s, wall {wall:.2f} s (to the last "
+          f"ack, 200 ms grace included)")
+    print(f"   {per_core:,.0f} node-batches per reducer CPU-s (goal >= 50,000), "
+          f"{per_core * int(pub['lines_per_batch']):,.0f} lines per CPU-s; {per_wall:,.0f} per wall s")
+    print(f"   ratio to raw consume: per CPU-s {per_core / raw['msgs_per_cpu_s']:.2f}, "
+          f"wall {per_wall / raw['msgs_per_s']:.2f}; to raw publish (wall) "
+          f"{per_wall / pub['msgs_per_s']:.2f}")
+
+    # 4. live: hosts publish at each period's end; latency from then to the partial.
+    red = Reducer(url, tmp / "reduce-live.log", "--period-grace-ms", str(a.grace_ms),
+                  "--max-ack-pending", "200000")
+    seen: list[tuple[float, int, int]] = []
+    watch_s = a.live_periods + 3 + a.grace_ms / 1000
+    watcher = threading.Thread(target=lambda: asyncio.run(watch_partials(url, watch_s, seen)))
+    watcher.start()
+    time.sleep(0.5)
+    live = loadgen("publish", "--url", url, "--rack", "r1", "--template", str(TEMPLATE), "--hosts",
+                   str(a.hosts), "--batches", str(a.hosts * a.live_periods), "--live",
+                   "--epoch", str(time.time_ns()))  # not the ids of phase 1
+    watcher.join()
+    live_final = red.stop()
+    lat = np.repeat([arr - (t + 1e9) / 1e9 for arr, t, _ in seen], [n for *_, n in seen])
+    if len(lat):
+        print(f"4. live: {a.hosts} hosts x {a.live_periods} periods of 1 s ({live['published']:.0f}"
+              f" batches), grace {a.grace_ms} ms: latency end of period -> partial p50 "
+              f"{np.percentile(lat, 50):.3f} s, p99 {np.percentile(lat, 99):.3f} s over {len(lat)} "
+              f"batches; late {int(live_final.get('late', 0))}")
+    rss = [kib for _, kib in rss_drain] + [kib for _, kib in red.rss]
+    print(f"5. reducer RSS: drain phase {min(k for _, k in rss_drain) / 1024:.1f}-"
+          f"{max(k for _, k in rss_drain) / 1024:.1f} MiB; live phase samples (MiB, every 0.5 s): "
+          + " ".join(f"{k / 1024:.1f}" for _, k in red.rss[:: max(1, len(red.rss) // 12)]))
+    del rss
+
+
+if __name__ == "__main__":
+    main()
