@@ -295,10 +295,22 @@ static int parse_fields(const char *s, size_t len, hm_lp_line *out, char **scrat
     bool in_string = false;
     size_t start = 0;
     for (;;) {
-        size_t end = NEXT_SEP(simple, s, start, len, ',', true, &in_string);
-        const char *part = s + start;
+        size_t end;
+        const char *part = s + start, *eq = NULL;
+        if (simple) {
+            /* One pass finds the '=' and the ',' (fields are short: a
+             * loop beats two memchr calls). */
+            end = start;
+            while (end < len && s[end] != ',') {
+                if (eq == NULL && s[end] == '=')
+                    eq = s + end;
+                end++;
+            }
+        } else {
+            end = next_sep(s, start, len, ',', true, &in_string);
+            eq = memchr(part, '=', end - start);
+        }
         size_t plen = end - start;
-        const char *eq = memchr(part, '=', plen);
         if (eq == NULL || eq == part)
             return fail(reason, cap, "bad field %.*s (expected name=value)",
                         (int)(plen > 40 ? 40 : plen), part);

@@ -82,7 +82,11 @@ static int sketch_add(hm_sketch *k, double x, hm_error *err)
 {
     if (x == 0.0)
         return hm_sketch_add_count(k, 0, 0, 1, err);
-    return hm_sketch_add_count(k, x > 0 ? 1 : -1, hm_sketch_key(fabs(x)), 1, err);
+    if (x != k->last_x) { /* last_x starts at 0, never a key's value here */
+        k->last_x = x;
+        k->last_key = hm_sketch_key(fabs(x));
+    }
+    return hm_sketch_add_count(k, x > 0 ? 1 : -1, k->last_key, 1, err);
 }
 
 /* Shewchuk's grow-expansion (Python's msum): after it, the parts are

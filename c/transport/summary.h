@@ -35,6 +35,8 @@ typedef struct hm_sketch_store {
 typedef struct hm_sketch {
     uint64_t zero;
     hm_sketch_store pos, neg;
+    double last_x;      /* the last value added and its key: sensors often */
+    int32_t last_key;   /* repeat a value, and log() is the costly part */
 } hm_sketch;
 
 typedef struct hm_exact_sum {
