@@ -102,6 +102,9 @@ class Reducer:
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=60)
         final = [ln for ln in self.log.read_text().splitlines() if " final " in ln]
+        if self.proc.returncode != 0 or not final:
+            tail = "\n".join(self.log.read_text().splitlines()[-5:])
+            print(f"# reducer exited with {self.proc.returncode}, its log ends:\n{tail}")
         return kv(final[-1]) if final else {}
 
 
