@@ -78,9 +78,18 @@ class Reducer:
     def __init__(self, url: str, log: Path, *args: str) -> None:
         self.log = log
         self.proc = subprocess.Popen(
-            [str(build_bin_dir() / "hushmon-reduce"), "--rack", "r1", "--url", url,
-             "--stats-every-s", "1", *args],
-            stdout=subprocess.DEVNULL, stderr=log.open("wb"),
+            [
+                str(build_bin_dir() / "hushmon-reduce"),
+                "--rack",
+                "r1",
+                "--url",
+                url,
+                "--stats-every-s",
+                "1",
+                *args,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log.open("wb"),
         )
         self.rss: list[tuple[float, int]] = []
         self.t0 = time.monotonic()
@@ -121,8 +130,11 @@ async def drained(url: str, n: int, t0: float) -> float:
                 info = await js.consumer_info("HM_RAW", "reduce-r1")
             except Exception:  # noqa: BLE001 - not created yet
                 info = None
-            if info and (info.delivered.stream_seq or 0) >= n and info.num_pending == 0 and (
-                info.num_ack_pending == 0
+            if (
+                info
+                and (info.delivered.stream_seq or 0) >= n
+                and info.num_pending == 0
+                and (info.num_ack_pending == 0)
             ):
                 break
             await asyncio.sleep(0.05)
@@ -133,7 +145,10 @@ async def drained(url: str, n: int, t0: float) -> float:
 
 def loadgen(*args: str) -> dict[str, float]:
     r = subprocess.run(
-        [str(build_bin_dir() / "hushmon-loadgen"), *args], capture_output=True, text=True, check=False
+        [str(build_bin_dir() / "hushmon-loadgen"), *args],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if r.returncode != 0:
         sys.exit(f"bench_reduce: hushmon-loadgen {args[0]} failed: {r.stderr.strip()}")
@@ -169,7 +184,9 @@ def main() -> None:
     print(f"# bench_reduce: {' '.join(sys.argv[1:]) or '(defaults)'}")
     print(f"# machine: {os.cpu_count()} CPUs, load average {os.getloadavg()}")
     with tempfile.TemporaryDirectory(prefix="hm-bench-reduce-") as tmp:
-        server = LocalNatsServer(NatsServerConfig(name="bench", store_dir=Path(tmp) / "js"), Path(tmp))
+        server = LocalNatsServer(
+            NatsServerConfig(name="bench", store_dir=Path(tmp) / "js"), Path(tmp)
+        )
         server.start()
         try:
             ensure_streams(server.url)
@@ -180,17 +197,52 @@ def main() -> None:
 
 
 def run(url: str, tmp: Path, a: argparse.Namespace) -> None:
-    pub = loadgen("publish", "--url", url, "--rack", "r1", "--template", str(TEMPLATE),
-                  "--hosts", str(a.hosts), "--batches", str(a.batches))
-    print(f"1. publish  {int(pub['published'])} batches of {pub['batch_bytes']:.0f} B "
-          f"({int(pub['lines_per_batch'])} lines), {a.hosts} hosts: {pub['msgs_per_s']:,.0f} msgs/s")
-    raw = loadgen("consume", "--url", url, "--stream", "HM_RAW", "--filter", "hm.raw.r1.>",
-                  "--count", str(a.batches))
-    print(f"2. raw consume (pull + ack): {raw['msgs_per_s']:,.0f} msgs/s wall, "
-          f"{raw['msgs_per_cpu_s']:,.0f} msgs per client CPU-s")
+    pub = loadgen(
+        "publish",
+        "--url",
+        url,
+        "--rack",
+        "r1",
+        "--template",
+        str(TEMPLATE),
+        "--hosts",
+        str(a.hosts),
+        "--batches",
+        str(a.batches),
+    )
+    print(
+        f"1. publish  {int(pub['published'])} batches of {pub['batch_bytes']:.0f} B "
+        f"({int(pub['lines_per_batch'])} lines), {a.hosts} hosts: "
+        f"{pub['msgs_per_s']:,.0f} msgs/s"
+    )
+    raw = loadgen(
+        "consume",
+        "--url",
+        url,
+        "--stream",
+        "HM_RAW",
+        "--filter",
+        "hm.raw.r1.>",
+        "--count",
+        str(a.batches),
+    )
+    print(
+        f"2. raw consume (pull + ack): {raw['msgs_per_s']:,.0f} msgs/s wall, "
+        f"{raw['msgs_per_cpu_s']:,.0f} msgs per client CPU-s"
+    )
 
-    red = Reducer(url, tmp / "reduce.log", "--max-ack-pending", "200000", "--fetch-batch", "512",
-                  "--period-grace-ms", "200", "--keep-s", "60")
+    red = Reducer(
+        url,
+        tmp / "reduce.log",
+        "--max-ack-pending",
+        "200000",
+        "--fetch-batch",
+        "512",
+        "--period-grace-ms",
+        "200",
+        "--keep-s",
+        "60",
+    )
     t0 = time.monotonic()
     wall = asyncio.run(drained(url, a.batches, t0))
     busy_cpu = cpu_s(red.proc.pid)
@@ -199,39 +251,67 @@ def run(url: str, tmp: Path, a: argparse.Namespace) -> None:
     final = red.stop()
     per_core = final["batches"] / busy_cpu
     per_wall = final["batches"] / wall
-    print(f"3. reducer: {int(final['batches'])} batches, {int(final['lines'])} lines, "
-          f"{int(final['partials'])} partials, CPU {busy_cpu:.2f} s, wall {wall:.2f} s (to the last "
-          f"ack, 200 ms grace included)")
-    print(f"   {per_core:,.0f} node-batches per reducer CPU-s (goal >= 50,000), "
-          f"{per_core * int(pub['lines_per_batch']):,.0f} lines per CPU-s; {per_wall:,.0f} per wall s")
-    print(f"   ratio to raw consume: per CPU-s {per_core / raw['msgs_per_cpu_s']:.2f}, "
-          f"wall {per_wall / raw['msgs_per_s']:.2f}; to raw publish (wall) "
-          f"{per_wall / pub['msgs_per_s']:.2f}")
+    print(
+        f"3. reducer: {int(final['batches'])} batches, {int(final['lines'])} lines, "
+        f"{int(final['partials'])} partials, CPU {busy_cpu:.2f} s, wall {wall:.2f} s "
+        "(to the last ack, 200 ms grace included)"
+    )
+    print(
+        f"   {per_core:,.0f} node-batches per reducer CPU-s (goal >= 50,000), "
+        f"{per_core * int(pub['lines_per_batch']):,.0f} lines per CPU-s; "
+        f"{per_wall:,.0f} per wall s"
+    )
+    print(
+        f"   ratio to raw consume: per CPU-s {per_core / raw['msgs_per_cpu_s']:.2f}, "
+        f"wall {per_wall / raw['msgs_per_s']:.2f}; to raw publish (wall) "
+        f"{per_wall / pub['msgs_per_s']:.2f}"
+    )
 
     # 4. live: hosts publish at each period's end; latency from then to the partial.
-    red = Reducer(url, tmp / "reduce-live.log", "--period-grace-ms", str(a.grace_ms),
-                  "--max-ack-pending", "200000")
+    red = Reducer(
+        url,
+        tmp / "reduce-live.log",
+        "--period-grace-ms",
+        str(a.grace_ms),
+        "--max-ack-pending",
+        "200000",
+    )
     seen: list[tuple[float, int, int]] = []
     watch_s = a.live_periods + 3 + a.grace_ms / 1000
     watcher = threading.Thread(target=lambda: asyncio.run(watch_partials(url, watch_s, seen)))
     watcher.start()
     time.sleep(0.5)
-    live = loadgen("publish", "--url", url, "--rack", "r1", "--template", str(TEMPLATE), "--hosts",
-                   str(a.hosts), "--batches", str(a.hosts * a.live_periods), "--live",
-                   "--epoch", str(time.time_ns()))  # not the ids of phase 1
+    live = loadgen(
+        "publish",
+        "--url",
+        url,
+        "--rack",
+        "r1",
+        "--template",
+        str(TEMPLATE),
+        "--hosts",
+        str(a.hosts),
+        "--batches",
+        str(a.hosts * a.live_periods),
+        "--live",
+        "--epoch",
+        str(time.time_ns()),
+    )  # not the ids of phase 1
     watcher.join()
     live_final = red.stop()
     lat = np.repeat([arr - (t + 1e9) / 1e9 for arr, t, _ in seen], [n for *_, n in seen])
     if len(lat):
-        print(f"4. live: {a.hosts} hosts x {a.live_periods} periods of 1 s ({live['published']:.0f}"
-              f" batches), grace {a.grace_ms} ms: latency end of period -> partial p50 "
-              f"{np.percentile(lat, 50):.3f} s, p99 {np.percentile(lat, 99):.3f} s over {len(lat)} "
-              f"batches; late {int(live_final.get('late', 0))}")
-    rss = [kib for _, kib in rss_drain] + [kib for _, kib in red.rss]
-    print(f"5. reducer RSS: drain phase {min(k for _, k in rss_drain) / 1024:.1f}-"
-          f"{max(k for _, k in rss_drain) / 1024:.1f} MiB; live phase samples (MiB, every 0.5 s): "
-          + " ".join(f"{k / 1024:.1f}" for _, k in red.rss[:: max(1, len(red.rss) // 12)]))
-    del rss
+        print(
+            f"4. live: {a.hosts} hosts x {a.live_periods} periods of 1 s ({live['published']:.0f}"
+            f" batches), grace {a.grace_ms} ms: latency end of period -> partial p50 "
+            f"{np.percentile(lat, 50):.3f} s, p99 {np.percentile(lat, 99):.3f} s over {len(lat)} "
+            f"batches; late {int(live_final.get('late', 0))}"
+        )
+    print(
+        f"5. reducer RSS: drain phase {min(k for _, k in rss_drain) / 1024:.1f}-"
+        f"{max(k for _, k in rss_drain) / 1024:.1f} MiB; live phase samples (MiB, every 0.5 s): "
+        + " ".join(f"{k / 1024:.1f}" for _, k in red.rss[:: max(1, len(red.rss) // 12)])
+    )
 
 
 if __name__ == "__main__":
