@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from hushmon.run.agent import AgentClient, AgentError
@@ -140,6 +141,28 @@ class ClusterMonitor:
         if self.announced:
             self._each(f"job end {job}")
         self._each("flush")
+        if self.bed.spec.transport == "nats":
+            from hushmon.testbed import transport
+
+            # The digest reads the collector's store: every batch the agents
+            # wrote must have travelled leaf -> hub -> collector first.
+            missing = transport.wait_collected(self.bed)
+            if missing:
+                self.warn("not everything reached the collector's store: " + "; ".join(missing))
+
+    def collected_store(self) -> AbstractContextManager[Path] | None:
+        """With the bed's NATS transport the data is in the collector's
+        store, not to be ingested from the spools."""
+        if self.bed.spec.transport != "nats":
+            return None
+        from hushmon.testbed import transport
+
+        if self.options.data.database != self.bed.store:
+            self.warn(
+                f"the bed's collector writes {self.bed.store}: the digest is built there "
+                f"(not in {self.options.data.database})"
+            )
+        return transport.PausedCollector(self.bed)
 
     def _wait_slurm_jobs(self) -> list[str]:
         """The jobs this command submitted, once they have all ended."""

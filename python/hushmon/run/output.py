@@ -29,6 +29,7 @@ def outcome_json(outcome: RunOutcome) -> dict[str, Any]:
         "duration_s": outcome.duration_s,
         "warnings": outcome.warnings,
         "ingest": outcome.ingest.to_json() if outcome.ingest is not None else None,
+        "collected_store": outcome.collected_store,
         "digest": (
             {
                 "report": str(digest.report_path),
@@ -54,6 +55,8 @@ def print_outcome(outcome: RunOutcome) -> None:
     if outcome.ingest is not None:
         for line in outcome.ingest.summary_lines():
             say(line)
+    if outcome.collected_store is not None:
+        say(f"data from the transport (NATS leaves, hub, collector): {outcome.collected_store}")
     digest = outcome.digest
     if digest is not None:
         say("diagnosis:")

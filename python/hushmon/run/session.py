@@ -25,6 +25,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,8 @@ class RunOutcome:
     ended_ns: int = 0
     warnings: list[str] = field(default_factory=list)
     ingest: Any = None  # hushmon.store.ingest.IngestReport
+    # With the bed's NATS transport: the collector's store the data was read from.
+    collected_store: str | None = None
     digest: Any = None  # hushmon.digest.build.Digest (of the last job)
     jobs: list[str] = field(default_factory=list)  # every job the data is stored under
     digests: list[Any] = field(default_factory=list)
@@ -194,6 +197,10 @@ class Monitor:
     def env(self) -> dict[str, str] | None:
         return None  # the command runs in our environment
 
+    def collected_store(self) -> AbstractContextManager[Path] | None:
+        """None: the data is in the spool, to be ingested."""
+        return None
+
     def jobs(self, run_job: str) -> list[str]:
         return [run_job]
 
@@ -215,8 +222,25 @@ def _default_agent_path() -> Path:
     return program("hushmon-agent")
 
 
-def analyse(outcome: RunOutcome, options: RunOptions, spool: Path, warn: Warn) -> None:
-    """Ingest the spool and build the digest; trouble becomes a warning."""
+def analyse(
+    outcome: RunOutcome,
+    options: RunOptions,
+    spool: Path,
+    warn: Warn,
+    collected: AbstractContextManager[Path] | None = None,
+) -> None:
+    """Ingest the spool and build the digest; trouble becomes a warning.
+    ``collected``: the data is in a store the online transport's collector
+    wrote (the test bed with NATS); nothing is ingested, the digest is
+    built there while the context holds it."""
+    if collected is not None:
+        try:
+            with collected as db:
+                outcome.collected_store = str(db)
+                _digests(outcome, options, db, warn)
+        except (HushmonError, OSError) as exc:
+            warn(f"the collector's store: {exc}")
+        return
     data = options.data
     try:
         from hushmon.store.ingest import ingest_spool
@@ -231,16 +255,21 @@ def analyse(outcome: RunOutcome, options: RunOptions, spool: Path, warn: Warn) -
     except Exception as exc:  # noqa: BLE001 - see _unexpected
         _unexpected(warn, data, f"ingesting {spool}", exc)
         return
+    _digests(outcome, options, data.database, warn)
+
+
+def _digests(outcome: RunOutcome, options: RunOptions, database: Path, warn: Warn) -> None:
+    data = options.data
     if not options.digest:
         return
     try:
         from hushmon.digest.build import build_digest
     except ModuleNotFoundError as exc:
-        warn(f"the digest is not available ({exc}); the data is in {data.database}")
+        warn(f"the digest is not available ({exc}); the data is in {database}")
         return
     for job in outcome.jobs or [outcome.job]:
         try:
-            digest = build_digest(data.database, job, data.reports(job))
+            digest = build_digest(database, job, data.reports(job))
         except (HushmonError, OSError) as exc:
             warn(f"building the digest of job {job}: {exc}")
             continue
@@ -332,5 +361,5 @@ def run_monitored(options: RunOptions, warn: Warn = warn_stderr) -> RunOutcome:
     if outcome.jobs and outcome.jobs[-1] != job:
         outcome.job = outcome.jobs[-1]  # Slurm's id: the one users know the job by
     if outcome.monitored:
-        analyse(outcome, options, monitor.spool, note)
+        analyse(outcome, options, monitor.spool, note, monitor.collected_store())
     return outcome

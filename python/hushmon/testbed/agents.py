@@ -11,14 +11,16 @@ from hushmon.errors import HushmonError
 from hushmon.paths import program
 from hushmon.run.agent import AgentClient, AgentError
 from hushmon.testbed import system
+from hushmon.testbed.spec import leaf_address, rack_name
 from hushmon.testbed.state import Bed
+from hushmon.transport.natsserver import CLIENT_PORT
 
 START_TIMEOUT_S = 15.0
 
 
 def agent_argv(bed: Bed, node: str) -> list[str]:
     spec = bed.spec
-    return [
+    argv = [
         str(bed.node_exec()),
         node,
         str(program("hushmon-agent")),
@@ -38,18 +40,35 @@ def agent_argv(bed: Bed, node: str) -> list[str]:
         "--net-link-bits-per-s",
         str(spec.link_bits_per_s),
     ]
+    if spec.transport == "nats":
+        # Spool first (write-ahead), then JetStream through the rack's leaf,
+        # which the node reaches on its rack switch, not across the uplink.
+        n = bed.node(node)
+        argv += [
+            "--sink",
+            "nats",
+            "--nats-url",
+            f"nats://{leaf_address(n.rack)}:{CLIENT_PORT}",
+            "--nats-rack",
+            rack_name(n.rack),
+        ]
+    return argv
 
 
-def start(bed: Bed) -> None:
-    procs: dict[str, subprocess.Popen[bytes]] = {}
-    for node in bed.nodes():
-        bed.node_spool(node.name).mkdir(parents=True, exist_ok=True)
-        procs[node.name] = system.spawn(
-            agent_argv(bed, node.name),
-            bed.logs / f"agent-{node.name}.log",
-            f"starting the agent of {node.name}",
-        )
-        bed.daemons[f"agent@{node.name}"] = procs[node.name].pid
+def spawn(bed: Bed, node: str) -> subprocess.Popen[bytes]:
+    bed.node_spool(node).mkdir(parents=True, exist_ok=True)
+    proc = system.spawn(
+        agent_argv(bed, node), bed.logs / f"agent-{node}.log", f"starting the agent of {node}"
+    )
+    bed.daemons[f"agent@{node}"] = proc.pid
+    return proc
+
+
+def start(bed: Bed, nodes: list[str] | None = None) -> None:
+    """Starts the agents of ``nodes`` (default: every node); returns once
+    each answers on its control socket."""
+    names = nodes if nodes is not None else [n.name for n in bed.nodes()]
+    procs = {name: spawn(bed, name) for name in names}
     deadline = time.monotonic() + START_TIMEOUT_S
     waiting = set(procs)
     while waiting:

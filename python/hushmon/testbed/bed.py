@@ -11,7 +11,16 @@ from pathlib import Path
 
 from hushmon.errors import HushmonError
 from hushmon.run.agent import AgentError
-from hushmon.testbed import agents, cgroups, launcher, network, node_ns, slurm, system
+from hushmon.testbed import (
+    agents,
+    cgroups,
+    launcher,
+    network,
+    node_ns,
+    slurm,
+    system,
+    transport,
+)
 from hushmon.testbed.spec import BedSpec, node_cpus
 from hushmon.testbed.state import STATE_DIR, Bed, load
 
@@ -53,6 +62,8 @@ def up(spec: BedSpec, data_root: Path, say: Say = _quiet, root: Path = STATE_DIR
     if spec.slurm:
         for name in ("slurmctld", "slurmd", "sinfo", "munged"):
             system.tool(name, "slurm-wlm and munge (scripts/install-deps.sh)")
+    if spec.transport == "nats":
+        transport.check_programs()
     data_root = data_root.resolve()
     for private in PRIVATE_DIRS:
         if data_root == private or private in data_root.parents:
@@ -93,9 +104,21 @@ def _build(bed: Bed, say: Say) -> None:
     )
     launcher.write_scripts(bed)
     launcher.add_hosts(bed)
+    if spec.transport == "nats":
+        say(
+            f"nats: a hub of 3 servers on the core, a leaf per rack "
+            f"(JetStream files in {bed.nats_store})"
+        )
+        network.build_transport(spec)
+        transport.start_servers(bed, say)
+        bed.save()
     if spec.agents:
         say(f"agents: one per node, spool {bed.spool_root}/<node>/")
         agents.start(bed)
+        bed.save()
+    if spec.transport == "nats":
+        say(f"nats: 2 reducers per rack, the top reducer, hushmon collect into {bed.store}")
+        transport.start_consumers(bed)
         bed.save()
     if spec.slurm:
         say("slurm: munge, slurmctld on the head, slurmd on every node")

@@ -39,6 +39,14 @@ def register(subparsers: Any) -> None:
     up.add_argument("--no-slurm", action="store_true", help="no Slurm daemons")
     up.add_argument("--no-agents", action="store_true", help="no hushmon agents")
     up.add_argument(
+        "--transport",
+        choices=("none", "nats"),
+        default="none",
+        help="none: agents spool (default); nats: a hub of 3 nats-servers, a leaf per rack, "
+        "agents publish to it, 2 reducers per rack, the top reducer, hushmon collect "
+        "(docs/transport.md)",
+    )
+    up.add_argument(
         "--data-dir", metavar="DIR", help="hushmon data folder (spools go to DIR/spool/<node>/)"
     )
     up.add_argument("--json", metavar="FILE|-", help="the bed's description as JSON")
@@ -52,6 +60,13 @@ def register(subparsers: Any) -> None:
     ex.add_argument("node")
     ex.add_argument("command", nargs=argparse.REMAINDER)
     ex.set_defaults(func=run_exec)
+    rs = sub.add_parser(
+        "restart",
+        help="start a daemon of the bed again that stopped or was killed: "
+        "agent@NODE, nats@SERVER, reduce@RACK.a, reduce@top, collect",
+    )
+    rs.add_argument("daemon")
+    rs.set_defaults(func=run_restart)
     env = sub.add_parser("env", help="shell exports for mpirun and Slurm on the bed (eval them)")
     env.set_defaults(func=run_env)
     p.set_defaults(func=lambda _args: _usage(p))
@@ -82,6 +97,7 @@ def _spec(args: argparse.Namespace) -> Any:
         period_ms=args.period_ms,
         slurm=not args.no_slurm,
         agents=not args.no_agents,
+        transport=args.transport,
     )
 
 
@@ -91,7 +107,18 @@ def describe(bed: Any) -> dict[str, Any]:
     env = launcher.mpi_env(bed)
     if bed.spec.slurm:
         env.update(slurm.env(bed))
+    extra: dict[str, Any] = {}
+    if bed.spec.transport == "nats":
+        from hushmon.testbed import transport
+
+        extra["transport"] = {
+            "hub_url": transport.hub_url(),
+            "leaf_urls": {str(r): transport.leaf_url(r) for r in range(1, bed.spec.racks + 1)},
+            "store": str(bed.store),
+            "daemons": sorted(transport.daemons(bed)),
+        }
     return {
+        **extra,
         "spec": bed.spec.to_json(),
         "nodes": [
             {
@@ -165,6 +192,9 @@ def run_status(args: argparse.Namespace) -> int:
                 f"{st.agents.get(n.name, '-')}  slurm: {st.slurm_nodes.get(n.name, '-')}",
                 file=human,
             )
+        if spec.transport == "nats":
+            for line in _transport_lines(st):
+                print(f"  {line}", file=human)
         dead = [name for name, alive in st.daemons.items() if not alive]
         if dead:
             print(f"  not running: {', '.join(dead)} ('hushmon testbed up' rebuilds)", file=human)
@@ -177,6 +207,36 @@ def run_status(args: argparse.Namespace) -> int:
             )
         jsonio.emit(args.json, payload)
     return 0 if st.up or (st.bed is None and not st.leftovers) else 1
+
+
+def _transport_lines(st: Any) -> list[str]:
+    """The transport's daemons by kind: running or not."""
+    kinds: dict[str, list[str]] = {}
+    for name, alive in sorted(st.daemons.items()):
+        kind, _, what = name.partition("@")
+        if kind in ("nats", "reduce", "collect"):
+            kinds.setdefault(kind, []).append((what or kind) + ("" if alive else " (DOWN)"))
+    return [f"{kind}: {', '.join(items)}" for kind, items in kinds.items()]
+
+
+def run_restart(args: argparse.Namespace) -> int:
+    from hushmon.testbed import agents, system, transport
+
+    bed = _bed()
+    name = args.daemon
+    if name.startswith("agent@"):
+        node = name.partition("@")[2]
+        bed.node(node)
+        pid = bed.daemons.get(name)
+        if pid and system.pid_alive(pid):
+            raise HushmonError(f"{name} is running (pid {pid}): stop it first")
+        agents.start(bed, [node])
+        bed.save()
+        pid = bed.daemons[name]
+    else:
+        pid = transport.restart(bed, name)
+    _say(f"{name} started again (pid {pid})")
+    return 0
 
 
 def run_down(args: argparse.Namespace) -> int:

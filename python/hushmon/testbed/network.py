@@ -18,11 +18,17 @@ from hushmon.testbed.spec import (
     FABRIC_NETNS,
     HEAD_ADDR,
     HEAD_IFACE,
+    HUB_NETNS,
+    HUB_SWITCH_PORT,
     NETNS_PREFIX,
     PREFIX_LEN,
     BedSpec,
     Node,
     format_rate,
+    hub_addresses,
+    leaf_address,
+    leaf_netns,
+    leaf_switch_port,
     rack_switch,
     uplink_ports,
 )
@@ -185,6 +191,72 @@ def _build_node(spec: BedSpec, node: Node, link: Shape) -> None:
     system.ip("link", "set", NODE_IFACE, "up", netns=ns, what=f"cable of {node.name}")
     _shape(ns, NODE_IFACE, link)
     _shape(fab, node.switch_port, link)
+
+
+def _host(netns: str, port: str, switch: str, addresses: list[str], shape: Shape | None) -> None:
+    """A server of the bed's infrastructure: a namespace of its own with one
+    cable to ``switch``, its addresses on that cable, shaped like a node's
+    link when ``shape`` is given."""
+    fab = FABRIC_NETNS
+    system.ip("netns", "add", netns, what=f"creating {netns}")
+    system.ip("link", "set", "lo", "up", netns=netns, what=f"{netns} loopback")
+    system.ip(
+        "link",
+        "add",
+        port,
+        "netns",
+        fab,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        NODE_IFACE,
+        "netns",
+        netns,
+        what=f"cable of {netns}",
+    )
+    system.ip("link", "set", port, "master", switch, "up", netns=fab, what=f"port {port}")
+    for address in addresses:
+        system.ip(
+            "addr",
+            "add",
+            f"{address}/{PREFIX_LEN}",
+            "dev",
+            NODE_IFACE,
+            netns=netns,
+            what=f"address {address} of {netns}",
+        )
+    system.ip("link", "set", NODE_IFACE, "up", netns=netns, what=f"cable of {netns}")
+    if shape is not None:
+        _shape(netns, NODE_IFACE, shape)
+        _shape(fab, port, shape)
+
+
+def build_transport(spec: BedSpec) -> None:
+    """The transport's servers: the hub on the core (unshaped, like the
+    head: the data centre's spine), a leaf per rack on the rack's switch
+    (a server of the rack, cabled like a node). Leaves reach the hub
+    through their rack's shaped uplink."""
+    _host(HUB_NETNS, HUB_SWITCH_PORT, CORE_SWITCH, hub_addresses(), None)
+    link = Shape(spec.link_bits_per_s, spec.link_latency_us)
+    for rack in range(1, spec.racks + 1):
+        _host(
+            leaf_netns(rack),
+            leaf_switch_port(rack),
+            rack_switch(rack),
+            [leaf_address(rack)],
+            link,
+        )
+
+
+def set_uplink(rack: int, up: bool) -> None:
+    """Takes a rack's uplink down (or back up) at its rack end: the fault
+    of a cut cable or a dead switch port, for the transport's fault tests."""
+    rack_end, _core_end = uplink_ports(rack)
+    state = "up" if up else "down"
+    system.ip(
+        "link", "set", rack_end, state, netns=FABRIC_NETNS, what=f"uplink of rack {rack} {state}"
+    )
 
 
 def bed_namespaces() -> list[str]:

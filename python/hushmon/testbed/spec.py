@@ -33,6 +33,16 @@ MAX_NODES_PER_RACK = 200
 # A node costs about this much memory at rest (agent, slurmd, orted).
 NODE_MEMORY_BYTES = 96 * 1024 * 1024
 
+# The online transport (docs/transport.md) on the bed: "none" (agents spool,
+# `hushmon run` ingests the spools) or "nats" (a hub of 3 nats-servers on
+# the core, a leaf per rack, reducers and the collector).
+TRANSPORTS = ("none", "nats")
+HUB_NETNS = "hm-hub"
+HUB_SWITCH_PORT = "hub"  # the hub's cable end on the core switch
+HUB_SERVERS = 3
+# A leaf's host number in its rack's 10.77.<rack>.0 block (nodes use 1..200).
+LEAF_HOST = 250
+
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)(bit|bps)?\s*$", re.IGNORECASE)
 _RATE_SCALE = {"": 1, "k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
 
@@ -99,6 +109,7 @@ class BedSpec:
     period_ms: int = 1000
     slurm: bool = True
     agents: bool = True
+    transport: str = "none"
 
     def check(self, cpus: int, mem_available_bytes: int) -> None:
         """Refuses a bed this machine cannot hold, naming the fix."""
@@ -126,6 +137,8 @@ class BedSpec:
             )
         if self.uplink_bits_per_s <= 0 or self.link_bits_per_s <= 0:
             raise HushmonError("link rates must be positive")
+        if self.transport not in TRANSPORTS:
+            raise HushmonError(f"--transport {self.transport}: use one of {', '.join(TRANSPORTS)}")
 
     def node_list(self) -> list[Node]:
         """Nodes filled rack by rack: with 4 nodes in 2 racks, n1 n2 | n3 n4."""
@@ -158,6 +171,30 @@ CORE_SWITCH = "core"
 def uplink_ports(rack: int) -> tuple[str, str]:
     """The uplink cable's two ends: on the rack switch, on the core switch."""
     return f"up-r{rack}", f"r{rack}-up"
+
+
+def hub_addresses() -> list[str]:
+    """The hub's servers, on the core next to the head (10.77.0.1 .. 3)."""
+    return [f"10.77.0.{k}" for k in range(1, HUB_SERVERS + 1)]
+
+
+def leaf_netns(rack: int) -> str:
+    return f"{NETNS_PREFIX}leaf-r{rack}"
+
+
+def leaf_address(rack: int) -> str:
+    """A rack's leaf server, on the rack's switch: agents reach it without
+    crossing the uplink."""
+    return f"10.77.{rack}.{LEAF_HOST}"
+
+
+def leaf_switch_port(rack: int) -> str:
+    return f"leaf-r{rack}"
+
+
+def rack_name(rack: int) -> str:
+    """The rack's name on the wire (subject hm.raw.<rack>.<host>), as its switch."""
+    return rack_switch(rack)
 
 
 def node_cpus(spec: BedSpec, node: Node, cpus: int) -> list[int]:

@@ -47,6 +47,23 @@ class Bed:
     def spool_root(self) -> Path:
         return self.data_root / "spool"
 
+    @property
+    def store(self) -> Path:
+        """The bed's store: `hushmon collect` writes it with transport nats;
+        `hushmon run` builds its digests there (the data folder's store)."""
+        return self.data_root / "hushmon.duckdb"
+
+    @property
+    def nats_conf_dir(self) -> Path:
+        """nats-server configurations (their paths name the state folder, so
+        `down` finds the servers by command line too)."""
+        return self.root / "nats"
+
+    @property
+    def nats_store(self) -> Path:
+        """JetStream's files, with the data (not on /run's tmpfs)."""
+        return self.data_root / "testbed" / "nats"
+
     def node_dir(self, node: str) -> Path:
         return self.root / "nodes" / node
 

@@ -29,6 +29,27 @@ DUPLICATE_WINDOW_S = 15 * 60
 MAX_PAYLOAD_BYTES = 1 << 20
 READY_TIMEOUT_S = 15.0
 
+# The ports of a hushmon NATS deployment (the servers' defaults, named once
+# so the test bed, the shipped configs and the docs agree).
+CLIENT_PORT = 4222
+CLUSTER_PORT = 6222
+LEAF_PORT = 7422
+MONITOR_PORT = 8222
+HUB_CLUSTER_NAME = "hushmon-hub"
+# The hub's JetStream domain. A leaf without JetStream does not pass the
+# JetStream API ($JS.API.>) over its hub connection (the server denies it
+# unless the system account is shared); a domain makes the hub answer
+# $JS.hub.API.> too, and each leaf maps its clients' $JS.API.> there, so
+# agents and reducers on a leaf use JetStream as if connected to the hub.
+JS_DOMAIN = "hub"
+# A rack leaf pings the hub this often and gives the link up after this many
+# unanswered pings: a dead uplink is noticed in ~15 s instead of the
+# server's default 4 min, so the leaf reconnects as soon as the link is back.
+LEAF_PING_INTERVAL_S = 5
+LEAF_PING_MAX = 3
+# A leaf retries the hub this often while the uplink or the hub is down.
+LEAF_RECONNECT_S = 1
+
 
 @dataclass
 class NatsServerConfig:
@@ -39,12 +60,16 @@ class NatsServerConfig:
     host: str = "127.0.0.1"
     port: int = 0
     jetstream: bool = True
+    js_domain: str = ""
+    js_api_to_domain: str = ""  # leaf: map its clients' $JS.API.> to this domain's API
     cluster_name: str = ""
     cluster_port: int = 0
     routes: Sequence[str] = ()
     leaf_listen_port: int = 0  # hub side: accepts rack leaves
     leaf_remotes: Sequence[str] = ()  # leaf side: the hub's leaf URLs
     monitor_port: int = 0
+    ping_interval_s: int = 0  # 0: the server's default (2 min)
+    ping_max: int = 0  # 0: the server's default (2)
     extra: dict[str, str] = field(default_factory=dict)
 
     def render(self) -> str:
@@ -56,8 +81,15 @@ class NatsServerConfig:
         ]
         if self.monitor_port:
             lines.append(f'http: "{self.host}:{self.monitor_port}"')
+        if self.ping_interval_s:
+            lines.append(f'ping_interval: "{self.ping_interval_s}s"')
+        if self.ping_max:
+            lines.append(f"ping_max: {self.ping_max}")
         if self.jetstream:
-            lines.append(f'jetstream {{ store_dir: "{self.store_dir}" }}')
+            domain = f', domain: "{self.js_domain}"' if self.js_domain else ""
+            lines.append(f'jetstream {{ store_dir: "{self.store_dir}"{domain} }}')
+        if self.js_api_to_domain:
+            lines.append(f'mappings {{ "$JS.API.>": "$JS.{self.js_api_to_domain}.API.>" }}')
         if self.cluster_name:
             routes = ", ".join(f'"{r}"' for r in self.routes)
             lines.append(
@@ -69,13 +101,74 @@ class NatsServerConfig:
         if self.leaf_remotes:
             urls = ", ".join(f'"{u}"' for u in self.leaf_remotes)
             # A leaf reconnects on its own when the hub or the uplink comes back.
-            lines.append(f"leafnodes {{ reconnect: 1, remotes: [ {{ urls: [{urls}] }} ] }}")
+            lines.append(
+                f"leafnodes {{ reconnect: {LEAF_RECONNECT_S}, remotes: [ {{ urls: [{urls}] }} ] }}"
+            )
         lines += [f"{k}: {v}" for k, v in self.extra.items()]
         return "\n".join(lines) + "\n"
 
     @property
     def client_url(self) -> str:
         return f"nats://{self.host}:{self.port}"
+
+
+def hub_configs(
+    peers: Sequence[str],
+    store_root: Path,
+    listen: Sequence[str] | None = None,
+    monitor: bool = True,
+) -> list[NatsServerConfig]:
+    """The hub: one JetStream server per entry of ``peers`` (the address or
+    name the others reach it at), clustered with routes to every peer, each
+    accepting rack leaves. ``listen``: the address each binds (default: its
+    peer address; a real cluster listens on 0.0.0.0). With one peer there is
+    no cluster (and streams get one replica)."""
+    binds = list(listen) if listen is not None else list(peers)
+    if len(binds) != len(peers):
+        raise HushmonError(f"{len(peers)} hub peers but {len(binds)} listen addresses")
+    out = []
+    for k, bind in enumerate(binds, start=1):
+        out.append(
+            NatsServerConfig(
+                name=f"hub{k}",
+                store_dir=store_root / f"hub{k}",
+                host=bind,
+                port=CLIENT_PORT,
+                cluster_name=HUB_CLUSTER_NAME if len(peers) > 1 else "",
+                cluster_port=CLUSTER_PORT if len(peers) > 1 else 0,
+                routes=[f"nats-route://{p}:{CLUSTER_PORT}" for p in peers]
+                if len(peers) > 1
+                else (),
+                js_domain=JS_DOMAIN,
+                leaf_listen_port=LEAF_PORT,
+                monitor_port=MONITOR_PORT if monitor else 0,
+            )
+        )
+    return out
+
+
+def leaf_config(
+    rack: str, hub_peers: Sequence[str], store_root: Path, listen: str = "0.0.0.0"
+) -> NatsServerConfig:
+    """A rack's leaf: no JetStream of its own (the streams live on the hub;
+    publishes, their acks and the reducers' pulls cross the uplink through
+    the leaf connection), agents and rack reducers connect to it."""
+    return NatsServerConfig(
+        name=f"leaf-{rack}",
+        store_dir=store_root / f"leaf-{rack}",
+        host=listen,
+        port=CLIENT_PORT,
+        jetstream=False,
+        js_api_to_domain=JS_DOMAIN,
+        leaf_remotes=[f"nats-leaf://{p}:{LEAF_PORT}" for p in hub_peers],
+        ping_interval_s=LEAF_PING_INTERVAL_S,
+        ping_max=LEAF_PING_MAX,
+    )
+
+
+def stream_replicas(hub_servers: int) -> int:
+    """HM_RAW and HM_SUM: 3 replicas on a hub of 3 or more, else one per server."""
+    return min(3, max(1, hub_servers))
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -172,7 +265,7 @@ async def ensure_streams_async(url: str, replicas: int = 1, timeout_s: float = 1
     from nats.js.api import StorageType, StreamConfig
     from nats.js.errors import NotFoundError
 
-    nc = await nats.connect(url, connect_timeout=timeout_s, max_reconnect_attempts=0)
+    nc = await nats.connect(url.split(","), connect_timeout=timeout_s, max_reconnect_attempts=0)
     try:
         js = nc.jetstream(timeout=timeout_s)
         for name, subjects in ((RAW_STREAM, RAW_SUBJECTS), (SUM_STREAM, SUM_SUBJECTS)):
@@ -193,8 +286,22 @@ async def ensure_streams_async(url: str, replicas: int = 1, timeout_s: float = 1
         await nc.close()
 
 
-def ensure_streams(url: str, replicas: int = 1, timeout_s: float = 10.0) -> None:
-    try:
-        asyncio.run(ensure_streams_async(url, replicas, timeout_s))
-    except (OSError, TimeoutError) as exc:
-        raise HushmonError(f"declaring streams on {url}: {exc or type(exc).__name__}") from exc
+def ensure_streams(
+    url: str, replicas: int = 1, timeout_s: float = 10.0, settle_s: float = 0.0
+) -> None:
+    """Declares the streams. ``settle_s``: keep trying that long while a
+    cluster that has just started elects its JetStream leader (until then
+    it answers with errors or not at all)."""
+    from nats.errors import Error as NatsError
+
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            asyncio.run(ensure_streams_async(url, replicas, timeout_s))
+            return
+        except (OSError, TimeoutError, NatsError) as exc:
+            if time.monotonic() < deadline:
+                time.sleep(0.25)
+                continue
+            reason = str(exc) or type(exc).__name__
+            raise HushmonError(f"declaring streams on {url}: {reason}") from exc

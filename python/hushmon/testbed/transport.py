@@ -1,0 +1,384 @@
+"""The online transport on the bed (``hushmon testbed up --transport nats``):
+a hub of 3 JetStream nats-servers on the core, one leaf nats-server per
+rack on the rack's switch, HM_RAW and HM_SUM with 3 replicas, two rack
+reducers per rack (in the leaf's namespace, like a service on the rack's
+leaf server), the top reducer and ``hushmon collect`` next to the hub.
+
+Every server configuration comes from hushmon.transport.natsserver, the one
+place that writes them (the shipped deploy/nats/ configs too). Every daemon
+runs in a namespace named hm-* and is recorded in the bed's state, so
+`down` stops it with the rest, and `status` shows it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from hushmon.errors import HushmonError
+from hushmon.paths import program
+from hushmon.testbed import system
+from hushmon.testbed.spec import (
+    HUB_NETNS,
+    hub_addresses,
+    leaf_address,
+    leaf_netns,
+    rack_name,
+)
+from hushmon.testbed.state import Bed
+from hushmon.transport import natsserver as ns
+
+START_TIMEOUT_S = 20.0
+# A 3-server hub elects its JetStream leader within a few seconds of start.
+STREAMS_SETTLE_S = 30.0
+REDUCERS_PER_RACK = 2
+RACK_INSTANCES = ("a", "b")
+# The durable consumers the bed's consumers create (c/transport, collector.py).
+COLLECT_CONSUMERS = ((ns.RAW_STREAM, "collect-raw"), (ns.SUM_STREAM, "collect-sum"))
+TOP_CONSUMER = (ns.SUM_STREAM, "reduce-top")
+Say = Callable[[str], None]
+
+
+def hub_url() -> str:
+    """Every hub server, as libnats and the bed's helpers take them."""
+    return ",".join(f"nats://{a}:{ns.CLIENT_PORT}" for a in hub_addresses())
+
+
+def hub_url_one() -> str:
+    return f"nats://{hub_addresses()[0]}:{ns.CLIENT_PORT}"
+
+
+def leaf_url(rack: int) -> str:
+    return f"nats://{leaf_address(rack)}:{ns.CLIENT_PORT}"
+
+
+def hub_configs(bed: Bed) -> list[ns.NatsServerConfig]:
+    return ns.hub_configs(hub_addresses(), bed.nats_store, monitor=True)
+
+
+def leaf_configs(bed: Bed) -> dict[int, ns.NatsServerConfig]:
+    return {
+        rack: ns.leaf_config(
+            rack_name(rack), hub_addresses(), bed.nats_store, listen=leaf_address(rack)
+        )
+        for rack in range(1, bed.spec.racks + 1)
+    }
+
+
+@dataclass(frozen=True)
+class Daemon:
+    """One daemon of the transport: its name in the bed's state, its
+    namespace and its command line."""
+
+    name: str
+    netns: str
+    argv: list[str]
+
+    def command(self) -> list[str]:
+        nsenter = system.tool("nsenter", "util-linux")
+        return [nsenter, f"--net=/run/netns/{self.netns}", "--", *self.argv]
+
+
+def _server_daemon(bed: Bed, cfg: ns.NatsServerConfig, netns: str) -> Daemon:
+    conf = bed.nats_conf_dir / f"{cfg.name}.conf"
+    return Daemon(f"nats@{cfg.name}", netns, ns.server_argv(conf))
+
+
+def servers(bed: Bed) -> list[Daemon]:
+    out = [_server_daemon(bed, c, HUB_NETNS) for c in hub_configs(bed)]
+    out += [_server_daemon(bed, c, leaf_netns(r)) for r, c in leaf_configs(bed).items()]
+    return out
+
+
+def consumers(bed: Bed) -> list[Daemon]:
+    """Rack reducers (two per rack, one durable consumer), the top reducer,
+    the collector writing the bed's store."""
+    reduce = str(program("hushmon-reduce"))
+    out = []
+    for rack in range(1, bed.spec.racks + 1):
+        for inst in RACK_INSTANCES[:REDUCERS_PER_RACK]:
+            out.append(
+                Daemon(
+                    f"reduce@{rack_name(rack)}.{inst}",
+                    leaf_netns(rack),
+                    [reduce, "--rack", rack_name(rack), "--url", leaf_url(rack)],
+                )
+            )
+    # One URL: libnats takes no list here, and learns the other hub servers
+    # from the cluster (it reconnects to any of them).
+    out.append(Daemon("reduce@top", HUB_NETNS, [reduce, "--top", "--url", hub_url_one()]))
+    out.append(
+        Daemon(
+            "collect",
+            HUB_NETNS,
+            # --wait: a collector started while the hub is down (or restarted
+            # in a fault test) waits for it instead of exiting.
+            [
+                sys.executable,
+                "-m",
+                "hushmon.cli",
+                "collect",
+                "--url",
+                hub_url_one(),
+                "--db",
+                str(bed.store),
+                "--wait",
+            ],
+        )
+    )
+    return out
+
+
+def daemons(bed: Bed) -> dict[str, Daemon]:
+    return {d.name: d for d in servers(bed) + consumers(bed)}
+
+
+def check_programs() -> None:
+    """Fails in one line naming the fix before anything is made."""
+    ns.nats_server_binary()
+    program("hushmon-reduce")
+    try:
+        import nats  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise HushmonError("nats-py is missing: run 'make deps' (pip install nats-py)") from exc
+
+
+def spawn(bed: Bed, daemon: Daemon) -> subprocess.Popen[bytes]:
+    proc = system.spawn(
+        daemon.command(),
+        bed.logs / f"{daemon.name.replace('@', '-')}.log",
+        f"starting {daemon.name}",
+    )
+    bed.daemons[daemon.name] = proc.pid
+    return proc
+
+
+def start_servers(bed: Bed, say: Say) -> None:
+    """Writes the configurations, starts the hub and the leaves, declares the
+    streams (3 replicas) once the hub has its JetStream leader."""
+    if bed.nats_store.exists():
+        shutil.rmtree(bed.nats_store)  # a new bed starts with empty streams
+    configs = [(c, HUB_NETNS) for c in hub_configs(bed)]
+    configs += [(c, leaf_netns(r)) for r, c in leaf_configs(bed).items()]
+    procs = {}
+    for cfg, netns in configs:
+        ns.write_config(cfg, bed.nats_conf_dir / f"{cfg.name}.conf")
+        daemon = _server_daemon(bed, cfg, netns)
+        procs[daemon.name] = (spawn(bed, daemon), cfg)
+    bed.save()
+    for name, (proc, cfg) in procs.items():
+        try:
+            ns.wait_ready(cfg.host, cfg.port, START_TIMEOUT_S)
+        except HushmonError as exc:
+            raise HushmonError(f"{name}: {_exit_or(proc, exc)}: see {bed.logs}") from exc
+    replicas = ns.stream_replicas(len(hub_addresses()))
+    say(f"nats: streams {ns.RAW_STREAM}, {ns.SUM_STREAM} with {replicas} replicas")
+    ns.ensure_streams(hub_url(), replicas=replicas, timeout_s=5.0, settle_s=STREAMS_SETTLE_S)
+
+
+def _exit_or(proc: subprocess.Popen[bytes], exc: Exception) -> str:
+    code = proc.poll()
+    return f"exited with code {code} at start" if code is not None else str(exc)
+
+
+def start_consumers(bed: Bed) -> None:
+    """Reducers and the collector; up when each has made its durable consumer."""
+    procs = {d.name: spawn(bed, d) for d in consumers(bed)}
+    bed.save()
+    wait_consumers(bed, procs)
+
+
+def wait_consumers(bed: Bed, procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    want = [(ns.RAW_STREAM, f"reduce-{rack_name(r)}") for r in range(1, bed.spec.racks + 1)]
+    if "reduce@top" in procs:
+        want.append(TOP_CONSUMER)
+    if "collect" in procs:
+        want += list(COLLECT_CONSUMERS)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    missing = want
+    while True:
+        for name, proc in procs.items():
+            if proc.poll() is not None:
+                log = bed.logs / f"{name.replace('@', '-')}.log"
+                raise HushmonError(
+                    f"{name} exited with code {proc.returncode} at start: {_last_line(log)}"
+                )
+        missing = [c for c in want if c not in set(consumer_names())]
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            names = ", ".join(f"{s}/{c}" for s, c in missing)
+            raise HushmonError(
+                f"consumers {names} not made in {START_TIMEOUT_S:.0f} s: see {bed.logs}"
+            )
+        time.sleep(0.2)
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return f"see {log}"
+    return lines[-1] if lines else f"see {log}"
+
+
+def consumer_names() -> list[tuple[str, str]]:
+    """(stream, durable) of every consumer the hub holds."""
+    return asyncio.run(_consumer_names())
+
+
+async def _consumer_names() -> list[tuple[str, str]]:
+    import nats
+
+    nc = await nats.connect(hub_url().split(","), connect_timeout=2, max_reconnect_attempts=0)
+    try:
+        js = nc.jetstream(timeout=5)
+        out = []
+        for stream in (ns.RAW_STREAM, ns.SUM_STREAM):
+            for info in await js.consumers_info(stream):
+                out.append((stream, str(info.name)))
+        return out
+    finally:
+        await nc.close()
+
+
+def restart(bed: Bed, name: str) -> int:
+    """Starts a transport daemon of the bed again (after a fault test
+    killed it, or `hushmon run` paused the collector); returns its pid."""
+    table = daemons(bed)
+    if name not in table:
+        raise HushmonError(f"no transport daemon '{name}' (daemons: {', '.join(sorted(table))})")
+    old = bed.daemons.get(name)
+    if old and system.pid_alive(old):
+        raise HushmonError(f"{name} is running (pid {old}): stop it first")
+    proc = spawn(bed, table[name])
+    bed.save()
+    if name.startswith("nats@"):
+        cfg = next(
+            c
+            for c in hub_configs(bed) + list(leaf_configs(bed).values())
+            if name == f"nats@{c.name}"
+        )
+        ns.wait_ready(cfg.host, cfg.port, START_TIMEOUT_S)
+    return proc.pid
+
+
+def stop(bed: Bed, name: str) -> None:
+    """Stops a daemon cleanly (SIGTERM: the collector commits the group in
+    hand, a reducer publishes what is open and acks)."""
+    pid = bed.daemons.get(name)
+    if pid and system.pid_alive(pid):
+        left = system.stop_processes([pid], grace_s=15.0)
+        if left:
+            raise HushmonError(f"{name} (pid {pid}) did not stop")
+
+
+# ---- hushmon run on a bed with transport nats ---------------------------
+
+DELIVERY_TIMEOUT_S = 60.0
+DELIVERY_POLL_S = 0.25
+
+
+def _agent_targets(bed: Bed, nodes: list[str]) -> tuple[dict[str, int], list[str]]:
+    """Each nats agent's last batch so far (next_seq - 1): once the stream
+    has acknowledged it, every batch written before it is in HM_RAW."""
+    from hushmon.run.agent import AgentError
+    from hushmon.testbed import agents
+
+    targets, trouble = {}, []
+    for node in nodes:
+        try:
+            st = agents.client(bed, node).status()
+        except AgentError as exc:
+            trouble.append(f"{node}: agent not answering ({exc})")
+            continue
+        if st.get("sink") == "nats":
+            targets[node] = int(st.get("next_seq", "1")) - 1
+    return targets, trouble
+
+
+def _agents_behind(bed: Bed, targets: dict[str, int]) -> list[str]:
+    from hushmon.run.agent import AgentError
+    from hushmon.testbed import agents
+
+    behind = []
+    for node, seq in targets.items():
+        try:
+            acked = int(agents.client(bed, node).status().get("acked_seq", "0"))
+        except AgentError as exc:
+            behind.append(f"{node}: agent not answering ({exc})")
+            continue
+        if acked < seq:
+            behind.append(f"{node}: batches {acked + 1}..{seq} not acknowledged by the stream")
+    return behind
+
+
+async def _raw_positions() -> tuple[int, int]:
+    """(HM_RAW's last stream sequence, the collector's ack floor in it)."""
+    import nats
+
+    nc = await nats.connect(hub_url().split(","), connect_timeout=2, max_reconnect_attempts=0)
+    try:
+        js = nc.jetstream(timeout=5)
+        last = (await js.stream_info(ns.RAW_STREAM)).state.last_seq
+        info = await js.consumer_info(ns.RAW_STREAM, COLLECT_CONSUMERS[0][1])
+        floor = info.ack_floor.stream_seq if info.ack_floor else 0
+        return int(last), int(floor or 0)
+    finally:
+        await nc.close()
+
+
+def wait_collected(bed: Bed, timeout_s: float = DELIVERY_TIMEOUT_S) -> list[str]:
+    """Waits until every batch the agents had written when called is in
+    HM_RAW (each agent's acked_seq reached its last seq) and the collector
+    has stored and acked the stream up to there; returns what was still
+    missing at the timeout (empty: all collected). Agents keep sampling
+    meanwhile: the targets are fixed at the call."""
+    deadline = time.monotonic() + timeout_s
+    targets, left = _agent_targets(bed, [n.name for n in bed.nodes()])
+    if left:
+        return left
+    stream_target = 0
+    while True:
+        if not stream_target:
+            left = _agents_behind(bed, targets)
+        if not left:
+            try:
+                last, floor = asyncio.run(_raw_positions())
+            except Exception as exc:  # noqa: BLE001 - nats-py raises many kinds
+                left = [f"the hub does not answer ({type(exc).__name__}: {exc})"]
+            else:
+                stream_target = stream_target or last
+                if floor >= stream_target:
+                    return []
+                left = [
+                    f"the collector has stored HM_RAW up to {floor}, "
+                    f"{stream_target - floor} message(s) to go"
+                ]
+        if time.monotonic() > deadline:
+            return left
+        time.sleep(DELIVERY_POLL_S)
+
+
+class PausedCollector:
+    """The collector's store for a reader: DuckDB lets one process open a
+    store file for writing and no other process open it meanwhile, so the
+    collector is stopped (cleanly: it commits and acks the group in hand)
+    while the digest is built, then started again. Its durable consumer
+    keeps its place; what arrives meanwhile waits in HM_RAW."""
+
+    def __init__(self, bed: Bed) -> None:
+        self.bed = bed
+
+    def __enter__(self) -> Path:
+        stop(self.bed, "collect")
+        return self.bed.store
+
+    def __exit__(self, *exc: object) -> None:
+        restart(self.bed, "collect")
