@@ -9,6 +9,7 @@ packages=(
   openmpi-bin libopenmpi-dev          # MPI programs and mpirun
   mpich libmpich-dev                  # MPICH beside it (make test-mpich; mpirun stays Open MPI's)
   nats-server libnats-dev             # online transport (cluster mode)
+  victoria-metrics                    # hushmon collect --forward-lp is tested against the real server
   linux-perf                          # perf stat, for checks of the PMU
   prometheus-node-exporter collectd-core  # agents compared in bench/
   chromium                            # headless screenshots of reports in tests

@@ -16,4 +16,6 @@ COMMANDS: list[tuple[str, str]] = [
     ("digest", "hushmon.digest.cli"),
     ("compare", "hushmon.digest.compare_cli"),
     ("testbed", "hushmon.testbed.cli"),
+    ("collect", "hushmon.transport.collect_cli"),
+    ("transport", "hushmon.transport.cli"),
 ]

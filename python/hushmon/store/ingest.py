@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,9 +226,13 @@ def _exec(con: duckdb.DuckDBPyConnection, sql: str, params: object = None) -> li
 
 
 class _Ingester:
-    def __init__(self, con: duckdb.DuckDBPyConnection, report: IngestReport) -> None:
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, report: IngestReport, record_files: bool = True
+    ) -> None:
         self.con = con
         self.report = report
+        # hushmon collect records its batches in its own table, not as spool files.
+        self.record_files = record_files
         self.series_ids: dict[tuple[str, str, str, str], int] = {
             (h, m, t, f): int(i)
             for i, h, m, t, f in con.execute(
@@ -249,7 +253,13 @@ class _Ingester:
             self.new_series.append((sid, *key))
         return sid
 
-    def ingest(self, parsed: _Parsed) -> None:
+    def ingest(
+        self,
+        parsed: _Parsed,
+        before_commit: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+    ) -> None:
+        """Store one parsed batch in one transaction; ``before_commit`` adds
+        the caller's own rows (hushmon collect's batch records) to it."""
         # series ids above this one are new in this batch: nothing stored to check
         self.known_max_id = len(self.series_ids)
         self.new_series = []
@@ -280,6 +290,8 @@ class _Ingester:
         _exec(self.con, "BEGIN TRANSACTION")
         try:
             self._store(batch, table, exact_rows, job_rows + exact_jobs)
+            if before_commit is not None:
+                before_commit(self.con)
             _exec(self.con, "COMMIT")
         except BaseException:
             _exec(self.con, "ROLLBACK")
@@ -395,7 +407,7 @@ class _Ingester:
             finally:
                 con.unregister("lp_jobs")
             self.report.job_periods_stored += self._count("job_activity") - before
-        for f in batch:
+        for f in batch if self.record_files else []:
             _exec(
                 con,
                 "INSERT INTO spool_files (name, content_hash, size_bytes, lines) "

@@ -14,7 +14,7 @@ import duckdb
 
 from hushmon.errors import HushmonError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # One statement per table. Samples have no primary key on purpose: an ART
 # index over ~10^8 rows costs gigabytes; ingest deduplicates by an anti-join
@@ -45,6 +45,79 @@ _TABLES = (
         lines BIGINT NOT NULL,
         ingested_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
         PRIMARY KEY (name, content_hash))""",
+    # Version 2: the online transport (hushmon collect, docs/transport.md).
+    # One row per raw batch stored; (host, epoch, seq) is the batch's identity.
+    """CREATE TABLE IF NOT EXISTS transport_batches (
+        host VARCHAR NOT NULL,
+        epoch BIGINT NOT NULL,
+        seq BIGINT NOT NULL,
+        lines BIGINT NOT NULL,
+        period_ns BIGINT,
+        dropped BIGINT NOT NULL,
+        replay BOOLEAN NOT NULL,
+        subject VARCHAR NOT NULL,
+        stream_seq BIGINT NOT NULL,
+        received_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+        PRIMARY KEY (host, epoch, seq))""",
+    # What the collector saw and did not store as data: duplicates, rejected
+    # messages, malformed lines, redeliveries, overlapping summaries.
+    """CREATE TABLE IF NOT EXISTS transport_events (
+        seen_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+        kind VARCHAR NOT NULL,
+        host VARCHAR NOT NULL,
+        subject VARCHAR NOT NULL,
+        epoch BIGINT,
+        seq BIGINT,
+        count BIGINT NOT NULL,
+        reason VARCHAR NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS summary_messages (
+        msg_id VARCHAR PRIMARY KEY,
+        subject VARCHAR NOT NULL,
+        level VARCHAR NOT NULL,
+        rack VARCHAR NOT NULL,
+        job VARCHAR NOT NULL,
+        time_ns BIGINT NOT NULL,
+        sources BIGINT NOT NULL,
+        overlapped BOOLEAN NOT NULL,
+        received_at TIMESTAMP NOT NULL DEFAULT current_timestamp)""",
+    """CREATE TABLE IF NOT EXISTS summary_sources (
+        msg_id VARCHAR NOT NULL,
+        level VARCHAR NOT NULL,
+        job VARCHAR NOT NULL,
+        time_ns BIGINT NOT NULL,
+        host VARCHAR NOT NULL,
+        epoch BIGINT NOT NULL,
+        seq BIGINT NOT NULL)""",
+    # The partials as the reducers sent them (sensor split like series).
+    """CREATE TABLE IF NOT EXISTS summary_partials (
+        msg_id VARCHAR NOT NULL,
+        measurement VARCHAR NOT NULL,
+        tags VARCHAR NOT NULL,
+        field VARCHAR NOT NULL,
+        count BIGINT NOT NULL,
+        sum DOUBLE NOT NULL,
+        mean DOUBLE NOT NULL,
+        m2 DOUBLE NOT NULL,
+        min DOUBLE NOT NULL,
+        max DOUBLE NOT NULL,
+        sketch VARCHAR NOT NULL)""",
+    # The store's job-wide summary per (job, period, sensor): rack partials
+    # merged, or rebuilt from the raw data when partials overlapped.
+    """CREATE TABLE IF NOT EXISTS job_summaries (
+        job VARCHAR NOT NULL,
+        time_ns BIGINT NOT NULL,
+        measurement VARCHAR NOT NULL,
+        tags VARCHAR NOT NULL,
+        field VARCHAR NOT NULL,
+        count BIGINT NOT NULL,
+        sum DOUBLE NOT NULL,
+        mean DOUBLE NOT NULL,
+        m2 DOUBLE NOT NULL,
+        min DOUBLE NOT NULL,
+        max DOUBLE NOT NULL,
+        sketch VARCHAR NOT NULL,
+        origin VARCHAR NOT NULL,
+        PRIMARY KEY (job, time_ns, measurement, tags, field))""",
 )
 
 _VIEWS = (
@@ -107,7 +180,10 @@ def open_store(path: Path, create: bool = True) -> duckdb.DuckDBPyConnection:
         path.parent.mkdir(parents=True, exist_ok=True)
     con = _connect(path, read_only=False)
     version = _check_version(con, path)
-    if version is None:
+    if version is None or version < SCHEMA_VERSION:
+        # A new store gets every table; an older one the tables added since
+        # its version (1 -> 2: the transport tables; every statement is
+        # CREATE ... IF NOT EXISTS, so the same list migrates).
         con.execute("BEGIN TRANSACTION").fetchall()
         for statement in _TABLES:
             con.execute(statement).fetchall()

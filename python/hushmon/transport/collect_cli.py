@@ -1,0 +1,79 @@
+"""``hushmon collect``: the store side of the online transport."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from hushmon import jsonio
+from hushmon.datadir import add_data_dir_options, from_args
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "collect",
+        help="store raw batches and summaries from NATS into the store (cluster mode)",
+        description="Durable pull consumers (collect-raw on HM_RAW, collect-sum on HM_SUM) write "
+        "raw batches and summaries into the DuckDB store in transactions and ack after the "
+        "commit. A batch already stored (same host, epoch, seq) changes nothing. Runs until "
+        "SIGTERM/SIGINT, or with --once until nothing is left. docs/transport.md.",
+    )
+    p.add_argument("--url", required=True, help="NATS server URL (nats://host:4222)")
+    add_data_dir_options(p)
+    p.add_argument("--once", action="store_true", help="collect what is there, then exit")
+    p.add_argument(
+        "--wait", action="store_true", help="wait for the server instead of failing when it is down"
+    )
+    p.add_argument(
+        "--forward-lp",
+        metavar="URL",
+        help="also post the raw batches' line protocol to URL/write (VictoriaMetrics, InfluxDB)",
+    )
+    p.add_argument(
+        "--max-batch-bytes",
+        type=int,
+        metavar="N",
+        help="reject raw batches larger than N bytes (default: the streams' message limit)",
+    )
+    p.add_argument(
+        "--fetch-batch",
+        type=int,
+        default=512,
+        metavar="N",
+        help="messages fetched and stored per transaction (default 512)",
+    )
+    p.add_argument("--json", metavar="FILE|-", help="write the final report as JSON ('-' = stdout)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hushmon.errors import HushmonError
+    from hushmon.transport.collector import CollectOptions, collect
+    from hushmon.transport.natsserver import MAX_PAYLOAD_BYTES
+
+    _dd, db = from_args(args)
+    if Path(db).is_dir():
+        raise HushmonError(f"--db {db} is a folder, not a store file")
+    if args.max_batch_bytes is not None and args.max_batch_bytes <= 0:
+        raise HushmonError("--max-batch-bytes must be positive")
+    if args.fetch_batch <= 0:
+        raise HushmonError("--fetch-batch must be positive")
+    human = jsonio.human_stream(args.json)
+    opts = CollectOptions(
+        url=args.url,
+        db=Path(db),
+        once=args.once,
+        wait=args.wait,
+        forward_lp=args.forward_lp,
+        max_batch_bytes=args.max_batch_bytes or MAX_PAYLOAD_BYTES,
+        fetch_batch=args.fetch_batch,
+        progress=sys.stderr,  # progress always on stderr; the final report where --json says
+    )
+    report = collect(opts)
+    for line in report.summary_lines():
+        print(line, file=human)
+    if args.json:
+        jsonio.emit(args.json, report.to_json())
+    return 0

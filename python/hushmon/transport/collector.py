@@ -1,0 +1,277 @@
+"""``hushmon collect``'s loop: durable pull consumers into the store.
+
+Two durable consumers, ``collect-raw`` on HM_RAW and ``collect-sum`` on
+HM_SUM, are fetched in turn; each fetched group is written in one
+transaction (:mod:`hushmon.transport.collect_store`) and acked only after
+the commit, so a collector killed at any point loses nothing: what was not
+acked is delivered again and the store drops what it already holds.
+Raw batches are taken before summaries in each round, so a rebuild from raw
+data sees the batches fetched so far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from hushmon.errors import HushmonError
+from hushmon.transport.collect_store import CollectorStore, CollectStats, Message
+from hushmon.transport.connect import reachable
+from hushmon.transport.forward import ForwardStats, LineForwarder
+from hushmon.transport.natsserver import (
+    MAX_PAYLOAD_BYTES,
+    RAW_STREAM,
+    RAW_SUBJECTS,
+    SUM_STREAM,
+    SUM_SUBJECTS,
+)
+
+RAW_CONSUMER = "collect-raw"
+SUM_CONSUMER = "collect-sum"
+FETCH_BATCH = 512
+# An idle collector waits this long per fetch; while data flows the other
+# consumer is only glanced at, so an empty HM_SUM does not slow HM_RAW.
+FETCH_TIMEOUT_S = 0.5
+BUSY_FETCH_TIMEOUT_S = 0.02
+ACK_WAIT_S = 120  # a group's transaction must commit before its messages are redelivered
+PROGRESS_EVERY_S = 5.0
+CONNECT_TIMEOUT_S = 2.0
+
+
+@dataclass
+class CollectOptions:
+    url: str
+    db: Path
+    once: bool = False
+    wait: bool = False
+    forward_lp: str | None = None
+    fetch_batch: int = FETCH_BATCH
+    max_batch_bytes: int = MAX_PAYLOAD_BYTES
+    progress: TextIO | None = None
+
+
+@dataclass
+class CollectReport:
+    url: str
+    db: str
+    seconds: float = 0.0
+    stats: CollectStats = field(default_factory=CollectStats)
+    forward: ForwardStats | None = None
+
+    @property
+    def batches_per_s(self) -> float:
+        return self.stats.batches_stored / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def lines_per_s(self) -> float:
+        return self.stats.lines_stored / self.seconds if self.seconds > 0 else 0.0
+
+    def summary_lines(self) -> list[str]:
+        s = self.stats
+        out = [
+            f"collected {s.batches_stored} batch(es), {s.lines_stored:,} lines, "
+            f"{s.values_stored:,} values from {self.url} into {self.db} in {self.seconds:.1f} s "
+            f"({self.batches_per_s:.0f} batches/s, {self.lines_per_s:,.0f} lines/s)",
+            f"summaries: {s.summaries_stored} stored, {s.summary_duplicates} duplicate(s), "
+            f"{s.summary_overlaps} overlapping (rebuilt from raw: {s.summaries_rebuilt}), "
+            f"{s.rejected_summaries} rejected",
+        ]
+        if s.duplicate_batches or s.redelivered:
+            out.append(
+                f"duplicates discarded by the store: {s.duplicate_batches}; "
+                f"redelivered by the stream: {s.redelivered}"
+            )
+        if s.rejected_batches or s.malformed_lines:
+            out.append(
+                f"rejected {s.rejected_batches} batch(es), {s.malformed_lines} malformed line(s):"
+            )
+        out.extend(f"  {line}" for line in s.log[:20])
+        if self.forward is not None:
+            f = self.forward
+            out.append(
+                f"forwarded to {f.url}: {f.posted_batches} batch(es) in {f.posts} post(s), "
+                f"{f.dropped_queue_full} dropped (queue full), {f.failed_batches} failed"
+                + (f" (last error: {f.last_error})" if f.failed_batches else "")
+            )
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "db": self.db,
+            "seconds": self.seconds,
+            "batches_per_s": self.batches_per_s,
+            "lines_per_s": self.lines_per_s,
+            **self.stats.to_json(),
+            "forward": None if self.forward is None else self.forward.__dict__,
+        }
+
+
+def _message(msg: Any) -> Message:
+    meta = msg.metadata
+    return Message(
+        subject=msg.subject,
+        headers=dict(msg.headers) if msg.headers else None,
+        data=msg.data,
+        stream_seq=int(meta.sequence.stream),
+        delivered=int(meta.num_delivered),
+    )
+
+
+async def _connect(opts: CollectOptions, stop: asyncio.Event) -> Any:
+    """The connection, or None when stopped while waiting. nats-py's own first
+    connect retries without end and prints tracebacks, so reachability is
+    checked here first; once connected it reconnects on its own (a server
+    restart pauses the collector, it does not end it)."""
+    import nats
+
+    async def quiet(exc: Exception) -> None:
+        if opts.progress:
+            print(f"collect: NATS: {type(exc).__name__}: {exc}", file=opts.progress)
+
+    while True:
+        why = await asyncio.to_thread(reachable, opts.url, CONNECT_TIMEOUT_S)
+        if not why:
+            try:
+                return await asyncio.wait_for(
+                    nats.connect(
+                        opts.url,
+                        connect_timeout=CONNECT_TIMEOUT_S,
+                        max_reconnect_attempts=-1,
+                        reconnect_time_wait=1.0,
+                        error_cb=quiet,
+                    ),
+                    timeout=4 * CONNECT_TIMEOUT_S,
+                )
+            except (OSError, TimeoutError, nats.errors.Error) as exc:
+                why = f"{type(exc).__name__}: {exc}"
+        if not opts.wait:
+            raise HushmonError(
+                f"cannot reach NATS at {opts.url} ({why}); start the server or pass --wait",
+                exit_code=1,
+            )
+        if opts.progress:
+            print(f"collect: waiting for NATS at {opts.url} ({why})", file=opts.progress)
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=1.0)
+            return None
+        except TimeoutError:
+            continue
+
+
+async def _subscribe(js: Any, subject: str, durable: str, stream: str) -> Any:
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+    from nats.js.errors import NotFoundError
+
+    config = ConsumerConfig(
+        durable_name=durable,
+        ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL,
+        ack_wait=ACK_WAIT_S,
+        max_ack_pending=-1,
+    )
+    try:
+        return await js.pull_subscribe(subject, durable=durable, stream=stream, config=config)
+    except NotFoundError as exc:
+        raise HushmonError(
+            f"stream {stream} not found on the server: declare the streams first "
+            "(docs/transport.md)",
+            exit_code=1,
+        ) from exc
+
+
+async def _fetch(sub: Any, batch: int, timeout_s: float) -> list[Any]:
+    from nats.errors import TimeoutError as NatsTimeout
+
+    try:
+        return list(await sub.fetch(batch, timeout=timeout_s))
+    except (NatsTimeout, TimeoutError):
+        return []
+
+
+async def _pending(sub: Any) -> int:
+    info = await sub.consumer_info()
+    return int(info.num_pending) + int(info.num_ack_pending)
+
+
+async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectReport:
+    started = time.monotonic()
+    report = CollectReport(url=opts.url, db=str(opts.db))
+    store = CollectorStore(opts.db, opts.max_batch_bytes)  # a bad --db fails before connecting
+    report.stats = store.stats
+    forwarder = LineForwarder(opts.forward_lp) if opts.forward_lp else None
+    nc = None
+    try:
+        nc = await _connect(opts, stop)
+        if nc is None:
+            return report
+        js = nc.jetstream()
+        raw_sub = await _subscribe(js, RAW_SUBJECTS, RAW_CONSUMER, RAW_STREAM)
+        sum_sub = await _subscribe(js, SUM_SUBJECTS, SUM_CONSUMER, SUM_STREAM)
+        last_progress = time.monotonic()
+        busy = False
+        while not stop.is_set():
+            wait_s = BUSY_FETCH_TIMEOUT_S if busy else FETCH_TIMEOUT_S
+            raw = await _fetch(raw_sub, opts.fetch_batch, wait_s)
+            if raw:
+                stored = await asyncio.to_thread(store.write_raw, [_message(m) for m in raw])
+                for m in raw:
+                    await m.ack()
+                if forwarder is not None:
+                    for data in stored:
+                        forwarder.offer(data)
+            sums = await _fetch(sum_sub, opts.fetch_batch, BUSY_FETCH_TIMEOUT_S if raw else wait_s)
+            if sums:
+                await asyncio.to_thread(store.write_summaries, [_message(m) for m in sums])
+                for m in sums:
+                    await m.ack()
+            busy = bool(raw or sums)
+            if busy:
+                await nc.flush()
+            now = time.monotonic()
+            if opts.progress and now - last_progress >= PROGRESS_EVERY_S:
+                last_progress = now
+                report.seconds = now - started
+                print(f"collect: {report.summary_lines()[0]}", file=opts.progress)
+            idle = opts.once and not raw and not sums
+            if idle and await _pending(raw_sub) == 0 and await _pending(sum_sub) == 0:
+                break
+    finally:
+        if nc is not None:
+            # acks were flushed after each group; draining the pull
+            # subscriptions would only wait for fetches nobody reads
+            if nc.is_connected:
+                await nc.flush()
+            await nc.close()
+        if forwarder is not None:
+            report.forward = forwarder.close()
+        store.close()
+        report.seconds = time.monotonic() - started
+    return report
+
+
+def collect(opts: CollectOptions) -> CollectReport:
+    """Runs until SIGTERM/SIGINT (finishing the group in hand) or, with
+    ``once``, until both consumers have nothing left."""
+
+    async def main() -> CollectReport:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            return await collect_async(opts, stop)
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+
+    return asyncio.run(main())
+
+
+def default_progress() -> TextIO:
+    return sys.stderr
