@@ -42,15 +42,13 @@ def summaries_from_store(
 ) -> dict[SensorKey, Summary]:
     """Every sensor's summary of (job, period) from the samples the store holds."""
     if job == NO_JOB:
-        table = con.execute(_NO_JOB_SQL, [time_ns, time_ns]).to_arrow_table()
+        rows = con.execute(_NO_JOB_SQL, [time_ns, time_ns]).fetchall()
     else:
-        table = con.execute(_JOB_SQL, [job, time_ns]).to_arrow_table()
-    assert table is not None  # a query always returns a (possibly empty) table
-    if table.num_rows == 0:
+        rows = con.execute(_JOB_SQL, [job, time_ns]).fetchall()
+    if not rows:
         return {}
-    cols = [table.column(n).to_pylist() for n in ("measurement", "tags", "field")]
-    values = table.column("value").to_numpy()
-    keys = list(zip(*cols, strict=True))
+    keys = [(r[0], r[1], r[2]) for r in rows]
+    values = np.array([r[3] for r in rows], dtype=np.float64)
     # rows are ordered by sensor: cut where the key changes
     starts = [0] + [i for i in range(1, len(keys)) if keys[i] != keys[i - 1]] + [len(keys)]
     out: dict[SensorKey, Summary] = {}

@@ -1,0 +1,139 @@
+"""A collected store is an ingested store: the same batches from spool files
+and over NATS give the same samples, jobs and digest; the stored job-wide
+summaries equal the raw truth, also when reducer partials overlap."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import duckdb
+from transport_batches import (
+    hushmon,
+    publish,
+    publish_raw_messages,
+    spool_batches,
+    summary_payload,
+    synthetic_batch,
+)
+
+from hushmon.digest.build import build_digest
+from hushmon.paths import REPO_ROOT
+from hushmon.store.ingest import ingest_spool
+from hushmon.transport.collect_store import read_job_summaries
+from hushmon.transport.natsserver import LocalNatsServer
+from hushmon.transport.rawsummary import summaries_from_store
+from hushmon.transport.summary import Summary
+
+BED = REPO_ROOT / "tests" / "fixtures" / "spool" / "testbed-4n2r"
+RACKS = {"n1": "r1", "n2": "r1", "n3": "r2", "n4": "r2"}
+SAMPLES_SQL = """SELECT host, measurement, tags, field, time_ns, value
+                 FROM samples JOIN series USING (series_id)
+                 ORDER BY host, measurement, tags, field, time_ns"""
+
+
+def _rows(db: Path, sql: str) -> list[tuple]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def _digest_json(db: Path, job: str, out: Path) -> dict:
+    data = json.loads(build_digest(db, job, out).json_path.read_text())
+    for volatile in ("generated_at", "created_at", "out_dir", "hushmon_version", "seconds"):
+        data.pop(volatile, None)
+    return data
+
+
+def test_collected_equals_ingested(nats_server: LocalNatsServer, tmp_path: Path) -> None:
+    shutil.copytree(BED, tmp_path / "spool")
+    ingested, collected = tmp_path / "ingested.duckdb", tmp_path / "collected.duckdb"
+    ingest_spool(ingested, tmp_path / "spool")
+    batches = spool_batches(BED, RACKS)
+    publish(nats_server.url, batches)
+    r = hushmon("collect", "--url", nats_server.url, "--db", str(collected), "--once")
+    assert r.returncode == 0, r.stderr
+    assert f"collected {len(batches)} batch(es)" in r.stdout
+    samples = _rows(ingested, SAMPLES_SQL)
+    assert len(samples) > 10_000 and _rows(collected, SAMPLES_SQL) == samples
+    jobs_sql = "SELECT job, host, time_ns FROM job_activity ORDER BY ALL"
+    assert _rows(collected, jobs_sql) == _rows(ingested, jobs_sql)
+    a = _digest_json(ingested, "5", tmp_path / "a")
+    b = _digest_json(collected, "5", tmp_path / "b")
+    assert a == b and a["findings"]
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def test_job_summaries_equal_the_raw_truth_even_when_partials_overlap(
+    nats_server: LocalNatsServer, tmp_path: Path
+) -> None:
+    db = tmp_path / "c.duckdb"
+    t0 = 1_795_000_000_000_000_000
+    hosts = {"n1": "r1", "n2": "r1", "n3": "r2", "n4": "r2"}
+    batches = [
+        synthetic_batch(h, i + 1, t0 + i * 10**9, job="j1", rack=rack, value=1.5 * i + int(h[1]))
+        for i in range(3)
+        for h, rack in hosts.items()
+    ]
+    publish(nats_server.url, batches)
+    # what a rack reducer sends: per (job, period), its rack's batches merged
+    partials = []
+    for i in range(3):
+        for rack in ("r1", "r2"):
+            mine = [b for b in batches if b.rack == rack and b.seq == i + 1]
+            sensors: dict[str, Summary] = {}
+            for b in mine:
+                for line in b.data.decode().splitlines():
+                    key, fields, _t = line.split(" ")
+                    if key.startswith("job,"):
+                        continue
+                    tags = ",".join(t for t in key.split(",") if not t.startswith("host="))
+                    for f in fields.split(","):
+                        name, v = f.split("=")
+                        sensors.setdefault(f"{tags} {name}", Summary()).merge(
+                            Summary.of([float(v)])
+                        )
+            sources = [(b.host, b.epoch, b.seq) for b in mine]
+            payload = summary_payload("rack", rack, "j1", t0 + i * 10**9, sources, sensors)
+            partials.append((f"hm.sum.rack.{rack}", payload, {"Nats-Msg-Id": f"{rack}:{i}"}))
+    publish_raw_messages(nats_server.url, partials)
+    r = hushmon("collect", "--url", nats_server.url, "--db", str(db), "--once")
+    assert r.returncode == 0, r.stderr
+    assert "summaries: 6 stored, 0 duplicate(s), 0 overlapping" in r.stdout
+    # a reducer that crashed after publishing r1's first partial: its twin
+    # publishes it again under a new id (and one under the same id)
+    subject, payload, _h = partials[0]
+    publish_raw_messages(
+        nats_server.url,
+        [(subject, payload, {"Nats-Msg-Id": "r1:0:again"}), (subject, payload, {})],
+    )
+    # and a duplicate id the stream keeps because it came after its window
+    publish_raw_messages(nats_server.url, [("hm.sum.rack.r2", partials[1][1], {})])
+    r = hushmon("collect", "--url", nats_server.url, "--db", str(db), "--once")
+    assert r.returncode == 0, r.stderr
+    assert "overlapping (rebuilt from raw: 3)" in r.stdout, r.stdout
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        for i in range(3):
+            t = t0 + i * 10**9
+            stored, truth = read_job_summaries(con, "j1", t), summaries_from_store(con, "j1", t)
+            assert set(stored) == set(truth) and len(truth) == 3
+            for key, s in truth.items():
+                got = stored[key]
+                assert (got.count, got.min, got.max) == (s.count, s.min, s.max) == (4, s.min, s.max)
+                assert _close(got.sum, s.sum) and _close(got.mean, s.mean)
+                assert _close(got.m2, s.m2)
+                assert got.sketch.pos == s.sketch.pos
+        origins = con.execute(
+            "SELECT time_ns, min(origin) FROM job_summaries GROUP BY ALL ORDER BY ALL"
+        ).fetchall()
+    finally:
+        con.close()
+    assert [o for _t, o in origins] == ["raw", "merged", "merged"]
