@@ -137,3 +137,29 @@ def test_job_summaries_equal_the_raw_truth_even_when_partials_overlap(
     finally:
         con.close()
     assert [o for _t, o in origins] == ["raw", "merged", "merged"]
+    # the digest from summaries alone: min / avg / max over the 4 nodes per period
+    r = hushmon(
+        "digest",
+        "j1",
+        "--db",
+        str(db),
+        "--out",
+        str(tmp_path / "rep"),
+        "--from-summaries",
+        "--json",
+        "-",
+    )
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["source"] == "summaries" and doc["periods"] == 3
+    assert any("per-node" in why for why in doc["lost_compared_to_raw"])
+    assert "lost compared to raw data" in r.stderr
+    user = next(s for s in doc["sensors"] if s["name"] == "cpu.user_pct[cpu=total]")
+    for i, p in enumerate(user["periods"]):
+        assert (p["min"], p["avg"], p["max"], p["count"]) == (
+            1.5 * i + 1,
+            1.5 * i + 2.5,
+            1.5 * i + 4,
+            4,
+        )
+    assert user["min"] == 1.0 and user["max"] == 7.0

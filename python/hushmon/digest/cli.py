@@ -32,6 +32,12 @@ def register(subparsers: Any) -> None:
         "(default: the folder of $SLURM_CONF, then /etc/slurm; else what an earlier digest "
         "of the job recorded)",
     )
+    p.add_argument(
+        "--from-summaries",
+        action="store_true",
+        help="from the job-wide summaries hushmon collect stored (cluster mode), not raw data: "
+        "min/avg/max per sensor over nodes per period; states what that loses",
+    )
     p.set_defaults(func=run)
 
 
@@ -40,6 +46,16 @@ def run(args: argparse.Namespace) -> int:
     from hushmon.digest.build import build_digest
 
     dd, db = from_args(args)
+    if args.from_summaries:
+        from hushmon.transport.sumdigest import digest_from_summaries
+
+        small = digest_from_summaries(db, args.job, args.out or dd.reports(args.job))
+        human = jsonio.human_stream(args.json)
+        for line in small.summary_lines():
+            print(line, file=human)
+        if args.json:
+            jsonio.emit(args.json, json.loads(small.json_path.read_text(encoding="utf-8")))
+        return 0
     digest = build_digest(db, args.job, args.out or dd.reports(args.job), args.topology)
     human = jsonio.human_stream(args.json)
     for line in digest.summary_lines():
