@@ -227,13 +227,15 @@ def run_agent(
 def run_agent_sink(
     agent: Path, sink: str, period_ms: int, duration_s: float, work: Path, url: str = ""
 ) -> ToolCost:
-    """The agent with default sources and one sink; all threads' CPU per sample."""
+    """The agent with default sources and one sink; all threads' CPU per sample.
+    sink "nats-base" is sink nats of another build (--baseline-agent)."""
     tag = f"{sink}-{len(list(work.iterdir()))}"
     pidfile = work / f"agent-{tag}.pid"
-    extra = ["--nats-url", url, "--nats-rack", "r0"] if sink == "nats" else []
+    extra = ["--nats-url", url, "--nats-rack", "r0"] if sink.startswith("nats") else []
+    sink_type = "nats" if sink.startswith("nats") else sink
     proc = subprocess.Popen(
         [str(agent), "--period-ms", str(period_ms), "--spool-dir", str(work / f"spool-{tag}"),
-         "--socket", "", "--pidfile", str(pidfile), "--sink", sink, "--host", "bench", *extra],
+         "--socket", "", "--pidfile", str(pidfile), "--sink", sink_type, "--host", "bench", *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -247,24 +249,35 @@ def run_agent_sink(
 
 
 def sink_costs(
-    agent: Path, period_ms: int, duration_s: float, rounds: int, work: Path
+    agent: Path,
+    period_ms: int,
+    duration_s: float,
+    rounds: int,
+    work: Path,
+    baseline: Path | None = None,
+    nats_url: str = "",
 ) -> dict[str, Any]:
-    """Sink spool and sink nats, alternating; medians and the ratio."""
+    """Sink spool and sink nats, alternating; medians and the ratio. With
+    baseline, sink nats of that build too ("nats-base"), in the same rounds.
+    nats_url: a server already running (its streams are declared) instead
+    of a local one on loopback."""
     from hushmon.transport.natsserver import LocalNatsServer, NatsServerConfig, ensure_streams
 
     work.mkdir(parents=True, exist_ok=True)
     server = LocalNatsServer(NatsServerConfig(name="bench", store_dir=work / "js"), work)
-    server.start()
-    runs: dict[str, list[ToolCost]] = {"spool": [], "nats": []}
+    if not nats_url:
+        server.start()
+    url = nats_url or server.url
+    sinks = ("spool", "nats") if baseline is None else ("spool", "nats", "nats-base")
+    runs: dict[str, list[ToolCost]] = {sink: [] for sink in sinks}
     try:
-        ensure_streams(server.url)
+        ensure_streams(url)
         for r in range(rounds):
-            for sink in ("spool", "nats"):
+            for sink in sinks:
                 print(f"sinks round {r + 1}/{rounds}: {sink}, {duration_s:g} s "
                       f"at {period_ms} ms ...", file=sys.stderr)  # fmt: skip
-                runs[sink].append(
-                    run_agent_sink(agent, sink, period_ms, duration_s, work, server.url)
-                )
+                binary = baseline if sink == "nats-base" and baseline is not None else agent
+                runs[sink].append(run_agent_sink(binary, sink, period_ms, duration_s, work, url))
     finally:
         server.stop()
     med = {k: statistics.median(t.cpu_us_per_sample for t in v) for k, v in runs.items()}
@@ -277,17 +290,26 @@ def sink_costs(
         "cpu_us_per_sample_rounds": {k: [t.cpu_us_per_sample for t in v] for k, v in runs.items()},
         "rss_bytes": rss,
         "ratio": med["nats"] / med["spool"] if med["spool"] > 0 else float("nan"),
+        "ratio_base": (
+            med["nats-base"] / med["spool"] if "nats-base" in med and med["spool"] > 0 else None
+        ),
+        "baseline_agent": str(baseline) if baseline is not None else None,
+        "nats_url": url,
+        "server": "given (--nats-url)" if nats_url else "local, loopback",
         "loadavg": Path("/proc/loadavg").read_text().split()[:3],
     }
 
 
 def print_sink_costs(c: dict[str, Any]) -> None:
     print(f"\nSinks, default sources, period {c['period_ms']} ms, {c['duration_s']:g} s each, "
-          f"median of {c['rounds']} alternating rounds (all threads):")  # fmt: skip
-    for sink in ("spool", "nats"):
+          f"median of {c['rounds']} alternating rounds (all threads); nats-server "
+          f"{c['nats_url']} ({c['server']}):")  # fmt: skip
+    for sink in c["cpu_us_per_sample"]:
         rounds = ", ".join(f"{v:.1f}" for v in c["cpu_us_per_sample_rounds"][sink])
-        print(f"  {sink:6s} {c['cpu_us_per_sample'][sink]:8.1f} us/sample  "
+        print(f"  {sink:9s} {c['cpu_us_per_sample'][sink]:8.1f} us/sample  "
               f"RSS {c['rss_bytes'][sink] / 2**20:5.2f} MiB  (rounds: {rounds})")  # fmt: skip
+    if c.get("ratio_base") is not None:
+        print(f"  nats-base / spool = {c['ratio_base']:.3f}  (nats-base: {c['baseline_agent']})")
     print(f"  nats / spool = {c['ratio']:.3f}  (goal <= 1.10; load average at the end "
           f"{' '.join(c['loadavg'])})")  # fmt: skip
 
@@ -455,6 +477,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also compare sink spool and sink nats (local nats-server)",
     )
     ap.add_argument("--sinks-only", action="store_true", help="only the sink comparison")
+    ap.add_argument(
+        "--baseline-agent",
+        type=Path,
+        metavar="PATH",
+        help="also sink nats of this hushmon-agent build (before/after in the same rounds)",
+    )
+    ap.add_argument(
+        "--nats-url",
+        default="",
+        help="use this running nats-server (e.g. in another network namespace) "
+        "instead of starting one on loopback",
+    )
     ap.add_argument("--json", metavar="FILE", help="write the figures as JSON ('-' = stdout)")
     ap.add_argument("--html", metavar="FILE", help="write an HTML page with plots")
     args = ap.parse_args(argv)
@@ -469,7 +503,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     agent = program("hushmon-agent")
     if args.sinks_only:
         with tempfile.TemporaryDirectory(prefix="hm_bench_agent_") as tmp:
-            costs = sink_costs(agent, args.period_ms, args.duration_s, args.rounds, Path(tmp))
+            costs = sink_costs(
+                agent,
+                args.period_ms,
+                args.duration_s,
+                args.rounds,
+                Path(tmp),
+                args.baseline_agent,
+                args.nats_url,
+            )
         print_sink_costs(costs)
         jsonio.emit(args.json, {"host": socket.gethostname(), "sinks": costs})
         return 0
