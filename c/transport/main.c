@@ -45,7 +45,9 @@ static const char usage[] =
     "  --help                  this text\n"
     "\n"
     "SIGTERM or SIGINT: publish what is open, send the acks, exit 0.\n"
-    "Exit status: 0 after a clean stop, 1 when it cannot start, 2 on bad flags.\n";
+    "Transient trouble (server away, timeouts, the consumer deleted) is retried with\n"
+    "backoff and logged; exit status: 0 after a clean stop, 1 when it cannot start or\n"
+    "on a fatal error (one line on stderr), 2 on bad flags.\n";
 
 static int bad_flag(const char *fmt, const char *arg)
 {

@@ -1,6 +1,11 @@
 #include "nats_io.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
+
+#include "hm_log.h"
 
 static int nats_fail(hm_error *err, natsStatus s, jsErrCode jerr, const char *what)
 {
@@ -43,49 +48,159 @@ int hm_nats_connect(hm_nats *n, const char *url, const char *name, hm_error *err
     return 0;
 }
 
-int hm_nats_pull(hm_nats *n, const char *stream, const char *durable, const char *filter,
-                 int64_t ack_wait_ns, int64_t max_ack_pending, hm_error *err)
+/* Transient trouble is logged at most this often (the counts go on). */
+#define HM_NATS_LOG_EVERY_NS ((int64_t)10 * 1000000000)
+/* A pull that brought nothing for this long checks that its consumer is
+ * still there (a deleted consumer makes pull requests go unanswered). */
+#define HM_NATS_IDLE_CHECK_NS ((int64_t)5 * 1000000000)
+#define HM_NATS_BACKOFF_MIN_NS ((int64_t)100 * 1000000)
+#define HM_NATS_BACKOFF_MAX_NS ((int64_t)5 * 1000000000)
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The consumer as this reducer creates it. */
+static natsStatus add_consumer(hm_nats *n, jsErrCode *jerr)
+{
+    jsConsumerConfig cc;
+    jsConsumerConfig_Init(&cc);
+    cc.Durable = n->durable;
+    cc.AckPolicy = js_AckExplicit;
+    cc.AckWait = n->ack_wait_ns;
+    cc.MaxAckPending = n->max_ack_pending;
+    cc.FilterSubject = n->filter;
+    cc.DeliverPolicy = js_DeliverAll;
+    jsConsumerInfo *ci = NULL;
+    *jerr = 0;
+    natsStatus s = js_AddConsumer(&ci, n->js, n->stream, &cc, NULL, jerr);
+    jsConsumerInfo_Destroy(ci);
+    /* The other instance may have created it meanwhile: fine. */
+    if (s != NATS_OK && *jerr == JSConsumerNameExistErr)
+        s = NATS_OK;
+    return s;
+}
+
+/* The consumer exists (created when missing, *created set) and the pull
+ * subscription is bound to it (again after a re-creation). */
+static int ensure_consumer(hm_nats *n, bool *created, hm_error *err)
 {
     jsErrCode jerr = 0;
     jsConsumerInfo *ci = NULL;
-    natsStatus s = js_GetConsumerInfo(&ci, n->js, stream, durable, NULL, &jerr);
-    if (s == NATS_NOT_FOUND) {
-        jsConsumerConfig cc;
-        jsConsumerConfig_Init(&cc);
-        cc.Durable = durable;
-        cc.AckPolicy = js_AckExplicit;
-        cc.AckWait = ack_wait_ns;
-        cc.MaxAckPending = max_ack_pending;
-        cc.FilterSubject = filter;
-        cc.DeliverPolicy = js_DeliverAll;
-        jerr = 0;
-        s = js_AddConsumer(&ci, n->js, stream, &cc, NULL, &jerr);
-        /* The other instance may have created it meanwhile: fine. */
-        if (s != NATS_OK && jerr == JSConsumerNameExistErr)
-            s = NATS_OK;
-    }
+    *created = false;
+    natsStatus s = js_GetConsumerInfo(&ci, n->js, n->stream, n->durable, NULL, &jerr);
     jsConsumerInfo_Destroy(ci);
+    if (s == NATS_NOT_FOUND) {
+        s = add_consumer(n, &jerr);
+        *created = s == NATS_OK;
+    }
     if (s != NATS_OK)
         return nats_fail(err, s, jerr, "consumer");
+    if (n->sub != NULL && !*created && natsSubscription_IsValid(n->sub))
+        return 0;
+    if (n->sub != NULL) {
+        natsSubscription_Destroy(n->sub); /* what it held unacked comes again */
+        n->sub = NULL;
+        n->resubscribed++;
+    }
     jsSubOptions so;
     jsSubOptions_Init(&so);
-    so.Stream = stream;
-    so.Consumer = durable;
+    so.Stream = n->stream;
+    so.Consumer = n->durable;
     jerr = 0;
-    s = js_PullSubscribe(&n->sub, n->js, filter, durable, NULL, &so, &jerr);
-    if (s != NATS_OK)
+    s = js_PullSubscribe(&n->sub, n->js, n->filter, n->durable, NULL, &so, &jerr);
+    if (s != NATS_OK) {
+        n->sub = NULL;
         return nats_fail(err, s, jerr, "pull subscription");
+    }
     return 0;
+}
+
+int hm_nats_pull(hm_nats *n, const char *stream, const char *durable, const char *filter,
+                 int64_t ack_wait_ns, int64_t max_ack_pending, hm_error *err)
+{
+    if (strlen(stream) >= sizeof n->stream || strlen(durable) >= sizeof n->durable ||
+        strlen(filter) >= sizeof n->filter)
+        return hm_error_set(err, "consumer %s on %s: name too long", durable, stream);
+    snprintf(n->stream, sizeof n->stream, "%s", stream);
+    snprintf(n->durable, sizeof n->durable, "%s", durable);
+    snprintf(n->filter, sizeof n->filter, "%s", filter);
+    n->ack_wait_ns = ack_wait_ns;
+    n->max_ack_pending = max_ack_pending;
+    bool created;
+    if (ensure_consumer(n, &created, err) != 0)
+        return -1;
+    n->last_msg_ns = n->last_check_ns = mono_ns();
+    return 0;
+}
+
+/* Counts a transient error, logs it (rate-limited) and backs off. */
+static void transient(hm_nats *n, int64_t now, const char *what)
+{
+    n->fetch_errors++;
+    n->backoff_ns = n->backoff_ns ? n->backoff_ns * 2 : HM_NATS_BACKOFF_MIN_NS;
+    if (n->backoff_ns > HM_NATS_BACKOFF_MAX_NS)
+        n->backoff_ns = HM_NATS_BACKOFF_MAX_NS;
+    n->retry_at_ns = now + n->backoff_ns;
+    n->last_check_ns = 0; /* check the consumer before the next pull */
+    if (n->last_log_ns != 0 && now - n->last_log_ns < HM_NATS_LOG_EVERY_NS) {
+        n->fetch_errors_unlogged++;
+        return;
+    }
+    hm_log_warn("pulling from %s as %s: %s (retrying in %" PRId64 " ms; %" PRIu64
+                " errors in all, %" PRIu64 " not logged since the last)",
+                n->stream, n->durable, what, n->backoff_ns / 1000000, n->fetch_errors,
+                n->fetch_errors_unlogged);
+    n->last_log_ns = now;
+    n->fetch_errors_unlogged = 0;
 }
 
 int hm_nats_fetch(hm_nats *n, natsMsgList *list, int batch, int64_t timeout_ms, hm_error *err)
 {
-    jsErrCode jerr = 0;
     memset(list, 0, sizeof *list);
-    natsStatus s = natsSubscription_Fetch(list, n->sub, batch, timeout_ms, &jerr);
-    if (s == NATS_OK || s == NATS_TIMEOUT)
+    if (natsConnection_IsClosed(n->nc))
+        return hm_error_set(err, "the connection to the server is closed");
+    int64_t now = mono_ns();
+    if (now < n->retry_at_ns) { /* backing off: wait, but keep the caller's loop going */
+        int64_t wait_ns = n->retry_at_ns - now;
+        if (wait_ns > timeout_ms * 1000000)
+            wait_ns = timeout_ms * 1000000;
+        struct timespec pause = {(time_t)(wait_ns / 1000000000), (long)(wait_ns % 1000000000)};
+        nanosleep(&pause, NULL);
         return 0;
-    return nats_fail(err, s, jerr, "fetch");
+    }
+    if (n->sub == NULL ||
+        (now - n->last_msg_ns >= HM_NATS_IDLE_CHECK_NS && now - n->last_check_ns >= HM_NATS_IDLE_CHECK_NS)) {
+        bool created = false;
+        hm_error cerr;
+        n->last_check_ns = now;
+        if (ensure_consumer(n, &created, &cerr) != 0) {
+            transient(n, now, cerr.msg);
+            return 0;
+        }
+        if (created) {
+            n->consumer_recreated++;
+            hm_log_warn("consumer %s on %s was missing: created again (its unacked messages come again)",
+                        n->durable, n->stream);
+        }
+    }
+    jsErrCode jerr = 0;
+    natsStatus s = natsSubscription_Fetch(list, n->sub, batch, timeout_ms, &jerr);
+    if (s == NATS_OK) {
+        n->last_msg_ns = mono_ns();
+        n->backoff_ns = 0;
+        return 0;
+    }
+    memset(list, 0, sizeof *list);
+    if (s == NATS_TIMEOUT)
+        return 0;
+    hm_error ferr;
+    nats_fail(&ferr, s, jerr, "fetch");
+    transient(n, now, ferr.msg);
+    return 0;
 }
 
 int hm_nats_publish(hm_nats *n, const char *subject, const char *msg_id, const char *data,

@@ -16,6 +16,14 @@ typedef struct hm_nats {
     jsCtx *js;
     natsSubscription *sub;
     uint64_t ack_errors;
+    /* The consumer, to re-create it when it is gone (deleted, lost with a
+     * server's store) and to bind again. */
+    char stream[64], durable[160], filter[300];
+    int64_t ack_wait_ns, max_ack_pending;
+    /* Pull health: transient errors are retried with backoff and logged at
+     * most every HM_NATS_LOG_EVERY_NS; a pull that stays silent is checked. */
+    int64_t last_msg_ns, last_check_ns, retry_at_ns, backoff_ns, last_log_ns;
+    uint64_t fetch_errors, fetch_errors_unlogged, consumer_recreated, resubscribed;
 } hm_nats;
 
 int hm_nats_connect(hm_nats *n, const char *url, const char *name, hm_error *err);
@@ -25,7 +33,17 @@ int hm_nats_connect(hm_nats *n, const char *url, const char *name, hm_error *err
 int hm_nats_pull(hm_nats *n, const char *stream, const char *durable, const char *filter,
                  int64_t ack_wait_ns, int64_t max_ack_pending, hm_error *err);
 /* Up to batch messages, waiting up to timeout_ms; 0 messages is not an
- * error. The caller destroys the list. */
+ * error. The caller destroys the list (empty after an error too).
+ * A transient error (a timeout, a 408/409 status, the server away or
+ * restarting, the consumer deleted or its leader changing) is counted,
+ * logged at most every 10 s and retried with backoff (100 ms doubling to
+ * 5 s); a consumer that is missing is created again (same configuration,
+ * DeliverAll: what it had not acked comes again, the partials' ids and
+ * sources drop what was summarized already) and bound again. When no
+ * message came for HM_NATS_IDLE_CHECK_NS the consumer is checked the same
+ * way, so a pull that was silently lost is noticed. Returns -1 only on a
+ * fatal error (the connection closed for good): the caller exits
+ * non-zero and its supervisor restarts it. */
 int hm_nats_fetch(hm_nats *n, natsMsgList *list, int batch, int64_t timeout_ms, hm_error *err);
 /* A JetStream publish that waits for the stream's ack; *duplicate is set
  * when the stream dropped it as a duplicate of msg_id. */

@@ -280,9 +280,10 @@ static void print_stats(rack *r, const char *what, double dt_s, uint64_t d_batch
             r->unknown_subject);
     for (int i = 0; i < BAD_N; i++)
         fprintf(stderr, " %s=%" PRIu64, bad_name[i], r->bad[i]);
-    fprintf(stderr, " publish_errors=%" PRIu64 " open_groups=%zu held_msgs=%zu grace_ms=%" PRId64
-                    " cpu_s=%.3f\n",
-            r->publish_errors, hm_groups_open(&r->groups), r->groups.pending_msgs,
+    fprintf(stderr, " publish_errors=%" PRIu64 " fetch_errors=%" PRIu64 " consumer_recreated=%" PRIu64
+                    " ack_errors=%" PRIu64 " open_groups=%zu held_msgs=%zu grace_ms=%" PRId64 " cpu_s=%.3f\n",
+            r->publish_errors, r->nats.fetch_errors, r->nats.consumer_recreated, r->nats.ack_errors,
+            hm_groups_open(&r->groups), r->groups.pending_msgs,
             (int64_t)(grace_ns(r) / NS_PER_MS), hm_reduce_cpu_s());
 }
 
@@ -322,9 +323,8 @@ int hm_reduce_rack(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_erro
     while (!*stop && rc == 0) {
         natsMsgList list;
         if (hm_nats_fetch(&r->nats, &list, (int)o->fetch_batch, 100, err) != 0) {
-            hm_log_warn("%s (retrying)", err->msg);
-            struct timespec pause = {0, 200 * 1000000L};
-            nanosleep(&pause, NULL);
+            rc = -1; /* fatal (transient errors are retried inside): exit non-zero */
+            break;
         }
         for (int i = 0; i < list.Count && rc == 0; i++)
             rc = process(r, list.Msgs[i], err);

@@ -149,10 +149,12 @@ static void print_stats(top *t, const char *what, double dt_s, uint64_t d_in)
             "hushmon-reduce: %s level=top partials_in=%" PRIu64 " partials_per_s=%.0f merged=%" PRIu64
             " duplicates=%" PRIu64 " overlaps=%" PRIu64 " late=%" PRIu64 " summaries=%" PRIu64
             " summaries_dup=%" PRIu64 " bad_partials=%" PRIu64 " unknown_subject=%" PRIu64
-            " publish_errors=%" PRIu64 " open_groups=%zu held_msgs=%zu grace_ms=%" PRId64 " cpu_s=%.3f\n",
+            " publish_errors=%" PRIu64 " fetch_errors=%" PRIu64 " consumer_recreated=%" PRIu64
+            " ack_errors=%" PRIu64 " open_groups=%zu held_msgs=%zu grace_ms=%" PRId64 " cpu_s=%.3f\n",
             what, t->partials_in, dt_s > 0 ? (double)d_in / dt_s : 0.0, t->merged, t->duplicates,
             t->overlaps, t->late, t->summaries, t->summaries_dup, t->bad_partials, t->unknown_subject,
-            t->publish_errors, hm_groups_open(&t->groups), t->groups.pending_msgs,
+            t->publish_errors, t->nats.fetch_errors, t->nats.consumer_recreated, t->nats.ack_errors,
+            hm_groups_open(&t->groups), t->groups.pending_msgs,
             (int64_t)(grace_ns(t) / NS_PER_MS), hm_reduce_cpu_s());
 }
 
@@ -179,9 +181,8 @@ int hm_reduce_top(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_error
     while (!*stop && rc == 0) {
         natsMsgList list;
         if (hm_nats_fetch(&t.nats, &list, (int)o->fetch_batch, 100, err) != 0) {
-            hm_log_warn("%s (retrying)", err->msg);
-            struct timespec pause = {0, 200 * 1000000L};
-            nanosleep(&pause, NULL);
+            rc = -1; /* fatal (transient errors are retried inside): exit non-zero */
+            break;
         }
         for (int i = 0; i < list.Count && rc == 0; i++)
             rc = process(&t, list.Msgs[i], err);

@@ -330,3 +330,65 @@ def test_reduce_bad_flags(bin_dir: Path) -> None:
     r = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=10)
     assert r.returncode == 0 and "--period-grace-ms" in r.stdout
     assert os.access(exe, os.X_OK)
+
+
+async def delete_consumers(url: str, consumers: list[tuple[str, str]]) -> None:
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    for stream, name in consumers:
+        await js.delete_consumer(stream, name)
+    await nc.close()
+
+
+def test_reduce_survives_server_restart_and_deleted_consumers(
+    nats_server: LocalNatsServer, bin_dir: Path, tmp_path: Path
+) -> None:
+    """Transient trouble never stops a reducer: the server killed with -9
+    and restarted while the rack reducer holds batches, then both consumers
+    deleted under the running reducers (they create them again). Every
+    reducer stays up, and the job summaries still equal the raw data."""
+    url = nats_server.url
+    rng = random.Random(11)
+    raw = Raw()
+    hosts = RACKS["r1"]
+    thirds: list[list[tuple[str, str, dict[str, str]]]] = [[], [], []]
+    periods = 18
+    for period in range(periods):
+        for host in hosts:
+            text = batch_text(host, period, rng)
+            raw.add(host, period + 1, text)
+            thirds[period * 3 // periods].append(
+                (f"hm.raw.r1.{host}", text, headers(host, period + 1, text))
+            )
+    logs = {name: tmp_path / f"{name}.log" for name in ("r1", "top")}
+    procs = {
+        "r1": start_reducer(bin_dir, url, logs["r1"], "--rack", "r1"),
+        "top": start_reducer(bin_dir, url, logs["top"], "--top"),
+    }
+    try:
+        asyncio.run(publish(url, thirds[0]))
+        time.sleep(GRACE_MS / 1000 / 2)  # r1 holds these batches unacked now
+        nats_server.stop(kill=True)
+        time.sleep(1.0)
+        nats_server.start()
+        asyncio.run(publish(url, thirds[1]))
+        first_two = Raw()
+        first_two.sources = {k: v for k, v in raw.sources.items() if k[1] < T0 + 12 * PERIOD_NS}
+        wait_for(url, first_two, timeout_s=60)
+        asyncio.run(delete_consumers(url, [("HM_RAW", "reduce-r1"), ("HM_SUM", "reduce-top")]))
+        asyncio.run(publish(url, thirds[2]))
+        merged = wait_for(url, raw, timeout_s=60)
+        alive = {name: p.poll() is None for name, p in procs.items()}
+        codes = {name: stop(p) for name, p in procs.items() if p.poll() is None}
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    logs_text = {name: log.read_text()[-3000:] for name, log in logs.items()}
+    assert alive == {"r1": True, "top": True}, logs_text
+    assert codes == {"r1": 0, "top": 0}, logs_text
+    check_summaries(raw, merged)
+    assert final_stats(logs["r1"])["consumer_recreated"] >= 1
+    assert final_stats(logs["top"])["consumer_recreated"] >= 1
+    assert final_stats(logs["top"])["overlaps"] == 0
