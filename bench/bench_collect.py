@@ -1,0 +1,127 @@
+"""hushmon collect: ingest rate from NATS into the store, next to hushmon ingest.
+
+A synthetic job (hushmon.store.synthetic: --nodes nodes x --seconds periods
+at 1 Hz, the agent's field set) is cut into the agent's batches (one per
+node and period, contract headers), published to HM_RAW of a local
+nats-server, then collected by ``hushmon collect --once`` in a fresh
+process. Printed: batches/s, lines/s and values/s of the collector; the
+publish rate of this script (nats-py, one JetStream ack per batch, for
+scale only); ``hushmon ingest`` of the same lines as spool files as a ratio.
+The machine is shared: the load average is printed with the figures.
+
+    .venv/bin/python bench/bench_collect.py [--nodes 64 --seconds 120]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nats
+
+from hushmon.store.ingest import ingest_spool
+from hushmon.store.synthetic import Scenario, node_lines, write_spool
+from hushmon.transport.natsserver import LocalNatsServer, NatsServerConfig, ensure_streams
+from hushmon.transport.wire import batch_headers, raw_subject
+
+EPOCH = 1
+
+
+def batches(sc: Scenario) -> list[tuple[str, str, bytes, dict[str, str]]]:
+    out = []
+    for node in range(sc.nodes):
+        host = sc.host(node)
+        periods: dict[int, list[str]] = {}
+        for line in (raw.rstrip("\n") for raw in node_lines(sc, node)):
+            periods.setdefault(int(line.rsplit(" ", 1)[1]), []).append(line)
+        for seq, t in enumerate(sorted(periods), 1):
+            data = ("\n".join(periods[t]) + "\n").encode()
+            headers = batch_headers(host, EPOCH, seq, len(periods[t]))
+            out.append((f"r{node % 4}", host, data, headers))
+    return out
+
+
+async def publish(url: str, items: list[tuple[str, str, bytes, dict[str, str]]]) -> float:
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    started = time.perf_counter()
+    window = 256  # acks in flight
+    pending: list[asyncio.Future] = []
+    for rack, host, data, headers in items:
+        pending.append(
+            asyncio.ensure_future(js.publish(raw_subject(rack, host), data, headers=headers))
+        )
+        if len(pending) >= window:
+            await asyncio.gather(*pending)
+            pending = []
+    await asyncio.gather(*pending)
+    seconds = time.perf_counter() - started
+    await nc.close()
+    return seconds
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--seconds", type=int, default=120)
+    args = ap.parse_args()
+    sc = Scenario(nodes=args.nodes, seconds=args.seconds, job="bench")
+    with tempfile.TemporaryDirectory(prefix="hm-bench-collect-") as tmp_name:
+        tmp = Path(tmp_name)
+        items = batches(sc)
+        lines = sum(d.count(b"\n") for _r, _h, d, _x in items)
+        server = LocalNatsServer(NatsServerConfig(name="bench", store_dir=tmp / "js"), tmp)
+        server.start()
+        try:
+            ensure_streams(server.url)
+            pub_s = asyncio.run(publish(server.url, items))
+            cmd = [
+                sys.executable,
+                "-m",
+                "hushmon.cli",
+                "collect",
+                "--url",
+                server.url,
+                "--db",
+                str(tmp / "collected.duckdb"),
+                "--once",
+                "--json",
+                "-",
+            ]
+            done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            report = json.loads(done.stdout)
+        finally:
+            server.stop()
+        write_spool(sc, tmp / "spool")
+        ing = ingest_spool(tmp / "ingested.duckdb", tmp / "spool")
+    load = os.getloadavg()
+    print(
+        f"synthetic job: {args.nodes} nodes x {args.seconds} s = {len(items)} batches, "
+        f"{lines:,} lines, {ing.values_stored:,} values"
+    )
+    print(f"publish (nats-py, JetStream acks, 256 in flight): {len(items) / pub_s:,.0f} batches/s")
+    print(
+        f"hushmon collect --once: {report['batches_stored']} batches in {report['seconds']:.1f} s"
+        f" = {report['batches_per_s']:,.0f} batches/s, {report['lines_per_s']:,.0f} lines/s, "
+        f"{report['values_stored'] / report['seconds']:,.0f} values/s"
+    )
+    print(
+        f"hushmon ingest (same lines as spool files): {ing.values_per_s:,.0f} values/s; "
+        f"collect / ingest = {report['values_stored'] / report['seconds'] / ing.values_per_s:.2f}"
+    )
+    print(
+        f"load average while measured: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} "
+        f"({os.cpu_count()} CPUs)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
