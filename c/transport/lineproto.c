@@ -165,6 +165,54 @@ static bool fast_decimal(const char *s, size_t len, double *value)
     return true;
 }
 
+/* The value of a simple field read in the pass that finds its end: a
+ * plain decimal (at most 15 significant digits, no exponent) or an `i`
+ * integer, ending at ',' or len. Gives exactly what parse_value gives for
+ * such text (Clinger's fast path, as fast_decimal; an integer below 2^53
+ * is exact); false for anything else (words, exponents, `u`, long
+ * mantissas, bad text), which goes the general way. */
+static bool fused_value(const char *s, size_t i, size_t len, double *value, size_t *end)
+{
+    bool neg = false;
+    if (i < len && (s[i] == '-' || s[i] == '+'))
+        neg = s[i++] == '-';
+    uint64_t mant = 0;
+    int sig = 0, frac = 0, digits = 0;
+    bool point = false;
+    for (; i < len; i++) {
+        unsigned d = (unsigned)(unsigned char)s[i] - '0';
+        if (d <= 9) {
+            digits++;
+            if (mant != 0 || d != 0) {
+                if (++sig > 15)
+                    return false;
+                mant = mant * 10 + d;
+            }
+            frac += point;
+        } else if (s[i] == '.' && !point) {
+            point = true;
+        } else {
+            break;
+        }
+    }
+    if (digits == 0)
+        return false;
+    if (i < len && s[i] != ',') {
+        if (s[i] != 'i' || point || (i + 1 < len && s[i + 1] != ','))
+            return false;
+        /* Python's float(int(text)): -0 is 0. */
+        *value = mant == 0 ? 0.0 : neg ? -(double)mant : (double)mant;
+        *end = i + 1;
+        return true;
+    }
+    if (frac > 22)
+        return false;
+    double v = (double)mant / pow10_exact[frac];
+    *value = neg ? -v : v;
+    *end = i;
+    return true;
+}
+
 /* A decimal float as Python's float() reads it (no underscores): digits
  * with an optional point and exponent, or nan/inf words (rejected later as
  * non-finite by the caller). */
@@ -298,6 +346,23 @@ static int parse_fields(const char *s, size_t len, hm_lp_line *out, char **scrat
         size_t end;
         const char *part = s + start, *eq = NULL;
         if (simple) {
+            /* Most fields: the name to its '=' (no escapes here), the
+             * number read on the way to the ','. */
+            size_t i = start;
+            while (i < len && s[i] != '=' && s[i] != ',')
+                i++;
+            double v;
+            if (i < len && s[i] == '=' && i > start && out->nfields < HM_LP_MAX_FIELDS &&
+                fused_value(s, i + 1, len, &v, &end)) {
+                uint32_t k = out->nfields++;
+                out->field_name[k] = (hm_lp_str){part, (uint32_t)(i - start)};
+                out->field_is_string[k] = false;
+                out->field_value[k] = v;
+                if (end >= len)
+                    return 0;
+                start = end + 1;
+                continue;
+            }
             /* One pass finds the '=' and the ',' (fields are short: a
              * loop beats two memchr calls). */
             end = start;

@@ -1,6 +1,7 @@
 /* The reducer's line protocol parser (c/transport/lineproto.c) accepts and
  * rejects lines as python/hushmon/store/lineproto.py does. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,6 +100,62 @@ static void check_bad(hm_test_counts *c)
     CHECK(c, parse("m v=1") == -1 && strstr(reason, "no timestamp") != NULL);
 }
 
+/* Numbers read in the same pass as the field split (simple lines) equal
+ * strtod's (floats) and the integer's double, bit for bit, also next to
+ * the texts that must go the general way (exponents, long mantissas, `u`,
+ * words) and in a line with escapes (the general path). */
+static void check_number_paths(hm_test_counts *c)
+{
+    static const char *const floats[] = {"0", "-0", "+0.0", "1.", ".5", "-.25", "007.50",
+                                         "123456789012345", "1234567890123456", "0.000000000000000000001",
+                                         "0.1234567890123456789012", "99.99e1", "-1E-3", "4503599627370497",
+                                         "3.141592653589793", "-17.625", "0.30000000000000004"};
+    char text[256];
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
+        double want = strtod(floats[i], NULL);
+        snprintf(text, sizeof text, "m a=%s,b=%s 1", floats[i], floats[i]);
+        bool ok = parse(text) == 0 && line.nfields == 2 && !line.field_is_string[0];
+        CHECK(c, ok && memcmp(&line.field_value[0], &want, sizeof want) == 0 &&
+                     memcmp(&line.field_value[1], &want, sizeof want) == 0);
+        snprintf(text, sizeof text, "m\\x a=%s 1", floats[i]); /* escapes: the general path */
+        CHECK(c, parse(text) == 0 && memcmp(&line.field_value[0], &want, sizeof want) == 0);
+    }
+    /* Random decimals: the fast path against strtod. */
+    srand(12345);
+    for (int n = 0; n < 20000; n++) {
+        int digits = 1 + rand() % 18, point = rand() % (digits + 1);
+        size_t k = 0;
+        if (rand() % 3 == 0)
+            text[k++] = '-';
+        char num[64];
+        size_t nk = 0;
+        for (int d = 0; d < digits; d++) {
+            if (d == point && rand() % 2)
+                num[nk++] = '.';
+            num[nk++] = (char)('0' + rand() % 10);
+        }
+        num[nk] = '\0';
+        char full[128];
+        snprintf(full, sizeof full, "%.*s%s", (int)k, "-", num);
+        double want = strtod(full, NULL);
+        snprintf(text, sizeof text, "m v=%s,w=12i 1", full);
+        CHECK(c, parse(text) == 0 && memcmp(&line.field_value[0], &want, sizeof want) == 0 &&
+                     line.field_value[1] == 12.0);
+    }
+    /* Integers: the double of the int64 (-0 is 0), `u` and words the general way. */
+    CHECK(c, parse("m a=-0i,b=-5i,c=9007199254740993i,d=+7i,e=3u,f=true,g=-4 1") == 0);
+    CHECK(c, line.nfields == 7 && line.field_value[0] == 0.0 && !signbit(line.field_value[0]));
+    CHECK(c, line.field_value[1] == -5.0 && line.field_value[2] == 9007199254740992.0);
+    CHECK(c, line.field_value[3] == 7.0 && line.field_value[4] == 3.0 && line.field_value[5] == 1.0);
+    CHECK(c, line.field_value[6] == -4.0);
+    CHECK(c, parse("m a=-0 1") == 0 && signbit(line.field_value[0]));
+    /* Bad texts the fast path must not take. */
+    static const char *const bad[] = {"m a=1.5i 1", "m a=1..5 1", "m a=12i5 1", "m a=- 1", "m a=. 1",
+                                      "m a=1,b= 1", "m a=1, 1", "m a=-3u 1", "m =1 1", "m a=1x 1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(c, parse(bad[i]) != 0);
+}
+
 static void check_skippable(hm_test_counts *c)
 {
     CHECK(c, hm_lp_skippable("", 0));
@@ -139,6 +196,7 @@ int main(void)
     check_escapes(&c);
     check_values(&c);
     check_bad(&c);
+    check_number_paths(&c);
     check_skippable(&c);
     check_fixture(&c);
     return hm_test_finish("test_lineproto", &c);
