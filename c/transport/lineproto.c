@@ -439,8 +439,17 @@ int hm_lp_parse_rest(const char *line, const hm_lp_cut *cut, hm_lp_line *out, ch
     bool fits = false;
     const char *ts = line + cut->fields_end + 1;
     size_t ts_len = cut->len - cut->fields_end - 1;
-    if (!parse_integer(ts, ts_len, &ignored, &out->time_ns, &fits) || !fits)
-        return fail(reason, reason_cap, "bad timestamp %.*s", (int)(ts_len > 40 ? 40 : ts_len), ts);
+    if (ts_len != 0 && ts_len == out->last_ts_len && memcmp(ts, out->last_ts, ts_len) == 0) {
+        out->time_ns = out->last_ts_ns;
+    } else {
+        if (!parse_integer(ts, ts_len, &ignored, &out->time_ns, &fits) || !fits)
+            return fail(reason, reason_cap, "bad timestamp %.*s", (int)(ts_len > 40 ? 40 : ts_len), ts);
+        if (ts_len <= sizeof out->last_ts) {
+            memcpy(out->last_ts, ts, ts_len);
+            out->last_ts_len = (uint32_t)ts_len;
+            out->last_ts_ns = out->time_ns;
+        }
+    }
     /* Past the key's share of the scratch: both may be in use at once. */
     char *scratch_at = scratch + cut->key_end;
     return parse_fields(line + cut->key_end + 1, cut->fields_end - cut->key_end - 1, out, &scratch_at,

@@ -38,6 +38,11 @@ typedef struct hm_lp_line {
     double field_value[HM_LP_MAX_FIELDS];   /* 0 for string fields */
     bool field_is_string[HM_LP_MAX_FIELDS];
     int64_t time_ns;
+    /* The last timestamp's text and value: a batch's lines share one, so
+     * the next line compares bytes instead of parsing (zero it first). */
+    char last_ts[24];
+    uint32_t last_ts_len;
+    int64_t last_ts_ns;
 } hm_lp_line;
 
 /* Parses line[0..len) (no newline; a trailing '\r' is dropped). Unescaped

@@ -28,11 +28,9 @@ void hm_partial_free(hm_partial *p)
             free(s);
         }
     }
-    for (size_t i = 0; i < p->sources.cap; i++) {
-        free(p->sources.slots[i].value);
-    }
     hm_strmap_free(&p->sensors);
     hm_strmap_free(&p->sources);
+    hm_arena_free(&p->arena);
     free(p->by_id);
     p->by_id = NULL;
     p->n_by_id = 0;
@@ -82,13 +80,13 @@ int hm_partial_add_source(hm_partial *p, const char *host, int64_t epoch, uint64
 {
     char key[512];
     size_t len = hm_source_key(key, sizeof key, host, epoch, seq);
-    hm_strmap_slot *slot = hm_strmap_upsert(&p->sources, key, len, added);
+    hm_strmap_slot *slot = hm_strmap_upsert_in(&p->sources, &p->arena, key, len, added);
     if (slot == NULL)
         return hm_error_set(err, "out of memory adding a source");
     if (!*added)
         return 0;
     size_t hl = strlen(host);
-    hm_source *src = malloc(sizeof *src + hl + 1);
+    hm_source *src = hm_arena_alloc(&p->arena, sizeof *src + hl + 1);
     if (src == NULL)
         return hm_error_set(err, "out of memory adding a source");
     src->epoch = epoch;

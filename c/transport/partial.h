@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arena.h"
 #include "hm_error.h"
 #include "strmap.h"
 #include "summary.h"
@@ -16,14 +17,15 @@
 typedef struct hm_source {
     int64_t epoch;
     uint64_t seq;
-    char host[]; /* one allocation per source */
+    char host[]; /* in the partial's arena */
 } hm_source;
 
 typedef struct hm_partial {
     char *job;
     int64_t time_ns;
     hm_strmap sensors;  /* "<measurement>[,tags] <field>" -> hm_summary* */
-    hm_strmap sources;  /* "host epoch seq" -> hm_source* */
+    hm_strmap sources;  /* "host epoch seq" -> hm_source*, keys and values in arena */
+    hm_arena arena;     /* freed with the partial */
     hm_summary **by_id; /* the same summaries by the caller's sensor id (rack level) */
     uint32_t n_by_id;
 } hm_partial;

@@ -70,7 +70,21 @@ static int grow(hm_strmap *m)
     return 0;
 }
 
+static hm_strmap_slot *upsert(hm_strmap *m, hm_arena *arena, const char *key, size_t len, int *added);
+
 hm_strmap_slot *hm_strmap_upsert(hm_strmap *m, const char *key, size_t len, int *added)
+{
+    return upsert(m, NULL, key, len, added);
+}
+
+hm_strmap_slot *hm_strmap_upsert_in(hm_strmap *m, hm_arena *arena, const char *key, size_t len,
+                                    int *added)
+{
+    m->keys_in_arena = true;
+    return upsert(m, arena, key, len, added);
+}
+
+static hm_strmap_slot *upsert(hm_strmap *m, hm_arena *arena, const char *key, size_t len, int *added)
 {
     *added = 0;
     if ((m->count + 1) * 4 > m->cap * 3 && grow(m) != 0)
@@ -79,7 +93,7 @@ hm_strmap_slot *hm_strmap_upsert(hm_strmap *m, const char *key, size_t len, int 
     hm_strmap_slot *s = probe(m->slots, m->cap, key, len, hash);
     if (s->key)
         return s;
-    char *copy = malloc(len + 1);
+    char *copy = arena ? hm_arena_alloc(arena, len + 1) : malloc(len + 1);
     if (copy == NULL)
         return NULL;
     memcpy(copy, key, len);
@@ -96,7 +110,8 @@ hm_strmap_slot *hm_strmap_upsert(hm_strmap *m, const char *key, size_t len, int 
 void hm_strmap_remove(hm_strmap *m, hm_strmap_slot *slot)
 {
     size_t mask = m->cap - 1, i = (size_t)(slot - m->slots);
-    free(slot->key);
+    if (!m->keys_in_arena)
+        free(slot->key);
     slot->key = NULL;
     m->count--;
     /* Backward shift: pull later members of the probe run into the hole
@@ -119,9 +134,10 @@ void hm_strmap_remove(hm_strmap *m, hm_strmap_slot *slot)
 
 void hm_strmap_free(hm_strmap *m)
 {
-    for (size_t i = 0; i < m->cap; i++)
+    for (size_t i = 0; m->keys_in_arena == false && i < m->cap; i++)
         free(m->slots[i].key);
     free(m->slots);
     m->slots = NULL;
     m->cap = m->count = 0;
+    m->keys_in_arena = false;
 }

@@ -4,8 +4,11 @@
 #ifndef HM_STRMAP_H
 #define HM_STRMAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "arena.h"
 
 typedef struct hm_strmap_slot {
     char *key;      /* NUL-terminated copy; NULL = empty slot */
@@ -18,6 +21,7 @@ typedef struct hm_strmap {
     hm_strmap_slot *slots;
     size_t cap;   /* power of two, or 0 */
     size_t count;
+    bool keys_in_arena; /* keys were copied into an arena (not freed here) */
 } hm_strmap;
 
 uint64_t hm_fnv1a(const void *data, size_t len, uint64_t seed);
@@ -28,6 +32,10 @@ hm_strmap_slot *hm_strmap_find(const hm_strmap *m, const char *key, size_t len);
 /* The slot of key, added (value NULL) if missing; NULL only when memory
  * runs out. *added says which. */
 hm_strmap_slot *hm_strmap_upsert(hm_strmap *m, const char *key, size_t len, int *added);
+/* The same, the key copied into arena, which must outlive the map; a map
+ * takes its keys from upsert or from upsert_in, never both. */
+hm_strmap_slot *hm_strmap_upsert_in(hm_strmap *m, hm_arena *arena, const char *key, size_t len,
+                                    int *added);
 /* Removes a slot found by find/upsert (its key freed, its value the
  * caller's); other slots may move, so do not iterate while removing. */
 void hm_strmap_remove(hm_strmap *m, hm_strmap_slot *slot);

@@ -156,6 +156,18 @@ static void check_number_paths(hm_test_counts *c)
         CHECK(c, parse(bad[i]) != 0);
 }
 
+/* Timestamps repeat from line to line (remembered by their text): each
+ * line still gets its own, and a bad one is refused after a good one. */
+static void check_timestamps(hm_test_counts *c)
+{
+    CHECK(c, parse("m a=1 1732270000000000000") == 0 && line.time_ns == 1732270000000000000LL);
+    CHECK(c, parse("m a=1 1732270000000000000") == 0 && line.time_ns == 1732270000000000000LL);
+    CHECK(c, parse("m a=1 1732270001000000000") == 0 && line.time_ns == 1732270001000000000LL);
+    CHECK(c, parse("m a=1 17322700010000000001") != 0);
+    CHECK(c, parse("m a=1 -5") == 0 && line.time_ns == -5);
+    CHECK(c, parse("m a=1 1732270001000000000") == 0 && line.time_ns == 1732270001000000000LL);
+}
+
 static void check_skippable(hm_test_counts *c)
 {
     CHECK(c, hm_lp_skippable("", 0));
@@ -197,6 +209,7 @@ int main(void)
     check_values(&c);
     check_bad(&c);
     check_number_paths(&c);
+    check_timestamps(&c);
     check_skippable(&c);
     check_fixture(&c);
     return hm_test_finish("test_lineproto", &c);
