@@ -261,6 +261,57 @@ def test_spool_bound_while_disconnected_counts_drops_and_shows_the_gap(
         server.stop()
 
 
+def set_raw_subjects(url: str, subjects: str) -> None:
+    """Changes which subjects HM_RAW takes (the rest are dropped unheard)."""
+
+    async def update() -> None:
+        from nats.js.api import StorageType, StreamConfig
+
+        nc = await nats.connect(url)
+        try:
+            js = nc.jetstream()
+            cfg = (await js.stream_info(RAW_STREAM)).config
+            await js.update_stream(
+                StreamConfig(
+                    name=RAW_STREAM,
+                    subjects=[subjects],
+                    storage=StorageType.FILE,
+                    duplicate_window=cfg.duplicate_window,
+                    max_msg_size=cfg.max_msg_size,
+                )
+            )
+        finally:
+            await nc.close()
+
+    asyncio.run(update())
+
+
+def test_batches_the_server_drops_while_connected_are_sent_again(
+    nats_server: LocalNatsServer, agents: Callable[..., NatsAgent], tmp_path: Path
+) -> None:
+    """While HM_RAW stops taking the agent's subject the server drops its
+    batches (the connection stays up, nothing is stored): only the
+    per-batch acks can tell, and the batches must be sent again."""
+    agent = agents(tmp_path, nats_server.url).start()
+    wait_until(lambda: int(agent.status()["acked_seq"]) >= 3, what="first batches acked")
+    lost_from = int(agent.status()["next_seq"])
+    set_raw_subjects(nats_server.url, "hm.raw.nobody.>")
+    time.sleep(0.5)
+    set_raw_subjects(nats_server.url, "hm.raw.>")
+    lost_to = int(agent.status()["next_seq"])
+    assert lost_to - lost_from >= 3
+    wait_until(
+        lambda: int(agent.status()["acked_seq"]) >= lost_to + 2, what="lost batches sent again"
+    )
+    status = agent.status()
+    agent.stop()
+    assert int(status["replayed"]) >= 3
+    msgs = stream_messages(nats_server.url)
+    check_complete(msgs, agent_last_seq(agent))  # none lost, none twice
+    replayed = {m.seq for m in msgs if m.headers.get("Hm-Replay") == "1"}
+    assert len(replayed & set(range(lost_from, lost_to))) >= 2
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -15,12 +15,26 @@
  * delivery thread (one thread wake-up and a lock less per batch), names
  * the batch in the ack's subject, and leaves the flow control to the
  * outbox, which can always fall back to the spool instead of stalling
- * (js_PublishMsgAsync blocks when its own pending limit is reached). */
+ * (js_PublishMsgAsync blocks when its own pending limit is reached).
+ *
+ * The connection is driven by the agent's thread too, through libnats'
+ * external event loop interface: libnats starts no reader thread and
+ * writes nothing itself. Once per period the sink reads what came (one
+ * recv(2), EAGAIN when nothing did: the acks of the last period), then
+ * publishes, then writes libnats' buffer (one write(2) for all of this
+ * period's messages). Measured (docs/transport.md "Agent sink cost"): a
+ * wake-up of libnats' reader thread per ack cost about as much as the
+ * publish itself on this VM. Reconnection still runs in libnats' own
+ * thread, which attaches the new socket. A period longer than
+ * EVLOOP_PERIOD_MAX_MS would leave the server's PINGs unanswered too long
+ * (it closes a client that misses two, 2 min apart): such an agent keeps
+ * libnats' reader thread, whose cost per sample no longer matters. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <nats/nats.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -37,6 +51,11 @@
 
 /* A batch whose ack has not come back after this is sent again. */
 #define ACK_TIMEOUT_NS (INT64_C(5) * 1000000000)
+/* Longest period driven by the agent's thread (see the top comment). */
+#define EVLOOP_PERIOD_MAX_MS 30000
+/* Published messages and acks are destroyed this many at a time: each
+ * natsMsg_Destroy wakes libnats' garbage collector thread when it sleeps. */
+#define TRASH_MSGS 16
 /* Batches in flight at most; more wait in the spool. */
 #define WINDOW_BATCHES 64
 /* Replay read from the spool per period at most. */
@@ -74,6 +93,12 @@ typedef struct nats_state {
     int64_t cursor_written_ns;
     char *rbuf;
     size_t rbuf_cap;
+    /* the event loop (see the top comment): written by libnats' threads */
+    atomic_int sock;        /* -1 when detached */
+    atomic_bool want_write; /* libnats has buffered bytes to write */
+    bool evloop;            /* else libnats' reader thread reads */
+    natsMsg *trash[TRASH_MSGS];
+    size_t ntrash;
     bool said_no_stream, said_nack, said_read;
 } nats_state;
 
@@ -131,6 +156,55 @@ static void on_spool_removed(void *arg, int64_t start_ns, uint64_t file_seq, uin
             forget_file(s, i);
             break;
         }
+}
+
+/* The event loop callbacks: libnats calls them from the thread that
+ * connects (ours at open, its reconnect thread later). */
+static natsStatus ev_attach(void **user, void *loop, natsConnection *nc, natsSock sock)
+{
+    (void)nc;
+    nats_state *s = loop;
+    atomic_store(&s->sock, (int)sock);
+    *user = s;
+    return NATS_OK;
+}
+
+static natsStatus ev_read(void *user, bool add)
+{
+    (void)user;
+    (void)add; /* read every period anyway */
+    return NATS_OK;
+}
+
+static natsStatus ev_write(void *user, bool add)
+{
+    atomic_store(&((nats_state *)user)->want_write, add);
+    return NATS_OK;
+}
+
+static natsStatus ev_detach(void *user)
+{
+    atomic_store(&((nats_state *)user)->sock, -1);
+    return NATS_OK;
+}
+
+/* Writes what libnats buffered (one write(2); the rest, if the socket
+ * is full, at the next period). */
+static void drive_write(nats_state *s)
+{
+    if (atomic_load(&s->want_write) && atomic_load(&s->sock) >= 0)
+        natsConnection_ProcessWriteEvent(s->nc);
+}
+
+/* natsMsg_Destroy later, several at once (see TRASH_MSGS). */
+static void trash_msg(nats_state *s, natsMsg *m)
+{
+    if (s->ntrash == TRASH_MSGS) {
+        for (size_t i = 0; i < s->ntrash; i++)
+            natsMsg_Destroy(s->trash[i]);
+        s->ntrash = 0;
+    }
+    s->trash[s->ntrash++] = m;
 }
 
 static void on_reconnected(natsConnection *nc, void *closure)
@@ -232,7 +306,8 @@ static natsStatus publish(nats_state *s, uint64_t seq, const char *data, size_t 
         st = natsMsgHeader_Set(m, "Hm-Replay", "1");
     if (st == NATS_OK)
         st = natsConnection_PublishMsg(s->nc, m);
-    natsMsg_Destroy(m);
+    if (m != NULL)
+        trash_msg(s, m);
     return st;
 }
 
@@ -249,7 +324,8 @@ static void handle_ack(nats_state *s, natsMsg *m)
     hm_outbox_entry *e = hm_outbox_find(&s->ob, seq);
     if (data != NULL && memmem(data, len, "\"stream\"", 8) != NULL &&
         memmem(data, len, "\"error\"", 7) == NULL) {
-        if (memmem(data, len, "\"duplicate\":true", 16) != NULL)
+        /* the server writes "duplicate": true (with a space), only when true */
+        if (memmem(data, len, "\"duplicate\"", 11) != NULL)
             s->duplicates++;
         hm_outbox_ack(&s->ob, seq);
         return;
@@ -265,10 +341,17 @@ static void handle_ack(nats_state *s, natsMsg *m)
         hm_outbox_unsend(&s->ob, e);
 }
 
-/* Acks that came back, reconnections, lost acks: no waiting. */
-static void service(nats_state *s, int64_t now_mono)
+/* Takes the acks libnats has read; how many. */
+static int take_acks(nats_state *s)
 {
+    int taken = 0;
     for (;;) {
+        /* NextMsg(0) on an empty queue costs a futex(2) (a timed wait
+         * that has already expired): look first. */
+        int pending_msgs = 0, pending_bytes = 0;
+        if (natsSubscription_GetPending(s->acks, &pending_msgs, &pending_bytes) != NATS_OK ||
+            pending_msgs == 0)
+            break;
         natsMsg *m = NULL;
         natsStatus st = natsSubscription_NextMsg(&m, s->acks, 0);
         if (st == NATS_NO_RESPONDERS) {
@@ -285,8 +368,23 @@ static void service(nats_state *s, int64_t now_mono)
         if (st != NATS_OK)
             break; /* NATS_TIMEOUT: none left */
         handle_ack(s, m);
-        natsMsg_Destroy(m);
+        trash_msg(s, m);
+        taken++;
     }
+    return taken;
+}
+
+/* Reads what came (acks, the server's PINGs), reconnections, lost acks:
+ * no waiting. */
+static void service(nats_state *s, int64_t now_mono)
+{
+    drive_write(s); /* what the reconnect or ping timer threads buffered */
+    /* One recv(2) of up to libnats' 32 KiB buffer a period (~400 acks;
+     * at most 64 batches are in flight): what is left waits a period. */
+    if (atomic_load(&s->sock) >= 0)
+        natsConnection_ProcessReadEvent(s->nc);
+    take_acks(s);
+    drive_write(s); /* PONGs */
     uint64_t reconnects = atomic_load(&s->reconnects);
     bool connected = natsConnection_Status(s->nc) == NATS_CONN_STATUS_CONNECTED;
     if (reconnects != s->reconnects_seen) {
@@ -355,6 +453,14 @@ static void pump(nats_state *s, int64_t now_mono, uint64_t live_seq, const char 
         hm_outbox_mark_sent(&s->ob, e, now_mono);
         s->published++;
     }
+}
+
+/* pump, then one write of all it published. */
+static void pump_and_write(nats_state *s, int64_t now_mono, uint64_t live_seq, const char *live,
+                           size_t live_len, uint64_t live_lines)
+{
+    pump(s, now_mono, live_seq, live, live_len, live_lines);
+    drive_write(s);
 }
 
 /* Persists the cursor now and then, and removes closed spool files whose
@@ -449,6 +555,10 @@ static int connect_servers(nats_state *s, const hm_agent_config *cfg, hm_error *
         st = natsOptions_SetSendAsap(s->opts, true);
     if (st == NATS_OK)
         st = natsOptions_SetRetryOnFailedConnect(s->opts, true, on_reconnected, s);
+    /* Read and written by the agent's thread (see the top comment). */
+    s->evloop = cfg->period_ms <= EVLOOP_PERIOD_MAX_MS;
+    if (st == NATS_OK && s->evloop)
+        st = natsOptions_SetEventLoop(s->opts, s, ev_attach, ev_read, ev_write, ev_detach);
     if (st == NATS_OK)
         st = natsOptions_SetReconnectedCB(s->opts, on_reconnected, s);
     if (st != NATS_OK)
@@ -467,11 +577,15 @@ static int connect_servers(nats_state *s, const hm_agent_config *cfg, hm_error *
     st = natsConnection_SubscribeSync(&s->acks, s->nc, acks);
     if (st != NATS_OK)
         return hm_error_set(err, "subscribing to %s: %s", acks, nats_err(st));
+    drive_write(s); /* the SUB */
     return 0;
 }
 
 static void release(nats_state *s)
 {
+    for (size_t i = 0; i < s->ntrash; i++)
+        natsMsg_Destroy(s->trash[i]);
+    s->ntrash = 0;
     if (s->acks != NULL)
         natsSubscription_Destroy(s->acks);
     if (s->nc != NULL) {
@@ -499,6 +613,8 @@ static int nats_open(void **state, const hm_agent_config *cfg, int64_t start_ns,
         return hm_error_set(err, "out of memory");
     nats_sinks_open++;
     atomic_init(&s->reconnects, 0);
+    atomic_init(&s->sock, -1);
+    atomic_init(&s->want_write, false);
     snprintf(s->host, sizeof s->host, "%s", cfg->host);
     snprintf(s->subject, sizeof s->subject, "hm.raw.%s.%s", cfg->nats_rack, cfg->host);
     int rc = hm_spool_mkdir(cfg->spool_dir, err);
@@ -571,7 +687,7 @@ static int nats_write(void *state, const char *buf, size_t len, uint64_t lines, 
             hm_log_warn("nats: %s", e.msg);
         return -1;
     }
-    pump(s, now, seq, buf, len, lines);
+    pump_and_write(s, now, seq, buf, len, lines);
     tidy(s, now, false);
     return 0;
 }
@@ -583,7 +699,7 @@ static int nats_flush(void *state, hm_error *err)
         return -1;
     int64_t now = hm_monotonic_ns();
     service(s, now);
-    pump(s, now, 0, NULL, 0, 0);
+    pump_and_write(s, now, 0, NULL, 0, 0);
     tidy(s, now, true);
     return 0;
 }
@@ -614,17 +730,27 @@ static int nats_close(void *state, hm_error *err)
     /* Give the acks of what is in flight a moment (never more than 1 s):
      * what is not acked by then is sent again at the next start. */
     int64_t deadline = hm_monotonic_ns() + 1000000000;
-    if (natsConnection_Status(s->nc) == NATS_CONN_STATUS_CONNECTED)
-        (void)natsConnection_FlushTimeout(s->nc, 500);
-    while (s->ob.inflight > 0 && hm_monotonic_ns() < deadline) {
+    drive_write(s);
+    while (!s->evloop && s->ob.inflight > 0 && hm_monotonic_ns() < deadline) {
         natsMsg *m = NULL;
         natsStatus st = natsSubscription_NextMsg(&m, s->acks, 50);
         if (st == NATS_OK) {
             handle_ack(s, m);
-            natsMsg_Destroy(m);
+            trash_msg(s, m);
         } else if (st != NATS_TIMEOUT && st != NATS_NO_RESPONDERS) {
             break;
         }
+    }
+    while (s->evloop && s->ob.inflight > 0 && hm_monotonic_ns() < deadline &&
+           natsConnection_Status(s->nc) == NATS_CONN_STATUS_CONNECTED) {
+        int fd = atomic_load(&s->sock);
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (fd < 0 || poll(&p, 1, 50) < 0)
+            break;
+        if (p.revents != 0)
+            natsConnection_ProcessReadEvent(s->nc);
+        take_acks(s);
+        drive_write(s);
     }
     /* The open file is closed first, so a file whose batches are all
      * acked is removed now rather than at the next start. */
