@@ -137,16 +137,30 @@ void hm_json_double(hm_json *j, double v)
         fputs("null", j->out);
 }
 
+/* Decimal digits without printf (summaries write thousands of numbers). */
+static void write_u64(FILE *out, uint64_t v, bool minus)
+{
+    char buf[24];
+    size_t i = sizeof buf;
+    do {
+        buf[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (minus)
+        buf[--i] = '-';
+    fwrite(buf + i, 1, sizeof buf - i, out);
+}
+
 void hm_json_int(hm_json *j, int64_t v)
 {
     before_item(j);
-    fprintf(j->out, "%" PRId64, v);
+    write_u64(j->out, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0);
 }
 
 void hm_json_uint(hm_json *j, uint64_t v)
 {
     before_item(j);
-    fprintf(j->out, "%" PRIu64, v);
+    write_u64(j->out, v, false);
 }
 
 void hm_json_bool(hm_json *j, bool v)

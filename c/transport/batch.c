@@ -181,7 +181,7 @@ oom:
  * to b->tmpkey when a lookup was needed. */
 static uint32_t field_sensor(hm_batch_reader *b, key_info *k, uint32_t f, hm_lp_str name, int *oom)
 {
-    if (f < k->nfields && k->field_len[f] == name.len && memcmp(k->field[f], name.s, name.len) == 0)
+    if (f < k->nfields && k->field_len[f] == name.len && hm_same_bytes(k->field[f], name.s, name.len))
         return k->field_id[f];
     b->tmpkey.len = 0;
     if (buf_add(&b->tmpkey, k->prefix, k->prefix_len) || buf_add(&b->tmpkey, " ", 1) ||

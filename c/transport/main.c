@@ -35,7 +35,7 @@ static const char usage[] =
     "  --stats-every-s N       print counters to stderr every N s (default 0: at exit only)\n"
     "  --max-batch-bytes N     larger batches are refused as oversized (default 1M)\n"
     "  --max-ack-pending N     MaxAckPending of a consumer this creates (default 20000)\n"
-    "  --fetch-batch N         messages per pull request (default 256)\n"
+    "  --fetch-batch N         messages per pull request (default 512)\n"
     "  --keep-s N              how long a published (job, period) is remembered to count\n"
     "                          late batches and drop duplicate partials (default 300)\n"
     "  --ack-wait-ms MS        AckWait of a consumer this creates: how soon the messages of\n"
@@ -74,7 +74,7 @@ int main(int argc, char **argv)
         .stats_every_s = 0,
         .max_batch_bytes = 1 << 20,
         .max_ack_pending = 20000,
-        .fetch_batch = 256,
+        .fetch_batch = 512,
         .keep_s = 300,
         .ack_wait_ms = -1,
     };

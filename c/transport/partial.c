@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -245,6 +246,8 @@ int hm_partial_to_json(const hm_partial *p, const char *level, const char *rack,
         free(sources);
         return hm_error_set(err, "out of memory writing a summary");
     }
+    /* Only this thread writes f: no lock per character. */
+    __fsetlocking(f, FSETLOCKING_BYCALLER);
     hm_json j;
     hm_json_init(&j, f, false);
     hm_json_object_begin(&j);

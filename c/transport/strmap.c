@@ -39,7 +39,7 @@ static hm_strmap_slot *probe(hm_strmap_slot *slots, size_t cap, const char *key,
     size_t i = (size_t)hash & (cap - 1);
     for (;;) {
         hm_strmap_slot *s = &slots[i];
-        if (s->key == NULL || (s->hash == hash && s->len == len && memcmp(s->key, key, len) == 0))
+        if (s->key == NULL || (s->hash == hash && s->len == len && hm_same_bytes(s->key, key, len)))
             return s;
         i = (i + 1) & (cap - 1);
     }

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "arena.h"
 
@@ -23,6 +24,24 @@ typedef struct hm_strmap {
     size_t count;
     bool keys_in_arena; /* keys were copied into an arena (not freed here) */
 } hm_strmap;
+
+/* a[0..n) == b[0..n), inline: the names and keys compared per value are
+ * short, and a call to memcmp per field costs more than the compare. */
+static inline int hm_same_bytes(const char *a, const char *b, size_t n)
+{
+    while (n >= 8) {
+        uint64_t x, y;
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        if (x != y)
+            return 0;
+        a += 8, b += 8, n -= 8;
+    }
+    while (n--)
+        if (*a++ != *b++)
+            return 0;
+    return 1;
+}
 
 uint64_t hm_fnv1a(const void *data, size_t len, uint64_t seed);
 #define HM_FNV_SEED 0xcbf29ce484222325ull

@@ -1,5 +1,6 @@
 #include "summary.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,10 @@ static int store_reserve(hm_sketch_store *st, int32_t key, hm_error *err)
         lo = key - (st->len ? (int64_t)st->len / 2 + 4 : 0);
     if (key >= hi)
         hi = key + 1 + (st->len ? (int64_t)st->len / 2 + 4 : 0);
+    /* Keys are within +-40,000 for finite doubles: a larger span is a bug
+     * (and this bound lets the compiler see the size is sane). */
+    if (hi - lo <= 0 || hi - lo > (int64_t)1 << 20)
+        return hm_error_set(err, "sketch span %" PRId64 " buckets out of range", hi - lo);
     size_t new_len = (size_t)(hi - lo);
     uint64_t *counts = calloc(new_len, sizeof *counts);
     if (counts == NULL)

@@ -1,5 +1,6 @@
 #include <math.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "hm_array.h"
@@ -30,6 +31,9 @@ static void build_nested(hm_json *j)
     hm_json_array_begin(j);
     hm_json_int(j, 1);
     hm_json_int(j, -2);
+    hm_json_int(j, INT64_MIN);
+    hm_json_int(j, 0);
+    hm_json_uint(j, UINT64_MAX);
     hm_json_array_end(j);
     hm_json_key(j, "empty");
     hm_json_object_begin(j);
@@ -49,7 +53,7 @@ static void test_json(hm_test_counts *c)
     char *s = render(build_nested, &rc);
     CHECK(c, rc == 0);
     CHECK(c, strcmp(s, "{\"op\":\"bcast \\\"x\\\"\\n\",\"mean\":1.5e-06,\"nan\":null,"
-                       "\"sizes\":[1,-2],\"empty\":{},\"ok\":true}\n") == 0);
+                       "\"sizes\":[1,-2,-9223372036854775808,0,18446744073709551615],\"empty\":{},\"ok\":true}\n") == 0);
     free(s);
     s = render(build_unbalanced, &rc);
     CHECK(c, rc == -1);
