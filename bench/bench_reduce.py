@@ -16,6 +16,10 @@ of docs/transport.md):
    in the stream): node-batches per CPU second of the reducer process
    (its utime + stime: the goal is >= 50,000 per core) and per wall
    second, with the ratios to (2).
+3b. The top reducer: P rack partials (R racks of H/R hosts each, per
+   period; the sensors of a real partial from (3), sources varied) published
+   to hm.sum.rack.<rack>, then drained by `hushmon-reduce --top`: rack
+   partials merged per top-reducer CPU second.
 4. End-to-end latency: H hosts publishing one batch per period each at the
    period's end on the real-time clock (loadgen --live), the reducer
    running; p50/p99 of (partial seen on hm.sum.rack.> - end of its period),
@@ -26,7 +30,7 @@ Not a test: nothing is asserted. Figures go to docs/transport.md
 ("Reducer throughput") with the command and the machine's load.
 
     .venv/bin/python bench/bench_reduce.py [--quick] [--batches N] [--hosts H]
-        [--live-periods P] [--grace-ms G]
+        [--live-periods P] [--grace-ms G] [--top-partials P] [--racks R]
 """
 
 from __future__ import annotations
@@ -75,13 +79,14 @@ def kv(text: str) -> dict[str, float]:
 class Reducer:
     """hushmon-reduce --rack r1 with its RSS sampled every 0.5 s."""
 
-    def __init__(self, url: str, log: Path, *args: str) -> None:
+    def __init__(
+        self, url: str, log: Path, *args: str, level: tuple[str, ...] = ("--rack", "r1")
+    ) -> None:
         self.log = log
         self.proc = subprocess.Popen(
             [
                 str(build_bin_dir() / "hushmon-reduce"),
-                "--rack",
-                "r1",
+                *level,
                 "--url",
                 url,
                 "--stats-every-s",
@@ -117,9 +122,11 @@ class Reducer:
         return kv(final[-1]) if final else {}
 
 
-async def drained(url: str, n: int, t0: float) -> float:
-    """Seconds from t0 until reduce-r1 has delivered n messages and has none
-    unacked (its last partials published), polled every 50 ms."""
+async def drained(
+    url: str, n: int, t0: float, stream: str = "HM_RAW", consumer: str = "reduce-r1"
+) -> float:
+    """Seconds from t0 until the consumer has delivered n messages and has
+    none unacked (its last summaries published), polled every 50 ms."""
     import nats
 
     nc = await nats.connect(url)
@@ -127,7 +134,7 @@ async def drained(url: str, n: int, t0: float) -> float:
     try:
         while time.monotonic() - t0 < 600:
             try:
-                info = await js.consumer_info("HM_RAW", "reduce-r1")
+                info = await js.consumer_info(stream, consumer)
             except Exception:  # noqa: BLE001 - not created yet
                 info = None
             if (
@@ -170,6 +177,101 @@ async def watch_partials(url: str, seconds: float, out: list[tuple[float, int, i
     await nc.close()
 
 
+async def publish_rack_partials(
+    url: str, racks: int, hosts_per_rack: int, periods: int
+) -> tuple[int, int, int]:
+    """racks x periods rack partials for job "bench-top", the sensors of the
+    first partial the rack reducer published in (3), hosts t<rack>-<i>.
+    Returns (partials, sensors per partial, bytes per partial)."""
+    import nats
+
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    sub = await js.subscribe("hm.sum.rack.>", ordered_consumer=True)
+    model = json.loads((await sub.next_msg(timeout=10)).data)
+    await sub.unsubscribe()
+    sensors = json.dumps(model["sensors"], separators=(",", ":"))
+    t0 = 1_800_000_000_000_000_000
+    size = 0
+    for period in range(periods):
+        t = t0 + period * 1_000_000_000
+        pending = []
+        for r in range(racks):
+            hosts = [[f"t{r}-{i}", 1, period + 1] for i in range(hosts_per_rack)]
+            head = json.dumps(
+                {
+                    "v": 1,
+                    "level": "rack",
+                    "rack": f"t{r}",
+                    "job": "bench-top",
+                    "time_ns": t,
+                    "sources": hosts,
+                },
+                separators=(",", ":"),
+            )
+            payload = (head[:-1] + ',"sensors":' + sensors + "}").encode()
+            size = len(payload)
+            ack = await js.publish_async(
+                f"hm.sum.rack.t{r}", payload, headers={"Nats-Msg-Id": f"bench-top:{r}:{t}"}
+            )
+            pending.append(ack)
+        await asyncio.gather(*pending)
+    await nc.close()
+    return racks * periods, len(model["sensors"]), size
+
+
+def top_phase(url: str, tmp: Path, a: argparse.Namespace) -> None:
+    periods = max(1, a.top_partials // a.racks)
+    n, nsensors, size = asyncio.run(
+        publish_rack_partials(url, a.racks, max(1, a.hosts // a.racks), periods)
+    )
+    before = sum_rack_messages(url)
+    top = Reducer(
+        url,
+        tmp / "reduce-top.log",
+        "--max-ack-pending",
+        "200000",
+        "--fetch-batch",
+        "512",
+        "--period-grace-ms",
+        "200",
+        "--keep-s",
+        "60",
+        level=("--top",),
+    )
+    t0 = time.monotonic()
+    wall = asyncio.run(drained(url, before, t0, "HM_SUM", "reduce-top"))
+    busy_cpu = cpu_s(top.proc.pid)
+    time.sleep(1.0)
+    final = top.stop()
+    merged = final.get("partials_in", 0.0)
+    print(
+        f"3b. top reducer: {int(merged)} rack partials in ({n} of {nsensors} sensors, "
+        f"{max(1, a.hosts // a.racks)} sources, {size:,} B each; {a.racks} racks x {periods} "
+        f"periods), {int(final.get('summaries', 0))} job summaries, CPU {busy_cpu:.2f} s, "
+        f"wall {wall:.2f} s"
+    )
+    print(
+        f"   {merged / busy_cpu:,.0f} rack partials per top-reducer CPU-s, "
+        f"{merged * max(1, a.hosts // a.racks) / busy_cpu:,.0f} node-batches per CPU-s merged"
+    )
+
+
+def sum_rack_messages(url: str) -> int:
+    """Messages on hm.sum.rack.> in HM_SUM (what reduce-top will deliver)."""
+
+    async def count() -> int:
+        import nats
+
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        info = await js.stream_info("HM_SUM", subjects_filter="hm.sum.rack.>")
+        await nc.close()
+        return sum((info.state.subjects or {}).values())
+
+    return asyncio.run(count())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="CI size: 20,000 batches, 5 live periods")
@@ -177,9 +279,11 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=1000)
     ap.add_argument("--live-periods", type=int, default=20)
     ap.add_argument("--grace-ms", type=int, default=500, help="reducer grace in the live phase")
+    ap.add_argument("--top-partials", type=int, default=5000, help="rack partials for the top")
+    ap.add_argument("--racks", type=int, default=25, help="racks the top reducer merges")
     a = ap.parse_args()
     if a.quick:
-        a.batches, a.live_periods, a.hosts = 20_000, 5, 200
+        a.batches, a.live_periods, a.hosts, a.top_partials = 20_000, 5, 200, 1000
     a.batches -= a.batches % a.hosts
     print(f"# bench_reduce: {' '.join(sys.argv[1:]) or '(defaults)'}")
     print(f"# machine: {os.cpu_count()} CPUs, load average {os.getloadavg()}")
@@ -266,6 +370,8 @@ def run(url: str, tmp: Path, a: argparse.Namespace) -> None:
         f"wall {per_wall / raw['msgs_per_s']:.2f}; to raw publish (wall) "
         f"{per_wall / pub['msgs_per_s']:.2f}"
     )
+
+    top_phase(url, tmp, a)
 
     # 4. live: hosts publish at each period's end; latency from then to the partial.
     red = Reducer(
