@@ -228,7 +228,7 @@ def run_restart(args: argparse.Namespace) -> int:
         node = name.partition("@")[2]
         bed.node(node)
         pid = bed.daemons.get(name)
-        if pid and system.pid_alive(pid):
+        if pid and system.running(pid):
             raise HushmonError(f"{name} is running (pid {pid}): stop it first")
         agents.start(bed, [node])
         bed.save()

@@ -81,6 +81,18 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def running(pid: int) -> bool:
+    """Alive and not a zombie; a zombie child of ours (a daemon this process
+    started, killed by a fault test) is reaped."""
+    if not pid_alive(pid):
+        return False
+    if not _zombie(pid):
+        return True
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+    return False
+
+
 def mem_available_bytes() -> int:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():

@@ -255,7 +255,7 @@ def restart(bed: Bed, name: str) -> int:
     if name not in table:
         raise HushmonError(f"no transport daemon '{name}' (daemons: {', '.join(sorted(table))})")
     old = bed.daemons.get(name)
-    if old and system.pid_alive(old):
+    if old and system.running(old):
         raise HushmonError(f"{name} is running (pid {old}): stop it first")
     proc = spawn(bed, table[name])
     bed.save()
@@ -273,7 +273,7 @@ def stop(bed: Bed, name: str) -> None:
     """Stops a daemon cleanly (SIGTERM: the collector commits the group in
     hand, a reducer publishes what is open and acks)."""
     pid = bed.daemons.get(name)
-    if pid and system.pid_alive(pid):
+    if pid and system.running(pid):
         left = system.stop_processes([pid], grace_s=15.0)
         if left:
             raise HushmonError(f"{name} (pid {pid}) did not stop")
@@ -346,14 +346,14 @@ def wait_collected(bed: Bed, timeout_s: float = DELIVERY_TIMEOUT_S) -> list[str]
         return left
     stream_target = 0
     while True:
-        if not stream_target:
-            left = _agents_behind(bed, targets)
+        left = [] if stream_target else _agents_behind(bed, targets)
         if not left:
             try:
                 last, floor = asyncio.run(_raw_positions())
             except Exception as exc:  # noqa: BLE001 - nats-py raises many kinds
                 left = [f"the hub does not answer ({type(exc).__name__}: {exc})"]
             else:
+                # Fixed once the agents' batches are all in the stream.
                 stream_target = stream_target or last
                 if floor >= stream_target:
                     return []

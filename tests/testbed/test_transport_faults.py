@@ -1,0 +1,184 @@
+"""The NATS transport on a live bed (2 nodes in 2 racks, ``--transport nats``,
+no Slurm), shortened fault by fault; the full versions (a 60 s uplink cut,
+4 nodes) run from bench/bench_transport_faults.py.
+
+Real parts throughout: the agents' nats sink (c/agent/sinks/nats.c), the
+rack and top reducers (hushmon-reduce), the collector (hushmon collect),
+nats-server hub (3, JetStream R3) and leaves. After each fault every batch
+the agents numbered is in the store exactly once (lost = 0, duplicated =
+0; hushmon.testbed.faults says how it is counted) and the tree repaired
+itself: agents connected to their leaf, reducers caught up, with no
+operator step (the faults' own restarts are the fault: a killed process
+started again, as systemd would)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from bedlib import DATA_PARENT, bed_unavailable, hushmon
+
+from hushmon.testbed import faults, network, transport
+from hushmon.testbed.spec import HUB_NETNS, leaf_netns
+from hushmon.testbed.state import STATE_DIR, Bed, load
+
+pytestmark = [pytest.mark.testbed, pytest.mark.slow]
+
+
+def _unavailable() -> str | None:
+    reason = bed_unavailable()
+    if reason:
+        return reason
+    if shutil.which("nats-server") is None:
+        return "nats-server is not installed (scripts/install-deps.sh)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def nats_bed() -> Iterator[Bed]:
+    reason = _unavailable()
+    if reason:
+        pytest.skip(reason)
+    data = DATA_PARENT / f"hushmon-test-bed-{uuid.uuid4().hex[:8]}"
+    up = hushmon(
+        "testbed",
+        "up",
+        "--nodes",
+        "2",
+        "--racks",
+        "2",
+        "--no-slurm",
+        "--transport",
+        "nats",
+        "--data-dir",
+        str(data),
+        "--json",
+        "-",
+    )
+    if up.returncode != 0:
+        hushmon("testbed", "down")
+        pytest.fail(f"testbed up --transport nats failed: {up.stderr.strip()}")
+    info = json.loads(up.stdout)
+    assert info["transport"]["store"] == str(data / "hushmon.duckdb")
+    bed = load()
+    assert bed is not None
+    try:
+        yield bed
+    finally:
+        hushmon("testbed", "down")
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def _exactly_once(bed: Bed, fault: str) -> None:
+    check = faults.check_exactly_once(bed, fault, timeout_s=90)
+    detail = "; ".join(check.details())
+    assert not check.not_collected, detail
+    assert check.lost == 0 and check.duplicated == 0, detail
+    assert check.batches > 0 and check.values > 0
+    repaired = faults.tree_repaired(bed)
+    assert not repaired, repaired
+
+
+def test_the_tree_is_up_and_data_flows(nats_bed: Bed) -> None:
+    st = hushmon("testbed", "status", "--json", "-")
+    assert st.returncode == 0, st.stderr
+    daemons = json.loads(st.stdout)["daemons"]
+    want = set(transport.daemons(nats_bed)) | {"agent@n1", "agent@n2"}
+    assert want <= {k for k, alive in daemons.items() if alive}
+    # Each rack's leaf is on the rack's switch: the node reaches it inside the rack.
+    route = subprocess.run(
+        [str(nats_bed.node_exec()), "n1", "ip", "route", "get", "10.77.1.250"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "dev eth0" in route.stdout
+    _exactly_once(nats_bed, "no fault")
+
+
+def test_kill_a_rack_reducer(nats_bed: Bed) -> None:
+    faults.kill_rack_reducer(nats_bed, 1)
+    faults.time.sleep(3)
+    _exactly_once(nats_bed, "reducer kill -9")
+    faults.restart_reducer(nats_bed, 1)
+
+
+def test_kill_and_restart_the_hub(nats_bed: Bed) -> None:
+    faults.kill_hub(nats_bed, down_s=3)
+    _exactly_once(nats_bed, "hub kill -9")
+
+
+def test_uplink_down(nats_bed: Bed) -> None:
+    faults.uplink_down(nats_bed, rack=2, down_s=10)
+    _exactly_once(nats_bed, "uplink down 10 s")
+
+
+def test_kill_an_agent_mid_batch(nats_bed: Bed) -> None:
+    faults.kill_agent_mid_batch(nats_bed, "n2")
+    faults.time.sleep(2)
+    _exactly_once(nats_bed, "agent kill -9")
+
+
+def test_kill_and_restart_the_collector(nats_bed: Bed) -> None:
+    faults.time.sleep(2)
+    faults.kill_collector(nats_bed)
+    _exactly_once(nats_bed, "collector kill -9")
+
+
+# ---- up and down ------------------------------------------------------------
+
+
+def _transport_leftovers() -> list[str]:
+    found = [ns for ns in network.bed_namespaces() if ns in (HUB_NETNS, leaf_netns(1))]
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if (b"nats-server" in cmd and str(STATE_DIR).encode() in cmd) or (
+            b"hushmon-reduce" in cmd and b"10.77." in cmd
+        ):
+            found.append(cmd.decode(errors="replace"))
+    return found
+
+
+def test_down_leaves_no_transport_behind(nats_bed: Bed) -> None:
+    # Runs last in this module: takes the module's bed down and checks.
+    down = hushmon("testbed", "down")
+    assert down.returncode == 0, down.stderr
+    assert _transport_leftovers() == []
+
+
+def test_missing_programs_fail_in_one_line(tmp_path: Path) -> None:
+    reason = _unavailable()
+    if reason:
+        pytest.skip(reason)
+    data = DATA_PARENT / f"hushmon-test-bed-{uuid.uuid4().hex[:8]}"
+    # nats-server is found on PATH: without it, up names the package.
+    path = ":".join(p for p in os.environ["PATH"].split(":") if "sbin" not in p)
+    no_server = hushmon(
+        "testbed", "up", "--transport", "nats", "--data-dir", str(data), env={"PATH": path}
+    )
+    assert no_server.returncode != 0
+    assert no_server.stderr.strip().splitlines()[-1].startswith("hushmon: nats-server not found")
+    no_reduce = hushmon(
+        "testbed",
+        "up",
+        "--transport",
+        "nats",
+        "--data-dir",
+        str(data),
+        env={"HUSHMON_BIN": str(tmp_path)},
+    )
+    assert no_reduce.returncode != 0
+    assert "hushmon-reduce not found" in no_reduce.stderr
+    assert len(no_reduce.stderr.strip().splitlines()) == 1
+    assert not network.bed_namespaces() and not STATE_DIR.exists()
