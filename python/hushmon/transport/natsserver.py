@@ -74,8 +74,11 @@ class NatsServerConfig:
 
     def render(self) -> str:
         """The server's configuration file text."""
+        # "$VAR": the name comes from the environment (one file for every
+        # server of a role, in deploy/nats/).
+        name = self.name if self.name.startswith("$") else f'"{self.name}"'
         lines = [
-            f'server_name: "{self.name}"',
+            f"server_name: {name}",
             f'listen: "{self.host}:{self.port}"',
             f"max_payload: {MAX_PAYLOAD_BYTES}",
         ]

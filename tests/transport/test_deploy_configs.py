@@ -1,0 +1,104 @@
+"""deploy/nats/: the shipped configuration set is what natsserver.py renders
+(the test bed's servers come from the same code), nats-server accepts each
+server file, and the settings the transport relies on are in it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hushmon.paths import REPO_ROOT
+from hushmon.transport import deploy
+from hushmon.transport import natsserver as ns
+
+DEPLOY = REPO_ROOT / "deploy" / "nats"
+
+
+def test_the_shipped_files_are_what_the_code_renders() -> None:
+    assert deploy.stale(DEPLOY) == [], "run: python -m hushmon.transport.deploy write deploy/nats"
+    assert (DEPLOY / "README.md").is_file()
+
+
+@pytest.mark.parametrize(("name", "env"), [("hub.conf", "HUB_NAME"), ("leaf.conf", "LEAF_NAME")])
+def test_nats_server_accepts_them(name: str, env: str) -> None:
+    server = shutil.which("nats-server")
+    if server is None:
+        pytest.skip("nats-server is not installed (scripts/install-deps.sh)")
+    ok = subprocess.run(
+        [server, "-t", "-c", str(DEPLOY / name)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, env: "x1"},
+        check=False,
+    )
+    assert ok.returncode == 0, ok.stderr
+    # A broken file is refused (so the check above can fail).
+    bad = subprocess.run(
+        [server, "-t", "-c", "/dev/stdin"],
+        input=(DEPLOY / name).read_text() + "cluster {\n",
+        capture_output=True,
+        text=True,
+        env={**os.environ, env: "x1"},
+        check=False,
+    )
+    assert bad.returncode != 0
+
+
+def _setting(text: str, pattern: str) -> str:
+    m = re.search(pattern, text)
+    assert m, pattern
+    return m.group(1)
+
+
+def test_hub_settings_match_natsserver() -> None:
+    hub = (DEPLOY / "hub.conf").read_text()
+    assert _setting(hub, r'listen: "0\.0\.0\.0:(\d+)"') == str(ns.CLIENT_PORT)
+    assert _setting(hub, r'domain: "(\w+)"') == ns.JS_DOMAIN
+    assert _setting(hub, r'cluster \{ name: "([\w-]+)"') == ns.HUB_CLUSTER_NAME
+    routes = re.findall(r"nats-route://[\w.]+:(\d+)", hub)
+    assert routes == [str(ns.CLUSTER_PORT)] * 3
+    assert _setting(hub, r'leafnodes \{ listen: "0\.0\.0\.0:(\d+)"') == str(ns.LEAF_PORT)
+    assert _setting(hub, r"max_payload: (\d+)") == str(ns.MAX_PAYLOAD_BYTES)
+
+
+def test_leaf_settings_match_natsserver() -> None:
+    leaf = (DEPLOY / "leaf.conf").read_text()
+    assert "jetstream" not in leaf.split("mappings")[0]  # no JetStream of its own
+    assert f'"$JS.API.>": "$JS.{ns.JS_DOMAIN}.API.>"' in leaf
+    assert re.findall(r"nats-leaf://[\w.]+:(\d+)", leaf) == [str(ns.LEAF_PORT)] * 3
+    assert _setting(leaf, r'ping_interval: "(\d+)s"') == str(ns.LEAF_PING_INTERVAL_S)
+    assert _setting(leaf, r"ping_max: (\d+)") == str(ns.LEAF_PING_MAX)
+
+
+def test_agent_config_uses_the_nats_sink(tmp_path: Path) -> None:
+    text = (DEPLOY / "agent.toml").read_text()
+    assert 'type = "nats"' in text and "[nats]" in text
+    agent = REPO_ROOT / "build" / "bin" / "hushmon-agent"
+    if not agent.exists():
+        pytest.skip("hushmon-agent not built")
+    # The agent parses the file (its --help lists the keys; a bad key is refused).
+    conf = tmp_path / "agent.toml"
+    conf.write_text(text.replace("/var/spool/hushmon", str(tmp_path / "spool")))
+    out = subprocess.run(
+        [str(agent), "--config", str(conf), "--sink", "stdout", "--once", "--socket", ""],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("[nats]", "[nats]\nno_such_key = 1"))
+    refused = subprocess.run(
+        [str(agent), "--config", str(bad), "--sink", "stdout", "--once", "--socket", ""],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert refused.returncode != 0
