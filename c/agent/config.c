@@ -40,6 +40,7 @@ static const option_def options[] = {
     {"sink.batch_bytes", "--batch-bytes", INT(batch_bytes), 4096, INT64_C(1) << 30, NULL, "capacity of one period's batch (default 1M)"},
     {"nats.url", "--nats-url", STR(nats_url), 0, 0, NULL, "sink nats: servers, comma-separated (default nats://127.0.0.1:4222)"},
     {"nats.rack", "--nats-rack", STR(nats_rack), 0, 0, NULL, "sink nats: rack name, subject hm.raw.<rack>.<host> (default r0)"},
+    {"nats.publish_every_ms", "--nats-publish-every-ms", INT(nats_publish_every_ms), 0, 1000, NULL, "sink nats: publish at most this often, periods in between wait (default 1000)"},
     {"control.socket", "--socket", STR(socket_path), 0, 0, NULL, "control socket path, '' for none (default /run/hushmon/agent.sock)"},
     {"pmu.mode", "--pmu", STR(pmu_mode), 0, 0, "none|kernel|rotate", "hardware counters: none, kernel multiplexing, agent rotation (default kernel)"},
     {"pmu.backend", "--pmu-backend", STR(pmu_backend), 0, 0, "perf|sim", "perf_event_open, or the simulated PMU (default perf)"},
@@ -84,6 +85,7 @@ void hm_config_defaults(hm_agent_config *cfg)
     cfg->batch_bytes = INT64_C(1) << 20;
     strcpy(cfg->nats_url, "nats://127.0.0.1:4222");
     strcpy(cfg->nats_rack, "r0");
+    cfg->nats_publish_every_ms = 1000;
     strcpy(cfg->socket_path, "/run/hushmon/agent.sock");
     strcpy(cfg->pmu_mode, "kernel");
     strcpy(cfg->pmu_backend, "perf");

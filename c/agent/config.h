@@ -25,6 +25,7 @@ typedef struct hm_agent_config {
     int64_t spool_total_bytes;    /* the spool directory is kept below this */
     char nats_url[1024];          /* sink nats: comma list of servers (the rack's leaf) */
     char nats_rack[64];           /* sink nats: subject token hm.raw.<rack>.<host> */
+    int64_t nats_publish_every_ms; /* sink nats: publish at most this often (batches wait) */
     char socket_path[PATH_MAX];   /* "" = no control socket */
     int64_t batch_bytes;          /* capacity of one period's batch */
     char pmu_mode[16];            /* none | kernel | rotate */

@@ -8,6 +8,7 @@ settings are refused in one line."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import socket
@@ -235,8 +236,9 @@ def test_spool_bound_while_disconnected_counts_drops_and_shows_the_gap(
     )
     # ~190 bytes a batch: a file holds ~21 batches, the spool ~2 files.
     agent = agents(
-        tmp_path, server.url, "--spool-file-bytes", "4096", "--spool-total-bytes", "8192"
-    ).start()
+        tmp_path, server.url, "--spool-file-bytes", "4096", "--spool-total-bytes", "8192",
+        "--nats-publish-every-ms", "0",  # each batch as it comes: pending says the backlog
+    ).start()  # fmt: skip
     wait_until(lambda: int(agent.status()["dropped"]) >= 10, what="bound reached", timeout_s=30)
     assert agent.status()["connected"] == "0"
     server.start()
@@ -292,7 +294,7 @@ def test_batches_the_server_drops_while_connected_are_sent_again(
     """While HM_RAW stops taking the agent's subject the server drops its
     batches (the connection stays up, nothing is stored): only the
     per-batch acks can tell, and the batches must be sent again."""
-    agent = agents(tmp_path, nats_server.url).start()
+    agent = agents(tmp_path, nats_server.url, "--nats-publish-every-ms", "0").start()
     wait_until(lambda: int(agent.status()["acked_seq"]) >= 3, what="first batches acked")
     lost_from = int(agent.status()["next_seq"])
     set_raw_subjects(nats_server.url, "hm.raw.nobody.>")
@@ -310,6 +312,30 @@ def test_batches_the_server_drops_while_connected_are_sent_again(
     check_complete(msgs, agent_last_seq(agent))  # none lost, none twice
     replayed = {m.seq for m in msgs if m.headers.get("Hm-Replay") == "1"}
     assert len(replayed & set(range(lost_from, lost_to))) >= 2
+
+
+@pytest.mark.parametrize("every_ms", [0, 1000])
+def test_publish_every_ms_sends_the_batches_of_several_periods_together(
+    nats_server: LocalNatsServer, agents: Callable[..., NatsAgent], tmp_path: Path, every_ms: int
+) -> None:
+    """nats.publish_every_ms: at a 100 ms period and 1000 ms the batches go
+    ~10 at a time (one write); at 0 one per period. Either way in order,
+    none lost, none marked as a replay."""
+    agent = agents(tmp_path, nats_server.url, "--nats-publish-every-ms", str(every_ms)).start()
+    seen = []
+    deadline = time.monotonic() + 3.5
+    while time.monotonic() < deadline:
+        seen.append(int(agent.status()["published"]))
+        time.sleep(0.03)
+    steps = [b - a for a, b in itertools.pairwise(seen) if b != a]
+    agent.stop()
+    if every_ms:
+        assert len(steps) >= 2 and max(steps) >= 6, steps
+    else:
+        assert len(steps) >= 20 and max(steps) <= 2, steps
+    msgs = stream_messages(nats_server.url)
+    check_complete(msgs, agent_last_seq(agent))
+    assert not any(m.headers.get("Hm-Replay") for m in msgs)
 
 
 @pytest.mark.parametrize(

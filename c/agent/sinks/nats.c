@@ -51,6 +51,9 @@
 
 /* A batch whose ack has not come back after this is sent again. */
 #define ACK_TIMEOUT_NS (INT64_C(5) * 1000000000)
+/* Batches held in memory between publishes (nats.publish_every_ms). */
+#define HELD_BATCHES 64
+#define HELD_BYTES (UINT64_C(1) << 20)
 /* Longest period driven by the agent's thread (see the top comment). */
 #define EVLOOP_PERIOD_MAX_MS 30000
 /* Published messages and acks are destroyed this many at a time: each
@@ -99,6 +102,17 @@ typedef struct nats_state {
     bool evloop;            /* else libnats' reader thread reads */
     natsMsg *trash[TRASH_MSGS];
     size_t ntrash;
+    /* nats.publish_every_ms: live batches wait in memory (their bytes in
+     * held, back to back) until it is time to publish, then go together:
+     * one write for all of them, their acks in one recv. */
+    int64_t publish_every_ns, period_ns, published_ns;
+    char *held;
+    size_t held_len, held_cap;
+    struct {
+        uint64_t seq, lines;
+        size_t off, len;
+    } held_batch[HELD_BATCHES];
+    size_t nheld;
     bool said_no_stream, said_nack, said_read;
 } nats_state;
 
@@ -408,8 +422,19 @@ static void service(nats_state *s, int64_t now_mono)
         hm_outbox_requeue(&s->ob, now_mono - ACK_TIMEOUT_NS);
 }
 
+/* The held batch seq (see nats.publish_every_ms), or NULL. */
+static const char *held_batch(const nats_state *s, uint64_t seq, size_t *len, uint64_t *lines)
+{
+    if (s->nheld == 0 || seq < s->held_batch[0].seq || seq - s->held_batch[0].seq >= s->nheld)
+        return NULL;
+    size_t i = (size_t)(seq - s->held_batch[0].seq);
+    *len = s->held_batch[i].len;
+    *lines = s->held_batch[i].lines;
+    return s->held + s->held_batch[i].off;
+}
+
 /* Publishes the pending batches in seq order, up to the window; live_seq
- * is this period's batch, still in memory. */
+ * is this period's batch, still in memory, and so are the held ones. */
 static void pump(nats_state *s, int64_t now_mono, uint64_t live_seq, const char *live,
                  size_t live_len, uint64_t live_lines)
 {
@@ -421,8 +446,13 @@ static void pump(nats_state *s, int64_t now_mono, uint64_t live_seq, const char 
            (e = hm_outbox_next_unsent(&s->ob)) != NULL) {
         uint64_t seq = e->seq;
         natsStatus st;
+        size_t held_len;
+        uint64_t held_lines;
+        const char *held = held_batch(s, seq, &held_len, &held_lines);
         if (seq == live_seq && live != NULL) {
             st = publish(s, seq, live, live_len, live_lines, false);
+        } else if (held != NULL) {
+            st = publish(s, seq, held, held_len, held_lines, false);
         } else {
             uint64_t lines;
             ssize_t len = read_batch(s, e, &lines);
@@ -601,6 +631,7 @@ static void release(nats_state *s)
     }
     free(s->files);
     free(s->rbuf);
+    free(s->held);
     free(s);
     if (--nats_sinks_open == 0)
         nats_CloseAndWait(2000);
@@ -616,6 +647,8 @@ static int nats_open(void **state, const hm_agent_config *cfg, int64_t start_ns,
     atomic_init(&s->sock, -1);
     atomic_init(&s->want_write, false);
     snprintf(s->host, sizeof s->host, "%s", cfg->host);
+    s->publish_every_ns = cfg->nats_publish_every_ms * 1000000;
+    s->period_ns = cfg->period_ms * 1000000;
     snprintf(s->subject, sizeof s->subject, "hm.raw.%s.%s", cfg->nats_rack, cfg->host);
     int rc = hm_spool_mkdir(cfg->spool_dir, err);
     if (rc == 0)
@@ -666,11 +699,34 @@ static int nats_open(void **state, const hm_agent_config *cfg, int64_t start_ns,
     return 0;
 }
 
+/* Keeps a live batch in memory until the next publish; false when it
+ * cannot (no memory, not next to the held ones): then all go now. */
+static bool hold(nats_state *s, uint64_t seq, const char *buf, size_t len, uint64_t lines)
+{
+    if (s->nheld > 0 && seq != s->held_batch[s->nheld - 1].seq + 1)
+        return false;
+    if (s->held_cap < s->held_len + len) {
+        size_t cap = s->held_len + len > 2 * s->held_cap ? s->held_len + len : 2 * s->held_cap;
+        char *bigger = realloc(s->held, cap);
+        if (bigger == NULL)
+            return false;
+        s->held = bigger;
+        s->held_cap = cap;
+    }
+    memcpy(s->held + s->held_len, buf, len);
+    s->held_batch[s->nheld].seq = seq;
+    s->held_batch[s->nheld].lines = lines;
+    s->held_batch[s->nheld].off = s->held_len;
+    s->held_batch[s->nheld].len = len;
+    s->nheld++;
+    s->held_len += len;
+    return true;
+}
+
 static int nats_write(void *state, const char *buf, size_t len, uint64_t lines, hm_error *err)
 {
     nats_state *s = state;
     int64_t now = hm_monotonic_ns();
-    service(s, now);
     hm_spool_pos pos;
     uint64_t seq;
     if (hm_spool_reserve(s->spool, len, &pos, err) < 0)
@@ -687,7 +743,19 @@ static int nats_write(void *state, const char *buf, size_t len, uint64_t lines, 
             hm_log_warn("nats: %s", e.msg);
         return -1;
     }
+    /* Time to publish (half a period of slack for the timer's jitter), or
+     * the memory for held batches is full: everything goes now. */
+    bool due = now - s->published_ns >= s->publish_every_ns - s->period_ns / 2 ||
+               s->nheld == HELD_BATCHES || s->held_len + len > HELD_BYTES;
+    if (!due && hold(s, seq, buf, len, lines)) {
+        tidy(s, now, false);
+        return 0;
+    }
+    service(s, now);
     pump_and_write(s, now, seq, buf, len, lines);
+    s->nheld = 0; /* published, or read back from the spool later */
+    s->held_len = 0;
+    s->published_ns = now;
     tidy(s, now, false);
     return 0;
 }
@@ -700,6 +768,9 @@ static int nats_flush(void *state, hm_error *err)
     int64_t now = hm_monotonic_ns();
     service(s, now);
     pump_and_write(s, now, 0, NULL, 0, 0);
+    s->nheld = 0;
+    s->held_len = 0;
+    s->published_ns = now;
     tidy(s, now, true);
     return 0;
 }
@@ -730,6 +801,13 @@ static int nats_close(void *state, hm_error *err)
     /* Give the acks of what is in flight a moment (never more than 1 s):
      * what is not acked by then is sent again at the next start. */
     int64_t deadline = hm_monotonic_ns() + 1000000000;
+    if (s->nheld > 0) { /* batches waiting for nats.publish_every_ms go now */
+        int64_t now = hm_monotonic_ns();
+        service(s, now);
+        pump_and_write(s, now, 0, NULL, 0, 0);
+        s->nheld = 0;
+        s->held_len = 0;
+    }
     drive_write(s);
     while (!s->evloop && s->ob.inflight > 0 && hm_monotonic_ns() < deadline) {
         natsMsg *m = NULL;
