@@ -13,6 +13,7 @@ started again, as systemd would)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -21,9 +22,13 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pytest
 from bedlib import DATA_PARENT, bed_unavailable, hushmon
 
+from hushmon.digest.build import build_digest
+from hushmon.paths import build_bin_dir
+from hushmon.store.ingest import ingest_spool
 from hushmon.testbed import faults, network, transport
 from hushmon.testbed.spec import HUB_NETNS, leaf_netns
 from hushmon.testbed.state import STATE_DIR, Bed, load
@@ -100,6 +105,68 @@ def test_the_tree_is_up_and_data_flows(nats_bed: Bed) -> None:
     )
     assert "dev eth0" in route.stdout
     _exactly_once(nats_bed, "no fault")
+
+
+def _summaries(bed: Bed, job: str) -> dict[str, int]:
+    with transport.PausedCollector(bed) as store:
+        con = duckdb.connect(str(store), read_only=True)
+        try:
+            rows = con.execute(
+                "SELECT level, count(*) FROM summary_messages WHERE job = ? GROUP BY level", [job]
+            ).fetchall()
+        finally:
+            con.close()
+    return {str(k): int(v) for k, v in rows}
+
+
+def test_run_digests_from_the_collectors_store(nats_bed: Bed, tmp_path: Path) -> None:
+    """hushmon run on the bed: the digest comes from the collector's store
+    (agent -> leaf -> hub -> collector), and equals the digest of the same
+    batches (HM_RAW's bytes) through the embedded ingest; the job's
+    summaries came through the rack and top reducers."""
+    run = hushmon(
+        "run",
+        "--data-dir",
+        str(nats_bed.data_root),
+        "--json",
+        "-",
+        "--",
+        "mpirun",
+        "--allow-run-as-root",
+        "--host",
+        "n1,n2",
+        "-np",
+        "2",
+        str(build_bin_dir() / "butterfly"),
+        "--cycles",
+        "2",
+        "--comm-ms",
+        "1500",
+        "--compute-ms",
+        "1000",
+        "--length",
+        "1M",
+        timeout=240,
+    )
+    assert run.returncode == 0, run.stderr
+    outcome = json.loads(run.stdout)
+    assert outcome["collected_store"] == str(nats_bed.store)
+    assert outcome["ingest"] is None  # no spool was ingested
+    assert not [w for w in outcome["warnings"] if "collector" in w], outcome["warnings"]
+    job = outcome["job"]
+    digest = json.loads(Path(outcome["digest"]["json"]).read_text())
+    assert sorted(digest["nodes"]) == ["n1", "n2"]
+    copy = tmp_path / "spool"
+    asyncio.run(faults._stream_to_spool(copy))
+    ingest_spool(tmp_path / "s.duckdb", copy)
+    same = build_digest(tmp_path / "s.duckdb", job, tmp_path / "reports")
+    assert sorted((f.factor, f.severity) for f in same.findings) == sorted(
+        (f["factor"], f["severity"]) for f in digest["findings"]
+    )
+    assert same.nodes == sorted(digest["nodes"]) and same.sensors == len(digest["sensors"])
+    faults.time.sleep(6)  # rack reducers close a period 2 periods late, the top 2 s later
+    summaries = _summaries(nats_bed, job)
+    assert summaries.get("rack", 0) > 0 and summaries.get("job", 0) > 0, summaries
 
 
 def test_kill_a_rack_reducer(nats_bed: Bed) -> None:

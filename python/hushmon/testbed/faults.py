@@ -87,8 +87,13 @@ class Check:
         return sum(n.values_spool for n in self.nodes)
 
     def line(self) -> str:
+        late = (
+            " - NOT ALL COLLECTED before the timeout: what was still on its way counts as lost"
+            if self.not_collected
+            else ""
+        )
         return (
-            f"{self.fault}: lost = {self.lost}, duplicated = {self.duplicated} "
+            f"{self.fault}: lost = {self.lost}, duplicated = {self.duplicated}{late} "
             f"({self.batches} batches, {self.values} values from {len(self.nodes)} nodes; "
             f"collected {self.waited_s:.1f} s after the check began)"
         )
@@ -251,6 +256,7 @@ def _count_node(con: Any, n: NodeCount, outbox: dict[int, int]) -> None:
 
 
 def kill9(bed: Bed, name: str) -> int:
+    transport.refresh_pids(bed)
     pid = bed.daemons.get(name)
     if not pid or not system.running(pid):
         raise HushmonError(f"{name} is not running")

@@ -248,9 +248,20 @@ async def _consumer_names() -> list[tuple[str, str]]:
         await nc.close()
 
 
+def refresh_pids(bed: Bed) -> None:
+    """Daemon pids as the state file has them now: another process (a
+    `hushmon run`, a fault test) may have restarted one since ``bed`` was read."""
+    from hushmon.testbed.state import load
+
+    now = load(bed.root)
+    if now is not None:
+        bed.daemons.update(now.daemons)
+
+
 def restart(bed: Bed, name: str) -> int:
     """Starts a transport daemon of the bed again (after a fault test
     killed it, or `hushmon run` paused the collector); returns its pid."""
+    refresh_pids(bed)
     table = daemons(bed)
     if name not in table:
         raise HushmonError(f"no transport daemon '{name}' (daemons: {', '.join(sorted(table))})")
@@ -272,6 +283,7 @@ def restart(bed: Bed, name: str) -> int:
 def stop(bed: Bed, name: str) -> None:
     """Stops a daemon cleanly (SIGTERM: the collector commits the group in
     hand, a reducer publishes what is open and acks)."""
+    refresh_pids(bed)
     pid = bed.daemons.get(name)
     if pid and system.running(pid):
         left = system.stop_processes([pid], grace_s=15.0)
