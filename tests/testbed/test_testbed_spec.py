@@ -180,3 +180,36 @@ def test_without_root_says_so_in_one_line(
     )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs root" in err and "sudo" in err
+
+
+def test_transport_plan_hub_leaves_agents_and_daemons(tmp_path: Path) -> None:
+    from hushmon.testbed import agents, transport
+    from hushmon.testbed.spec import hub_addresses, leaf_address
+
+    with pytest.raises(HushmonError, match="--transport carrier"):
+        BedSpec(transport="carrier").check(4, 1 << 34)
+    bed = _bed(tmp_path, BedSpec(nodes=3, racks=2, transport="nats"))
+    assert hub_addresses() == ["10.77.0.1", "10.77.0.2", "10.77.0.3"]
+    assert {leaf_address(r) for r in (1, 2)} == {"10.77.1.250", "10.77.2.250"}
+    # Agents publish to their own rack's leaf, under their rack's name.
+    argv = agents.agent_argv(bed, "n3")
+    assert argv[argv.index("--sink") + 1] == "nats"
+    assert argv[argv.index("--nats-url") + 1] == "nats://10.77.2.250:4222"
+    assert argv[argv.index("--nats-rack") + 1] == "r2"
+    assert "--sink" not in agents.agent_argv(_bed(tmp_path, BedSpec(nodes=3, racks=2)), "n3")
+    hubs = [c.render() for c in transport.hub_configs(bed)]
+    assert len(hubs) == 3 and all(h.count("nats-route://") == 3 for h in hubs)
+    assert all('domain: "hub"' in h for h in hubs)
+    leaves = transport.leaf_configs(bed)
+    assert sorted(leaves) == [1, 2]
+    leaf = leaves[2].render()
+    assert "jetstream" not in leaf.split("mappings")[0] and "nats-leaf://10.77.0.3:7422" in leaf
+    # Every daemon is named for status/down/restart, in the namespace it belongs to.
+    names = {d.name: d.netns for d in transport.servers(bed)}
+    assert names == {
+        "nats@hub1": "hm-hub",
+        "nats@hub2": "hm-hub",
+        "nats@hub3": "hm-hub",
+        "nats@leaf-r1": "hm-leaf-r1",
+        "nats@leaf-r2": "hm-leaf-r2",
+    }
