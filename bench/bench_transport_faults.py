@@ -1,7 +1,7 @@
 """The transport's faults on the test bed, full length: a bed of 4 nodes in 2
 racks with ``--transport nats`` (hub of 3, a leaf per rack, 2 reducers per
-rack, top reducer, collector; no Slurm), data flowing at the agents' 1 s
-period, then in turn:
+rack, top reducer, collector; no Slurm), data flowing at the agents' period
+(2 s by default), then in turn:
 
 - kill -9 one rack reducer (the rack's other instance carries on);
 - kill -9 the whole hub, 10 s down, start it again;
@@ -45,7 +45,9 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", help="faults whose name begins so (e.g. uplink hub)")
     ap.add_argument("--nodes", type=int, default=4)
     ap.add_argument("--racks", type=int, default=2)
-    ap.add_argument("--period-ms", type=int, default=1000, help="the agents' period")
+    # 2 s: at 1 s, 4 nodes make the collector fall behind (docs/transport.md,
+    # "On the test bed"), and the check would count its backlog as lost.
+    ap.add_argument("--period-ms", type=int, default=2000, help="the agents' period")
     ap.add_argument("--keep", action="store_true", help="keep the bed's data folder")
     args = ap.parse_args()
     if os.geteuid() != 0:

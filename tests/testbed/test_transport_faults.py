@@ -230,10 +230,19 @@ def test_missing_programs_fail_in_one_line(tmp_path: Path) -> None:
         pytest.skip(reason)
     data = DATA_PARENT / f"hushmon-test-bed-{uuid.uuid4().hex[:8]}"
     # nats-server is found on PATH: without it, up names the package.
-    path = ":".join(p for p in os.environ["PATH"].split(":") if "sbin" not in p)
-    no_server = hushmon(
-        "testbed", "up", "--transport", "nats", "--data-dir", str(data), env={"PATH": path}
+    path = ":".join(
+        p
+        for p in os.environ["PATH"].split(":")
+        if not os.path.exists(os.path.join(p, "nats-server"))
     )
+    try:
+        no_server = hushmon(
+            "testbed", "up", "--transport", "nats", "--data-dir", str(data), env={"PATH": path}
+        )
+    finally:
+        if network.bed_namespaces():  # the check failed to stop it: leave nothing
+            hushmon("testbed", "down")
+        shutil.rmtree(data, ignore_errors=True)
     assert no_server.returncode != 0
     assert no_server.stderr.strip().splitlines()[-1].startswith("hushmon: nats-server not found")
     no_reduce = hushmon(
