@@ -381,25 +381,7 @@ class CollectorStore:
                 overlap > 0,
             ],
         )
-        self.con.executemany(
-            "INSERT INTO summary_partials VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                [
-                    msg_id,
-                    k.measurement,
-                    k.tags,
-                    k.field,
-                    s.count,
-                    s.sum,
-                    s.mean,
-                    s.m2,
-                    s.min,
-                    s.max,
-                    s.sketch_text(),
-                ]
-                for k, s in parsed.sensors.items()
-            ],
-        )
+        self._insert_summaries("summary_partials", {"msg_id": msg_id}, parsed.sensors, {})
         self.stats.summaries_stored += 1
         if level != "rack":
             return  # job-wide merges are kept as sent; the store builds its own from racks
@@ -437,27 +419,43 @@ class CollectorStore:
         self._exec("DELETE FROM job_summaries WHERE job = ? AND time_ns = ?", [job, time_ns])
         if not sensors:
             return
-        self.con.executemany(
-            "INSERT INTO job_summaries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                [
-                    job,
-                    time_ns,
-                    k.measurement,
-                    k.tags,
-                    k.field,
-                    s.count,
-                    s.sum,
-                    s.mean,
-                    s.m2,
-                    s.min,
-                    s.max,
-                    s.sketch_text(),
-                    origin,
-                ]
-                for k, s in sensors.items()
-            ],
+        self._insert_summaries(
+            "job_summaries", {"job": job, "time_ns": time_ns}, sensors, {"origin": origin}
         )
+
+    def _insert_summaries(
+        self,
+        table: str,
+        before: dict[str, object],
+        sensors: dict[SensorKey, Summary],
+        after: dict[str, object],
+    ) -> None:
+        """One Arrow insert of a summary row per sensor: DuckDB's executemany
+        goes row by row and took 0.24 s for a partial of 110 sensors."""
+        if not sensors:
+            return
+        n = len(sensors)
+        items = list(sensors.items())
+        columns: dict[str, pa.Array] = {k: pa.array([v] * n) for k, v in before.items()}
+        columns |= {
+            "measurement": pa.array([k.measurement for k, _ in items], pa.string()),
+            "tags": pa.array([k.tags for k, _ in items], pa.string()),
+            "field": pa.array([k.field for k, _ in items], pa.string()),
+            "count": pa.array([s.count for _, s in items], pa.int64()),
+            "sum": pa.array([s.sum for _, s in items], pa.float64()),
+            "mean": pa.array([s.mean for _, s in items], pa.float64()),
+            "m2": pa.array([s.m2 for _, s in items], pa.float64()),
+            "min": pa.array([s.min for _, s in items], pa.float64()),
+            "max": pa.array([s.max for _, s in items], pa.float64()),
+            "sketch": pa.array([s.sketch_text() for _, s in items], pa.string()),
+        }
+        columns |= {k: pa.array([v] * n) for k, v in after.items()}
+        self.con.register("hm_rows", pa.table(columns))
+        try:
+            names = ", ".join(columns)
+            self._exec(f"INSERT INTO {table} ({names}) SELECT {names} FROM hm_rows")
+        finally:
+            self.con.unregister("hm_rows")
 
 
 def read_job_summaries(
