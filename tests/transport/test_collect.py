@@ -249,3 +249,23 @@ def test_wait_connects_when_the_server_comes(tmp_path: Path) -> None:
             os.kill(proc.pid, signal.SIGKILL)
     assert proc.returncode == 0, err
     assert "collected 1 batch(es)" in out, (out, err)
+
+
+def test_a_server_that_stops_first_ends_the_collector_cleanly(
+    nats_server: LocalNatsServer, tmp_path: Path
+) -> None:
+    """The test bed stops its servers before the collector: SIGTERM then
+    finds a dead connection, which must not end in a traceback."""
+    db = str(tmp_path / "c.duckdb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hushmon.cli", "collect", "--url", nats_server.url, "--db", db],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(2)
+    nats_server.stop()
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err, err
+    assert proc.returncode == 0, err

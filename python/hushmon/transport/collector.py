@@ -167,6 +167,19 @@ async def _connect(opts: CollectOptions, stop: asyncio.Event) -> Any:
             continue
 
 
+async def _close_quietly(nc: Any) -> None:
+    """Flushes and closes; a server that went first (the bed stops its servers
+    before the collector) leaves nothing to flush, which is not an error."""
+    import nats
+
+    try:
+        if nc.is_connected:
+            await nc.flush()
+        await nc.close()
+    except (OSError, TimeoutError, nats.errors.Error):
+        pass
+
+
 async def _subscribe(js: Any, subject: str, durable: str, stream: str) -> Any:
     from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
     from nats.js.errors import NotFoundError
@@ -248,9 +261,7 @@ async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectRep
         if nc is not None:
             # acks were flushed after each group; draining the pull
             # subscriptions would only wait for fetches nobody reads
-            if nc.is_connected:
-                await nc.flush()
-            await nc.close()
+            await _close_quietly(nc)
         if forwarder is not None:
             report.forward = forwarder.close()
         store.close()
