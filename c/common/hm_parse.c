@@ -150,3 +150,15 @@ int hm_parse_size_list(const char *s, int64_t **out, size_t *count, hm_error *er
     *count = sv.n;
     return 0;
 }
+
+int hm_split_list(char *text, char **items, int max)
+{
+    int n = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(text, ", ", &save); t != NULL; t = strtok_r(NULL, ", ", &save)) {
+        if (n == max)
+            return -1;
+        items[n++] = t;
+    }
+    return n;
+}

@@ -21,4 +21,9 @@ int hm_parse_double(const char *s, double min, double max, double *out, hm_error
  * *count set; duplicates are kept in the order given. */
 int hm_parse_size_list(const char *s, int64_t **out, size_t *count, hm_error *err);
 
+/* Splits a list like "nats://a:4222, nats://b:4222" in place at commas and
+ * spaces: items[] points into text. Returns the number of items, or -1 when
+ * there are more than max (nothing to rely on then). */
+int hm_split_list(char *text, char **items, int max);
+
 #endif

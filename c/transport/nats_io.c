@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "hm_log.h"
+#include "hm_parse.h"
 
 static int nats_fail(hm_error *err, natsStatus s, jsErrCode jerr, const char *what)
 {
@@ -21,8 +22,19 @@ int hm_nats_connect(hm_nats *n, const char *url, const char *name, hm_error *err
     memset(n, 0, sizeof *n);
     natsOptions *opts = NULL;
     natsStatus s = natsOptions_Create(&opts);
+    /* A comma list (the rack leaf's servers, the hub's three) goes in as a
+     * server list: libnats then tries each and reconnects to any. */
+    char urls[1024];
+    char *list[32];
+    int count = -1;
+    if ((size_t)snprintf(urls, sizeof urls, "%s", url) < sizeof urls)
+        count = hm_split_list(urls, list, 32);
+    if (count <= 0) {
+        natsOptions_Destroy(opts);
+        return hm_error_set(err, "--url: expected 1 to 32 server URLs, got '%s'", url);
+    }
     if (s == NATS_OK)
-        s = natsOptions_SetURL(opts, url);
+        s = natsOptions_SetServers(opts, (const char **)list, count);
     if (s == NATS_OK)
         s = natsOptions_SetName(opts, name);
     /* Keep trying for ever: the reducer is a service, the server comes back. */

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from hushmon.store import lineproto
-from hushmon.transport.natsserver import LocalNatsServer
+from hushmon.transport.natsserver import LocalNatsServer, free_port
 
 nats = pytest.importorskip("nats")
 
@@ -271,12 +271,14 @@ def test_reduce_exact_through_kill(
         ("hm.raw.r2.b1", f"cpu,host=b1 user_pct=5 {t}\n", {"Hm-Host": "b1"}),  # no seq
     ]
     logs = {name: tmp_path / f"{name}.log" for name in ("r1a", "r1b", "r2a", "r2b", "top")}
+    with_a_dead_server = f"nats://127.0.0.1:{free_port()}, {url}"
     procs = {
         "r1a": start_reducer(bin_dir, url, logs["r1a"], "--rack", "r1"),
         "r1b": start_reducer(bin_dir, url, logs["r1b"], "--rack", "r1"),
-        "r2a": start_reducer(bin_dir, url, logs["r2a"], "--rack", "r2"),
+        # A server list, as a rack leaf's or the hub's, whose first is down.
+        "r2a": start_reducer(bin_dir, with_a_dead_server, logs["r2a"], "--rack", "r2"),
         "r2b": start_reducer(bin_dir, url, logs["r2b"], "--rack", "r2"),
-        "top": start_reducer(bin_dir, url, logs["top"], "--top"),
+        "top": start_reducer(bin_dir, with_a_dead_server, logs["top"], "--top"),
     }
     try:
         half = len(messages) // 2

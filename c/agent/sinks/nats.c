@@ -45,6 +45,7 @@
 
 #include "hm_timer.h"
 #include "hm_log.h"
+#include "hm_parse.h"
 #include "nats_outbox.h"
 #include "sink.h"
 #include "spool_files.h"
@@ -552,17 +553,16 @@ static int adopt_old_files(nats_state *s, hm_error *err)
 static int connect_servers(nats_state *s, const hm_agent_config *cfg, hm_error *err)
 {
     char urls[sizeof cfg->nats_url];
-    const char *list[32];
-    int n = 0;
+    char *list[32];
     snprintf(urls, sizeof urls, "%s", cfg->nats_url);
-    char *save = NULL;
-    for (char *t = strtok_r(urls, ", ", &save); t != NULL && n < 32; t = strtok_r(NULL, ", ", &save))
-        list[n++] = t;
+    int n = hm_split_list(urls, list, 32);
+    if (n <= 0)
+        return hm_error_set(err, "nats.url: expected 1 to 32 server URLs, got '%s'", cfg->nats_url);
     char name[128];
     snprintf(name, sizeof name, "hushmon-agent %s", s->host);
     natsStatus st = natsOptions_Create(&s->opts);
     if (st == NATS_OK)
-        st = natsOptions_SetServers(s->opts, list, n);
+        st = natsOptions_SetServers(s->opts, (const char **)list, n);
     if (st == NATS_OK)
         st = natsOptions_SetName(s->opts, name);
     /* Reconnect forever on its own, every half second, and keep what
