@@ -236,7 +236,14 @@ CASES: dict[str, list[Call] | NoJson | NotRunHere] = {
     "testbed up": NotRunHere(
         "builds namespaces, cgroups and Slurm as root and replaces any bed that is up"
     ),
+    "testbed restart": NoJson("restarts one daemon of the bed; says so on stderr"),
     "testbed down": NoJson("removes the bed; says so on stderr"),
+    # Both need a NATS server with the streams: tests/transport runs them
+    # with --json - against a real one (test_collect, test_transport_status).
+    "collect": NotRunHere("needs a NATS server with the streams: tests/transport/test_collect.py"),
+    "transport status": NotRunHere(
+        "needs a NATS server and a collected store: tests/transport/test_transport_status.py"
+    ),
     "testbed exec": NoJson("stdout is the command's on the node"),
     "testbed env": NoJson("stdout is shell exports to eval"),
 }
@@ -320,7 +327,12 @@ PROGRAM_CASES: dict[str, tuple[int | None, list[str], str]] = {
         "outofcore: 2 ranks",
     ),
 }
-NO_JSON = {"hushmon-agent": "line protocol to its sinks (--once --sink stdout for a look)"}
+NO_JSON = {
+    "hushmon-agent": "line protocol to its sinks (--once --sink stdout for a look)",
+    "hushmon-reduce": "a daemon: summaries go to NATS, its counters to stderr",
+    "hushmon-loadgen": "bench/bench_reduce.py's load generator; the script prints the figures",
+    "nats_publish_cost": "bench/bench_nats_publish.py's micro benchmark; the script prints them",
+}
 
 
 def programs() -> list[str]:
