@@ -3,10 +3,14 @@ build a bed, a handle on a bed that is up."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +48,22 @@ def hushmon(
         cwd=REPO_ROOT,
         env={**os.environ, **(env or {})},
     )
+
+
+@contextmanager
+def bed_up(*options: str) -> Iterator[tuple[dict[str, Any], Path]]:
+    """`hushmon testbed up OPTIONS` as a user runs it, in a fresh data folder:
+    yields (its --json report, the data folder); `down` and the folder
+    removed after, also when the test fails."""
+    data = DATA_PARENT / f"hushmon-test-bed-{uuid.uuid4().hex[:8]}"
+    up = hushmon("testbed", "up", *options, "--data-dir", str(data), "--json", "-")
+    try:
+        if up.returncode != 0:
+            raise AssertionError(f"testbed up {' '.join(options)} failed: {up.stderr.strip()}")
+        yield json.loads(up.stdout), data
+    finally:
+        hushmon("testbed", "down")
+        shutil.rmtree(data, ignore_errors=True)
 
 
 @dataclass

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from bedlib import DATA_PARENT, bed_unavailable, hushmon
+from bedlib import DATA_PARENT, bed_unavailable, bed_up, hushmon
 
 from hushmon.digest.build import build_digest
 from hushmon.paths import build_bin_dir
@@ -50,34 +50,12 @@ def nats_bed() -> Iterator[Bed]:
     reason = _unavailable()
     if reason:
         pytest.skip(reason)
-    data = DATA_PARENT / f"hushmon-test-bed-{uuid.uuid4().hex[:8]}"
-    up = hushmon(
-        "testbed",
-        "up",
-        "--nodes",
-        "2",
-        "--racks",
-        "2",
-        "--no-slurm",
-        "--transport",
-        "nats",
-        "--data-dir",
-        str(data),
-        "--json",
-        "-",
-    )
-    if up.returncode != 0:
-        hushmon("testbed", "down")
-        pytest.fail(f"testbed up --transport nats failed: {up.stderr.strip()}")
-    info = json.loads(up.stdout)
-    assert info["transport"]["store"] == str(data / "hushmon.duckdb")
-    bed = load()
-    assert bed is not None
-    try:
+    options = ("--nodes", "2", "--racks", "2", "--no-slurm", "--transport", "nats")
+    with bed_up(*options) as (info, data):
+        assert info["transport"]["store"] == str(data / "hushmon.duckdb")
+        bed = load()
+        assert bed is not None
         yield bed
-    finally:
-        hushmon("testbed", "down")
-        shutil.rmtree(data, ignore_errors=True)
 
 
 def _exactly_once(bed: Bed, fault: str) -> None:
