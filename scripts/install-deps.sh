@@ -11,7 +11,7 @@ packages=(
   nats-server libnats-dev             # online transport (cluster mode)
   victoria-metrics                    # hushmon collect --forward-lp is tested against the real server
   linux-perf                          # perf stat, for checks of the PMU
-  prometheus-node-exporter collectd-core  # agents compared in bench/
+  prometheus-node-exporter collectd-core pcp  # agents compared in bench/ and measured by hushmon noise
   chromium                            # headless screenshots of reports in tests
   iproute2 procps util-linux          # namespaces, tc, nsenter: the test bed
   slurmctld slurmd slurm-client munge # real Slurm on the test bed
