@@ -38,5 +38,15 @@ apt-get update -qq
 printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
 chmod +x /usr/sbin/policy-rc.d
 trap 'rm -f /usr/sbin/policy-rc.d' EXIT
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# pcp's postinst calls systemctl itself (not through policy-rc.d) and fails
+# where PID 1 is not systemd (containers): a no-op systemctl first on PATH.
+shim_path=$PATH
+if [ ! -d /run/systemd/system ]; then
+  shim=$(mktemp -d)
+  printf '#!/bin/sh\nexit 0\n' > "$shim/systemctl"
+  chmod +x "$shim/systemctl"
+  shim_path=$shim:$PATH
+  trap 'rm -f /usr/sbin/policy-rc.d; rm -rf "$shim"' EXIT
+fi
+PATH=$shim_path apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "install-deps: done"
