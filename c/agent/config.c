@@ -52,6 +52,8 @@ static const option_def options[] = {
     {"jobs.slurm_scan_ms", "--slurm-scan-ms", INT(slurm_scan_ms), 0, 3600000, NULL, "list Slurm's job cgroups this often; 0 = every period (default 5000)"},
     {"net.link_bits_per_s", "--net-link-bits-per-s", INT(net_link_bits_per_s), 0, INT64_C(1) << 50, NULL, "the network links' real rate in bits/s (shaped or shared links); 0 = unknown (default)"},
     {"scope.cgroup", "--scope-cgroup", STR(scope_cgroup), 0, 0, NULL, "node scope: CPU and memory of this cgroup (path under cgroup_root, or 'self'); '' = host-wide (default)"},
+    {"gpu.nvml_library", "--nvml-library", STR(gpu_nvml_library), 0, 0, NULL, "gpu_nvidia: NVML library to dlopen, a name or a path (default libnvidia-ml.so.1)"},
+    {"gpu.process_every_ms", "--gpu-process-every-ms", INT(gpu_process_every_ms), 0, 3600000, NULL, "gpu_nvidia: read GPU processes (per-job lines) this often; 0 = every period (default 5000)"},
 };
 
 #undef STR
@@ -95,6 +97,8 @@ void hm_config_defaults(hm_agent_config *cfg)
     strcpy(cfg->cgroup_root, "sys/fs/cgroup");
     strcpy(cfg->slurm_dir, "system.slice/slurmstepd.scope");
     cfg->slurm_scan_ms = 5000;
+    strcpy(cfg->gpu_nvml_library, "libnvidia-ml.so.1");
+    cfg->gpu_process_every_ms = 5000;
 }
 
 static bool in_choices(const char *choices, const char *value)

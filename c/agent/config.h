@@ -38,6 +38,8 @@ typedef struct hm_agent_config {
     int64_t slurm_scan_ms;        /* how often to list slurm_dir; 0 = every period */
     int64_t net_link_bits_per_s;  /* the links' real rate, if the site knows it; 0 = unknown */
     char scope_cgroup[PATH_MAX];  /* node scope: "" = host-wide, "self", or a cgroup path */
+    char gpu_nvml_library[PATH_MAX]; /* gpu_nvidia: what dlopen() loads */
+    int64_t gpu_process_every_ms; /* gpu_nvidia: per-process (job) readings this often; 0 = every period */
 } hm_agent_config;
 
 /* One option that was given on the command line: applied after the file,
