@@ -23,6 +23,10 @@ typedef struct hm_bench_env {
     int64_t t_bcast_probed_ns; /* the bound as probed; t_bcast_ns decays back to it */
     int64_t late_tolerance_ns; /* leaving the wait later than this after the start is late */
     int64_t spin_ns;           /* spin this long at the end of a wait, sleep before */
+    int64_t launch_spin_ns;    /* the same for waits between the launches of a stage:
+                                * INT64_MAX (spin the whole window) unless the node is
+                                * oversubscribed, where a spinning rank keeps another
+                                * off its CPU */
 } hm_bench_env;
 
 typedef struct hm_bench_samples {

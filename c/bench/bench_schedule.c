@@ -37,10 +37,11 @@ hm_launch_status hm_launch_combine(bool any_late, bool any_overrun)
 }
 
 void hm_schedule_after_warmup(const hm_schedule_params *p, double warmup_span_ns,
-                              hm_delta_state *st)
+                              double turnaround_ns, hm_delta_state *st)
 {
     double span = warmup_span_ns > 0 ? warmup_span_ns : 0;
-    st->delta_ns = p->gamma * span / p->warmup_launches;
+    st->turnaround_ns = turnaround_ns > 0 ? turnaround_ns : 0;
+    st->delta_ns = p->gamma * span / p->warmup_launches + st->turnaround_ns;
     st->calm_stages = 0;
 }
 
@@ -48,6 +49,8 @@ int hm_schedule_next_delta(const hm_schedule_params *p, const hm_stage_outcome *
                            hm_delta_state *st)
 {
     double old = st->delta_ns;
+    if (o->turnaround_ns > 0)
+        st->turnaround_ns = o->turnaround_ns;
     if ((double)o->invalid > p->invalid_fraction * o->launches) {
         /* The seed's rule; the gamma*delta floor matters when the stage
          * failed by late starts rather than overruns, so its span stayed
@@ -64,8 +67,10 @@ int hm_schedule_next_delta(const hm_schedule_params *p, const hm_stage_outcome *
              * a clean warm-up would have set. One disturbed stage can blow
              * delta up a thousandfold (a scheduler time slice over a
              * microsecond operation); shrinking by gamma per stage would
-             * never win that back within a run. */
-            double floor_ns = p->gamma * o->longest_ns;
+             * never win that back within a run. The turnaround keeps a
+             * launch that used its whole window from making the next one
+             * late. */
+            double floor_ns = p->gamma * o->longest_ns + st->turnaround_ns;
             st->delta_ns = floor_ns < old ? floor_ns : old;
             st->calm_stages = 0;
         }

@@ -8,8 +8,14 @@
  *   stage 0 (k' launches, delta_0 = 0) only warms up and sets delta_1;
  *   (hushmon addition) after `shrink_after_calm` consecutive stages that
  *   did not need a larger window (at most g invalid), delta shrinks to
- *   gamma times the longest valid launch of the stage (never grows that
- *   way), so one disturbed stage does not slow the rest of the run;
+ *   gamma times the longest valid launch of the stage plus the turnaround
+ *   (never grows that way), so one disturbed stage does not slow the rest
+ *   of the run;
+ *   (hushmon addition) the turnaround: a rank that ends launch l at the
+ *   very end of its window still has to record it and read the clock
+ *   before it is ready for launch l+1; a window without that gap makes
+ *   launch l+1 late whenever l used its window (~0.1-0.2 us here, a third
+ *   of a small Bcast), so windows carry the largest gap measured;
  *   stop when RSE <= rse_max with >= min_valid valid launches, or more
  *   than max_total launches, or more than max_valid valid ones. */
 #ifndef HM_BENCH_SCHEDULE_H
@@ -67,16 +73,22 @@ typedef struct hm_stage_outcome {
     int invalid;          /* late + overrun */
     double span_ns;       /* tau'_j - tau_j: last end of the stage minus its start */
     double longest_ns;    /* largest (end - scheduled start) of a valid launch; 0 if none */
+    double turnaround_ns; /* largest gap a rank needed between the end of one launch and
+                           * being ready for the next (recording, moving the buffer slot,
+                           * reading the clock); 0 if not measured */
 } hm_stage_outcome;
 
 typedef struct hm_delta_state {
     double delta_ns;      /* window of the next stage */
     int calm_stages;      /* consecutive stages with at most g invalid */
+    double turnaround_ns; /* the launch-to-launch gap a rank needs, as last measured */
 } hm_delta_state;
 
-/* delta_1 from the warm-up stage: gamma * (tau'_0 - tau_0) / k'. */
+/* delta_1 from the warm-up stage: gamma * (tau'_0 - tau_0) / k' plus the
+ * turnaround a rank needs between two launches (hushmon addition, see
+ * hm_schedule_next_delta). */
 void hm_schedule_after_warmup(const hm_schedule_params *p, double warmup_span_ns,
-                              hm_delta_state *st);
+                              double turnaround_ns, hm_delta_state *st);
 
 /* Updates the window after a measured stage (the rules above). Returns
  * +1 if delta grew, -1 if it shrank, 0 if unchanged. */

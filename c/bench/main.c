@@ -263,6 +263,7 @@ static int measure_on(run_state *s, int p, hm_error *err)
     env.t_bcast_probed_ns = env.t_bcast_ns;
     env.late_tolerance_ns = late_tolerance_ns(s);
     env.spin_ns = spin_ns(s);
+    env.launch_spin_ns = s->meta.oversubscribed ? env.spin_ns : INT64_MAX;
     for (size_t i = 0; i < o->n_ops && status == 0; i++) {
         const hm_op *op = o->ops[i];
         size_t n_sizes = op->uses_size ? o->n_sizes : 1;

@@ -21,7 +21,10 @@ static int stage_start(const hm_bench_env *env, int64_t *tau_ns, hm_error *err)
 }
 
 /* Stage 0: k' launches back to back (delta_0 = 0) from tau_0; they absorb
- * late initialization and set delta_1 from the stage's span. */
+ * late initialization and set delta_1 from the stage's span. Each rank
+ * also times the bookkeeping a measured stage does between the end of one
+ * launch and being ready for the next (the turnaround), the same steps as
+ * run_stage, so delta_1 leaves room for it. */
 static int warm_up(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, hm_delta_state *st,
                    hm_error *err)
 {
@@ -32,23 +35,35 @@ static int warm_up(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, hm_
     /* A rank that got the stage start late begins late; its lateness is
      * not the operation's duration and must not widen the window. */
     int64_t begin = hm_clock_wait_until_ns(env->clock, tau, env->spin_ns);
+    double turnaround = 0;
     for (int l = 0; l < p->warmup_launches; l++) {
         hm_op_ctx_next(ctx);
         if (op->run(ctx, err) != 0)
             return -1;
+        int64_t end = hm_clock_now_ns(env->clock);
+        hm_launch_times times = {end, end, end, end, end};
+        volatile hm_launch_status status = hm_launch_classify(&times, env->late_tolerance_ns);
+        (void)status;
+        int64_t arrive = hm_clock_now_ns(env->clock);
+        if ((double)(arrive - end) > turnaround)
+            turnaround = (double)(arrive - end);
     }
-    double span = (double)(hm_clock_now_ns(env->clock) - begin), worst = 0;
-    if (hm_op_mpi_check(MPI_Allreduce(&span, &worst, 1, MPI_DOUBLE, MPI_MAX, env->comm),
+    double mine[2] = {(double)(hm_clock_now_ns(env->clock) - begin), turnaround}, worst[2];
+    if (hm_op_mpi_check(MPI_Allreduce(mine, worst, 2, MPI_DOUBLE, MPI_MAX, env->comm),
                         "warm-up span reduce", err) != 0)
         return -1;
-    hm_schedule_after_warmup(p, worst, st);
+    /* Twice the bare bookkeeping: a measured stage also stores the launch
+     * and computes the next start; the stages measure the real gap. */
+    hm_schedule_after_warmup(p, worst[0], 2 * worst[1], st);
     return 0;
 }
 
-/* One measured stage. mine/all hold 4k+2 doubles: per launch the local
+/* One measured stage. mine/all hold 4k+4 doubles: per launch the local
  * time, the global time, the late flag, the overrun flag, then the stage
- * span and how late the stage start reached this rank; MAX over ranks
- * turns them into the launch's (and the stage's) values. */
+ * span, how late the stage start reached this rank, the largest
+ * turnaround (end of a launch to ready for the next) and how late this
+ * rank started launch 0; MAX over ranks turns them into the launch's
+ * (and the stage's) values. */
 static int run_stage(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, int64_t delta_ns,
                      double *mine, double *all, hm_error *err)
 {
@@ -58,12 +73,21 @@ static int run_stage(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, i
         return -1;
     int64_t end = tau;
     mine[4 * k + 1] = (double)(hm_clock_now_ns(env->clock) - tau) * 1e-9;
+    mine[4 * k + 2] = 0;
+    mine[4 * k + 3] = 0;
     for (int l = 0; l < k; l++) {
         int64_t sched = tau + (int64_t)l * delta_ns;
         hm_op_ctx_next(ctx);
         int64_t arrive = hm_clock_now_ns(env->clock);
-        int64_t start =
-            arrive < sched ? hm_clock_wait_until_ns(env->clock, sched, env->spin_ns) : arrive;
+        if (l > 0 && (double)(arrive - end) * 1e-9 > mine[4 * k + 2])
+            mine[4 * k + 2] = (double)(arrive - end) * 1e-9;
+        /* Within a stage a wait is at most one window: spun whole (see
+         * launch_spin_ns), so a rank is not woken late from a sleep. */
+        int64_t start = arrive < sched
+                            ? hm_clock_wait_until_ns(env->clock, sched, env->launch_spin_ns)
+                            : arrive;
+        if (l == 0)
+            mine[4 * k + 3] = (double)(start - sched) * 1e-9;
         if (op->run(ctx, err) != 0)
             return -1;
         end = hm_clock_now_ns(env->clock);
@@ -78,7 +102,7 @@ static int run_stage(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, i
      * because ranks cannot start on time (a busy or oversubscribed node),
      * wider windows are what lets them. */
     mine[4 * k] = (double)(end - tau) * 1e-9;
-    return hm_op_mpi_check(MPI_Allreduce(mine, all, 4 * k + 2, MPI_DOUBLE, MPI_MAX, env->comm),
+    return hm_op_mpi_check(MPI_Allreduce(mine, all, 4 * k + 4, MPI_DOUBLE, MPI_MAX, env->comm),
                            "stage results reduce", err);
 }
 
@@ -88,8 +112,18 @@ static int record_stage(int k, const double *mine, const double *all, hm_bench_s
 {
     o->launches = k;
     o->invalid = 0;
-    o->span_ns = all[4 * k] * 1e9;
+    /* The span from the latest start of launch 0, not from tau_j: a stage
+     * start that reached a rank late is t_bcast's to absorb (raised below);
+     * counted in the span it spread over k windows and blew a 0.6 us
+     * window up to ~100 us (a rank 816 us late), past --spin-us, where
+     * every wait slept, woke late and widened the window again (Bcast 8 B:
+     * windows of 3.5 ms, 31 of 40 launches late). */
+    double first_late_ns = all[4 * k + 3] > 0 ? all[4 * k + 3] * 1e9 : 0;
+    o->span_ns = all[4 * k] * 1e9 - first_late_ns;
+    if (o->span_ns < 0)
+        o->span_ns = 0;
     o->longest_ns = 0;
+    o->turnaround_ns = all[4 * k + 2] * 1e9;
     for (int l = 0; l < k; l++) {
         hm_launch_status st = hm_launch_combine(all[2 * k + l] > 0, all[3 * k + l] > 0);
         bool valid = st == HM_LAUNCH_VALID;
@@ -113,8 +147,8 @@ int hm_measure_sync(hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx,
                     hm_bench_samples *out, hm_error *err)
 {
     int k = env->opts->schedule.launches_per_stage;
-    double *mine = malloc((size_t)(4 * k + 2) * sizeof *mine);
-    double *all = malloc((size_t)(4 * k + 2) * sizeof *all);
+    double *mine = malloc((size_t)(4 * k + 4) * sizeof *mine);
+    double *all = malloc((size_t)(4 * k + 4) * sizeof *all);
     int rc = -1;
     if (mine == NULL || all == NULL) {
         hm_error_set(err, "out of memory for a stage of %d launches", k);

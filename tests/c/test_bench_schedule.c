@@ -50,20 +50,24 @@ static void test_warmup_sets_delta(hm_test_counts *c)
 {
     hm_schedule_params p;
     hm_schedule_params_default(&p);
-    hm_delta_state st = {123, 5};
+    hm_delta_state st = {123, 5, 0};
     /* delta_1 = gamma * (tau'_0 - tau_0) / k' = 1.1 * 4000 / 4 */
-    hm_schedule_after_warmup(&p, 4000, &st);
+    hm_schedule_after_warmup(&p, 4000, 0, &st);
     CHECK_NEAR(c, st.delta_ns, 1100, 1e-9);
     CHECK(c, st.calm_stages == 0);
-    hm_schedule_after_warmup(&p, -5, &st); /* clock oddity: no negative window */
+    hm_schedule_after_warmup(&p, -5, 0, &st); /* clock oddity: no negative window */
     CHECK_NEAR(c, st.delta_ns, 0, 0);
+    /* The turnaround is added to the window, not scaled by gamma. */
+    hm_schedule_after_warmup(&p, 4000, 150, &st);
+    CHECK_NEAR(c, st.delta_ns, 1250, 1e-9);
+    CHECK_NEAR(c, st.turnaround_ns, 150, 0);
 }
 
 static void test_delta_grows(hm_test_counts *c)
 {
     hm_schedule_params p;
     hm_schedule_params_default(&p);
-    hm_delta_state st = {1000, 1};
+    hm_delta_state st = {1000, 1, 0};
     /* 3 of 8 invalid (> 25 %): delta = gamma * span / k = 1.1 * 16000 / 8. */
     hm_stage_outcome o = {.launches = 8, .invalid = 3, .span_ns = 16000, .longest_ns = 900};
     CHECK(c, hm_schedule_next_delta(&p, &o, &st) == 1);
@@ -85,7 +89,7 @@ static void test_delta_shrinks_after_calm_stages(hm_test_counts *c)
 {
     hm_schedule_params p;
     hm_schedule_params_default(&p);
-    hm_delta_state st = {11000, 0};
+    hm_delta_state st = {11000, 0, 0};
     hm_stage_outcome clean = {.launches = 8, .invalid = 0, .span_ns = 88000, .longest_ns = 2000};
     /* First clean stage: wait for a second one. */
     CHECK(c, hm_schedule_next_delta(&p, &clean, &st) == 0);
@@ -126,6 +130,28 @@ static void test_delta_shrinks_after_calm_stages(hm_test_counts *c)
     for (int i = 0; i < 5; i++)
         hm_schedule_next_delta(&p, &clean, &st);
     CHECK_NEAR(c, st.delta_ns, 5000, 0);
+}
+
+/* A launch that used its whole window still needs the turnaround before
+ * the next one can start on time: the shrink floor keeps that gap. Without
+ * it, a small Bcast (0.4 us, ~0.15 us of bookkeeping) lost most launches
+ * to late starts. */
+static void test_shrink_keeps_turnaround(hm_test_counts *c)
+{
+    hm_schedule_params p;
+    hm_schedule_params_default(&p);
+    hm_delta_state st = {90000, 1, 0};
+    hm_stage_outcome o = {
+        .launches = 8, .invalid = 0, .span_ns = 1, .longest_ns = 400, .turnaround_ns = 150};
+    CHECK(c, hm_schedule_next_delta(&p, &o, &st) == -1);
+    CHECK_NEAR(c, st.delta_ns, 1.1 * 400 + 150, 1e-9);
+    CHECK_NEAR(c, st.turnaround_ns, 150, 0);
+    /* A stage that measured no turnaround keeps the last one measured. */
+    o.turnaround_ns = 0;
+    st.delta_ns = 90000;
+    st.calm_stages = 1;
+    hm_schedule_next_delta(&p, &o, &st);
+    CHECK_NEAR(c, st.delta_ns, 1.1 * 400 + 150, 1e-9);
 }
 
 static void test_stop_rules(hm_test_counts *c)
@@ -179,6 +205,7 @@ int main(void)
     test_warmup_sets_delta(&c);
     test_delta_grows(&c);
     test_delta_shrinks_after_calm_stages(&c);
+    test_shrink_keeps_turnaround(&c);
     test_stop_rules(&c);
     test_clock_error(&c);
     return hm_test_finish("test_bench_schedule", &c);
