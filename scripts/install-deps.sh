@@ -49,4 +49,9 @@ if [ ! -d /run/systemd/system ]; then
   trap 'rm -f /usr/sbin/policy-rc.d; rm -rf "$shim"' EXIT
 fi
 PATH=$shim_path apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# pmcd reads the PMNS that its service script builds at first start; the
+# noise study starts pmcd itself, so build it here.
+if [ -x /var/lib/pcp/pmns/Rebuild ] && [ ! -e /var/lib/pcp/pmns/root ]; then
+  (cd /var/lib/pcp/pmns && ./Rebuild -u)
+fi
 echo "install-deps: done"
