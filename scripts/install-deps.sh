@@ -22,7 +22,16 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
+# pmcd reads the PMNS that its service script builds at first start; the
+# noise study starts pmcd itself, so build it here (root only).
+pcp_pmns() {
+  if [ "$(id -u)" -eq 0 ] && [ -x /var/lib/pcp/pmns/Rebuild ] && [ ! -e /var/lib/pcp/pmns/root ]; then
+    (cd /var/lib/pcp/pmns && ./Rebuild -u)
+  fi
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
+  pcp_pmns
   echo "install-deps: all system packages present"
   exit 0
 fi
@@ -49,9 +58,5 @@ if [ ! -d /run/systemd/system ]; then
   trap 'rm -f /usr/sbin/policy-rc.d; rm -rf "$shim"' EXIT
 fi
 PATH=$shim_path apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-# pmcd reads the PMNS that its service script builds at first start; the
-# noise study starts pmcd itself, so build it here.
-if [ -x /var/lib/pcp/pmns/Rebuild ] && [ ! -e /var/lib/pcp/pmns/root ]; then
-  (cd /var/lib/pcp/pmns && ./Rebuild -u)
-fi
+pcp_pmns
 echo "install-deps: done"
