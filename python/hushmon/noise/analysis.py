@@ -11,8 +11,19 @@ from typing import Any
 import numpy as np
 
 from hushmon.noise.events import DetectorRun, load_detector_run
-from hushmon.noise.folding import known_phase_statistic, scan_statistic, window_ns
+from hushmon.noise.folding import (
+    FoldedStatistic,
+    burst_windows,
+    interval_statistic,
+    known_phase_statistic,
+    scan_statistic,
+    window_ns,
+)
 from hushmon.noise.launch import DETECT_JSON, EVENTS_FILE, RunRecord
+from hushmon.noise.schedtrace import TRACE_FILE, AgentTrace, read_trace, sham_bursts
+
+# Where a study keeps the trace of the agent alone (the clean runs' template).
+TEMPLATE_DIR = "agent-alone"
 
 
 @dataclass(frozen=True)
@@ -30,6 +41,10 @@ class RunStats:
     excess_pct: float  # all detour excess / loop time, rank with most
     p99_ns: float
     p999_ns: float
+    # scheduler-trace studies: the agent's on-CPU share of the detector's
+    # span (noisy runs) and trace events the ring buffer lost
+    agent_cpu_pct: float = math.nan
+    lost_trace_events: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -43,14 +58,22 @@ def run_stats(
     known_phase: bool,
     run: DetectorRun | None = None,
     window_s: float | None = None,
+    template: AgentTrace | None = None,
 ) -> RunStats:
+    """known_phase: the injector or a given phase; otherwise a scan, or,
+    with a template (the agent alone, traced), the scheduler-trace windows:
+    the noisy run's own trace, the template's bursts shifted by the run's
+    random phase in a clean run."""
     run_dir = study_dir / record.dir
     if run is None:
         run = load_detector_run(run_dir / DETECT_JSON, run_dir / EVENTS_FILE)
     period_ns = round(period_s * 1e9)
     # a real agent's work per activation is unknown: its window is given
     width = round(window_s * 1e9) if window_s else window_ns(level_pct, period_ns)
-    if known_phase:
+    agent_pct, lost = math.nan, 0
+    if template is not None:
+        folded, agent_pct, lost = _traced(run_dir, record, run, template, period_ns)
+    elif known_phase:
         folded = known_phase_statistic(run, period_ns, round(record.phase_s * 1e9), width)
     else:
         folded = scan_statistic(run, period_ns, width)
@@ -74,7 +97,26 @@ def run_stats(
         excess_pct=100.0 * excess / loop if loop > 0 else math.nan,
         p99_ns=float(p99),
         p999_ns=float(p999),
+        agent_cpu_pct=agent_pct,
+        lost_trace_events=lost,
     )
+
+
+def _traced(
+    run_dir: Path, record: RunRecord, run: DetectorRun, template: AgentTrace, period_ns: int
+) -> tuple[FoldedStatistic, float, int]:
+    lo, hi = run.span_ns()
+    if record.arm == "noisy":
+        trace = read_trace(run_dir / TRACE_FILE)
+        bursts = trace.bursts()
+        pct = 100.0 * trace.on_cpu_ns(lo, hi) / (hi - lo) if hi > lo else math.nan
+        lost = trace.lost_events
+    else:
+        shift = round(record.phase_s * 1e9)
+        bursts = sham_bursts(template, lo, shift)
+        pct, lost = math.nan, 0
+    starts, widths = burst_windows(bursts, run)
+    return interval_statistic(run, starts, widths, period_ns), pct, lost
 
 
 def arm_values(stats: list[RunStats], arm: str, field: str) -> np.ndarray:

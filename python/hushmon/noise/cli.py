@@ -85,6 +85,7 @@ def _noise(args: argparse.Namespace, level: float) -> NoiseConfig:
         noise_cmd=getattr(args, "noise_cmd", None),
         noise_phase_s=getattr(args, "noise_phase", None),
         window_s=getattr(args, "noise_window", None) if getattr(args, "noise_cmd", None) else None,
+        warmup_s=getattr(args, "noise_warmup", 0.5),
     )  # fmt: skip
 
 
@@ -143,11 +144,14 @@ def cmd_detect(args: argparse.Namespace) -> int:
         args.noise_cmd is None or not 0 <= args.noise_phase < args.period
     ):
         raise HushmonError("--noise-phase goes with --noise-cmd and lies in [0, --period)")
+    if not 0 <= args.noise_warmup <= 60:
+        raise HushmonError("--noise-warmup must be in 0..60 s")
     if not 0 < args.noise_window < args.period / 4:
         raise HushmonError("--noise-window must be positive and below a quarter of --period")
     level = 0.0 if args.level is None else args.level
     validate_level(level)
     detector, noise = _detector(args), _noise(args, level)
+    noise, how = _trace_choice(args.trace, noise)
     out = _out_dir(args, "detect")
     study = detect_study(
         out, detector, noise, alpha=args.alpha, budget_s=args.budget, seed=args.seed
@@ -157,12 +161,34 @@ def cmd_detect(args: argparse.Namespace) -> int:
         write_detect_report(out, study, out / REPORT_FILE)
     human = jsonio.human_stream(args.json)
     _print_verdict(v, human)
+    v["method_detail"] = how
+    print(f"method: {v['method']} ({how})", file=human)
     print(
         f"results: {out}" + ("" if args.no_report else f"  report: {out / REPORT_FILE}"),
         file=human,
     )
     jsonio.emit(args.json, {k: v[k] for k in v if k != "looks"})
     return 0
+
+
+def _trace_choice(mode: str, noise: NoiseConfig) -> tuple[NoiseConfig, str]:
+    """Whether a noise command's windows come from the scheduler trace."""
+    from dataclasses import replace
+
+    from hushmon.noise.schedtrace import tracefs_root
+
+    if noise.noise_cmd is None:
+        return noise, "the injector's own schedule"
+    if noise.noise_phase_s is not None:
+        return noise, f"the given phase {noise.noise_phase_s:g} s"
+    if mode == "off":
+        return noise, "phase scan (--trace off)"
+    root, why = tracefs_root()
+    if root is None:
+        if mode == "on":
+            raise HushmonError(f"--trace on: {why}")
+        return noise, f"phase scan: no scheduler trace here ({why})"
+    return replace(noise, trace=True), f"sched_switch of its process tree, {why}"
 
 
 def _print_verdict(v: dict[str, Any], human: TextIO) -> None:
@@ -265,6 +291,20 @@ def register(subparsers: Any) -> None:
         default=0.005,
         metavar="S",
         help="window after each activation of a --noise-cmd agent, s [0.005]",
+    )
+    d.add_argument(
+        "--noise-warmup",
+        type=float,
+        default=0.5,
+        metavar="S",
+        help="seconds a --noise-cmd agent runs before the detector starts (its start-up) [0.5]",
+    )
+    d.add_argument(
+        "--trace",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="find when a --noise-cmd agent ran from the scheduler (tracefs sched_switch "
+        "of its process tree) instead of scanning phases; auto: where tracing works [auto]",
     )
     d.add_argument("--budget", type=float, default=120.0, help="wall-time budget, s [120]")
     _common(d)

@@ -147,6 +147,9 @@ def evidence(stats: list[RunStats], period_s: float, level: float = 0.99) -> dic
             if arm_values(stats, "noisy", field_name).size
             else math.nan,
         }
+    agent = arm_values(stats, "noisy", "agent_cpu_pct")
+    # the agent's own CPU share while the detector ran (scheduler trace)
+    out["agent_cpu_pct"] = float(np.median(agent)) if agent.size else None
     noisy = arm_values(stats, "noisy", "delay_ns")
     clean = arm_values(stats, "clean", "delay_ns")
     out["measured_load_pct"] = (

@@ -168,3 +168,74 @@ def folded_profile(
         total = np.maximum(total, h)
     centres_ms = (edges[:-1] + edges[1:]) / 2 / 1e6
     return centres_ms, total / periods / 1e3
+
+
+# Windows around traced bursts: opened a little before the agent is switched
+# in (the detector's iteration that it delays started earlier) and closed
+# after it leaves the CPU (the preempted rank still has to finish).
+BURST_BEFORE_NS = 250_000
+BURST_AFTER_NS = 1_000_000
+
+
+def burst_windows(bursts: np.ndarray, run: DetectorRun) -> tuple[np.ndarray, np.ndarray]:
+    """Windows (start, width) around the agent's bursts that lie wholly in
+    the detector's recorded span."""
+    if bursts.size == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    lo, hi = run.span_ns()
+    starts = bursts[:, 0] - BURST_BEFORE_NS
+    ends = bursts[:, 1] + BURST_AFTER_NS
+    ok = (starts >= lo) & (ends <= hi)
+    return starts[ok].astype(np.int64), (ends - starts)[ok].astype(np.int64)
+
+
+def _union(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted, disjoint union of intervals [lo, hi) (lo sorted)."""
+    out_lo: list[int] = []
+    out_hi: list[int] = []
+    for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
+        if out_hi and a <= out_hi[-1]:
+            out_hi[-1] = max(out_hi[-1], b)
+        else:
+            out_lo.append(a)
+            out_hi.append(b)
+    return np.asarray(out_lo, dtype=np.int64), np.asarray(out_hi, dtype=np.int64)
+
+
+def interval_statistic(
+    run: DetectorRun, starts: np.ndarray, widths: np.ndarray, period_ns: int
+) -> FoldedStatistic:
+    """The folded score with windows where the agent actually ran (from the
+    scheduler trace) instead of one per period at a phase: each window
+    against the windows of its own width in the surrounding half-periods,
+    leaving out those that touch any of the agent's windows. A window wider
+    than a quarter of the period has too few controls and is skipped."""
+    span_lo, span_hi = run.span_ns()
+    cums = _rank_cumsums(run)
+    order = np.argsort(starts)
+    starts, widths = starts[order], widths[order]
+    busy_lo, busy_hi = _union(starts, starts + widths)
+    scores: list[float] = []
+    delays: list[float] = []
+    half = period_ns // 2
+    for s, w in zip(starts.tolist(), widths.tolist(), strict=True):
+        if w <= 0 or w > period_ns // 4:
+            continue
+        inside = float(_window_excess(cums, np.array([s]), w)[0])
+        js = np.arange(-(half // w), half // w + 1)
+        js = js[np.abs(js) >= 2]
+        ctrl = s + js * w
+        ctrl = ctrl[(ctrl >= span_lo) & (ctrl + w <= span_hi)]
+        # no control window may hold any of the agent's own activity
+        a = np.searchsorted(busy_hi, ctrl, side="right")
+        touches = (a < busy_lo.size) & (busy_lo[np.minimum(a, busy_lo.size - 1)] < ctrl + w)
+        ctrl = ctrl[~touches]
+        if ctrl.size == 0:
+            continue
+        c = _window_excess(cums, ctrl, w)
+        below = np.count_nonzero(c < inside) + 0.5 * np.count_nonzero(c == inside)
+        scores.append(float(below / c.size))
+        delays.append(inside - float(c.mean()))
+    value = float(np.mean(scores)) if scores else math.nan
+    delay = float(np.mean(delays)) if delays else math.nan
+    return FoldedStatistic(value, delay, len(scores), 0, scores)

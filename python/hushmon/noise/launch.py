@@ -59,10 +59,26 @@ class NoiseConfig:
     # Window after each activation for a noise command (its work per
     # activation is unknown); the injector's follows from its level.
     window_s: float | None = None
+    # Find when a noise command ran from the scheduler (tracefs sched_switch
+    # of its process tree) instead of scanning phases (schedtrace.py).
+    trace: bool = False
+    # Seconds a noise command gets to start before the detector does (a
+    # daemon's start-up is not its steady cost).
+    warmup_s: float = 0.5
 
     @property
     def known_phase(self) -> bool:
         return self.noise_cmd is None or self.noise_phase_s is not None
+
+    @property
+    def method(self) -> str:
+        """How the agent's windows are found: the injector's schedule, a
+        given phase, the scheduler trace, or a scan of every phase."""
+        if self.noise_cmd is None:
+            return "injector"
+        if self.noise_phase_s is not None:
+            return "known_phase"
+        return "sched_trace" if self.trace else "scan"
 
 
 @dataclass
@@ -122,14 +138,18 @@ def set_session_nice(pid: int, nice: int) -> None:
 
 @contextlib.contextmanager
 def process_group(
-    argv: Sequence[str], out_path: Path, nice: int = 0
+    argv: Sequence[str], out_path: Path, nice: int = 0, gated: bool = False
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """A child in a new session (its own process group), always ended on exit."""
+    """A child in a new session (its own process group), always ended on exit.
+
+    gated: its stdin is a pipe (for a command started by gated_shell that
+    waits for one line before it execs)."""
     with out_path.open("wb") as out:
         try:
             proc = subprocess.Popen(
-                list(argv), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
+                list(argv), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                stdin=subprocess.PIPE if gated else None,
+            )  # fmt: skip
         except OSError as exc:
             raise HushmonError(f"cannot start {argv[0]}: {exc.strerror}") from exc
         try:
@@ -188,6 +208,70 @@ def _last_line(path: Path) -> str:
     return (own or lines or [""])[-1].strip()
 
 
+def gated_shell(cmd: str) -> list[str]:
+    """A shell that waits for a line on stdin, then execs cmd (stdin
+    /dev/null): its pid is known, and traced, before cmd forks anything."""
+    return ["/bin/sh", "-c", 'read -r _ || :; exec /bin/sh -c "$1" </dev/null', "hushmon-gate", cmd]
+
+
+def release(proc: subprocess.Popen[bytes]) -> None:
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.write(b"go\n")
+        proc.stdin.close()
+
+
+@contextlib.contextmanager
+def traced_noise_cmd(
+    noise: NoiseConfig, run_dir: Path, nice: int
+) -> Iterator[tuple[subprocess.Popen[bytes], list[int]]]:
+    """The noise command with its process tree's scheduler events recorded
+    from its first instruction; the trace goes to run_dir/sched.trace when
+    the block ends (before the command is ended)."""
+    from hushmon.noise.schedtrace import TRACE_FILE, SchedTrace, tracefs_root
+
+    root, why = tracefs_root()
+    if root is None:
+        raise HushmonError(f"scheduler trace unavailable: {why}")
+    assert noise.noise_cmd is not None
+    argv = with_nice(nice, gated_shell(noise.noise_cmd))
+    steady: list[int] = []  # trace_agent_alone appends the end of the start-up
+    with (
+        SchedTrace(root) as trace,
+        process_group(argv, run_dir / NOISE_OUT, nice, gated=True) as proc,
+    ):
+        trace.follow(proc.pid)
+        release(proc)
+        yield proc, steady
+        trace.save(run_dir / TRACE_FILE, steady[0] if steady else None)
+
+
+def _check_started(
+    proc: subprocess.Popen[bytes], noise_cmd: str, run_dir: Path, warmup_s: float = 0.5
+) -> None:
+    time.sleep(warmup_s)  # it must survive its start-up to count as running
+    if proc.poll() is not None:
+        raise HushmonError(
+            f"noise command {shlex.quote(noise_cmd)} exited at start "
+            f"(exit {proc.returncode}): {_last_line(run_dir / NOISE_OUT)}"
+        )
+
+
+def trace_agent_alone(noise: NoiseConfig, out_dir: Path, seconds: float, nice: int) -> Path:
+    """The agent alone under the trace for `seconds` (after its start-up,
+    noise.warmup_s, as in a noisy run): the template of the clean runs' sham
+    windows (same number, widths and spacing of bursts)."""
+    from hushmon.noise.schedtrace import TRACE_FILE
+
+    assert noise.noise_cmd is not None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with traced_noise_cmd(noise, out_dir, nice) as (proc, steady):
+        _check_started(proc, noise.noise_cmd, out_dir, noise.warmup_s)
+        steady.append(time.time_ns())
+        time.sleep(seconds)
+    return out_dir / TRACE_FILE
+
+
 def run_detector(cfg: DetectorConfig, run_dir: Path, timeout_s: float) -> None:
     out = run_dir / "detect.txt"
     with process_group(detector_argv(cfg, run_dir), out, cfg.nice) as proc:
@@ -225,14 +309,12 @@ def one_run(
     t0 = time.monotonic()
     with contextlib.ExitStack() as stack:
         if arm == "noisy" and noise.noise_cmd is not None:
-            argv = with_nice(detector.nice, ["/bin/sh", "-c", noise.noise_cmd])
-            proc = stack.enter_context(process_group(argv, run_dir / NOISE_OUT, detector.nice))
-            time.sleep(0.5)  # it must survive its start-up to count as running
-            if proc.poll() is not None:
-                raise HushmonError(
-                    f"noise command {shlex.quote(noise.noise_cmd)} exited at start "
-                    f"(exit {proc.returncode}): {_last_line(run_dir / NOISE_OUT)}"
-                )
+            if noise.trace:
+                proc, _ = stack.enter_context(traced_noise_cmd(noise, run_dir, detector.nice))
+            else:
+                argv = with_nice(detector.nice, ["/bin/sh", "-c", noise.noise_cmd])
+                proc = stack.enter_context(process_group(argv, run_dir / NOISE_OUT, detector.nice))
+            _check_started(proc, noise.noise_cmd, run_dir, noise.warmup_s)
         elif noise.noise_cmd is None:
             # Clean runs get a sham agent: the injector at level 0 (it never
             # wakes), started the same way, so whatever its mere presence does

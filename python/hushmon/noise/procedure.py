@@ -20,14 +20,16 @@ import numpy as np
 
 from hushmon import jsonio
 from hushmon.errors import HushmonError
-from hushmon.noise.analysis import RunStats, run_stats
+from hushmon.noise.analysis import TEMPLATE_DIR, RunStats, run_stats
 from hushmon.noise.decide import SequentialRule, evidence
 from hushmon.noise.launch import (
     DetectorConfig,
     NoiseConfig,
     RunRecord,
     one_run,
+    trace_agent_alone,
 )
+from hushmon.noise.schedtrace import TRACE_FILE, read_trace
 from hushmon.progress import bar
 
 STUDY_FILE = "study.json"
@@ -65,6 +67,17 @@ def detect_study(
     max_runs = max(MIN_PLANNED_RUNS, int(budget_s // est_run_s))
     arms = list(rng.permutation(["clean", "noisy"] * ((max_runs + 1) // 2))[:max_runs])
     rule = SequentialRule(alpha, max_runs)
+    template = None
+    if noise.method == "sched_trace":
+        # the agent alone first: the clean runs' sham windows copy its bursts
+        path = trace_agent_alone(noise, study_dir / TEMPLATE_DIR, run_seconds, detector.nice)
+        template = read_trace(path)
+        if template.slices.size == 0:
+            raise HushmonError(
+                f"the scheduler trace saw '{noise.noise_cmd}' never run in "
+                f"{run_seconds:g} s alone: is it a daemon that left its process tree "
+                "(run it in the foreground)?"
+            )
     stats: list[RunStats] = []
     walls: list[float] = []
     with bar(f"noise {noise_label(noise)}", total=budget_s, unit="s") as progress:
@@ -81,7 +94,7 @@ def detect_study(
             walls.append(record.wall_s)
             s = run_stats(
                 study_dir, record, noise.level_pct, noise.period_s, noise.known_phase,
-                window_s=noise.window_s,
+                window_s=noise.window_s, template=template,
             )  # fmt: skip
             stats.append(s)
             progress.update(min(budget_s, time.monotonic() - t_start) - progress.n)
@@ -122,6 +135,9 @@ def verdict(
         "p_value": decision.p_value,
         "effect": ev["measured_load_pct"],
         "effect_unit": "added delay in % of time (Hodges-Lehmann shift of the folded excess)",
+        "method": noise.method,
+        "agent_cpu_pct": ev.get("agent_cpu_pct"),
+        "lost_trace_events": sum(s.lost_trace_events for s in stats),
         "wall_seconds": wall_s,
         "alpha": decision.alpha,
         "level_tested": decision.level_tested,
@@ -156,6 +172,9 @@ def recompute(study_dir: Path, study: dict[str, Any]) -> list[RunStats]:
     """Per-run statistics again from the raw files of every run."""
     noise = study["config"]["noise"]
     known = noise.get("noise_cmd") is None or noise.get("noise_phase_s") is not None
+    template = None
+    if not known and noise.get("trace"):
+        template = read_trace(study_dir / TEMPLATE_DIR / TRACE_FILE)
     out = []
     for run_dir in sorted((study_dir / "runs").glob("*-*")):
         if not (run_dir / "run.json").is_file():
@@ -164,7 +183,7 @@ def recompute(study_dir: Path, study: dict[str, Any]) -> list[RunStats]:
         out.append(
             run_stats(
                 study_dir, record, noise["level_pct"], noise["period_s"], known,
-                window_s=noise.get("window_s"),
+                window_s=noise.get("window_s"), template=template,
             )
         )  # fmt: skip
     return out
