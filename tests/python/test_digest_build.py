@@ -37,7 +37,10 @@ def test_json_has_the_contract(digest: Digest) -> None:
     for f in data["findings"]:
         assert f["severity"] in ("high", "medium", "low", "info")
         assert f["evidence"] and f["hint"]
-    assert {s["factor"] for s in data["skipped"]} == {"decomposition"}
+    skipped = {s["factor"]: s["reason"] for s in data["skipped"]}
+    gpu = {"gpu_idle", "gpu_memory", "gpu_throttle", "gpu_transfer"}  # a job without GPUs
+    assert set(skipped) - gpu == {"decomposition"}
+    assert all(skipped[f] == "missing_sensor" for f in gpu)
 
 
 def test_states_separate_the_swapping_phase(digest: Digest) -> None:

@@ -44,6 +44,10 @@ KEY_SENSORS = (
     "mem.used_pct",
     "mem.usage_pct",
     "load.load1",
+    "gpu.sm_pct",
+    "gpu.mem_used_pct",
+    "gpu.power_w",
+    "gpu.pcie_bytes_per_s",
 )
 # One heat map (node x period) each, when present.
 PER_NODE_SENSORS = (
@@ -54,6 +58,10 @@ PER_NODE_SENSORS = (
     "pmu.flops_per_s",
     "swap.pages_per_s",
     "mem.usage_pct",
+    "gpu.sm_pct",
+    "gpu.min_sm_pct",
+    "gpu.mem_used_pct",
+    "gpu.pcie_used_pct",
 )
 # Columns of the correlation matrix, when present and varying.
 CORR_SENSORS = (

@@ -57,6 +57,10 @@ MEANING = {
     "imbalance": "1 - mean/max of per-node work",
     "idle_cpu": "idle + iowait, % of CPU time",
     "decomposition": "work rate lost vs the best run",
+    "gpu_idle": "share of GPU time below the idle SM utilization",
+    "gpu_memory": "peak GPU memory used, share of the GPU's memory",
+    "gpu_throttle": "share of busy GPU time with throttled clocks",
+    "gpu_transfer": "share of time with a GPU's PCIe link near capacity",
 }
 
 

@@ -117,6 +117,59 @@ def _cpu_busy(job: JobData) -> Matrix | None:
     return 100.0 - idle - (0.0 if iowait is None else np.nan_to_num(iowait))
 
 
+def _gpus(job: JobData, field: str) -> list[str]:
+    """Every GPU's series of a gpu_nvidia field (any scope tag)."""
+    return job.base_sensors(f"gpu.{field}")
+
+
+def _mean(job: JobData, sensors: list[str]) -> Matrix | None:
+    mats = [m for m in (job.matrix(s) for s in sensors) if m is not None]
+    if not mats:
+        return None
+    stacked = np.stack(mats)
+    n = np.sum(~np.isnan(stacked), axis=0)
+    with np.errstate(all="ignore"):
+        return np.where(n > 0, np.nansum(stacked, axis=0) / np.maximum(n, 1), np.nan)
+
+
+def _gpu(
+    field: str, how: Callable[[JobData, list[str]], Matrix | None]
+) -> Callable[[JobData], Matrix | None]:
+    return lambda job: how(job, _gpus(job, field))
+
+
+def _min(job: JobData, sensors: list[str]) -> Matrix | None:
+    neg = _max_of([-m for m in (job.matrix(s) for s in sensors) if m is not None])
+    return None if neg is None else -neg
+
+
+def _max_of(mats: list[Matrix]) -> Matrix | None:
+    if not mats:
+        return None
+    with np.errstate(all="ignore"):
+        stacked = np.stack(mats)
+        out = np.nanmax(np.where(np.isnan(stacked), -np.inf, stacked), axis=0)
+    out[np.isinf(out)] = np.nan
+    return out
+
+
+def _gpu_pcie_used(job: JobData) -> Matrix | None:
+    """Per node, the fullest GPU link direction, % of its capacity."""
+    mats = []
+    for cap_name in _gpus(job, "pcie_capacity_bytes_per_s"):
+        tags = cap_name[len("gpu.pcie_capacity_bytes_per_s") :]
+        cap = job.matrix(cap_name)
+        tx = job.matrix("gpu.pcie_tx_bytes_per_s" + tags)
+        rx = job.matrix("gpu.pcie_rx_bytes_per_s" + tags)
+        if cap is None or (tx is None and rx is None):
+            continue
+        both = _max_of([m for m in (tx, rx) if m is not None])
+        assert both is not None
+        with np.errstate(all="ignore"):
+            mats.append(np.where(cap > 0, 100.0 * both / cap, np.nan))
+    return _max_of(mats)
+
+
 @dataclass(frozen=True)
 class Derived:
     name: str
@@ -153,6 +206,19 @@ DERIVED_LIST: tuple[Derived, ...] = (
     Derived("mem.page_cache_bytes", "page cache, bytes", _alias("mem.cached_bytes")),
     Derived("mem.usage_pct", "memory charged incl. page cache, % of limit or RAM", _mem_usage),
     Derived("cpu.host_busy_pct", "host-wide CPU busy, % (all nodes on the machine)", _host_busy),
+    Derived("gpu.sm_pct", "GPU SM utilization, % (mean of the node's GPUs)", _gpu("sm_pct", _mean)),
+    Derived("gpu.min_sm_pct", "least busy GPU's SM utilization, %", _gpu("sm_pct", _min)),
+    Derived("gpu.mem_used_pct", "fullest GPU's memory used, %", _gpu("mem_used_pct", _max)),
+    Derived("gpu.power_w", "GPU power, W (sum of the node's GPUs)", _gpu("power_w", _sum)),
+    Derived(
+        "gpu.pcie_bytes_per_s",
+        "host-device PCIe traffic, bytes/s (tx + rx, all GPUs)",
+        lambda job: _sum(
+            job, _gpus(job, "pcie_tx_bytes_per_s") + _gpus(job, "pcie_rx_bytes_per_s")
+        ),
+    ),
+    Derived("gpu.pcie_used_pct", "fullest GPU PCIe direction, % of the link", _gpu_pcie_used),
+    Derived("gpu.temp_c", "hottest GPU, degrees C", _gpu("temp_c", _max)),
 )
 DERIVED: dict[str, Derived] = {d.name: d for d in DERIVED_LIST}
 

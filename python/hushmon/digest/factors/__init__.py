@@ -15,6 +15,10 @@ from typing import Any
 from hushmon.digest.factors import (
     decomposition,
     disk_swap,
+    gpu_idle,
+    gpu_memory,
+    gpu_throttle,
+    gpu_transfer,
     idle_cpu,
     imbalance,
     network_bandwidth,
@@ -36,6 +40,10 @@ FACTORS: tuple[Factor, ...] = (
     imbalance.FACTOR,
     idle_cpu.FACTOR,
     decomposition.FACTOR,
+    gpu_idle.FACTOR,
+    gpu_memory.FACTOR,
+    gpu_throttle.FACTOR,
+    gpu_transfer.FACTOR,
 )
 
 PARAMETERS_FILE = Path(__file__).with_name("parameters.toml")
