@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,35 @@ static int mark_wanted(const char *name, void *arg, hm_error *err)
     return 0;
 }
 
+/* N of "name=N" in sources_every for this source, 1 if not listed. */
+static int source_every(const char *list, const char *name, int64_t *every, hm_error *err)
+{
+    *every = 1;
+    for (const char *p = list; *p != '\0';) {
+        size_t len = strcspn(p, ",");
+        char item[96];
+        if (len >= sizeof item)
+            return hm_error_set(err, "sources_every: item too long in '%s'", list);
+        memcpy(item, p, len);
+        item[len] = '\0';
+        char *eq = strchr(item, '=');
+        char *end = NULL;
+        long long n = eq != NULL ? strtoll(eq + 1, &end, 10) : 0;
+        if (eq == NULL || end == eq + 1 || *end != '\0' || n < 1 || n > 3600)
+            return hm_error_set(err, "sources_every: '%s' is not name=N (N in 1..3600)", item);
+        *eq = '\0';
+        char *s = item + strspn(item, " ");
+        if (hm_sampler_find(s) == NULL)
+            return hm_error_set(err, "sources_every: unknown source '%s'", s);
+        if (strcmp(s, name) == 0)
+            *every = n;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
 static void close_sources(hm_agent *a)
 {
     for (size_t i = 0; i < a->nsources; i++)
@@ -97,6 +127,8 @@ static int open_sources(hm_agent *a, hm_error *err)
         hm_agent_source *s = &a->source[a->nsources];
         memset(s, 0, sizeof *s);
         s->ops = hm_samplers[i];
+        if (source_every(a->cfg.sources_every, s->ops->name, &s->every, err) < 0)
+            return -1;
         hm_error e;
         if (s->ops->open(&s->state, &env, &e) < 0) {
             hm_log_warn("source %s off: %s", s->ops->name, e.msg);
@@ -143,13 +175,17 @@ int hm_agent_init(hm_agent *a, const hm_agent_config *cfg, const hm_config_overr
 int hm_agent_cycle(hm_agent *a, int64_t ts_ns, int64_t mono_ns, hm_error *err)
 {
     hm_lp_reset(&a->lp, ts_ns);
+    int64_t period_ns = a->cfg.period_ms * 1000000;
     hm_sample_ctx ctx = {
         .ts_ns = ts_ns, .mono_ns = mono_ns, .jobs = &a->jobs, .node = &a->node, .self = &a->self,
+        .period_index = a->measure_cost ? (int64_t)a->samples : ts_ns / period_ns,
     };
     a->self.samples_dropped = a->missed_periods + a->sink.ops->dropped_lines(a->sink.state);
     a->self.period_ms = a->cfg.period_ms;
     for (size_t i = 0; i < a->nsources; i++) {
         hm_agent_source *s = &a->source[i];
+        if (s->every > 1 && ctx.period_index % s->every != 0)
+            continue; /* sources_every: not this period */
         hm_error e;
         hm_lp_set_scope(&a->lp, hm_sampler_scope(s->ops, &a->cfg));
         double t0 = a->measure_cost ? hm_thread_cpu_us() : 0;
@@ -274,12 +310,48 @@ int hm_agent_reload(hm_agent *a, hm_error *err)
             hm_log_warn("closing the old sink: %s", e.msg);
         a->sink = sink;
     }
+    int64_t every;
+    if (source_every(cfg.sources_every, "", &every, err) < 0)
+        return -1; /* before anything closes: a bad list leaves the agent as it was */
+    if (strcmp(cfg.cpus, a->cfg.cpus) != 0)
+        hm_log_warn("reload: new cpus take effect at restart");
     strcpy(cfg.socket_path, a->cfg.socket_path);
     close_sources(a);
     a->cfg = cfg;
     if (open_sources(a, err) < 0)
         return -1;
     hm_log_notice("config reloaded: period %lld ms, %zu sources", (long long)cfg.period_ms, a->nsources);
+    return 0;
+}
+
+int hm_agent_pin(const char *cpus, hm_error *err)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const char *p = cpus;
+    while (*p != '\0') {
+        char *end;
+        long lo = strtol(p, &end, 10), hi = lo;
+        if (end == p || lo < 0)
+            return hm_error_set(err, "cpus '%s': expected a list like 0 or 0,64-65", cpus);
+        if (*end == '-') {
+            const char *q = end + 1;
+            hi = strtol(q, &end, 10);
+            if (end == q || hi < lo)
+                return hm_error_set(err, "cpus '%s': bad range", cpus);
+        }
+        if (hi >= CPU_SETSIZE)
+            return hm_error_set(err, "cpus '%s': CPU %ld beyond %d", cpus, hi, CPU_SETSIZE - 1);
+        for (long c = lo; c <= hi; c++)
+            CPU_SET((int)c, &set);
+        if (*end != ',' && *end != '\0')
+            return hm_error_set(err, "cpus '%s': expected a list like 0 or 0,64-65", cpus);
+        p = *end == ',' ? end + 1 : end;
+    }
+    if (CPU_COUNT(&set) == 0)
+        return hm_error_set(err, "cpus '%s': no CPU named", cpus);
+    if (sched_setaffinity(0, sizeof set, &set) < 0)
+        return hm_error_errno(err, "sched_setaffinity(cpus %s)", cpus);
     return 0;
 }
 

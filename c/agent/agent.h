@@ -23,6 +23,7 @@ typedef struct hm_agent_source {
     void *state;
     bool failing;            /* last sample failed; logged once until it recovers */
     double cpu_ns_total;     /* CPU time spent in sample(), when cost is measured */
+    int64_t every;           /* sampled every N periods (sources_every; 1 = each) */
 } hm_agent_source;
 
 typedef struct hm_agent {
@@ -55,6 +56,10 @@ static inline double hm_thread_cpu_us(void)
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
+
+/* Binds the calling process to the CPU list `cpus` ("0", "0,64-65"):
+ * the agent's work stays on a housekeeping core, off the job's CPUs. */
+int hm_agent_pin(const char *cpus, hm_error *err);
 
 /* Checks that every name in cfg->sources is a registered source. */
 int hm_agent_check_sources(const char *sources, hm_error *err);

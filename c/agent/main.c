@@ -219,6 +219,10 @@ int main(int argc, char **argv)
         hm_error_print("hushmon-agent", &err);
         return 2;
     }
+    if (cfg.cpus[0] != '\0' && hm_agent_pin(cfg.cpus, &err) < 0) {
+        hm_error_print("hushmon-agent", &err);
+        return 2;
+    }
     if (daemonize) {
         if (daemon(1, 0) < 0) {
             hm_error_errno(&err, "daemon");

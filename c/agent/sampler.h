@@ -28,6 +28,11 @@ typedef struct hm_node_shared {
     int64_t stamp_ns;
     uint64_t procs_running, procs_blocked;
     int online_cpus;
+    /* Counters perf_sw takes from files other sources read anyway (no
+     * second read): /proc/stat ctxt (cpu) and /proc/vmstat pgfault (vm),
+     * each valid for the period its stamp names. */
+    int64_t ctxt_stamp_ns, pgfault_stamp_ns;
+    uint64_t ctxt, pgfault;
     /* Node scope (scope.cgroup): the `node` source, sampled first, says
      * which CPUs are the node's (its cpuset) and how many CPUs' worth it
      * may use (cpuset, or a smaller CPU quota); valid for the period
@@ -55,6 +60,8 @@ typedef struct hm_sampler_env {
 typedef struct hm_sample_ctx {
     int64_t ts_ns;            /* the scheduled instant: every line's timestamp */
     int64_t mono_ns;          /* CLOCK_MONOTONIC when this period's reads began */
+    int64_t period_index;     /* ts_ns / period (wall-clock aligned: equal on every node);
+                               * the cycle count under --measure-cost */
     hm_jobs *jobs;
     hm_node_shared *node;
     hm_self_stats *self;

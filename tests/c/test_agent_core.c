@@ -363,9 +363,68 @@ static void test_control_client(hm_test_counts *c)
     CHECK(c, system(cmd) == 0);
 }
 
+/* Lines of batch that begin with prefix. */
+static int count_lines(const char *buf, size_t len, const char *prefix)
+{
+    int n = 0;
+    size_t pl = strlen(prefix);
+    for (size_t i = 0; i < len; i++)
+        if ((i == 0 || buf[i - 1] == '\n') && len - i >= pl && memcmp(buf + i, prefix, pl) == 0)
+            n++;
+    return n;
+}
+
+/* sources_every: a listed source is sampled on every N-th wall-clock
+ * period (the same periods on every node), the others every period; a
+ * bad list is refused at start and at reload leaves the agent as it was. */
+static void test_sources_every(hm_test_counts *c)
+{
+    char dir[] = "/tmp/hm_agent_every_XXXXXX";
+    CHECK(c, mkdtemp(dir) != NULL);
+    hm_config_override o[] = {
+        {"root", "tests/fixtures/agent/t0"}, {"sources", "load,vm"},
+        {"sources_every", "vm=5"},           {"sink.spool_dir", dir},
+        {"control.socket", ""},              {"host", "n1"},
+    };
+    hm_agent_config cfg;
+    hm_agent a;
+    hm_error err;
+    CHECK(c, hm_config_build(&cfg, NULL, o, 6, &err) == 0);
+    CHECK(c, hm_agent_init(&a, &cfg, o, 6, &err) == 0);
+    int load = 0, vm = 0, vm_at[20] = {0};
+    int64_t t0 = INT64_C(1732270000) * 1000000000; /* a multiple of 5 s */
+    for (int k = 0; k < 20; k++) {
+        CHECK(c, hm_agent_cycle(&a, t0 + k * INT64_C(1000000000), (k + 1) * INT64_C(1000000000), &err) == 0);
+        load += count_lines(a.lp.buf, a.lp.len, "load,");
+        vm_at[k] = count_lines(a.lp.buf, a.lp.len, "vm,");
+        vm += vm_at[k];
+    }
+    CHECK(c, load == 20);
+    /* periods 0, 5, 10, 15 read vm; the first only primes the rates */
+    CHECK(c, vm == 3 && vm_at[5] == 1 && vm_at[10] == 1 && vm_at[15] == 1);
+    hm_agent_fini(&a);
+
+    hm_config_override bad[] = {{"root", "tests/fixtures/agent/t0"}, {"sources", "load"},
+                                {"sources_every", "disk=0"}, {"sink.spool_dir", dir},
+                                {"control.socket", ""}};
+    CHECK(c, hm_config_build(&cfg, NULL, bad, 5, &err) == 0);
+    CHECK(c, hm_agent_init(&a, &cfg, bad, 5, &err) < 0 && strstr(err.msg, "'disk=0'") != NULL);
+    bad[2].value = "nosuch=3";
+    CHECK(c, hm_config_build(&cfg, NULL, bad, 5, &err) == 0);
+    CHECK(c, hm_agent_init(&a, &cfg, bad, 5, &err) < 0 && strstr(err.msg, "unknown source 'nosuch'"));
+
+    CHECK(c, hm_agent_pin("0-1x", &err) < 0 && strstr(err.msg, "expected a list") != NULL);
+    CHECK(c, hm_agent_pin("3-1", &err) < 0 && strstr(err.msg, "bad range") != NULL);
+    CHECK(c, hm_agent_pin("", &err) < 0 && strstr(err.msg, "no CPU") != NULL);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(c, system(cmd) == 0);
+}
+
 int main(void)
 {
     hm_test_counts c = {0, 0};
+    test_sources_every(&c);
     test_lp(&c);
     test_counters(&c);
     test_entities(&c);

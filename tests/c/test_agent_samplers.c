@@ -471,9 +471,34 @@ static void test_node_scope_errors(hm_test_counts *c)
     CHECK(c, strstr(err.msg, "scope.cgroup = \"self\"") != NULL && strstr(err.msg, "proc/self/cgroup"));
 }
 
+/* perf_sw's context switches and page faults come from /proc/stat ctxt and
+ * /proc/vmstat pgfault: the readings of `cpu` and `vm` when they ran this
+ * period, its own reads of the files otherwise; both give the same rates.
+ * Migrations (perf_event, an IPI per CPU) are off here: absent, not 0. */
+static void test_perf_sw_from_proc(hm_test_counts *c)
+{
+    const char *const shared[] = {"cpu", "vm", "perf_sw"};
+    const char *const alone[] = {"perf_sw"};
+    for (int variant = 0; variant < 2; variant++) {
+        rig r;
+        rig_open_tree(&r, c, "tests/fixtures/agent", "", NULL, variant ? alone : shared,
+                      variant ? 1 : 3, 5000);
+        r.cfg.perf_sw_migrations_every = 0; /* read live by the source */
+        char line[512];
+        CHECK(c, !find_line(rig_sample(&r, c, 1000000000), "perf_sw,host=n1", line, sizeof line));
+        rig_step_to_t1(&r, c);
+        CHECK(c, find_line(rig_sample(&r, c, 3000000000), "perf_sw,host=n1", line, sizeof line));
+        CHECK_NEAR(c, field(line, "context_switches_per_s"), 50000.0, 1e-9); /* 99999 -> 199999 */
+        CHECK_NEAR(c, field(line, "page_faults_per_s"), 200.0, 1e-9);         /* 100000 -> 100400 */
+        CHECK(c, isnan(field(line, "cpu_migrations_per_s")));
+        rig_close(&r);
+    }
+}
+
 int main(void)
 {
     hm_test_counts c = {0, 0};
+    test_perf_sw_from_proc(&c);
     test_node_sources(&c);
     test_jobs_and_cgroups(&c);
     test_slurm_scan_interval(&c);

@@ -33,7 +33,7 @@ typedef struct proc_stat_state {
     cpu_entry *cpu;     /* [0] = total, [1 + N] = cpuN */
     bool warned_range;
     bool scoped;        /* node scope: per-CPU lines only for the node's CPUs */
-    hm_key_hint running_hint, blocked_hint;
+    hm_key_hint running_hint, blocked_hint, ctxt_hint;
 } proc_stat_state;
 
 static void proc_stat_close(void *state)
@@ -74,6 +74,7 @@ static int proc_stat_open(void **state, const hm_sampler_env *env, hm_error *err
     s->scoped = env->cfg->scope_cgroup[0] != '\0';
     s->running_hint.key = "procs_running";
     s->blocked_hint.key = "procs_blocked";
+    s->ctxt_hint.key = "ctxt";
     *state = s;
     return 0;
 }
@@ -158,6 +159,9 @@ static int proc_stat_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, h
         ctx->node->stamp_ns = ctx->ts_ns;
         ctx->node->online_cpus = online;
     }
+    hm_scan x = hm_find_key(s->file.buf, s->file.len, &s->ctxt_hint);
+    if (hm_scan_u64(&x, &ctx->node->ctxt))
+        ctx->node->ctxt_stamp_ns = ctx->ts_ns;
     return 0;
 }
 

@@ -5,6 +5,7 @@
  * outgrown memory (seed 001: swap activity next to falling FLOPS). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "counter.h"
 #include "procfile.h"
@@ -75,6 +76,10 @@ static int vmstat_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_e
         uint64_t v;
         if (!hm_scan_u64(&line, &v))
             return hm_error_set(err, "%s: no number after %s", s->file.path, fields[i].kernel_name);
+        if (strcmp(fields[i].kernel_name, "pgfault") == 0) {
+            ctx->node->pgfault = v; /* for perf_sw, sampled later */
+            ctx->node->pgfault_stamp_ns = ctx->ts_ns;
+        }
         if (s->have_prev[i])
             rate[i] = hm_counter_rate(s->prev[i], v, 64, dt);
         s->prev[i] = v;
