@@ -17,7 +17,8 @@ def register(subparsers: Any) -> None:
         help="analyze a job from the store: what limits its scalability",
         description="Build a job's digest from the store: min/avg/max of every sensor across "
         "nodes, states, dependencies and the factors that limit scalability (network "
-        "bandwidth, topology, disk and swap, imbalance, idle CPUs). Writes report.html, "
+        "bandwidth, topology, disk and swap, imbalance, idle CPUs; on GPU nodes idle GPUs, "
+        "GPU memory near full, throttling, PCIe transfers). Writes report.html, "
         "digest.json and the vectors as CSV, Parquet and ARFF.",
     )
     p.add_argument("job", help="job ID (see 'hushmon ingest --list')")
