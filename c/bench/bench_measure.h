@@ -27,6 +27,8 @@ typedef struct hm_bench_env {
                                 * INT64_MAX (spin the whole window) unless the node is
                                 * oversubscribed, where a spinning rank keeps another
                                 * off its CPU */
+    int imb_n_sample_prev;     /* IMB's n_sample of the previous size of this operation
+                                * (0 before the first); measure_imb keeps it */
 } hm_bench_env;
 
 typedef struct hm_bench_samples {
@@ -37,6 +39,13 @@ typedef struct hm_bench_samples {
     bool *valid;
     size_t n, cap;
     int late, overrun; /* invalid launches by reason */
+    /* Late starts by cause (sync): the stage start reached a rank after
+     * launch 0 was due; a rank was still busy with the previous launch
+     * (it ran past its window or was disturbed); a rank was ready but
+     * left its wait late (descheduled while spinning). */
+    int late_stage_start, late_previous, late_woke;
+    /* osu / imb: the tool's counts; samples are the ranks' own means. */
+    int iterations, warmup;
     /* This rank's own times of the valid launches, for --per-rank. */
     double *own_s;
     size_t n_own, cap_own;
@@ -50,9 +59,11 @@ void hm_bench_samples_free(hm_bench_samples *s);
 int hm_bench_samples_push(hm_bench_samples *s, double local_s, double global_s, bool valid,
                           hm_error *err);
 int hm_bench_samples_push_own(hm_bench_samples *s, double own_s, hm_error *err);
-/* The stop rule on the valid local times (trimmed as reported). */
-int hm_bench_should_stop(const hm_bench_opts *o, const hm_bench_samples *s, bool *stop,
-                         hm_error *err);
+/* The stop rule on the valid local times (trimmed as reported); with
+ * elapsed_ns >= 0 (the same on every rank) and --budget-ms, the budget
+ * rule (bench_passes.h). */
+int hm_bench_should_stop(const hm_bench_opts *o, const hm_bench_samples *s, double elapsed_ns,
+                         bool *stop, hm_error *err);
 
 /* The valid values of an array, copied into a new malloc'ed array. */
 double *hm_bench_valid_values(const double *v, const bool *valid, size_t n, size_t *count);
@@ -61,9 +72,33 @@ double *hm_bench_valid_values(const double *v, const bool *valid, size_t n, size
 int hm_measure_sync(hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx,
                     hm_bench_samples *out, hm_error *err);
 
-/* The IMB/OSU loop: `loop` (back to back) or `loop_barrier` (a barrier
- * before each launch, only the launch timed). */
+/* The loop: `loop` (back to back) or `loop_barrier` (a barrier before
+ * each launch, only the launch timed). */
 int hm_measure_loop(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, bool barrier,
                     hm_bench_samples *out, hm_error *err);
+
+/* The procedures of OSU 7.x and IMB-MPI1 (bench_procedures.h). Each
+ * sample is one rank's own mean (every rank's, in rank order). */
+int hm_measure_osu(hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, hm_bench_samples *out,
+                   hm_error *err);
+int hm_measure_imb(hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, hm_bench_samples *out,
+                   hm_error *err);
+
+/* Gathers each rank's own mean into the samples, in rank order. */
+int hm_bench_push_rank_means(const hm_bench_env *env, double mine_s, hm_bench_samples *out,
+                             hm_error *err);
+
+/* The method table (bench_methods.c), indexed by hm_bench_method. */
+typedef int (*hm_bench_measure_fn)(hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx,
+                                   hm_bench_samples *out, hm_error *err);
+typedef struct hm_bench_method_def {
+    hm_bench_method id;
+    hm_bench_measure_fn measure;
+    bool synchronized;      /* global times, judged by the clock check */
+    bool rank_samples;      /* samples are the ranks' means: summarized untrimmed */
+    hm_buffer_mode buffers; /* buffer policy unless --buffers is given */
+    const char *what;       /* one line for docs and --help */
+} hm_bench_method_def;
+const hm_bench_method_def *hm_bench_method_get(hm_bench_method m);
 
 #endif

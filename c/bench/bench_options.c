@@ -8,13 +8,15 @@
 #include "hm_parse.h"
 #include "hm_mpi_timer.h"
 
-const char *const hm_bench_method_names[HM_BENCH_METHODS] = {"sync", "loop", "loop_barrier"};
+const char *const hm_bench_method_names[HM_BENCH_METHODS] = {"sync", "loop", "loop_barrier",
+                                                             "osu", "imb"};
 
 enum {
     OPT_SYNC = 256, OPT_SYNC_ROUNDS, OPT_SYNC_PING_SHARED, OPT_BCAST_PROBES, OPT_STAGE,
     OPT_WARMUP, OPT_INVALID, OPT_GAMMA, OPT_SHRINK, OPT_RSE, OPT_MIN_VALID, OPT_MAX_TOTAL,
     OPT_MAX_VALID, OPT_TRIM, OPT_CI, OPT_LOOP_ITERS, OPT_BUFFERS, OPT_ROTATE, OPT_JSON,
     OPT_PER_RANK, OPT_RAW, OPT_SPIN, OPT_SKEW, OPT_DRIFT_PPM, OPT_CLOCK_SHARE, OPT_LATE_TOL, OPT_QUIET, OPT_LIST, OPT_TIMER, OPT_ROOT, OPT_METHOD, OPT_NPROCS,
+    OPT_PASSES, OPT_SEED, OPT_IN_ORDER, OPT_BUDGET, OPT_MAX_LAUNCHES, OPT_DISAGREE,
 };
 
 static const struct option long_opts[] = {
@@ -47,6 +49,12 @@ static const struct option long_opts[] = {
     {"loop-iters", required_argument, NULL, OPT_LOOP_ITERS},
     {"buffers", required_argument, NULL, OPT_BUFFERS},
     {"rotate-bytes", required_argument, NULL, OPT_ROTATE},
+    {"passes", required_argument, NULL, OPT_PASSES},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"in-order", no_argument, NULL, OPT_IN_ORDER},
+    {"budget-ms", required_argument, NULL, OPT_BUDGET},
+    {"max-launches", required_argument, NULL, OPT_MAX_LAUNCHES},
+    {"disagree-share", required_argument, NULL, OPT_DISAGREE},
     {"json", required_argument, NULL, OPT_JSON},
     {"per-rank", no_argument, NULL, OPT_PER_RANK},
     {"raw", no_argument, NULL, OPT_RAW},
@@ -67,10 +75,14 @@ void hm_bench_print_help(FILE *out)
             "                         (default 1:1M:x4)\n"
             "  --nprocs LIST          process counts to sweep (sub-communicators of the first\n"
             "                         ranks; default all ranks)\n"
-            "  --method LIST          sync, loop, loop_barrier (default sync)\n"
+            "  --method LIST          sync, loop, loop_barrier, osu, imb (default sync);\n"
+            "                         osu and imb follow OSU Micro-Benchmarks 7.x and\n"
+            "                         IMB-MPI1 (docs/bench.md)\n"
             "  --root R               root of rooted operations (default 0)\n"
             "  --buffers MODE         reuse | rotate (default rotate: a pool of\n"
-            "                         --rotate-bytes, default 2x last-level cache)\n"
+            "                         --rotate-bytes, default 2x last-level cache; osu and\n"
+            "                         imb reuse unless --buffers is given; rotate is\n"
+            "                         IMB's -off_cache)\n"
             "  --rotate-bytes SIZE    pool size when rotating\n\n"
             "clocks:\n"
             "  --timer NAME           monotonic, monotonic_raw, gettimeofday, tsc, mpi_wtime\n"
@@ -107,6 +119,17 @@ void hm_bench_print_help(FILE *out)
             "  --trim X               fraction dropped at each end (default 0.25)\n"
             "  --ci-level P           confidence level of ci_low/ci_high (default 0.95)\n"
             "  --loop-iters N         launches per sample of the loop methods (default 100)\n\n"
+            "repeatability:\n"
+            "  --passes N             independent passes over every point, each with a fresh\n"
+            "                         clock sync; a point's figure is the median (default 1)\n"
+            "  --seed S               order of the points in each pass (default 1)\n"
+            "  --in-order             measure the points in the order given, not shuffled\n"
+            "  --budget-ms MS         sync: keep launching a point for MS per pass before the\n"
+            "                         stop rule may end it; 0 = count-based only (default 0)\n"
+            "  --max-launches N       launches of a point at most, with a budget (default\n"
+            "                         100000)\n"
+            "  --disagree-share X     flag a point whose passes fall into groups more than\n"
+            "                         X of the median apart (default 0.25)\n\n"
             "output:\n"
             "  --json FILE|-          results as JSON (table goes to stderr with -)\n"
             "  --per-rank             per-rank mean/min/max in the JSON\n"
@@ -144,6 +167,12 @@ static void set_defaults(hm_bench_opts *o)
     o->ci_level = 0.95;
     o->loop_iters = 100;
     o->buffers = HM_BUFFERS_ROTATE;
+    o->passes = 1;
+    o->seed = 1;
+    o->shuffle = true;
+    o->budget_ns = 0;
+    o->max_launches = 100000;
+    o->disagree_share = 0.25;
     o->ops_text = "bcast";
     o->sizes_text = "1:1M:x4";
     o->methods_text = "sync";
@@ -200,7 +229,8 @@ static int add_method(hm_bench_opts *o, const char *name, hm_error *err)
         o->methods[o->n_methods++] = (hm_bench_method)m;
         return 0;
     }
-    return hm_error_set(err, "unknown method '%s' (expected sync, loop, loop_barrier)", name);
+    return hm_error_set(err, "unknown method '%s' (expected sync, loop, loop_barrier, osu, imb)",
+                        name);
 }
 
 static int parse_int(const char *s, const char *opt, int64_t min, int64_t max, int *out,
@@ -304,7 +334,31 @@ static int apply(hm_bench_opts *o, int c, const char *arg, hm_error *err)
         return parse_dbl(arg, "--ci-level", 0.5, 0.9999, &o->ci_level, err);
     case OPT_LOOP_ITERS:
         return parse_int(arg, "--loop-iters", 1, 100000000, &o->loop_iters, err);
+    case OPT_PASSES:
+        return parse_int(arg, "--passes", 1, 10000, &o->passes, err);
+    case OPT_SEED: {
+        int64_t v;
+        if (hm_parse_int64(arg, 0, INT64_MAX, 0, &v, err) != 0)
+            return hm_error_wrap(err, "--seed");
+        o->seed = (uint64_t)v;
+        return 0;
+    }
+    case OPT_IN_ORDER:
+        o->shuffle = false;
+        return 0;
+    case OPT_BUDGET: {
+        double ms;
+        if (parse_dbl(arg, "--budget-ms", 0.0, 1e7, &ms, err) != 0)
+            return -1;
+        o->budget_ns = ms * 1e6;
+        return 0;
+    }
+    case OPT_MAX_LAUNCHES:
+        return parse_int(arg, "--max-launches", 1, 100000000, &o->max_launches, err);
+    case OPT_DISAGREE:
+        return parse_dbl(arg, "--disagree-share", 0.0, 1e6, &o->disagree_share, err);
     case OPT_BUFFERS:
+        o->buffers_given = true;
         if (strcmp(arg, "reuse") == 0)
             o->buffers = HM_BUFFERS_REUSE;
         else if (strcmp(arg, "rotate") == 0)

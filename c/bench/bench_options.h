@@ -14,14 +14,19 @@
 #include "hm_error.h"
 #include "op.h"
 
+/* The methods; their measuring functions are the table in bench_methods.c
+ * (same order). */
 typedef enum hm_bench_method {
     HM_METHOD_SYNC,         /* MPIPerf: synchronized launches */
-    HM_METHOD_LOOP,         /* IMB/OSU: back-to-back launches, mean per launch */
-    HM_METHOD_LOOP_BARRIER, /* loop with MPI_Barrier before each launch */
+    HM_METHOD_LOOP,         /* barrier, then launches back to back, mean per launch */
+    HM_METHOD_LOOP_BARRIER, /* a barrier before each launch, only the launches timed */
+    HM_METHOD_OSU,          /* OSU Micro-Benchmarks 7.x collective procedure */
+    HM_METHOD_IMB,          /* IMB-MPI1 collective procedure */
 } hm_bench_method;
 
-#define HM_BENCH_METHODS 3
-extern const char *const hm_bench_method_names[HM_BENCH_METHODS]; /* "sync", "loop", "loop_barrier" */
+#define HM_BENCH_METHODS 5
+/* "sync", "loop", "loop_barrier", "osu", "imb" */
+extern const char *const hm_bench_method_names[HM_BENCH_METHODS];
 
 typedef struct hm_bench_opts {
     const hm_op **ops;            /* --op, in the order given */
@@ -49,6 +54,14 @@ typedef struct hm_bench_opts {
     double ci_level;              /* --ci-level */
     int loop_iters;               /* --loop-iters: launches per loop sample */
     hm_buffer_mode buffers;       /* --buffers */
+    bool buffers_given;           /* --buffers was given: it applies to every method; else
+                                   * osu and imb reuse one buffer as those tools do */
+    int passes;                   /* --passes: independent passes over all points */
+    uint64_t seed;                /* --seed: order of the points in each pass */
+    bool shuffle;                 /* false with --in-order */
+    double budget_ns;             /* --budget-ms: time per point per pass (sync), 0 = none */
+    int max_launches;             /* --max-launches: cap with a budget */
+    double disagree_share;        /* --disagree-share: gap between groups of passes */
     int64_t rotate_bytes;         /* --rotate-bytes; 0 = 2 x last-level cache */
     const char *json_path;        /* --json FILE|-; NULL = none */
     bool per_rank, raw, quiet;

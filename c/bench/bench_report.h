@@ -17,8 +17,13 @@ typedef struct hm_bench_result {
     int nprocs;
     hm_bench_method method;
     int root;
+    int pass;                 /* 0-based pass (--passes) */
+    hm_buffer_mode buffers;   /* the policy this result used */
     size_t n_total;
     int late, overrun;
+    int late_stage_start, late_previous, late_woke; /* late starts by cause (sync) */
+    int iterations, warmup;   /* osu / imb: the tool's counts */
+    bool rank_samples;        /* samples are the ranks' means (osu, imb) */
     hm_bench_summary local;   /* max over ranks of each rank's own time */
     hm_bench_summary global;  /* latest end - scheduled start (sync only) */
     bool has_global;
@@ -63,6 +68,10 @@ typedef struct hm_bench_meta {
 
 void hm_bench_table_header(FILE *out);
 void hm_bench_table_row(FILE *out, const hm_bench_result *r);
+/* With several passes: one line per point over its passes (median, the
+ * interval, spread, disagreement, invalid launches). */
+void hm_bench_table_points(FILE *out, const hm_bench_opts *o, const hm_bench_meta *m,
+                           const hm_bench_result *results, size_t n);
 
 /* Writes the whole JSON document; returns 0 or -1 on a write error. */
 int hm_bench_write_json(FILE *out, const hm_bench_opts *o, const hm_bench_meta *m,

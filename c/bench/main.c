@@ -15,6 +15,7 @@
 #include "bench_clock_check.h"
 #include "bench_measure.h"
 #include "bench_options.h"
+#include "bench_passes.h"
 #include "bench_report.h"
 #include "bench_summary.h"
 #include "hm_array.h"
@@ -109,14 +110,14 @@ static int gather_rank_stats(const hm_bench_env *env, const hm_bench_samples *sm
     return 0;
 }
 
-static int summarize_valid(const double *v, const bool *valid, size_t n, const hm_bench_opts *o,
-                           hm_bench_summary *out, hm_error *err)
+static int summarize_valid(const double *v, const bool *valid, size_t n, double trim,
+                           double ci_level, hm_bench_summary *out, hm_error *err)
 {
     size_t count = 0;
     double *vals = hm_bench_valid_values(v, valid, n, &count);
     if (vals == NULL)
         return hm_error_set(err, "out of memory for %zu samples", n);
-    int rc = hm_bench_summarize(vals, count, o->trim, o->ci_level, out, err);
+    int rc = hm_bench_summarize(vals, count, trim, ci_level, out, err);
     free(vals);
     return rc;
 }
@@ -124,14 +125,16 @@ static int summarize_valid(const double *v, const bool *valid, size_t n, const h
 /* Measures one (op, size, method) on env->comm; rank 0 keeps the result.
  * Returns 0, -1 (failed here, err set) or FAILED_ELSEWHERE. */
 static int measure_case(run_state *s, hm_bench_env *env, const hm_op *op, int64_t size,
-                        hm_bench_method method, hm_error *err)
+                        hm_bench_method method, int pass, hm_error *err)
 {
     const hm_bench_opts *o = s->o;
+    const hm_bench_method_def *def = hm_bench_method_get(method);
+    hm_buffer_mode buffers = o->buffers_given ? o->buffers : def->buffers;
     hm_op_params params = {
         .comm = env->comm,
         .size_bytes = size,
         .root = o->root,
-        .buffers = o->buffers,
+        .buffers = buffers,
         .rotate_bytes = s->rotate_bytes,
         .pool = &s->pool,
         .timer = &s->timer,
@@ -142,11 +145,11 @@ static int measure_case(run_state *s, hm_bench_env *env, const hm_op *op, int64_
         return st;
     hm_bench_samples smp;
     memset(&smp, 0, sizeof smp);
-    int rc;
-    if (method == HM_METHOD_SYNC)
-        rc = hm_measure_sync(env, op, &ctx, &smp, err);
-    else
-        rc = hm_measure_loop(env, op, &ctx, method == HM_METHOD_LOOP_BARRIER, &smp, err);
+    /* IMB carries n_sample over from the previous (smaller) size; points
+     * here come in any order, so each starts from MSGSPERSAMPLE (the carry
+     * binds only when one call takes more than 10 ms). */
+    env->imb_n_sample_prev = 0;
+    int rc = def->measure(env, op, &ctx, &smp, err);
     hm_op_ctx_free(&ctx);
     hm_bench_result r;
     memset(&r, 0, sizeof r);
@@ -156,14 +159,24 @@ static int measure_case(run_state *s, hm_bench_env *env, const hm_op *op, int64_
     r.method = method;
     r.root = o->root;
     r.n_total = smp.n;
+    r.pass = pass;
+    r.buffers = buffers;
     r.late = smp.late;
     r.overrun = smp.overrun;
-    r.has_global = method == HM_METHOD_SYNC;
+    r.late_stage_start = smp.late_stage_start;
+    r.late_previous = smp.late_previous;
+    r.late_woke = smp.late_woke;
+    r.iterations = smp.iterations;
+    r.warmup = smp.warmup;
+    r.rank_samples = def->rank_samples;
+    r.has_global = def->synchronized;
     r.delta_final_s = smp.delta_final_s;
+    /* The ranks' means are summarized whole: OSU and IMB average every rank. */
+    double trim = def->rank_samples ? 0.0 : o->trim;
     if (rc == 0)
-        rc = summarize_valid(smp.local_s, smp.valid, smp.n, o, &r.local, err);
+        rc = summarize_valid(smp.local_s, smp.valid, smp.n, trim, o->ci_level, &r.local, err);
     if (rc == 0 && r.has_global)
-        rc = summarize_valid(smp.global_s, smp.valid, smp.n, o, &r.global, err);
+        rc = summarize_valid(smp.global_s, smp.valid, smp.n, trim, o->ci_level, &r.global, err);
     if (rc == 0 && o->per_rank)
         rc = gather_rank_stats(env, &smp, &r.rank_stats, err);
     if (rc != 0 || env->rank != 0) {
@@ -243,8 +256,39 @@ static int idle_barrier(hm_error *err)
     }
 }
 
-/* Every case on the sub-communicator of the first p ranks. */
-static int measure_on(run_state *s, int p, hm_error *err)
+/* One point of the sweep. */
+typedef struct point {
+    const hm_op *op;
+    int64_t size;
+    hm_bench_method method;
+} point;
+
+/* The points of one process count, in the order given. *n_out points. */
+static point *list_points(const hm_bench_opts *o, size_t *n_out, hm_error *err)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < o->n_ops; i++)
+        n += (o->ops[i]->uses_size ? o->n_sizes : 1) * o->n_methods;
+    point *pts = malloc((n > 0 ? n : 1) * sizeof *pts);
+    if (pts == NULL) {
+        hm_error_set(err, "out of memory for %zu points", n);
+        return NULL;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < o->n_ops; i++) {
+        const hm_op *op = o->ops[i];
+        size_t n_sizes = op->uses_size ? o->n_sizes : 1;
+        for (size_t j = 0; j < n_sizes; j++)
+            for (size_t m = 0; m < o->n_methods; m++)
+                pts[k++] = (point){op, op->uses_size ? o->sizes[j] : 0, o->methods[m]};
+    }
+    *n_out = n;
+    return pts;
+}
+
+/* Every point on the sub-communicator of the first p ranks, in the pass's
+ * shuffled order (the same on every rank: the seed is on the command line). */
+static int measure_on(run_state *s, int p, int pass, hm_error *err)
 {
     const hm_bench_opts *o = s->o;
     MPI_Comm comm;
@@ -264,14 +308,21 @@ static int measure_on(run_state *s, int p, hm_error *err)
     env.late_tolerance_ns = late_tolerance_ns(s);
     env.spin_ns = spin_ns(s);
     env.launch_spin_ns = s->meta.oversubscribed ? env.spin_ns : INT64_MAX;
-    for (size_t i = 0; i < o->n_ops && status == 0; i++) {
-        const hm_op *op = o->ops[i];
-        size_t n_sizes = op->uses_size ? o->n_sizes : 1;
-        for (size_t k = 0; k < n_sizes && status == 0; k++)
-            for (size_t m = 0; m < o->n_methods && status == 0; m++)
-                status = measure_case(s, &env, op, op->uses_size ? o->sizes[k] : 0,
-                                      o->methods[m], err);
+    size_t n = 0;
+    point *pts = status == 0 ? list_points(o, &n, err) : NULL;
+    size_t *order = pts != NULL ? malloc((n > 0 ? n : 1) * sizeof *order) : NULL;
+    if (status == 0 && order == NULL)
+        status = pts == NULL ? -1 : hm_error_set(err, "out of memory for %zu points", n);
+    for (size_t i = 0; status == 0 && i < n; i++)
+        order[i] = i;
+    if (status == 0 && o->shuffle)
+        hm_shuffle(order, n, o->seed * UINT64_C(1000003) + (uint64_t)pass * 7919u + (uint64_t)p);
+    for (size_t i = 0; i < n && status == 0; i++) {
+        const point *pt = &pts[order[i]];
+        status = measure_case(s, &env, pt->op, pt->size, pt->method, pass, err);
     }
+    free(order);
+    free(pts);
     MPI_Comm_free(&comm);
     return status;
 }
@@ -348,7 +399,7 @@ static int sync_clocks(run_state *s, int64_t *residual_own_ns, hm_error *err)
     s->meta.residual_max_s = (double)res.max_abs_ns * 1e-9;
     s->meta.simulated_skew_s = (double)o->simulated_skew_ns * 1e-9;
     double mine = (double)s->clock.offset_ns * 1e-9;
-    if (s->rank == 0) {
+    if (s->rank == 0 && s->meta.offsets_s == NULL) {
         s->meta.offsets_s = malloc((size_t)s->world * sizeof *s->meta.offsets_s);
         if (s->meta.offsets_s == NULL)
             return hm_error_set(err, "out of memory for %d clock offsets", s->world);
@@ -371,9 +422,11 @@ static int measure_drift(run_state *s, int64_t residual_start_ns, hm_error *err)
     int rc = MPI_Allreduce(&change, &drift, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
     if (rc != MPI_SUCCESS)
         return hm_op_mpi_check(rc, "reducing clock drift", err);
-    s->meta.residual_end_max_s = (double)res.max_abs_ns * 1e-9;
-    s->meta.clock_error_end_s = (double)res.proven_spread_ns * 1e-9;
-    s->meta.drift_max_s = (double)drift * 1e-9;
+    /* With several passes (a sync each) the worst end of a pass counts. */
+    s->meta.residual_end_max_s = fmax(s->meta.residual_end_max_s, (double)res.max_abs_ns * 1e-9);
+    s->meta.clock_error_end_s =
+        fmax(s->meta.clock_error_end_s, (double)res.proven_spread_ns * 1e-9);
+    s->meta.drift_max_s = fmax(s->meta.drift_max_s, (double)drift * 1e-9);
     return 0;
 }
 
@@ -434,20 +487,34 @@ static int run(run_state *s, hm_error *err)
         if (m->oversubscribed)
             fprintf(s->table, "# oversubscribed (more ranks than CPUs): synchronized launches "
                               "cannot start on time, most will be invalid\n");
+        size_t per_pass = 0;
+        point *pts = list_points(o, &per_pass, err);
+        free(pts);
+        size_t n_counts = o->n_nprocs > 0 ? o->n_nprocs : 1;
+        /* `hushmon bench` reads this line for its progress total. */
+        fprintf(s->table, "# planned %zu results (%zu points x %d passes)\n",
+                per_pass * n_counts * (size_t)o->passes, per_pass * n_counts, o->passes);
         hm_bench_table_header(s->table);
     }
     size_t n_counts = o->n_nprocs > 0 ? o->n_nprocs : 1;
-    for (size_t i = 0; i < n_counts; i++) {
-        int p = o->n_nprocs > 0 ? (int)o->nprocs[i] : s->world;
-        st = measure_on(s, p, err);
-        if (st == -1)
+    for (int pass = 0; pass < o->passes; pass++) {
+        /* Each pass on a fresh clock sync: between-pass variation then
+         * includes the sync's own error, as between runs. */
+        if (pass > 0 && (measure_drift(s, residual_own, err) != 0 ||
+                         sync_clocks(s, &residual_own, err) != 0))
             return -1;
-        if (idle_barrier(err) != 0)
-            return -1;
-        /* Ranks outside this count wait here for the others. */
-        st = agree(MPI_COMM_WORLD, st, err);
-        if (st != 0)
-            return st;
+        for (size_t i = 0; i < n_counts; i++) {
+            int p = o->n_nprocs > 0 ? (int)o->nprocs[i] : s->world;
+            st = measure_on(s, p, pass, err);
+            if (st == -1)
+                return -1;
+            if (idle_barrier(err) != 0)
+                return -1;
+            /* Ranks outside this count wait here for the others. */
+            st = agree(MPI_COMM_WORLD, st, err);
+            if (st != 0)
+                return st;
+        }
     }
     if (measure_drift(s, residual_own, err) != 0)
         return -1;
@@ -458,6 +525,8 @@ static int run(run_state *s, hm_error *err)
                 m->timer, m->sync, m->residual_max_s * 1e6, m->residual_end_max_s * 1e6,
                 m->drift_max_s * 1e6);
     hm_bench_clock_final(s->rank == 0 ? s->table : NULL, m, s->results, s->n_results);
+    if (s->rank == 0)
+        hm_bench_table_points(s->table, o, m, s->results, s->n_results);
     if (s->json != NULL && write_json(s, err) != 0)
         return -1;
     return 0;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "bench_measure.h"
+#include "bench_passes.h"
 #include "bench_summary.h"
 #include "hm_array.h"
 
@@ -68,8 +69,8 @@ int hm_bench_samples_push_own(hm_bench_samples *s, double own_s, hm_error *err)
     return 0;
 }
 
-int hm_bench_should_stop(const hm_bench_opts *o, const hm_bench_samples *s, bool *stop,
-                         hm_error *err)
+int hm_bench_should_stop(const hm_bench_opts *o, const hm_bench_samples *s, double elapsed_ns,
+                         bool *stop, hm_error *err)
 {
     size_t n_valid = 0;
     double *valid = hm_bench_valid_values(s->local_s, s->valid, s->n, &n_valid);
@@ -80,6 +81,26 @@ int hm_bench_should_stop(const hm_bench_opts *o, const hm_bench_samples *s, bool
     free(valid);
     if (rc != 0)
         return -1;
-    *stop = hm_stop_reached(&o->stop, (int)s->n, (int)n_valid, sum.rse);
+    if (elapsed_ns >= 0)
+        *stop = hm_stop_with_budget(&o->stop, (int)s->n, (int)n_valid, sum.rse, elapsed_ns,
+                                    o->budget_ns, o->max_launches);
+    else
+        *stop = hm_stop_reached(&o->stop, (int)s->n, (int)n_valid, sum.rse);
     return 0;
+}
+
+int hm_bench_push_rank_means(const hm_bench_env *env, double mine_s, hm_bench_samples *out,
+                             hm_error *err)
+{
+    double *all = malloc((size_t)env->nprocs * sizeof *all);
+    if (all == NULL)
+        return hm_error_set(err, "out of memory for %d rank means", env->nprocs);
+    int rc = hm_op_mpi_check(MPI_Allgather(&mine_s, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, env->comm),
+                             "gathering rank means", err);
+    for (int r = 0; r < env->nprocs && rc == 0; r++)
+        rc = hm_bench_samples_push(out, all[r], NAN, true, err);
+    if (rc == 0)
+        rc = hm_bench_samples_push_own(out, mine_s, err);
+    free(all);
+    return rc;
 }

@@ -1,6 +1,7 @@
 /* The loop method of IMB and OSU, kept so a user can see the systematic
  * error the synchronized method removes (seed section 3.6: r_i(n, k)).
- * A sample is the mean time per launch of `loop_iters` launches, taken as
+ * Not OSU's or IMB's exact procedure (those are measure_osu.c and
+ * measure_imb.c): same warm-up as sync, rotated buffers by default. A sample is the mean time per launch of `loop_iters` launches, taken as
  * the maximum over ranks; samples repeat under the same stop rule. */
 #include <math.h>
 
@@ -48,7 +49,7 @@ int hm_measure_loop(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, bo
             return -1;
         out->stages++;
         bool stop = false;
-        if (hm_bench_should_stop(o, out, &stop, err) != 0)
+        if (hm_bench_should_stop(o, out, -1, &stop, err) != 0)
             return -1;
         if (stop)
             return 0;

@@ -7,6 +7,11 @@
 #include "bench_measure.h"
 #include "bench_schedule.h"
 
+/* Causes of a late start, as stored per launch (0: not late). */
+#define LATE_STAGE_START 1
+#define LATE_PREVIOUS 2
+#define LATE_WOKE 3
+
 /* Rank 0 reads the global clock and announces tau_j = T0 + t_bcast. */
 static int stage_start(const hm_bench_env *env, int64_t *tau_ns, hm_error *err)
 {
@@ -65,12 +70,13 @@ static int warm_up(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, hm_
  * rank started launch 0; MAX over ranks turns them into the launch's
  * (and the stage's) values. */
 static int run_stage(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, int64_t delta_ns,
-                     double *mine, double *all, hm_error *err)
+                     double *mine, double *all, int64_t *tau_out, hm_error *err)
 {
     int k = env->opts->schedule.launches_per_stage;
     int64_t tau;
     if (stage_start(env, &tau, err) != 0)
         return -1;
+    *tau_out = tau;
     int64_t end = tau;
     mine[4 * k + 1] = (double)(hm_clock_now_ns(env->clock) - tau) * 1e-9;
     mine[4 * k + 2] = 0;
@@ -95,7 +101,11 @@ static int run_stage(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, i
         hm_launch_status status = hm_launch_classify(&times, env->late_tolerance_ns);
         mine[l] = (double)(end - start) * 1e-9;
         mine[k + l] = (double)(end - sched) * 1e-9;
-        mine[2 * k + l] = status == HM_LAUNCH_LATE;
+        /* Why late, for the report (MAX over ranks keeps the highest code). */
+        mine[2 * k + l] = status != HM_LAUNCH_LATE ? 0
+                          : arrive <= sched        ? LATE_WOKE
+                          : l == 0                 ? LATE_STAGE_START
+                                                   : LATE_PREVIOUS;
         mine[3 * k + l] = status == HM_LAUNCH_OVERRUN;
     }
     /* The seed's tau'_j - tau_j, lateness included: when a stage fails
@@ -127,8 +137,13 @@ static int record_stage(int k, const double *mine, const double *all, hm_bench_s
     for (int l = 0; l < k; l++) {
         hm_launch_status st = hm_launch_combine(all[2 * k + l] > 0, all[3 * k + l] > 0);
         bool valid = st == HM_LAUNCH_VALID;
-        if (st == HM_LAUNCH_LATE)
+        if (st == HM_LAUNCH_LATE) {
             out->late++;
+            int cause = (int)all[2 * k + l];
+            out->late_stage_start += cause == LATE_STAGE_START;
+            out->late_previous += cause == LATE_PREVIOUS;
+            out->late_woke += cause == LATE_WOKE;
+        }
         else if (st == HM_LAUNCH_OVERRUN)
             out->overrun++;
         if (!valid)
@@ -155,15 +170,19 @@ int hm_measure_sync(hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx,
         goto done;
     }
     hm_delta_state st;
+    int64_t first_tau = 0;
     if (warm_up(env, op, ctx, &st, err) != 0)
         goto done;
-    for (;;) {
+    for (int stage = 0;; stage++) {
         /* Whole nanoseconds; at least 1 so launches keep their order. */
         int64_t delta_ns = (int64_t)ceil(st.delta_ns);
         if (delta_ns < 1)
             delta_ns = 1;
-        if (run_stage(env, op, ctx, delta_ns, mine, all, err) != 0)
+        int64_t tau = 0;
+        if (run_stage(env, op, ctx, delta_ns, mine, all, &tau, err) != 0)
             goto done;
+        if (stage == 0)
+            first_tau = tau;
         hm_stage_outcome o;
         if (record_stage(k, mine, all, out, &o, err) != 0)
             goto done;
@@ -186,7 +205,9 @@ int hm_measure_sync(hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx,
         }
         hm_schedule_next_delta(&env->opts->schedule, &o, &st);
         bool stop = false;
-        if (hm_bench_should_stop(env->opts, out, &stop, err) != 0)
+        /* From broadcast instants and reduced spans: the same on every rank. */
+        double elapsed_ns = (double)(tau - first_tau) + o.span_ns;
+        if (hm_bench_should_stop(env->opts, out, elapsed_ns, &stop, err) != 0)
             goto done;
         if (stop)
             break;

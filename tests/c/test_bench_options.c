@@ -71,6 +71,33 @@ static void expect_error(hm_test_counts *c, int argc, char **argv, const char *n
 
 #define EXPECT_ERROR(c, needle, ...) expect_error(c, NARGS(__VA_ARGS__), ARGS(__VA_ARGS__), needle)
 
+static void test_methods_and_passes(hm_test_counts *c)
+{
+    hm_bench_opts o;
+    hm_error err;
+    CHECK(c, PARSE(&o, &err, "--method", "osu,imb,sync") == 0);
+    CHECK(c, o.n_methods == 3 && o.methods[0] == HM_METHOD_OSU && o.methods[1] == HM_METHOD_IMB);
+    /* Without --buffers each method keeps its own policy. */
+    CHECK(c, !o.buffers_given && o.passes == 1 && o.shuffle && o.budget_ns == 0);
+    CHECK_NEAR(c, o.disagree_share, 0.25, 0);
+    hm_bench_opts_free(&o);
+    CHECK(c, PARSE(&o, &err, "--passes", "5", "--seed", "7", "--in-order", "--budget-ms", "2.5",
+                   "--max-launches", "300", "--disagree-share", "0.1", "--buffers", "rotate") == 0);
+    CHECK(c, o.passes == 5 && o.seed == 7 && !o.shuffle && o.max_launches == 300);
+    CHECK(c, o.buffers_given && o.buffers == HM_BUFFERS_ROTATE);
+    CHECK_NEAR(c, o.budget_ns, 2.5e6, 1e-6);
+    CHECK_NEAR(c, o.disagree_share, 0.1, 0);
+    hm_bench_opts_free(&o);
+    CHECK(c, PARSE(&o, &err, "--passes", "0") != 0);
+    CHECK(c, strstr(err.msg, "--passes") != NULL);
+    hm_bench_opts_free(&o);
+    CHECK(c, PARSE(&o, &err, "--budget-ms", "-1") != 0);
+    hm_bench_opts_free(&o);
+    CHECK(c, PARSE(&o, &err, "--method", "osu,mpiperf") != 0);
+    CHECK(c, strstr(err.msg, "mpiperf") != NULL && strstr(err.msg, "imb") != NULL);
+    hm_bench_opts_free(&o);
+}
+
 static void test_bad_input(hm_test_counts *c)
 {
     EXPECT_ERROR(c, "unknown operation 'bogus'", "--op", "bogus");
@@ -152,6 +179,7 @@ int main(void)
     hm_test_counts c = {0, 0};
     test_defaults(&c);
     test_lists(&c);
+    test_methods_and_passes(&c);
     test_bad_input(&c);
     test_rank_checks(&c);
     test_help_and_table(&c);

@@ -78,6 +78,9 @@ def check_result(r: dict[str, Any]) -> None:
     assert invalid == r["n_total"] - r["n_valid"]
     # Only synchronized results compare clocks across ranks.
     assert isinstance(r["clock_valid"], bool) is (r["method"] == "sync")
+    causes = r["invalid_causes"]
+    late = causes["stage_start_late"] + causes["previous_launch_late"] + causes["woke_late"]
+    assert late == r["invalid_late_start"] and causes["overrun"] == r["invalid_overrun"]
     if r["n_valid"] == 0:
         assert r["mean"] is None
         return
@@ -109,7 +112,8 @@ def test_waitpatterns_schema_per_rank_and_raw(mpirun: MpiRun) -> None:
     assert meta["mpi_version"].count(".") == 1 and meta["hosts"]
     assert meta["params"]["stage_launches"] == 8 and meta["params"]["gamma"] == 1.1
     results = {r["op"]: r for r in doc["results"]}
-    assert list(results) == ["waitpatternup", "waitpatterndown", "waitpatternnull"]
+    # Points run in a shuffled order (the same on every rank).
+    assert sorted(results) == ["waitpatterndown", "waitpatternnull", "waitpatternup"]
     for r in results.values():
         check_result(r)
         assert r["size"] == 0 and r["nprocs"] == 2
@@ -143,8 +147,8 @@ def test_every_operation_two_ranks_loop_methods(mpirun: MpiRun) -> None:
         mpirun, 2, "--op", "all", "--sizes", "100", "--method", "loop,loop_barrier", *FAST,
         timeout=150,
     )  # fmt: skip
-    seen = [(r["op"], r["method"]) for r in doc["results"]]
-    assert seen == [(op, m) for op in ALL_OPS for m in ("loop", "loop_barrier")]
+    seen = sorted((r["op"], r["method"]) for r in doc["results"])
+    assert seen == sorted((op, m) for op in ALL_OPS for m in ("loop", "loop_barrier"))
     for r in doc["results"]:
         check_result(r)
         assert r["n_valid"] == r["n_total"] > 0
@@ -164,8 +168,9 @@ def test_every_operation_oversubscribed(mpirun: MpiRun, nprocs: int) -> None:
 def test_process_count_sweep_and_loop(mpirun: MpiRun) -> None:
     doc = bench(
         mpirun, 3, "--op", "bcast,waitpatternnull", "--sizes", "8", "--nprocs", "2,3",
-        "--method", "sync,loop", *FAST,
+        "--method", "sync,loop", "--in-order", *FAST,
     )  # fmt: skip
+    # --in-order: exactly the order of the command line.
     keys = [(r["op"], r["nprocs"], r["method"]) for r in doc["results"]]
     assert keys == [
         (op, n, m) for n in (2, 3) for op in ("bcast", "waitpatternnull") for m in ("sync", "loop")
@@ -238,8 +243,11 @@ def test_json_file_and_table(mpirun: MpiRun, tmp_path: Any) -> None:
     path = tmp_path / "bench.json"
     out = mpirun(2, PROGRAM, "--op", "barrier", *FAST, "--json", str(path), timeout=60, env=YIELD)
     assert out.returncode == 0, out.stderr
-    header = out.stdout.splitlines()[0].split()
-    assert header[:4] == ["op", "size", "procs", "method"]
+    lines = out.stdout.splitlines()
+    # The total for `hushmon bench`'s progress comes first.
+    assert lines[0] == "# planned 1 results (1 points x 1 passes)"
+    header = lines[1].split()
+    assert header[:5] == ["op", "size", "procs", "method", "pass"]
     assert any(line.split()[0] == "barrier" for line in out.stdout.splitlines()[1:])
     assert "residual offset" in out.stdout
     doc = json.loads(path.read_text())
