@@ -18,4 +18,5 @@ COMMANDS: list[tuple[str, str]] = [
     ("testbed", "hushmon.testbed.cli"),
     ("collect", "hushmon.transport.collect_cli"),
     ("transport", "hushmon.transport.cli"),
+    ("overhead", "hushmon.overhead.cli"),
 ]

@@ -211,6 +211,11 @@ def compare(w: Work) -> list[str]:
     return ["compare", "6@1", "7@2", "--data-dir", str(w.bed_store()), *JSON]
 
 
+def overhead(w: Work) -> list[str]:
+    return ["overhead", "--kernels", "ep", "--runs", "1", "--modes", "none,hushmon",
+            "--settle-s", "0.2", "--out", str(w.path("overhead")), *JSON]  # fmt: skip
+
+
 def bed_status(_w: Work) -> list[str]:
     return ["testbed", "status", *JSON]
 
@@ -231,6 +236,7 @@ CASES: dict[str, list[Call] | NoJson | NotRunHere] = {
     "run": [Call(run, "the job speaks")],  # the job's own stdout is for people too
     "digest": [Call(digest, "job bf1: ")],
     "compare": [Call(compare, "compared 2 runs")],
+    "overhead": [Call(overhead, "report: ")],
     # read-only; exit 1 when a bed on this machine is damaged or left over
     "testbed status": [Call(bed_status, "test bed", exit_codes=(0, 1))],
     "testbed up": NotRunHere(

@@ -1,0 +1,127 @@
+"""Running the plan: agents started and stopped around their runs, each
+kernel launched with mpirun and timed by its own report.
+
+The time of a run is the kernel's ``time_s`` (the slowest rank between two
+barriers, docs/apps.md): MPI start-up and the agent's start are outside it.
+An agent is started when the plan moves to its mode and left running over
+consecutive runs of the same mode; after each start the study waits
+``settle_s`` so the agent's start-up work is not counted."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from hushmon.errors import HushmonError
+from hushmon.overhead.modes import get
+from hushmon.overhead.modes.base import Running
+from hushmon.overhead.plan import PlannedRun
+from hushmon.paths import program
+from hushmon.runner import mpirun_command
+
+RUN_TIMEOUT_S = 600.0
+
+
+@dataclass
+class RunResult:
+    index: int
+    round: int
+    kernel: str
+    config: str
+    mode: str
+    time_s: float | None  # None: the run failed
+    wall_s: float
+    load1: float  # the load average when the run started
+    error: str | None = None
+
+
+def run_kernel(run: PlannedRun, work: Path) -> tuple[float | None, str | None]:
+    """Launches one kernel; returns (time_s, None) or (None, why it failed)."""
+    out = work / f"run-{run.index:05d}.json"
+    argv = mpirun_command(
+        run.config.ranks,
+        [program(run.kernel), "--class", run.config.cls, "--json", str(out)],
+    )
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return None, f"no result after {RUN_TIMEOUT_S:.0f} s"
+    except OSError as exc:
+        raise HushmonError(f"cannot start {argv[0]}: {exc}", exit_code=1) from exc
+    if proc.returncode != 0:
+        lines = [ln for ln in proc.stderr.splitlines() if ln.startswith(f"{run.kernel}:")]
+        return None, (lines[0] if lines else f"exit code {proc.returncode}")
+    try:
+        summary = json.loads(out.read_text())
+    except (OSError, ValueError) as exc:
+        return None, f"unreadable summary {out}: {exc}"
+    if summary.get("verified") is not True:
+        return None, "result not verified"
+    if summary.get("ranks") != run.config.ranks:
+        return None, f"ran on {summary.get('ranks')} ranks, not {run.config.ranks}"
+    return float(summary["time_s"]), None
+
+
+Progress = Callable[[int, RunResult], None]
+
+
+def execute(
+    schedule: list[PlannedRun], work: Path, period_s: float, settle_s: float, tick: Progress
+) -> list[RunResult]:
+    results: list[RunResult] = []
+    current: tuple[str, Running] | None = None
+    try:
+        for run in schedule:
+            if current is None or current[0] != run.mode:
+                if current is not None:
+                    current[1].stop()
+                    current = None
+                agent = get(run.mode).start(work / f"agent-{run.index:05d}-{run.mode}", period_s)
+                current = (run.mode, agent)
+                time.sleep(settle_s)
+            load1 = os.getloadavg()[0]
+            t0 = time.monotonic()
+            time_s, error = run_kernel(run, work)
+            result = RunResult(
+                run.index, run.round, run.kernel, str(run.config), run.mode,
+                time_s, time.monotonic() - t0, load1, error,
+            )  # fmt: skip
+            results.append(result)
+            tick(len(results), result)
+    finally:
+        if current is not None:
+            current[1].stop()
+    return results
+
+
+def stderr_ticker(total: int) -> Progress:
+    """One line per run on stderr: position of total, the run, time left
+    estimated from the mean wall time so far (a bar on a terminal)."""
+    from hushmon.progress import bar
+
+    pbar = bar("overhead runs", total=total, unit="run")
+    start = time.monotonic()
+    interactive = sys.stderr.isatty()
+
+    def tick(done: int, r: RunResult) -> None:
+        pbar.update(1)
+        if interactive:
+            return
+        left_s = (time.monotonic() - start) / done * (total - done)
+        what = f"{r.time_s:.3f} s" if r.time_s is not None else f"FAILED: {r.error}"
+        print(
+            f"[{done}/{total}] {r.kernel} {r.config} {r.mode}: {what}"
+            f" (load {r.load1:.2f}; about {left_s / 60:.1f} min left)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return tick
