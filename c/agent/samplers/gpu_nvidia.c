@@ -208,6 +208,7 @@ static int gpu_open(void **state, const hm_sampler_env *env, hm_error *err)
     s->proc_every_ns = cfg->gpu_process_every_ms * 1000000;
     bool absent = false;
     if (load_library(s, cfg->gpu_nvml_library, err, &absent) < 0) {
+        s->f.nvmlShutdown = NULL; /* never initialized */
         gpu_close(s);
         if (!absent)
             return -1;
