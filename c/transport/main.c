@@ -1,6 +1,7 @@
 /* hushmon-reduce: flags, signals, and the level to run. */
 #include <getopt.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +17,21 @@ static void on_signal(int sig)
 {
     (void)sig;
     stop_requested = 1;
+}
+
+/* The reducer frees and allocates its fetched messages, parsed batches
+ * and groups by the thousand every second; with glibc's defaults the heap
+ * top is given back (trimmed) and grown again (sbrk, page faults) over and
+ * over, and fetch lists above the dynamic mmap threshold get mmap'ed and
+ * unmapped each time. Keeping 16 MiB of slack and raising both thresholds
+ * cut the reducer's CPU per batch by 5-10 % (docs/transport.md, "Reducer
+ * throughput"); the resident size stays that of the working set (peak
+ * ~20 MiB at 100,000 batches drained). */
+static void keep_heap_warm(void)
+{
+    if (mallopt(M_TOP_PAD, 16 << 20) != 1 || mallopt(M_TRIM_THRESHOLD, 64 << 20) != 1 ||
+        mallopt(M_MMAP_THRESHOLD, 16 << 20) != 1)
+        hm_log_notice("mallopt refused a heap setting: glibc's defaults stay (slower, same results)");
 }
 
 static const char usage[] =
@@ -124,6 +140,7 @@ int main(int argc, char **argv)
         return bad_flag("--rack %s: not a subject token (no '.', '*', '>', spaces; 100 bytes at most)",
                         o.rack);
     hm_log_set_program("hushmon-reduce");
+    keep_heap_warm();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
