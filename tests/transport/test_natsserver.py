@@ -4,14 +4,22 @@ contract's settings, and JetStream drops a batch published twice."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 
 import nats
+import pytest
 
+from hushmon.errors import HushmonError
 from hushmon.transport.natsserver import (
     DUPLICATE_WINDOW_S,
+    RAW_MAX_AGE_S,
+    RAW_MAX_BYTES,
     RAW_STREAM,
+    SUM_MAX_AGE_S,
     SUM_STREAM,
     LocalNatsServer,
+    StreamLimits,
     ensure_streams,
 )
 
@@ -23,6 +31,9 @@ def test_streams_follow_the_contract_and_drop_duplicates(nats_server: LocalNatsS
         raw = await js.stream_info(RAW_STREAM)
         assert raw.config.subjects == ["hm.raw.>"]
         assert raw.config.duplicate_window == DUPLICATE_WINDOW_S
+        # bounded: a buffer in front of the store, not a second store
+        assert raw.config.max_age == RAW_MAX_AGE_S and raw.config.max_bytes == RAW_MAX_BYTES
+        assert (await js.stream_info(SUM_STREAM)).config.max_age == SUM_MAX_AGE_S
         assert (await js.stream_info(SUM_STREAM)).config.subjects == ["hm.sum.>"]
         headers = {"Nats-Msg-Id": "n1:1:1"}
         first = await js.publish("hm.raw.r1.n1", b"cpu,host=n1 x=1 1\n", headers=headers)
@@ -39,3 +50,40 @@ async def _expect_messages(url: str, count: int) -> None:
     nc = await nats.connect(url)
     assert (await nc.jetstream().stream_info(RAW_STREAM)).state.messages == count
     await nc.close()
+
+
+def test_limits_are_updated_in_place_and_checked(nats_server: LocalNatsServer) -> None:
+    ensure_streams(nats_server.url, limits=StreamLimits(raw_max_age_s=3600, raw_max_bytes=1 << 30))
+
+    async def raw_limits() -> tuple[float, int]:
+        nc = await nats.connect(nats_server.url)
+        cfg = (await nc.jetstream().stream_info(RAW_STREAM)).config
+        await nc.close()
+        return float(cfg.max_age or 0), int(cfg.max_bytes or 0)
+
+    assert asyncio.run(raw_limits()) == (3600.0, 1 << 30)
+    # shorter than the duplicate window would let a late replay in twice
+    with pytest.raises(HushmonError, match="duplicate window"):
+        ensure_streams(nats_server.url, limits=StreamLimits(raw_max_age_s=60))
+    assert asyncio.run(raw_limits()) == (3600.0, 1 << 30)
+
+
+def test_deploy_streams_rejects_a_bad_limit_in_one_line(nats_server: LocalNatsServer) -> None:
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hushmon.transport.deploy",
+            "streams",
+            nats_server.url,
+            "--replicas",
+            "1",
+            "--raw-max-gib",
+            "0.01",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert r.returncode == 1
+    assert r.stderr.count("\n") == 1 and "max bytes" in r.stderr and "Traceback" not in r.stderr

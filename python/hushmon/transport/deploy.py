@@ -174,6 +174,19 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("streams", help="declare HM_RAW and HM_SUM on a running hub")
     s.add_argument("url")
     s.add_argument("--replicas", type=int, default=3)
+    s.add_argument(
+        "--raw-max-age-h",
+        type=float,
+        default=ns.RAW_MAX_AGE_S / 3600,
+        help="HM_RAW keeps batches this long at most (the oldest go first)",
+    )
+    s.add_argument(
+        "--raw-max-gib",
+        type=float,
+        default=0.0,
+        help="HM_RAW keeps this much at most, the oldest going first (default 0: bounded by "
+        "the server's JetStream storage, which refuses new batches when full)",
+    )
     args = ap.parse_args(argv)
     try:
         if args.action == "write":
@@ -188,7 +201,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if problems else 0
         if not 1 <= args.replicas <= 5:
             raise HushmonError(f"--replicas {args.replicas}: use 1 .. 5")
-        ns.ensure_streams(args.url, replicas=args.replicas, settle_s=30.0)
+        limits = ns.StreamLimits(
+            raw_max_age_s=args.raw_max_age_h * 3600, raw_max_bytes=int(args.raw_max_gib * 2**30) if args.raw_max_gib else -1
+        )
+        limits.check()
+        ns.ensure_streams(args.url, replicas=args.replicas, settle_s=30.0, limits=limits)
         return 0
     except HushmonError as exc:
         print(f"hushmon deploy: {exc}", file=sys.stderr)

@@ -25,6 +25,20 @@ SUM_SUBJECTS = "hm.sum.>"
 # Long enough to cover an agent's reconnect and replay after a short outage;
 # the store deduplicates by (host, epoch, seq) beyond it.
 DUPLICATE_WINDOW_S = 15 * 60
+# Retention: the streams are a buffer between the agents and the store, not
+# the store. Limits-based (the reducers' and the collector's durable
+# consumers each keep their own place), bounded by age, oldest dropped
+# first. 1000 nodes at 1 Hz write ~2.7 MB/s of raw batches (~10 GB an
+# hour): 6 h covers a collector down over a night shift; a collector down
+# longer finds gaps in the agents' sequence numbers, counted as lost by
+# `hushmon transport status`. A size bound is optional (-1: none): without
+# one, the server's JetStream storage limit (max_file_store) is the bound,
+# and a full store refuses new batches instead of dropping old ones, so
+# the agents keep them in their spools. Summaries are ~100x smaller.
+RAW_MAX_AGE_S = 6 * 3600
+RAW_MAX_BYTES = -1
+SUM_MAX_AGE_S = 7 * 24 * 3600
+SUM_MAX_BYTES = -1
 # A batch is one node's period: tens of KB on a node with many CPUs.
 MAX_PAYLOAD_BYTES = 1 << 20
 READY_TIMEOUT_S = 15.0
@@ -262,8 +276,35 @@ class LocalNatsServer:
         self.stop()
 
 
-async def ensure_streams_async(url: str, replicas: int = 1, timeout_s: float = 10.0) -> None:
-    """Declares HM_RAW and HM_SUM (idempotent: an existing stream is updated)."""
+@dataclass(frozen=True)
+class StreamLimits:
+    """How long and how much HM_RAW and HM_SUM keep (see RAW_MAX_AGE_S)."""
+
+    raw_max_age_s: float = RAW_MAX_AGE_S
+    raw_max_bytes: int = RAW_MAX_BYTES
+    sum_max_age_s: float = SUM_MAX_AGE_S
+    sum_max_bytes: int = SUM_MAX_BYTES
+
+    def check(self) -> None:
+        # Shorter than the duplicate window would let a replay in twice.
+        for what, age in (("raw", self.raw_max_age_s), ("summary", self.sum_max_age_s)):
+            if age < DUPLICATE_WINDOW_S:
+                raise HushmonError(
+                    f"{what} stream max age {age:.0f} s is shorter than the duplicate window "
+                    f"({DUPLICATE_WINDOW_S} s)"
+                )
+        for what, size in (("raw", self.raw_max_bytes), ("summary", self.sum_max_bytes)):
+            if size != -1 and size < 64 * MAX_PAYLOAD_BYTES:
+                raise HushmonError(
+                    f"{what} stream max bytes {size} is below 64 messages of the largest size"
+                )
+
+
+async def ensure_streams_async(
+    url: str, replicas: int = 1, timeout_s: float = 10.0, limits: StreamLimits | None = None
+) -> None:
+    """Declares HM_RAW and HM_SUM (idempotent: an existing stream is updated,
+    its limits included)."""
     import nats
     from nats.js.api import StorageType, StreamConfig
     from nats.js.errors import NotFoundError
@@ -271,7 +312,12 @@ async def ensure_streams_async(url: str, replicas: int = 1, timeout_s: float = 1
     nc = await nats.connect(url.split(","), connect_timeout=timeout_s, max_reconnect_attempts=0)
     try:
         js = nc.jetstream(timeout=timeout_s)
-        for name, subjects in ((RAW_STREAM, RAW_SUBJECTS), (SUM_STREAM, SUM_SUBJECTS)):
+        lim = limits or StreamLimits()
+        lim.check()
+        for name, subjects, max_age_s, max_bytes in (
+            (RAW_STREAM, RAW_SUBJECTS, lim.raw_max_age_s, lim.raw_max_bytes),
+            (SUM_STREAM, SUM_SUBJECTS, lim.sum_max_age_s, lim.sum_max_bytes),
+        ):
             config = StreamConfig(
                 name=name,
                 subjects=[subjects],
@@ -279,6 +325,8 @@ async def ensure_streams_async(url: str, replicas: int = 1, timeout_s: float = 1
                 num_replicas=replicas,
                 duplicate_window=DUPLICATE_WINDOW_S,
                 max_msg_size=MAX_PAYLOAD_BYTES,
+                max_age=max_age_s,
+                max_bytes=max_bytes,
             )
             try:
                 await js.stream_info(name)
@@ -290,7 +338,11 @@ async def ensure_streams_async(url: str, replicas: int = 1, timeout_s: float = 1
 
 
 def ensure_streams(
-    url: str, replicas: int = 1, timeout_s: float = 10.0, settle_s: float = 0.0
+    url: str,
+    replicas: int = 1,
+    timeout_s: float = 10.0,
+    settle_s: float = 0.0,
+    limits: StreamLimits | None = None,
 ) -> None:
     """Declares the streams. ``settle_s``: keep trying that long while a
     cluster that has just started elects its JetStream leader (until then
@@ -300,7 +352,7 @@ def ensure_streams(
     deadline = time.monotonic() + settle_s
     while True:
         try:
-            asyncio.run(ensure_streams_async(url, replicas, timeout_s))
+            asyncio.run(ensure_streams_async(url, replicas, timeout_s, limits))
             return
         except (OSError, TimeoutError, NatsError) as exc:
             if time.monotonic() < deadline:
