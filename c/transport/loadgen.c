@@ -2,13 +2,14 @@
  * benchmark (bench/bench_reduce.py). Not installed for users.
  *
  *   hushmon-loadgen publish --url U --rack R --template FILE --hosts H --batches N
- *                   [--period-ms P] [--live] [--t0-ns T] [--epoch E]
+ *                   [--period-ms P] [--live] [--t0-ns T] [--epoch E] [--first-host K]
  *     publishes N batches (H hosts, N/H periods) made from the first period
  *     of a real spool file, host and time replaced, with the contract's
  *     headers, JetStream async publish as fast as acks allow; --live
  *     publishes each period's batches at its end on the real-time clock.
  *     Message ids are host:epoch:seq: a second run within the stream's
- *     duplicate window needs another --epoch.
+ *     duplicate window needs another --epoch. Hosts are nK..n(K+H-1)
+ *     (--first-host K, default 0): racks of one run need disjoint ranges.
  *   hushmon-loadgen consume --url U --stream S --filter F --count N
  *     pulls and acks N messages without reading them: what NATS alone costs.
  * Prints one line of key=value figures. */
@@ -129,11 +130,12 @@ static int publish(int argc, char **argv)
     const char *template = arg(argc, argv, "--template", NULL);
     int64_t hosts = num(argc, argv, "--hosts", "1000"), batches = num(argc, argv, "--batches", "10000");
     int64_t period_ms = num(argc, argv, "--period-ms", "1000");
+    int64_t first_host = num(argc, argv, "--first-host", "0");
     bool live = flag(argc, argv, "--live");
     tline *t;
     size_t nt;
-    if (url == NULL || template == NULL || hosts < 1 || read_template(template, &t, &nt) != 0) {
-        fprintf(stderr, "hushmon-loadgen: publish needs --url, --template FILE (line protocol), --hosts >= 1\n");
+    if (url == NULL || template == NULL || hosts < 1 || first_host < 0 || read_template(template, &t, &nt) != 0) {
+        fprintf(stderr, "hushmon-loadgen: publish needs --url, --template FILE (line protocol), --hosts >= 1, --first-host >= 0\n");
         return 2;
     }
     natsConnection *nc;
@@ -159,7 +161,7 @@ static int publish(int argc, char **argv)
             }
         }
         char host[32], subject[128], seq[32], id[128], lines[32], ep[32];
-        snprintf(host, sizeof host, "n%05" PRId64, i % hosts);
+        snprintf(host, sizeof host, "n%05" PRId64, first_host + i % hosts);
         size_t len = make_batch(buf, 1 << 20, t, nt, host, t0 + period * period_ns);
         snprintf(subject, sizeof subject, "hm.raw.%s.%s", rack, host);
         snprintf(seq, sizeof seq, "%" PRId64, period + 1);
