@@ -320,14 +320,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_node_exporter(period_ms: int, duration_s: float, work: Path) -> ToolCost:
+def run_node_exporter(
+    period_ms: int, duration_s: float, work: Path, extra_args: Sequence[str] = ()
+) -> ToolCost:
     exe = shutil.which("prometheus-node-exporter")
     if exe is None:
         raise HushmonError("prometheus-node-exporter not installed (make deps)")
     port = free_port()
     proc = subprocess.Popen(
         [exe, f"--web.listen-address=127.0.0.1:{port}",
-         f"--collector.textfile.directory={work}"],
+         f"--collector.textfile.directory={work}", *extra_args],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}/metrics"
@@ -464,6 +466,45 @@ def html_report(result: dict[str, Any], path: Path) -> None:
     page.write(path)
 
 
+def run_cpu_scaling(args: argparse.Namespace, agent: Path) -> dict[str, Any]:
+    """Cost per sample against the CPU count (bench/agent_cpus.py)."""
+    from agent_cpus import cpu_scaling, print_scaling
+
+    try:
+        cpus = [int(x) for x in (args.cpus or "16,64,192").split(",")]
+    except ValueError as exc:
+        raise HushmonError(f"--cpus: expected a list like 16,64,192: {exc}") from exc
+    if not cpus or min(cpus) < 1:
+        raise HushmonError("--cpus: CPU counts must be positive")
+    with tempfile.TemporaryDirectory(prefix="hm_bench_cpus_") as tmp:
+        work = Path(tmp)
+        period_ms = 200
+
+        def node_exporter(tree: Path) -> ToolCost:
+            return run_node_exporter(
+                period_ms, args.duration_s, work,
+                [f"--path.procfs={tree}/proc", f"--path.sysfs={tree}/sys"],
+            )  # fmt: skip
+
+        print(f"cpu scaling: {cpus} CPUs, {args.rounds} rounds of {args.cycles} cycles ...",
+              file=sys.stderr)  # fmt: skip
+        res = cpu_scaling(
+            agent, args.baseline_agent, cpus, args.cycles, args.rounds, work,
+            node_exporter if shutil.which("prometheus-node-exporter") else None,
+        )  # fmt: skip
+        if shutil.which("collectd") or Path("/usr/sbin/collectd").exists():
+            res["collectd_here"] = asdict(run_collectd(1000, args.duration_s, work))
+    print_scaling(res)
+    if "collectd_here" in res:
+        c = res["collectd_here"]
+        print(f"  collectd on this machine ({os.cpu_count()} CPUs, 1 s, no --root): "
+              f"{c['cpu_us_per_sample']:.1f} us per sample")  # fmt: skip
+    for r in res["rows"]:
+        if isinstance(r.get("node_exporter"), ToolCost):
+            r["node_exporter"] = asdict(r["node_exporter"])
+    return res
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--period-ms", type=int, default=500, help="sampling period (default 500)")
@@ -489,6 +530,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="use this running nats-server (e.g. in another network namespace) "
         "instead of starting one on loopback",
     )
+    ap.add_argument(
+        "--cpus",
+        metavar="LIST",
+        help="also the cost per sample on fixture /proc trees of these CPU counts "
+        "(e.g. 16,64,192), the --baseline-agent beside it, node exporter on the same trees",
+    )
+    ap.add_argument("--cpus-only", action="store_true", help="only the --cpus comparison")
     ap.add_argument("--json", metavar="FILE", help="write the figures as JSON ('-' = stdout)")
     ap.add_argument("--html", metavar="FILE", help="write an HTML page with plots")
     args = ap.parse_args(argv)
@@ -501,6 +549,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "--period-ms >= 10, --duration-s > 0, --cycles, --rounds, --cold-samples >= 1"
         )
     agent = program("hushmon-agent")
+    if args.cpus_only:
+        scaling = run_cpu_scaling(args, agent)
+        jsonio.emit(args.json, {"host": socket.gethostname(), "cpu_scaling": scaling})
+        return 0
     if args.sinks_only:
         with tempfile.TemporaryDirectory(prefix="hm_bench_agent_") as tmp:
             costs = sink_costs(
@@ -602,6 +654,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{ratio(t.rss_bytes, agent_rss):>6s}  {t.note}")  # fmt: skip
     if sinks is not None:
         print_sink_costs(sinks)
+    if args.cpus:
+        result["cpu_scaling"] = run_cpu_scaling(args, agent)
     jsonio.emit(args.json, result)
     if args.html:
         html_report(result, Path(args.html))
