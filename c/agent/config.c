@@ -55,6 +55,7 @@ static const option_def options[] = {
     {"gpu.nvml_library", "--nvml-library", STR(gpu_nvml_library), 0, 0, NULL, "gpu_nvidia: NVML library to dlopen, a name or a path (default libnvidia-ml.so.1)"},
     {"sources_every", "--sources-every", STR(sources_every), 0, 0, NULL, "sample these sources every N periods only, e.g. 'disk=10,net=10' (wall-clock aligned; default: all every period)"},
     {"perf_sw.migrations_every", "--perf-sw-migrations-every", INT(perf_sw_migrations_every), 0, 3600, NULL, "perf_sw: read CPU migrations (an IPI to every CPU) every N periods; 1 = every period, 0 = never (default 10)"},
+    {"perf_sw.migrations", "--perf-sw-migrations", STR(perf_sw_migrations), 0, 0, "auto|read", "perf_sw: count CPU migrations by BPF where allowed (no IPIs, every period), else read perf_events; read = always perf_event reads (default auto)"},
     {"cpus", "--cpus", STR(cpus), 0, 0, NULL, "run the agent on these CPUs (a housekeeping core), e.g. '0' or '0,64'; '' = anywhere (default)"},
     {"gpu.process_every_ms", "--gpu-process-every-ms", INT(gpu_process_every_ms), 0, 3600000, NULL, "gpu_nvidia: read GPU processes (per-job lines) this often; 0 = every period (default 5000)"},
 };
@@ -82,6 +83,7 @@ void hm_config_defaults(hm_agent_config *cfg)
     strcpy(cfg->root, "/");
     cfg->period_ms = 1000;
     cfg->perf_sw_migrations_every = 10;
+    strcpy(cfg->perf_sw_migrations, "auto");
     cfg->offset_ms = 0;
     strcpy(cfg->sources, "default");
     strcpy(cfg->sink, "spool");

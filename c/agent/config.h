@@ -42,6 +42,7 @@ typedef struct hm_agent_config {
     int64_t gpu_process_every_ms; /* gpu_nvidia: per-process (job) readings this often; 0 = every period */
     char sources_every[512];      /* "disk=10,net=10": those sources every N periods */
     int64_t perf_sw_migrations_every; /* perf_sw: migrations (IPIs to every CPU) every N periods; 0 never */
+    char perf_sw_migrations[8];   /* auto (BPF where allowed, else reads) | read */
     char cpus[256];               /* the agent's CPUs ("0" or "0,64-65"); "" = anywhere */
 } hm_agent_config;
 

@@ -3,6 +3,7 @@
  * and the spool sink's rotation, bound and crash recovery. */
 #include <dirent.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,8 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "bpf_count.h"
+#include "perf_event.h"
 #include "config.h"
 #include "counter.h"
 #include "entity.h"
@@ -363,6 +366,65 @@ static void test_control_client(hm_test_counts *c)
     CHECK(c, system(cmd) == 0);
 }
 
+/* Migrations counted by BPF equal the kernel's own per-CPU counts
+ * (perf_event reads) over the same time: this thread moved between two
+ * CPUs 200 times. Skipped where BPF is not allowed (not root) or with one
+ * CPU. */
+static void test_bpf_count(hm_test_counts *c)
+{
+    cpu_set_t orig;
+    CHECK(c, sched_getaffinity(0, sizeof orig, &orig) == 0);
+    int cpus[2], found = 0;
+    for (int i = 0; i < CPU_SETSIZE && found < 2; i++)
+        if (CPU_ISSET(i, &orig))
+            cpus[found++] = i;
+    hm_bpf_count b;
+    hm_error err;
+    long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+    if (found < 2 || ncpu > 256) {
+        fprintf(stderr, "test_bpf_count skipped: needs 2 CPUs (at most 256)\n");
+        return;
+    }
+    if (hm_bpf_count_open(&b, PERF_COUNT_SW_CPU_MIGRATIONS, (size_t)ncpu, &err) < 0) {
+        fprintf(stderr, "test_bpf_count skipped: %s\n", err.msg);
+        return;
+    }
+    int fd[256];
+    for (int i = 0; i < ncpu; i++) {
+        struct perf_event_attr a;
+        memset(&a, 0, sizeof a);
+        a.size = sizeof a;
+        a.type = PERF_TYPE_SOFTWARE;
+        a.config = PERF_COUNT_SW_CPU_MIGRATIONS;
+        fd[i] = hm_perf_event_open(&a, -1, i, -1, PERF_FLAG_FD_CLOEXEC);
+    }
+    uint64_t b0 = 0, b1 = 0, p0 = 0, p1 = 0, v;
+    CHECK(c, hm_bpf_count_read(&b, &b0, &err) == 0);
+    for (int i = 0; i < ncpu; i++)
+        p0 += fd[i] >= 0 && read(fd[i], &v, sizeof v) == (ssize_t)sizeof v ? v : 0;
+    for (int k = 0; k < 200; k++) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpus[k % 2], &one);
+        CHECK(c, sched_setaffinity(0, sizeof one, &one) == 0);
+    }
+    for (int i = 0; i < ncpu; i++)
+        p1 += fd[i] >= 0 && read(fd[i], &v, sizeof v) == (ssize_t)sizeof v ? v : 0;
+    CHECK(c, hm_bpf_count_read(&b, &b1, &err) == 0);
+    CHECK(c, sched_setaffinity(0, sizeof orig, &orig) == 0);
+    uint64_t by_bpf = b1 - b0, by_perf = p1 - p0;
+    bool close_enough = by_bpf + 2 >= by_perf && by_bpf <= by_perf + by_perf / 20 + 2;
+    if (by_perf < 199 || !close_enough)
+        fprintf(stderr, "migrations: bpf %llu, perf %llu\n", (unsigned long long)by_bpf,
+                (unsigned long long)by_perf);
+    CHECK(c, by_perf >= 199); /* every move is one (the first may not be) */
+    CHECK(c, close_enough);
+    for (int i = 0; i < ncpu; i++)
+        if (fd[i] >= 0)
+            close(fd[i]);
+    hm_bpf_count_close(&b);
+}
+
 /* Lines of batch that begin with prefix. */
 static int count_lines(const char *buf, size_t len, const char *prefix)
 {
@@ -425,6 +487,7 @@ int main(void)
 {
     hm_test_counts c = {0, 0};
     test_sources_every(&c);
+    test_bpf_count(&c);
     test_lp(&c);
     test_counters(&c);
     test_entities(&c);

@@ -1,5 +1,6 @@
 """The agent's quietness options on the real daemon: --cpus binds it to a
-housekeeping CPU, --sources-every and --cpus refuse bad values in one line."""
+housekeeping CPU; --cpus, --sources-every and the perf_sw options refuse bad
+values in one line; migrations are counted with BPF where it is allowed."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ def test_agent_runs_on_the_cpus_given(bin_dir: Path, tmp_path: Path) -> None:
         ("--sources-every", "disk", "is not name=N"),
         ("--sources-every", "nosuch=2", "unknown source 'nosuch'"),
         ("--perf-sw-migrations-every", "-1", "perf_sw.migrations_every"),
+        ("--perf-sw-migrations", "ipi", "perf_sw.migrations"),
     ],
 )
 def test_bad_values_are_one_line_errors(
@@ -42,3 +44,16 @@ def test_bad_values_are_one_line_errors(
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+def test_migrations_counted_without_reading_every_cpu(bin_dir: Path) -> None:
+    """As root the migrations come from the BPF counter every period (no
+    notice about falling back to perf_event reads); elsewhere the agent says
+    that it reads them, and how often."""
+    proc = run_agent(bin_dir, "--once", "--sources", "perf_sw", "--socket", "")
+    assert proc.returncode == 0, proc.stderr
+    if os.geteuid() == 0:
+        assert "no BPF counting" not in proc.stderr
+        assert "cpu_migrations_per_s=" in proc.stdout
+    else:
+        assert "no BPF counting of migrations" in proc.stderr

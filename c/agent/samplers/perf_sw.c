@@ -11,22 +11,25 @@
  * perf). When `cpu` and `vm` ran this period their readings are used (no
  * extra read); otherwise this source reads the files itself.
  *
- * CPU migrations have no such counter: one perf_event per CPU
- * (PERF_COUNT_SW_CPU_MIGRATIONS) is read, and reading a CPU-bound event
- * from another CPU is an IPI to that CPU (perf_event_read ->
- * smp_call_function_single): every CPU of the node, i.e. every rank of a
- * full-node job, is interrupted once per read. So the migrations are read
- * every `perf_sw.migrations_every` periods (default 10; 1 = every period,
- * 0 = never, and no perf_event at all), on wall-clock-aligned periods so
- * that all nodes interrupt their ranks at the same instant; the rate is
- * over the time since the previous read. CPUs offline when the source
- * opens are not counted until `reload`. */
+ * CPU migrations have no such counter. Where BPF is allowed (root), a
+ * per-CPU perf_event of PERF_COUNT_SW_CPU_MIGRATIONS counts into a per-CPU
+ * BPF map (../bpf_count.c) that one bpf() call reads every period without
+ * interrupting anyone. Otherwise the perf_events are read, and reading a
+ * CPU-bound event from another CPU is an IPI to that CPU (perf_event_read
+ * -> smp_call_function_single): every CPU of the node, i.e. every rank of
+ * a full-node job, is interrupted once per read. So those reads happen
+ * every `perf_sw.migrations_every` periods (default 10; 1 = every period),
+ * on wall-clock-aligned periods so that all nodes interrupt their ranks at
+ * the same instant; the rate is over the time since the previous read.
+ * migrations_every = 0: no migrations, no perf_event, no BPF. CPUs offline
+ * when the source opens are not counted until `reload`. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "bpf_count.h"
 #include "counter.h"
 #include "hm_log.h"
 #include "perf_event.h"
@@ -46,7 +49,8 @@ typedef struct perf_sw_state {
     hm_procfile stat, vmstat;   /* read only when cpu / vm did not this period */
     hm_key_hint ctxt_hint, pgfault_hint;
     rate_counter ctxt, pgfault, migrations;
-    bool warned_perf;
+    hm_bpf_count bpf;           /* migrations counted in the kernel, when allowed */
+    bool use_bpf;
 } perf_sw_state;
 
 static void perf_sw_close(void *state)
@@ -58,6 +62,8 @@ static void perf_sw_close(void *state)
         if (s->fd[c] >= 0)
             close(s->fd[c]);
     free(s->fd);
+    if (s->use_bpf)
+        hm_bpf_count_close(&s->bpf);
     hm_procfile_close(&s->stat);
     hm_procfile_close(&s->vmstat);
     free(s);
@@ -116,8 +122,20 @@ static int perf_sw_open(void **state, const hm_sampler_env *env, hm_error *err)
     }
     s->ctxt_hint.key = "ctxt";
     s->pgfault_hint.key = "pgfault";
-    if (env->cfg->perf_sw_migrations_every > 0)
-        open_migrations(s);
+    if (env->cfg->perf_sw_migrations_every > 0) {
+        hm_error e;
+        bool bpf = strcmp(env->cfg->perf_sw_migrations, "auto") == 0;
+        if (bpf && hm_bpf_count_open(&s->bpf, PERF_COUNT_SW_CPU_MIGRATIONS, s->ncpu, &e) == 0) {
+            s->use_bpf = true;
+        } else if (!bpf) {
+            open_migrations(s);
+        } else {
+            hm_log_notice("perf_sw: no BPF counting of migrations (%s): perf_event reads, "
+                          "an IPI to every CPU every %lld periods",
+                          e.msg, (long long)env->cfg->perf_sw_migrations_every);
+            open_migrations(s);
+        }
+    }
     *state = s;
     return 0;
 }
@@ -170,7 +188,12 @@ static int perf_sw_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_
         return -1;
     if (found)
         pgfault = rate_of(&s->pgfault, v, ctx->mono_ns);
-    if (migrations_due(s, ctx->period_index)) {
+    if (s->use_bpf && s->cfg->perf_sw_migrations_every > 0) {
+        uint64_t total;
+        if (hm_bpf_count_read(&s->bpf, &total, err) < 0)
+            return -1;
+        migrations = rate_of(&s->migrations, total, ctx->mono_ns);
+    } else if (migrations_due(s, ctx->period_index)) {
         uint64_t total = 0;
         for (size_t c = 0; c < s->ncpu; c++) {
             if (s->fd[c] < 0)
@@ -192,8 +215,8 @@ static int perf_sw_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_
 
 const hm_sampler_ops hm_sampler_perf_sw = {
     .name = "perf_sw",
-    .reads = "/proc/stat ctxt, /proc/vmstat pgfault, perf_event cpu-migrations every CPU "
-             "(every perf_sw.migrations_every periods)",
+    .reads = "/proc/stat ctxt, /proc/vmstat pgfault, cpu-migrations counted by BPF on every "
+             "CPU (or perf_event reads every perf_sw.migrations_every periods)",
     .measurement = "perf_sw",
     .fields = "context_switches_per_s cpu_migrations_per_s page_faults_per_s",
     .default_on = true,
