@@ -1,7 +1,7 @@
 """``hushmon bench``: run hushmon-bench under mpirun and report; or rebuild a report.
 
     hushmon bench [--np N] [--op LIST] [--size LIST] [--method M] [--timer T]
-                  [--sync S] [--out DIR] [--json FILE|-] [-- hushmon-bench args]
+                  [--sync S] [--repeat N] [--out DIR] [--json FILE|-] [-- hushmon-bench args]
     hushmon bench --demo
     hushmon bench report RESULTS.json [--html FILE] [--json FILE|-]
 
@@ -63,6 +63,11 @@ def bench_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
             out += [flag, value]
     if args.method is not None:
         out += ["--method", expand_methods(args.method)]
+    repeat = getattr(args, "repeat", None)
+    if repeat is not None:
+        if repeat < 1:
+            raise HushmonError(f"--repeat must be at least 1, got {repeat}")
+        out += ["--passes", str(repeat)]
     return out + extra
 
 
@@ -154,7 +159,18 @@ def run_bench(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
-RUN_OPTIONS = ("np", "op", "size", "method", "timer", "sync", "out", "json", "timeout")
+RUN_OPTIONS = (
+    "np",
+    "op",
+    "size",
+    "method",
+    "timer",
+    "sync",
+    "out",
+    "json",
+    "timeout",
+    "repeat",
+)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -201,7 +217,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="message sizes, e.g. 1:64K:x2 or 0,8,1K",
     )
     parser.add_argument(
-        "--method", metavar="M", help="sync, loop, loop_barrier or both (= sync,loop); a comma list"
+        "--method",
+        metavar="M",
+        help="sync, loop, loop_barrier, osu, imb or both (= sync,loop); a comma list",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        metavar="N",
+        help="N independent passes over every point (hushmon-bench --passes): shuffled order, "
+        "a fresh clock sync each; the report shows the median and the spread between passes",
     )
     parser.add_argument("--timer", metavar="NAME", help="timer of hushmon-bench (see its --help)")
     parser.add_argument(

@@ -33,8 +33,10 @@ LOG_SCALE_MIN_RATIO = 10.0
 # One look per method, the same in every figure of the report.
 METHOD_STYLE: dict[str, dict[str, str]] = {
     "sync": {"color": "#1f5fbf", "marker": "o", "label": "synchronized (local, max over ranks)"},
-    "loop": {"color": "#d1495b", "marker": "s", "label": "loop (IMB/OSU style)"},
+    "loop": {"color": "#d1495b", "marker": "s", "label": "loop (back to back)"},
     "loop_barrier": {"color": "#e08e0b", "marker": "^", "label": "loop with barrier"},
+    "osu": {"color": "#6d597a", "marker": "D", "label": "OSU 7.x procedure (avg of rank means)"},
+    "imb": {"color": "#2a9d8f", "marker": "v", "label": "IMB-MPI1 procedure (t_avg)"},
 }
 GLOBAL_COLOR = "#1f5fbf"
 GLOBAL_LABEL = "synchronized (global clock)"

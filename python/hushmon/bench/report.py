@@ -33,6 +33,7 @@ from hushmon.bench.plots import (
     point_ops_figure,
     time_vs_size_figure,
 )
+from hushmon.bench.repeat import invalid_causes_section, passes_section, tools_section
 from hushmon.bench.results import SYNC_METHOD, BenchResult, BenchRun
 from hushmon.errors import HushmonError
 from hushmon.report.html import Page
@@ -584,6 +585,10 @@ def build_page(run: BenchRun, provenance: Mapping[str, Any] | None = None) -> Pa
             )
         _loop_table(page, pairs)
 
+    tools_section(page, run)
+    passes_section(page, run)
+    invalid_causes_section(page, run)
+
     page.heading("Results", 2)
     page.paragraph(
         "Times in µs. n_t launches in total, n_c valid, n_s used after trimming; invalid = "
@@ -667,6 +672,24 @@ def summary(run: BenchRun, report_path: Path | None) -> dict[str, Any]:
                 "passed": c.passed,
             }
             for c in pattern_checks(run)
+        ],
+        "passes": run.passes,
+        "points": [
+            {
+                "op": p.op,
+                "size": p.size,
+                "nprocs": p.nprocs,
+                "method": p.method,
+                "median_s": _nan_to_none(p.median),
+                "ci_low_s": _nan_to_none(p.ci_low),
+                "ci_high_s": _nan_to_none(p.ci_high),
+                "ci_level": _nan_to_none(p.ci_level),
+                "spread": _nan_to_none(p.spread),
+                "disagree": p.disagree,
+                "invalid_rate": _nan_to_none(p.invalid_rate),
+                "invalid_causes": dict(p.invalid_causes),
+            }
+            for p in run.points
         ],
         "loop_vs_sync": [
             {

@@ -22,7 +22,12 @@ from hushmon.errors import HushmonError
 
 PROGRAM_NAME = "hushmon-bench"
 SYNC_METHOD = "sync"
-LOOP_METHODS = ("loop", "loop_barrier")
+# Methods compared against the synchronized one: hushmon's loops and the
+# procedures of OSU 7.x and IMB-MPI1 (docs/bench.md).
+LOOP_METHODS = ("loop", "loop_barrier", "osu", "imb")
+TOOL_METHODS = ("osu", "imb")
+# Causes of invalid launches, as hushmon-bench names them.
+INVALID_CAUSES = ("stage_start_late", "previous_launch_late", "woke_late", "overrun")
 
 # Statistics every result must carry (seconds or counts); null is allowed
 # for the times (an operation with no valid launch has no mean).
@@ -106,6 +111,11 @@ class BenchResult:
     ci: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     per_rank: tuple[Mapping[str, Any], ...] = ()
     raw: RawLaunches | None = None
+    pass_index: int = 0
+    buffers: str | None = None
+    invalid_causes: Mapping[str, int] = field(default_factory=dict)
+    # The tools' own columns (--method osu / imb), as the program wrote them.
+    tool: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, int, int]:
@@ -121,12 +131,52 @@ class BenchResult:
 
 
 @dataclass(frozen=True)
+class BenchPoint:
+    """One (op, size, nprocs, method) over its passes (``--passes``), seconds."""
+
+    op: str
+    size: int
+    nprocs: int
+    method: str
+    pass_values: tuple[float, ...]
+    median: float
+    ci_low: float
+    ci_high: float
+    ci_level: float
+    spread: float
+    disagree: bool
+    n_total: int
+    n_valid: int
+    invalid_causes: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, int, int, str]:
+        return (self.op, self.size, self.nprocs, self.method)
+
+    @property
+    def invalid_rate(self) -> float:
+        return 1.0 - self.n_valid / self.n_total if self.n_total else math.nan
+
+
+@dataclass(frozen=True)
 class BenchRun:
-    """One ``hushmon-bench --json`` document."""
+    """One ``hushmon-bench --json`` document.
+
+    ``results`` holds one result per point: with several passes the pass
+    closest to the point's median (so every table and plot shows one value
+    per point); ``all_results`` holds every pass and ``points`` the summary
+    over passes.
+    """
 
     meta: BenchMeta
     results: tuple[BenchResult, ...]
     source: str = "<memory>"
+    all_results: tuple[BenchResult, ...] = ()
+    points: tuple[BenchPoint, ...] = ()
+
+    @property
+    def passes(self) -> int:
+        return 1 + max((r.pass_index for r in self.all_results), default=0)
 
     def ops(self) -> list[str]:
         """Operations in the order the program measured them."""
@@ -341,11 +391,15 @@ def _parse_result(reader: _Reader, obj: Any, index: int) -> BenchResult:
     per_rank = obj.get("per_rank") or []
     if not isinstance(per_rank, list) or not all(isinstance(p, dict) for p in per_rank):
         raise reader.fail(where, "field 'per_rank' must be a list of objects")
+    method = reader.text(obj, "method", where, required=False) or SYNC_METHOD
+    tool = obj.get(method) if method in TOOL_METHODS else None
+    if tool is not None and not isinstance(tool, dict):
+        raise reader.fail(where, f"field '{method}' must be an object")
     return BenchResult(
         op=op,
         size=size,
         nprocs=nprocs,
-        method=reader.text(obj, "method", where, required=False) or SYNC_METHOD,
+        method=method,
         n_total=counts["n_total"] or 0,
         n_valid=counts["n_valid"] or 0,
         n_used=counts["n_used"] or 0,
@@ -363,8 +417,89 @@ def _parse_result(reader: _Reader, obj: Any, index: int) -> BenchResult:
         ci=_parse_ci_map(reader, obj.get("ci"), where),
         per_rank=tuple(per_rank),
         raw=_parse_raw(reader, obj.get("raw"), where),
+        pass_index=reader.integer(obj, "pass", where, required=False) or 0,
+        buffers=reader.text(obj, "buffers", where, required=False),
+        invalid_causes=_parse_causes(reader, obj.get("invalid_causes"), where),
+        tool=tool or {},
         **times,
     )
+
+
+def _parse_causes(reader: _Reader, obj: Any, where: str) -> dict[str, int]:
+    if obj is None:
+        return {}
+    if not isinstance(obj, dict):
+        raise reader.fail(where, "field 'invalid_causes' must be an object")
+    out: dict[str, int] = {}
+    for key in obj:
+        value = reader.integer(obj, key, f"{where} invalid_causes", required=True)
+        out[str(key)] = value or 0
+    return out
+
+
+def _parse_point(reader: _Reader, obj: Any, index: int) -> BenchPoint:
+    where = f"points[{index}]"
+    if not isinstance(obj, dict):
+        raise reader.fail(where, "must be an object")
+    op = reader.text(obj, "op", where, required=True)
+    method = reader.text(obj, "method", where, required=True)
+    size = reader.integer(obj, "size", where, required=True)
+    nprocs = reader.integer(obj, "nprocs", where, required=True)
+    assert op is not None and method is not None and size is not None and nprocs is not None
+    values = obj.get("pass_values", [])
+    if not isinstance(values, list) or not all(
+        v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in values
+    ):
+        raise reader.fail(where, "field 'pass_values' must be a list of numbers or nulls")
+
+    def num(key: str) -> float:
+        return _nan_if_none(reader.number(obj, key, where, required=False, nullable=True))
+
+    return BenchPoint(
+        op=op,
+        size=size,
+        nprocs=nprocs,
+        method=method,
+        pass_values=tuple(_nan_if_none(v) for v in values),
+        median=num("median"),
+        ci_low=num("ci_low"),
+        ci_high=num("ci_high"),
+        ci_level=num("ci_level"),
+        spread=num("spread"),
+        disagree=bool(reader.flag(obj, "disagree", where)),
+        n_total=reader.integer(obj, "n_total", where, required=False) or 0,
+        n_valid=reader.integer(obj, "n_valid", where, required=False) or 0,
+        invalid_causes=_parse_causes(reader, obj.get("invalid_causes"), where),
+    )
+
+
+def representatives(
+    results: tuple[BenchResult, ...], points: tuple[BenchPoint, ...]
+) -> tuple[BenchResult, ...]:
+    """One result per point: the pass nearest the point's median, in point order.
+
+    With one pass (or no ``points``, older files) the results as they are.
+    """
+    if not points or all(r.pass_index == 0 for r in results):
+        return results
+    by_key: dict[tuple[str, int, int, str], list[BenchResult]] = {}
+    for r in results:
+        by_key.setdefault((r.op, r.size, r.nprocs, r.method), []).append(r)
+    chosen = []
+    for p in points:
+        candidates = by_key.get(p.key, [])
+        if not candidates:
+            continue
+        if math.isnan(p.median):
+            chosen.append(candidates[0])
+            continue
+        chosen.append(
+            min(
+                candidates,
+                key=lambda r: abs(r.mean - p.median) if not math.isnan(r.mean) else math.inf,
+            )
+        )
+    return tuple(chosen)
 
 
 def parse_run(document: Any, source: str = "<memory>") -> BenchRun:
@@ -378,10 +513,17 @@ def parse_run(document: Any, source: str = "<memory>") -> BenchRun:
     if not isinstance(results, list):
         raise reader.fail("results", "must be a list")
     meta = _parse_meta(reader, document.get("meta"))
+    points_doc = document.get("points") or []
+    if not isinstance(points_doc, list):
+        raise reader.fail("points", "must be a list")
+    parsed = tuple(_parse_result(reader, r, i) for i, r in enumerate(results))
+    points = tuple(_parse_point(reader, p, i) for i, p in enumerate(points_doc))
     return BenchRun(
         meta=meta,
-        results=tuple(_parse_result(reader, r, i) for i, r in enumerate(results)),
+        results=representatives(parsed, points),
         source=source,
+        all_results=parsed,
+        points=points,
     )
 
 

@@ -94,6 +94,74 @@ def is_table_row(line: str) -> bool:
     return len(parts) >= 12 and parts[0] not in ("op", "#") and parts[1].isdigit()
 
 
+def planned_results(line: str) -> int | None:
+    """The total from hushmon-bench's first line ``# planned N results (...)``."""
+    parts = line.split()
+    if len(parts) >= 4 and parts[:2] == ["#", "planned"] and parts[3] == "results":
+        try:
+            return int(parts[2])
+        except ValueError:
+            return None
+    return None
+
+
+class Progress:
+    """Results done / planned and the time left, on stderr.
+
+    On a terminal a bar (tqdm shows the rate and what is left); in a log one
+    line every ``every_s`` seconds, so a long run is never silent.
+    """
+
+    def __init__(self, label: str, stream: Any = None, every_s: float = 10.0) -> None:
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.every_s = every_s
+        self.total: int | None = None
+        self.done = 0
+        self.start = time.monotonic()
+        self.last_line = self.start
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._bar: Any = None
+
+    def __enter__(self) -> Progress:
+        if self.tty:
+            self._bar = bar(self.label, None, "result")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+    def planned(self, total: int) -> None:
+        self.total = total
+        if self._bar is not None:
+            self._bar.total = total
+            self._bar.refresh()
+
+    def left_s(self) -> float | None:
+        if not self.total or self.done == 0:
+            return None
+        elapsed = time.monotonic() - self.start
+        return elapsed / self.done * max(self.total - self.done, 0)
+
+    def text(self) -> str:
+        elapsed = time.monotonic() - self.start
+        total = f"/{self.total}" if self.total else ""
+        left = self.left_s()
+        left_text = f", about {left:.0f} s left" if left is not None else ""
+        return f"{self.label}: {self.done}{total} results, {elapsed:.0f} s{left_text}"
+
+    def advance(self) -> None:
+        self.done += 1
+        if self._bar is not None:
+            self._bar.update(1)
+            return
+        now = time.monotonic()
+        if now - self.last_line >= self.every_s or self.done == self.total:
+            self.last_line = now
+            print(self.text(), file=self.stream, flush=True)
+
+
 def _stop_group(pid: int) -> None:
     """SIGTERM the process group this module started (mpirun and its ranks)."""
     with contextlib.suppress(ProcessLookupError):
@@ -180,8 +248,10 @@ class BenchRunner:
         with (
             open(self.out_dir / STDOUT_FILE, "w", encoding="utf-8") as out_file,
             open(self.out_dir / STDERR_FILE, "w", encoding="utf-8") as err_file,
-            bar(f"{PROGRAM_NAME} ({self.nprocs} ranks)", self.expected_results, "result") as pbar,
+            Progress(f"{PROGRAM_NAME} ({self.nprocs} ranks)") as progress,
         ):
+            if self.expected_results is not None:
+                progress.planned(self.expected_results)
             try:
                 # A session of its own: on timeout the whole tree (mpirun and
                 # its ranks) is stopped by this one process-group id.
@@ -208,8 +278,11 @@ class BenchRunner:
                 assert proc.stdout is not None
                 for line in proc.stdout:
                     out_file.write(line)
-                    if self.is_result_line(line):
-                        pbar.update(1)
+                    total = planned_results(line)
+                    if total is not None:
+                        progress.planned(total)
+                    elif self.is_result_line(line):
+                        progress.advance()
                 returncode = proc.wait()
             except BaseException:
                 # Ctrl-C or a crash here must not leave ranks running.
