@@ -42,6 +42,28 @@ def _verdict_text(v: dict[str, Any]) -> str:
     )
 
 
+def _method_text(v: dict[str, Any], noise: dict[str, Any]) -> str:
+    method = v.get("method") or (
+        "injector" if noise.get("noise_cmd") is None
+        else "known_phase" if noise.get("noise_phase_s") is not None else "scan"
+    )  # fmt: skip
+    text = {
+        "injector": "at the injector's scheduled activations",
+        "known_phase": f"at the given phase {noise.get('noise_phase_s')} s of each period",
+        "scan": "the best of a 1 ms phase grid (no scheduler trace)",
+        "sched_trace": "around the agent's on-CPU bursts from the scheduler trace "
+        "(tracefs sched_switch of its process tree); clean runs: the bursts of the "
+        "agent traced alone, shifted",
+    }.get(method, method)
+    cpu = v.get("agent_cpu_pct")
+    if method == "sched_trace" and isinstance(cpu, float):
+        text += f"; the agent's own CPU while the detector ran: {cpu:.3g} % of one CPU"
+    lost = v.get("lost_trace_events")
+    if lost:
+        text += f"; {lost} trace events lost (ring buffer)"
+    return text
+
+
 def _arm_table(page: Page, stats: list[RunStats], field: str, unit: str, scale: float) -> None:
     """Like the seed's Tables 1-2: mean, SD, runs per arm, plus intervals."""
     ev = evidence(stats, 1.0)
@@ -180,6 +202,7 @@ def detect_page(study_dir: Path, study: dict[str, Any]) -> Page:
                    f"alpha {cfg['alpha']:g}"),
         ("primary test", "one-sided exact Mann-Whitney on the per-run folded statistic, "
                          "alpha spent over the looks (linear spending)"),
+        ("agent's windows", _method_text(v, noise)),
     ])  # fmt: skip
     page.heading("Time per collective (the seed's statistic)")
     page.paragraph(
