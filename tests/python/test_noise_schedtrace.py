@@ -215,3 +215,27 @@ def test_live_trace_of_a_command_and_its_children(tmp_path: Path) -> None:
     # the private tracefs instance is gone
     mine = f"hushmon-noise-{os.getpid()}-"
     assert not [p for p in (root / "instances").iterdir() if p.name.startswith(mine)]
+
+
+def test_method_choice_without_tracing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No tracefs: auto falls back to the phase scan and says why, on refuses."""
+    from hushmon.noise import cli, schedtrace
+
+    monkeypatch.setattr(schedtrace, "TRACEFS_DIRS", (tmp_path / "none", tmp_path / "none2"))
+    cmd = NoiseConfig(noise_cmd="true")
+    noise, how = cli._trace_choice("auto", cmd)
+    assert noise.method == "scan" and "no scheduler trace here" in how
+    with pytest.raises(HushmonError, match="--trace on: (no tracefs|tracing needs root)"):
+        cli._trace_choice("on", cmd)
+    assert cli._trace_choice("off", cmd)[0].method == "scan"
+    # a given phase or the injector never trace
+    assert cli._trace_choice("on", NoiseConfig(noise_cmd="x", noise_phase_s=0.0))[0].method == (
+        "known_phase"
+    )
+    assert cli._trace_choice("on", NoiseConfig())[0].method == "injector"
+    fake = tmp_path / "tracing"
+    (fake / "events/sched/sched_switch").mkdir(parents=True)
+    (fake / "instances").mkdir()
+    monkeypatch.setattr(schedtrace, "TRACEFS_DIRS", (fake,))
+    noise, how = cli._trace_choice("auto", cmd)
+    assert noise.method == "sched_trace" and str(fake) in how
