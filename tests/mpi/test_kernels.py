@@ -1,4 +1,4 @@
-"""The NPB-like kernels (c/apps/ep.c, is.c, cg.c, ...) under mpirun: class S
+"""The NPB-like kernels (c/apps/ep.c, is.c, cg.c, mg.c, ft.c, lu.c) under mpirun: class S
 on 2 ranks verifies its own result, damaged data fails with exit 1, a bad
 class fails on every rank with one line and exit 2."""
 
@@ -12,7 +12,7 @@ from mpirun_types import MpiRun
 
 pytestmark = pytest.mark.mpi
 
-KERNELS = ["ep", "is", "cg"]
+KERNELS = ["ep", "is", "cg", "mg", "ft", "lu"]
 
 
 def run_json(mpirun: MpiRun, nprocs: int, kernel: str, *args: str) -> dict[str, Any]:
@@ -62,3 +62,19 @@ def test_is_and_cg_on_three_ranks(mpirun: MpiRun) -> None:
     assert keys["keys"] == 2**22
     rows = run_json(mpirun, 3, "cg", "--class", "S")["metrics"]
     assert rows["rows"] == 2**17 and rows["residual"] < 1e-8
+
+
+def test_ft_and_lu_give_the_same_result_on_any_rank_count(mpirun: MpiRun) -> None:
+    # FT's field is split by skipping ahead in the generator, LU's updates
+    # run in the same order whatever the split: 1 and 2 ranks agree.
+    for kernel in ("ft", "lu"):
+        one = run_json(mpirun, 1, kernel, "--class", "S")["metrics"]["checksum"]
+        two = run_json(mpirun, 2, kernel, "--class", "S")["metrics"]["checksum"]
+        assert two == pytest.approx(one, rel=1e-10), kernel
+
+
+def test_mg_and_ft_refuse_rank_counts_they_cannot_split(mpirun: MpiRun) -> None:
+    for kernel, message in (("mg", "power-of-two"), ("ft", "dividing")):
+        out = mpirun(3, kernel, "--class", "S", timeout=60)
+        assert out.returncode == 2
+        assert message in out.stderr, out.stderr
