@@ -24,7 +24,7 @@ WERROR  ?=
 test test-c test-asan test-py test-mpich: WERROR := ON
 CMAKE_WERROR = $(if $(WERROR),-DHUSHMON_WERROR=$(WERROR))
 
-.PHONY: all deps venv c asan test test-c test-asan test-py test-mpich lint demo clean
+.PHONY: all deps venv c install asan test test-c test-asan test-py test-mpich lint demo clean
 
 all: deps venv c
 
@@ -45,6 +45,12 @@ $(BUILD)/CMakeCache.txt: CMakeLists.txt
 c: $(BUILD)/CMakeCache.txt
 	$(if $(WERROR),cmake -S . -B $(BUILD) $(CMAKE_WERROR) >/dev/null)
 	cmake --build $(BUILD) -j $(JOBS)
+
+# Installs what has install rules (libhushmon: header, shared and static
+# library, pkg-config file) under PREFIX (default /usr/local).
+PREFIX ?= /usr/local
+install: c
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 # A second build with AddressSanitizer and UBSan, for the daemon that runs
 # beside users' jobs (and its unit tests).

@@ -157,6 +157,8 @@ int hm_agent_init(hm_agent *a, const hm_agent_config *cfg, const hm_config_overr
     a->n_overrides = n_overrides;
     a->timer_fd = a->signal_fd = -1;
     a->control.listen_fd = -1;
+    a->control.peer_uid = -1;
+    hm_app_init(&a->app);
     a->start_ns = hm_realtime_ns();
     a->self.cpu_us = NAN;
     a->self.jitter_us = NAN;
@@ -182,6 +184,9 @@ int hm_agent_cycle(hm_agent *a, int64_t ts_ns, int64_t mono_ns, hm_error *err)
     };
     a->self.samples_dropped = a->missed_periods + a->sink.ops->dropped_lines(a->sink.state);
     a->self.period_ms = a->cfg.period_ms;
+    /* Applications' data queued since the last period (node's own: no scope tag). */
+    hm_lp_set_scope(&a->lp, NULL);
+    hm_app_collect(&a->app, &a->jobs, &a->lp);
     for (size_t i = 0; i < a->nsources; i++) {
         hm_agent_source *s = &a->source[i];
         if (s->every > 1 && ctx.period_index % s->every != 0)
@@ -362,6 +367,7 @@ void hm_agent_fini(hm_agent *a)
     if (a->sink.ops != NULL && hm_sink_close(&a->sink, &e) < 0)
         hm_log_warn("closing sink: %s", e.msg);
     hm_control_close(&a->control);
+    hm_app_close(&a->app);
     if (a->timer_fd >= 0)
         close(a->timer_fd);
     if (a->signal_fd >= 0)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "app_channel.h"
 #include "config.h"
 #include "control.h"
 #include "hm_error.h"
@@ -38,6 +39,7 @@ typedef struct hm_agent {
     hm_lp lp;
     hm_sink sink;
     hm_control control;
+    hm_app app;              /* libhushmon clients (app_channel.h); opened by hm_agent_run */
     int64_t start_ns;
     uint64_t samples;
     uint64_t missed_periods;

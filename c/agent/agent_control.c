@@ -79,10 +79,16 @@ void hm_agent_control(void *agent, const char *request, char *response, size_t s
         }
         if (arg3 != NULL)
             cgroup = arg3 + 7;
-        if (hm_jobs_begin(&a->jobs, arg2, cgroup, HM_JOB_ANNOUNCED, &err) < 0)
+        if (hm_jobs_begin(&a->jobs, arg2, cgroup, HM_JOB_ANNOUNCED, &err) < 0) {
             snprintf(response, size, "error %s", err.msg);
-        else
+        } else {
+            /* The announcer owns the job: its uid's libhushmon clients may
+             * claim it (app_channel.c). */
+            hm_job *j = hm_jobs_find(&a->jobs, arg2);
+            if (j != NULL && j->owner_uid < 0)
+                j->owner_uid = a->control.peer_uid;
             snprintf(response, size, "ok job %s begins", arg2);
+        }
     } else if (strcmp(cmd, "job") == 0 && arg1 != NULL && arg2 != NULL &&
                strcmp(arg1, "end") == 0 && arg3 == NULL) {
         if (hm_jobs_end(&a->jobs, arg2, HM_JOB_ANNOUNCED, &err) < 0)

@@ -59,6 +59,9 @@ int hm_agent_run(hm_agent *a, hm_error *err)
         return hm_error_errno(err, "timerfd_create");
     if (hm_control_open(&a->control, a->cfg.socket_path, err) < 0)
         return -1;
+    hm_error app_err; /* no application channel is not a reason to stop monitoring */
+    if (hm_app_open(&a->app, a->cfg.socket_path, &app_err) < 0)
+        hm_log_warn("application channel off: %s", app_err.msg);
     int64_t period_ns = a->cfg.period_ms * 1000000;
     int64_t offset_ns = a->cfg.offset_ms * 1000000;
     int64_t next = hm_agent_next_boundary(hm_realtime_ns(), period_ns, offset_ns);

@@ -17,6 +17,7 @@ int hm_control_open(hm_control *c, const char *path, hm_error *err)
 {
     memset(c, 0, sizeof *c);
     c->listen_fd = -1;
+    c->peer_uid = -1;
     for (int i = 0; i < HM_CONTROL_CLIENTS; i++)
         c->client[i].fd = -1;
     if (path[0] == '\0')
@@ -164,11 +165,18 @@ void hm_control_serve(hm_control *c, const struct pollfd *fds, size_t n,
             }
             slot->fd = fd;
             slot->len = 0;
+            struct ucred cred;
+            socklen_t clen = sizeof cred;
+            slot->uid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 ? (long)cred.uid
+                                                                                  : -1;
             continue;
         }
         for (int k = 0; k < HM_CONTROL_CLIENTS; k++)
-            if (c->client[k].fd == fds[i].fd)
+            if (c->client[k].fd == fds[i].fd) {
+                c->peer_uid = c->client[k].uid;
                 serve_client(&c->client[k], handler, arg);
+                c->peer_uid = -1;
+            }
     }
 }
 

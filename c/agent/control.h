@@ -17,6 +17,7 @@
 
 typedef struct hm_control_client {
     int fd;
+    long uid;                /* the client's uid (SO_PEERCRED), -1 unknown */
     size_t len;
     char buf[HM_CONTROL_LINE_MAX];
 } hm_control_client;
@@ -26,6 +27,7 @@ typedef void (*hm_control_handler)(void *arg, const char *request, char *respons
 
 typedef struct hm_control {
     int listen_fd;
+    long peer_uid;           /* uid of the client whose request is being handled */
     char path[108];
     hm_control_client client[HM_CONTROL_CLIENTS];
 } hm_control;

@@ -47,6 +47,7 @@ int hm_jobs_begin(hm_jobs *jobs, const char *id, const char *cgroup, unsigned or
         memset(j, 0, sizeof *j);
         j->used = true;
         strcpy(j->id, id);
+        j->owner_uid = -1;
     }
     /* An explicit cgroup wins over an empty one; a second announcement with
      * a different cgroup replaces it. */

@@ -27,6 +27,8 @@ typedef struct hm_job {
     char id[HM_JOB_ID_MAX];
     char cgroup[HM_JOB_CGROUP_MAX]; /* relative to the cgroup root; "" if unknown */
     unsigned origin;             /* HM_JOB_* bits */
+    long owner_uid;              /* who announced it (control socket SO_PEERCRED); -1 unknown.
+                                  * libhushmon clients of that uid may claim the job. */
 } hm_job;
 
 typedef struct hm_jobs {

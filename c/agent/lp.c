@@ -207,6 +207,20 @@ void hm_lp_field_i64(hm_lp *lp, const char *key, int64_t value)
     put(lp, num, n);
 }
 
+void hm_lp_field_str(hm_lp *lp, const char *key, const char *value)
+{
+    field_key(lp, key);
+    put_char(lp, '"');
+    for (const char *p = value; *p != '\0'; p++) {
+        char c = *p;
+        if (c == '"' || c == '\\')
+            put_char(lp, '\\');
+        /* A line is one line: control characters become spaces. */
+        put_char(lp, (unsigned char)c < 0x20 || c == 0x7f ? ' ' : c);
+    }
+    put_char(lp, '"');
+}
+
 void hm_lp_end(hm_lp *lp)
 {
     if (!lp->in_line)

@@ -44,6 +44,9 @@ void hm_lp_tag(hm_lp *lp, const char *key, const char *value);
 /* Field keys must be identifiers ([A-Za-z0-9_-]): they are not escaped. */
 void hm_lp_field_f64(hm_lp *lp, const char *key, double value);
 void hm_lp_field_i64(hm_lp *lp, const char *key, int64_t value);
+/* A string field (quotes and backslashes escaped, control characters
+ * turned into spaces). The store counts string fields as skipped. */
+void hm_lp_field_str(hm_lp *lp, const char *key, const char *value);
 void hm_lp_end(hm_lp *lp);
 
 /* Formats v into out (at least 32 bytes) without stdio for the common

@@ -1,0 +1,413 @@
+/* The application channel (app_channel.h, docs/libhushmon.md). */
+#include "app_channel.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "hm_log.h"
+
+void hm_app_init(hm_app *app)
+{
+    memset(app, 0, sizeof *app);
+    app->listen_fd = -1;
+}
+
+static void free_tables(hm_app *app)
+{
+    free(app->client);
+    free(app->series);
+    free(app->used);
+    free(app->msg);
+    app->client = NULL;
+    app->series = NULL;
+    app->used = NULL;
+    app->msg = NULL;
+}
+
+int hm_app_open(hm_app *app, const char *control_path, hm_error *err)
+{
+    hm_app_init(app);
+    if (control_path[0] == '\0')
+        return 0;
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    const char *slash = strrchr(control_path, '/');
+    size_t dirlen = slash != NULL ? (size_t)(slash - control_path + 1) : 0;
+    if (dirlen + strlen("app.sock") >= sizeof addr.sun_path)
+        return hm_error_set(err, "application socket path beside %s too long", control_path);
+    memcpy(addr.sun_path, control_path, dirlen);
+    strcpy(addr.sun_path + dirlen, "app.sock");
+    app->client = calloc(HM_APP_CLIENTS_MAX, sizeof *app->client);
+    app->series = calloc(HM_APP_SERIES_MAX, sizeof *app->series);
+    app->used = calloc(HM_APP_SERIES_MAX, sizeof *app->used);
+    app->msg = malloc(HM_APP_MSG_MAX);
+    if (app->client == NULL || app->series == NULL || app->used == NULL || app->msg == NULL) {
+        free_tables(app);
+        return hm_error_set(err, "out of memory for the application channel");
+    }
+    int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (probe < 0) {
+        free_tables(app);
+        return hm_error_errno(err, "socket");
+    }
+    if (connect(probe, (struct sockaddr *)&addr, sizeof addr) == 0) {
+        close(probe);
+        free_tables(app);
+        return hm_error_set(err, "another agent is listening on %s", addr.sun_path);
+    }
+    close(probe);
+    unlink(addr.sun_path);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        free_tables(app);
+        return hm_error_errno(err, "socket");
+    }
+    /* Backlog: every rank of a node may connect within one period. */
+    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) < 0 || listen(fd, 1024) < 0 ||
+        chmod(addr.sun_path, 0666) < 0) {
+        hm_error_errno(err, "listening on %s", addr.sun_path);
+        close(fd);
+        free_tables(app);
+        return -1;
+    }
+    app->listen_fd = fd;
+    strcpy(app->path, addr.sun_path);
+    return 0;
+}
+
+static void drop_client(hm_app *app, size_t i)
+{
+    app->lib_dropped_closed += app->client[i].lib_dropped;
+    close(app->client[i].fd);
+    app->client[i] = app->client[--app->nclients];
+}
+
+void hm_app_close(hm_app *app)
+{
+    if (app->listen_fd < 0)
+        return;
+    while (app->nclients > 0)
+        drop_client(app, app->nclients - 1);
+    close(app->listen_fd);
+    unlink(app->path);
+    free_tables(app);
+    hm_app_init(app);
+}
+
+/* Does a /proc/PID/cgroup line's path lie in job cgroup jc (or below)? */
+static bool cgroup_within(const char *cg, const char *jc)
+{
+    while (*cg == '/')
+        cg++;
+    while (*jc == '/')
+        jc++;
+    size_t len = strlen(jc);
+    return len > 0 && strncmp(cg, jc, len) == 0 && (cg[len] == '\0' || cg[len] == '/');
+}
+
+int hm_app_attribute(const hm_jobs *jobs, const char *cgroup_text, const char *claim, long uid,
+                     bool *rejected)
+{
+    *rejected = false;
+    for (const char *line = cgroup_text; line != NULL && *line != '\0';) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl != NULL ? (size_t)(nl - line) : strlen(line);
+        char buf[PATH_MAX];
+        if (len < sizeof buf) {
+            memcpy(buf, line, len);
+            buf[len] = '\0';
+            char *c1 = strchr(buf, ':');
+            char *c2 = c1 != NULL ? strchr(c1 + 1, ':') : NULL;
+            for (int j = 0; c2 != NULL && j < HM_JOBS_MAX; j++) {
+                const hm_job *job = &jobs->job[j];
+                if (job->used && job->cgroup[0] != '\0' && cgroup_within(c2 + 1, job->cgroup)) {
+                    *rejected = claim[0] != '\0' && strcmp(claim, job->id) != 0;
+                    return j;
+                }
+            }
+        }
+        line = nl != NULL ? nl + 1 : NULL;
+    }
+    if (claim[0] == '\0')
+        return -1;
+    for (int j = 0; j < HM_JOBS_MAX; j++) {
+        const hm_job *job = &jobs->job[j];
+        if (!job->used || strcmp(job->id, claim) != 0)
+            continue;
+        /* A job with a cgroup holds its processes: one outside it is not
+         * the job's, whoever it is. */
+        if (job->cgroup[0] == '\0' && uid >= 0 && (uid == 0 || uid == job->owner_uid))
+            return j;
+        *rejected = true;
+        return -1;
+    }
+    return -1;
+}
+
+static void attribute(hm_app *app, hm_app_client *cl, const hm_jobs *jobs)
+{
+    char path[PATH_MAX], text[4096] = "";
+    snprintf(path, sizeof path, "%s/proc/%d/cgroup", app->proc_root, (int)cl->pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, text, sizeof text - 1);
+        text[n > 0 ? n : 0] = '\0';
+        close(fd);
+    }
+    bool rejected;
+    int j = hm_app_attribute(jobs, text, cl->claim, cl->uid, &rejected);
+    if (rejected) {
+        app->total.rejected_claims++;
+        hm_log_warn("application pid %d uid %ld claims job '%s': %s", (int)cl->pid, cl->uid,
+                    cl->claim,
+                    j >= 0 ? "its cgroup is another job's, attributed there"
+                           : "not its owner or outside the job's cgroup, not attributed");
+    }
+    cl->job = j;
+    snprintf(cl->job_id, sizeof cl->job_id, "%s", j >= 0 ? jobs->job[j].id : "");
+    cl->jobs_generation = jobs->generation;
+    cl->attributed_once = true;
+}
+
+static uint32_t hash_key(uint8_t kind, int32_t rank, const char *job, const char *name)
+{
+    uint32_t h = 2166136261u ^ kind;
+    h = (h ^ (uint32_t)rank) * 16777619u;
+    for (const char *p = job; *p; p++)
+        h = (h ^ (uint8_t)*p) * 16777619u;
+    h = (h ^ 0xff) * 16777619u;
+    for (const char *p = name; *p; p++)
+        h = (h ^ (uint8_t)*p) * 16777619u;
+    return h;
+}
+
+/* The series of (kind, rank, job, name) this period; NULL when the table
+ * is three quarters full (probing stays short; the rest is counted). */
+static hm_app_series *series_for(hm_app *app, uint8_t kind, int32_t rank, const char *job,
+                                 const char *name)
+{
+    uint32_t i = hash_key(kind, rank, job, name) % HM_APP_SERIES_MAX;
+    for (;;) {
+        hm_app_series *s = &app->series[i];
+        if (s->kind == 0) {
+            if (app->nused >= HM_APP_SERIES_MAX * 3 / 4)
+                return NULL;
+            s->kind = kind;
+            s->rank = rank;
+            snprintf(s->job, sizeof s->job, "%s", job);
+            snprintf(s->name, sizeof s->name, "%s", name);
+            s->count = 0;
+            s->sum = 0;
+            s->min = INFINITY;
+            s->max = -INFINITY;
+            s->text[0] = '\0';
+            app->used[app->nused++] = i;
+            return s;
+        }
+        if (s->kind == kind && s->rank == rank && strcmp(s->name, name) == 0 &&
+            strcmp(s->job, job) == 0)
+            return s;
+        i = (i + 1) % HM_APP_SERIES_MAX;
+    }
+}
+
+/* Names go into tags: keep [A-Za-z0-9_.:/-], the rest becomes '_'. */
+static void clean_name(char *out, const unsigned char *in, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = in[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '.' || c == ':' || c == '/' || c == '-';
+        out[i] = ok ? (char)c : '_';
+    }
+    out[n] = '\0';
+}
+
+/* One message from cl; false when it is not a valid message. */
+static bool take_message(hm_app *app, hm_app_client *cl, size_t n)
+{
+    hm_app_header h;
+    if (n < sizeof h)
+        return false;
+    memcpy(&h, app->msg, sizeof h);
+    if (h.magic != HM_APP_MAGIC || h.version != HM_APP_VERSION)
+        return false;
+    cl->lib_dropped = h.dropped_total;
+    size_t off = sizeof h;
+    for (unsigned r = 0; r < h.records; r++) {
+        if (off + HM_APP_REC_FIXED > n)
+            return false;
+        const unsigned char *p = app->msg + off;
+        uint8_t type = p[0], nlen = p[1];
+        uint16_t tlen;
+        double value;
+        memcpy(&tlen, p + 2, 2);
+        memcpy(&value, p + 4, 8);
+        if (nlen == 0 || nlen > HM_APP_NAME_MAX || tlen > HM_APP_TEXT_MAX ||
+            off + HM_APP_REC_FIXED + nlen + tlen > n ||
+            (type != HM_APP_METRIC && type != HM_APP_PHASE && type != HM_APP_EVENT))
+            return false;
+        off += HM_APP_REC_FIXED + nlen + tlen;
+        app->total.records++;
+        if (cl->job < 0) {
+            app->total.unattributed++;
+            continue;
+        }
+        char name[HM_APP_NAME_MAX + 1];
+        clean_name(name, p + HM_APP_REC_FIXED, nlen);
+        hm_app_series *s = series_for(app, type, h.rank, cl->job_id, name);
+        if (s == NULL) {
+            app->total.series_full++;
+            continue;
+        }
+        s->count++;
+        if (type == HM_APP_EVENT) {
+            size_t k = tlen < HM_APP_EVENT_TEXT_MAX ? tlen : HM_APP_EVENT_TEXT_MAX - 1;
+            memcpy(s->text, p + HM_APP_REC_FIXED + nlen, k);
+            s->text[k] = '\0';
+        } else if (isfinite(value)) {
+            s->sum += value;
+            s->min = value < s->min ? value : s->min;
+            s->max = value > s->max ? value : s->max;
+        } else {
+            s->count--; /* not measured: absent, as everywhere */
+        }
+    }
+    return off == n;
+}
+
+static void accept_clients(hm_app *app)
+{
+    for (;;) {
+        int fd = accept4(app->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return;
+        struct ucred cred;
+        socklen_t clen = sizeof cred;
+        if (app->nclients >= HM_APP_CLIENTS_MAX ||
+            getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+            app->total.clients_refused++;
+            close(fd);
+            continue;
+        }
+        hm_app_client *cl = &app->client[app->nclients++];
+        memset(cl, 0, sizeof *cl);
+        cl->fd = fd;
+        cl->pid = cred.pid;
+        cl->uid = (long)cred.uid;
+        cl->job = -1;
+        app->total.connections++;
+    }
+}
+
+static void read_clients(hm_app *app, hm_jobs *jobs)
+{
+    for (size_t i = 0; i < app->nclients;) {
+        hm_app_client *cl = &app->client[i];
+        bool gone = false;
+        for (int k = 0; k < HM_APP_READS_PER_PERIOD; k++) {
+            ssize_t n = recv(cl->fd, app->msg, HM_APP_MSG_MAX, MSG_DONTWAIT | MSG_TRUNC);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                gone = true;
+                break;
+            }
+            if (n < 0)
+                break;
+            app->total.messages++;
+            if ((size_t)n > HM_APP_MSG_MAX) {
+                app->total.malformed++;
+                continue;
+            }
+            /* The claim is in every header: attribute once the first
+             * message says it, again when the node's jobs change. */
+            hm_app_header h;
+            if ((size_t)n >= sizeof h) {
+                memcpy(&h, app->msg, sizeof h);
+                h.job_claim[sizeof h.job_claim - 1] = '\0';
+                if (!cl->attributed_once || strcmp(h.job_claim, cl->claim) != 0 ||
+                    cl->jobs_generation != jobs->generation) {
+                    memcpy(cl->claim, h.job_claim, sizeof cl->claim);
+                    attribute(app, cl, jobs);
+                }
+            }
+            if (!take_message(app, cl, (size_t)n))
+                app->total.malformed++;
+        }
+        if (gone)
+            drop_client(app, i);
+        else
+            i++;
+    }
+}
+
+static void emit(hm_app *app, hm_lp *out)
+{
+    static const char *const measurement[] = {"", "app", "app_event", "app_phase"};
+    static const char *const tag[] = {"", "metric", "event", "phase"};
+    for (size_t u = 0; u < app->nused; u++) {
+        hm_app_series *s = &app->series[app->used[u]];
+        if (s->count > 0) {
+            hm_lp_begin(out, measurement[s->kind]);
+            hm_lp_tag(out, "job", s->job);
+            if (s->rank >= 0) {
+                char rank[16];
+                snprintf(rank, sizeof rank, "%d", (int)s->rank);
+                hm_lp_tag(out, "rank", rank);
+            }
+            hm_lp_tag(out, tag[s->kind], s->name);
+            hm_lp_field_i64(out, "count", (int64_t)s->count);
+            if (s->kind == HM_APP_METRIC) {
+                hm_lp_field_f64(out, "mean", s->sum / (double)s->count);
+                hm_lp_field_f64(out, "min", s->min);
+                hm_lp_field_f64(out, "max", s->max);
+                hm_lp_field_f64(out, "sum", s->sum);
+            } else if (s->kind == HM_APP_PHASE) {
+                hm_lp_field_f64(out, "mean_s", s->sum / (double)s->count);
+                hm_lp_field_f64(out, "min_s", s->min);
+                hm_lp_field_f64(out, "max_s", s->max);
+                hm_lp_field_f64(out, "total_s", s->sum);
+            } else {
+                hm_lp_field_str(out, "text", s->text);
+            }
+            hm_lp_end(out);
+        }
+        s->kind = 0;
+    }
+    app->nused = 0;
+    if (app->total.connections == 0)
+        return; /* no application ever came: no line */
+    uint64_t lib_dropped = app->lib_dropped_closed;
+    for (size_t i = 0; i < app->nclients; i++)
+        lib_dropped += app->client[i].lib_dropped;
+    hm_lp_begin(out, "app_channel");
+    hm_lp_field_i64(out, "clients", (int64_t)app->nclients);
+    hm_lp_field_i64(out, "connections", (int64_t)app->total.connections);
+    hm_lp_field_i64(out, "messages", (int64_t)app->total.messages);
+    hm_lp_field_i64(out, "records", (int64_t)app->total.records);
+    hm_lp_field_i64(out, "malformed", (int64_t)app->total.malformed);
+    hm_lp_field_i64(out, "unattributed", (int64_t)app->total.unattributed);
+    hm_lp_field_i64(out, "rejected_claims", (int64_t)app->total.rejected_claims);
+    hm_lp_field_i64(out, "series_full", (int64_t)app->total.series_full);
+    hm_lp_field_i64(out, "clients_refused", (int64_t)app->total.clients_refused);
+    hm_lp_field_i64(out, "lib_dropped", (int64_t)lib_dropped);
+    hm_lp_end(out);
+}
+
+void hm_app_collect(hm_app *app, hm_jobs *jobs, hm_lp *out)
+{
+    if (app->listen_fd < 0)
+        return;
+    accept_clients(app);
+    read_clients(app, jobs);
+    emit(app, out);
+}

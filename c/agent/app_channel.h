@@ -1,0 +1,92 @@
+/* The application channel: libhushmon clients (c/libhushmon) connect to a
+ * SOCK_SEQPACKET socket beside the control socket (<dir>/app.sock) and
+ * send batches of metrics, phase durations and events. Once per period
+ * the agent accepts, reads what is queued (without waiting), attributes
+ * each client to a job by its peer credentials, and writes per-period
+ * aggregates into the batch (docs/formats.md, `app*` measurements).
+ *
+ * Reading once per period keeps the agent's wake-ups on its period (an
+ * application calling every microsecond does not wake it); the kernel's
+ * socket buffers hold what arrives in between, and a client whose buffer
+ * is full drops and counts on its side. Memory is fixed: a client table
+ * and a series table sized at open. */
+#ifndef HM_APP_CHANNEL_H
+#define HM_APP_CHANNEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hm_app_wire.h"
+#include "hm_error.h"
+#include "jobs.h"
+#include "lp.h"
+
+#define HM_APP_CLIENTS_MAX 512
+#define HM_APP_SERIES_MAX 2048      /* (job, rank, kind, name) per period */
+#define HM_APP_EVENT_TEXT_MAX 128   /* the last text of an event kept per period */
+#define HM_APP_READS_PER_PERIOD 64  /* messages read per client per period */
+
+typedef struct hm_app_client {
+    int fd;
+    pid_t pid;
+    long uid;
+    int job;                  /* slot in hm_jobs, -1 unattributed */
+    char job_id[HM_JOB_ID_MAX];
+    uint64_t jobs_generation; /* of the attribution; re-done when jobs change */
+    bool attributed_once;
+    char claim[HM_APP_JOB_MAX];
+    uint64_t lib_dropped;     /* the client's last reported dropped_total */
+} hm_app_client;
+
+typedef struct hm_app_series {
+    uint8_t kind;             /* HM_APP_METRIC/PHASE/EVENT; 0 = free */
+    int32_t rank;
+    char job[HM_JOB_ID_MAX];
+    char name[HM_APP_NAME_MAX + 1];
+    uint64_t count;
+    double sum, min, max;
+    char text[HM_APP_EVENT_TEXT_MAX];
+} hm_app_series;
+
+typedef struct hm_app_counters {
+    uint64_t connections, messages, records, malformed, unattributed, rejected_claims,
+        series_full, lib_dropped, clients_refused;
+} hm_app_counters;
+
+typedef struct hm_app {
+    int listen_fd;
+    char path[108];
+    char proc_root[256];      /* where /proc/PID/cgroup is read ("" = the real /proc) */
+    hm_app_client *client;
+    size_t nclients;
+    hm_app_series *series;
+    uint32_t *used;           /* indices of series filled this period */
+    size_t nused;
+    hm_app_counters total;
+    uint64_t lib_dropped_closed; /* reported by clients that have gone */
+    unsigned char *msg;       /* one message, HM_APP_MSG_MAX */
+} hm_app;
+
+/* Nothing open; hm_app_collect and hm_app_close are no-ops. */
+void hm_app_init(hm_app *app);
+/* Listens on <directory of control_path>/app.sock ("" control path: no
+ * channel). A live agent already there is an error; a stale file is
+ * replaced. The socket is 0666: any local user's program may connect;
+ * what it sends is attributed by its credentials, not by the message. */
+int hm_app_open(hm_app *app, const char *control_path, hm_error *err);
+void hm_app_close(hm_app *app);
+/* Accepts, reads what is queued, writes this period's lines. */
+void hm_app_collect(hm_app *app, hm_jobs *jobs, hm_lp *out);
+
+/* Which job a client belongs to. cgroup_text: the content of the
+ * client's /proc/PID/cgroup ("" if unreadable). Rules, in order: a job
+ * whose cgroup holds the process (the kernel says so; a claim of another
+ * job is rejected); else the claimed job if the process's uid owns it
+ * (announced it) or is root, and the job has no cgroup; else none.
+ * Returns the job's slot or -1; *rejected says a claim was refused. */
+int hm_app_attribute(const hm_jobs *jobs, const char *cgroup_text, const char *claim, long uid,
+                     bool *rejected);
+
+#endif

@@ -1,0 +1,34 @@
+/* The wire format between libhushmon and the agent's application channel
+ * (docs/libhushmon.md, "Wire format"). One SOCK_SEQPACKET message = one
+ * header + records, all little-endian host order (same machine). The
+ * agent reads fields with memcpy: nothing is aligned on purpose, so the
+ * library appends records without padding. */
+#ifndef HM_APP_WIRE_H
+#define HM_APP_WIRE_H
+
+#include <stdint.h>
+
+#define HM_APP_MAGIC 0x31414d48u /* "HMA1" */
+#define HM_APP_VERSION 1
+#define HM_APP_NAME_MAX 63       /* bytes of a metric / phase / event name */
+#define HM_APP_TEXT_MAX 255      /* bytes of an event's text */
+#define HM_APP_JOB_MAX 64
+#define HM_APP_MSG_MAX 16384     /* one message (one thread's batch) */
+#define HM_APP_SOCKET_DEFAULT "/run/hushmon/app.sock"
+
+enum { HM_APP_METRIC = 1, HM_APP_EVENT = 2, HM_APP_PHASE = 3 };
+
+typedef struct hm_app_header {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t records;
+    int32_t rank, size;          /* -1 when not run under a launcher */
+    uint64_t dropped_total;      /* records the library lost so far (this process) */
+    char job_claim[HM_APP_JOB_MAX]; /* HUSHMON_JOB or SLURM_JOB_ID; checked by the agent */
+} hm_app_header;
+
+/* A record: type u8, name_len u8, text_len u16, value f64, name bytes,
+ * text bytes. value = the metric, or a phase's duration in seconds. */
+#define HM_APP_REC_FIXED 12
+
+#endif

@@ -1,0 +1,73 @@
+/* libhushmon: an application's own measurements into the node's
+ * hushmon-agent (docs/libhushmon.md).
+ *
+ * Every call returns at once: values go into a per-thread buffer that is
+ * sent as one message when it is full or every ~100 ms, without ever
+ * waiting for the agent. When the agent is absent, slow or stopped the
+ * data is dropped and counted (hm_stats), never queued without bound.
+ * Without a running agent every call is a cheap no-op. Thread- and
+ * fork-safe; no MPI needed (rank and size come from the launcher's
+ * environment). */
+#ifndef HUSHMON_H
+#define HUSHMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HUSHMON_VERSION "1.0"
+/* The library is built with hidden visibility: only these are exported. */
+#define HUSHMON_API __attribute__((visibility("default")))
+
+/* Connects to the agent (socket: $HUSHMON_APP_SOCKET, else
+ * /run/hushmon/app.sock; $HUSHMON_APP=0 turns the library off).
+ * Returns 0 when connected, 1 when no agent answers (every call is then
+ * a no-op for the life of the process). Optional: the first call of any
+ * other function opens the library. */
+HUSHMON_API int hm_open(void);
+/* Sends what the calling thread buffered and disconnects; later calls
+ * are no-ops until hm_open. */
+HUSHMON_API void hm_close(void);
+/* Sends the calling thread's buffer now (never waits). */
+HUSHMON_API void hm_flush(void);
+
+/* A value (per iteration, per step...). The agent publishes per period
+ * and rank: count, mean, min, max, sum. Put the unit in the name
+ * ("iter_time_s"). Names longer than 63 bytes are cut. */
+HUSHMON_API void hm_metric(const char *name, double value);
+/* Something that happened (text up to 255 bytes): counted per period,
+ * the last text kept. */
+HUSHMON_API void hm_event(const char *name, const char *text);
+/* A phase of the calling thread (nested up to 16 deep): its duration is
+ * published like a metric of that name, in seconds. */
+HUSHMON_API void hm_phase_begin(const char *name);
+HUSHMON_API void hm_phase_end(const char *name);
+/* n values at once, each as the metric "<prefix>.<names[i]>" (or
+ * "<prefix>.<i>" when names is NULL): a per-region profile, the values
+ * of one iteration. */
+HUSHMON_API void hm_profile_dump(const char *prefix, const char *const *names, const double *values,
+                     size_t n);
+
+/* Rank and number of ranks from the launcher's environment
+ * (OMPI_COMM_WORLD_*, PMI_*, PMIX_RANK, SLURM_PROCID/SLURM_NTASKS,
+ * MV2_COMM_WORLD_*); -1 when not launched by one. */
+HUSHMON_API int hm_rank(void);
+HUSHMON_API int hm_size(void);
+
+typedef struct hm_stats {
+    uint64_t records;        /* accepted into a buffer */
+    uint64_t sent_records;   /* handed to the socket */
+    uint64_t dropped_records;/* lost: socket full, agent gone, buffer full */
+    uint64_t messages;       /* sends that succeeded */
+    int connected;           /* 1 connected, 0 not (absent, gone, closed) */
+} hm_stats;
+/* This process's counters (all threads). */
+HUSHMON_API void hm_stats_get(hm_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,118 @@
+/* A small program that reports through libhushmon, for the tests of the
+ * application channel (tests/python/test_libhushmon.py) and
+ * bench/bench_libhushmon.py:
+ *   app_sender [--count N] [--threads T] [--fork] [--phases] [--events]
+ *              [--bench] [--sleep-ms MS]
+ * sends N metrics "iter_time_s" (value = index) per thread, and prints
+ * one JSON line: the library's counters and, with --bench, the mean cost
+ * per hm_metric call in ns. --fork: a child process sends as well (its
+ * own connection); --sleep-ms: pause before closing so the agent reads. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hushmon.h"
+
+static long count = 1000;
+static int phases = 0, events = 0;
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static void *work(void *arg)
+{
+    double *cost = arg;
+    double t0 = now_ns();
+    for (long i = 0; i < count; i++)
+        hm_metric("iter_time_s", (double)i);
+    *cost = (now_ns() - t0) / (double)count;
+    if (phases) {
+        hm_phase_begin("solve");
+        hm_phase_begin("halo");
+        hm_phase_end("halo");
+        hm_phase_end("solve");
+    }
+    if (events)
+        hm_event("checkpoint", "wrote \"step\" 10");
+    hm_flush();
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    int threads = 1, do_fork = 0, bench = 0;
+    long sleep_ms = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--count") == 0 && i + 1 < argc)
+            count = atol(argv[++i]);
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--sleep-ms") == 0 && i + 1 < argc)
+            sleep_ms = atol(argv[++i]);
+        else if (strcmp(argv[i], "--fork") == 0)
+            do_fork = 1;
+        else if (strcmp(argv[i], "--phases") == 0)
+            phases = 1;
+        else if (strcmp(argv[i], "--events") == 0)
+            events = 1;
+        else if (strcmp(argv[i], "--bench") == 0)
+            bench = 1;
+        else {
+            fprintf(stderr, "app_sender: unknown argument %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (count < 1 || threads < 1 || threads > 64) {
+        fprintf(stderr, "app_sender: --count >= 1, --threads 1..64\n");
+        return 2;
+    }
+    int opened = hm_open();
+    hm_metric("warmup", 1.0); /* first call allocates the thread's buffer */
+    pid_t child = -1;
+    if (do_fork) {
+        child = fork();
+        if (child == 0) {
+            double c;
+            work(&c);
+            hm_close();
+            _exit(0);
+        }
+    }
+    pthread_t tid[64];
+    double cost[64];
+    for (int t = 0; t < threads; t++)
+        if (pthread_create(&tid[t], NULL, work, &cost[t]) != 0) {
+            fprintf(stderr, "app_sender: pthread_create failed\n");
+            return 1;
+        }
+    double mean = 0;
+    for (int t = 0; t < threads; t++) {
+        pthread_join(tid[t], NULL);
+        mean += cost[t] / threads;
+    }
+    if (child > 0)
+        waitpid(child, NULL, 0);
+    hm_flush();
+    if (sleep_ms > 0)
+        usleep((useconds_t)sleep_ms * 1000);
+    hm_stats st;
+    hm_stats_get(&st);
+    printf("{\"opened\": %d, \"records\": %llu, \"sent_records\": %llu, \"dropped_records\": %llu, "
+           "\"messages\": %llu, \"connected\": %d, \"rank\": %d, \"size\": %d",
+           opened, (unsigned long long)st.records, (unsigned long long)st.sent_records,
+           (unsigned long long)st.dropped_records, (unsigned long long)st.messages, st.connected,
+           hm_rank(), hm_size());
+    if (bench)
+        printf(", \"ns_per_call\": %.2f", mean);
+    printf("}\n");
+    hm_close();
+    return 0;
+}

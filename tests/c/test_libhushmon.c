@@ -1,0 +1,209 @@
+/* libhushmon against the agent's application channel, in one process:
+ * absent agent = no-op, the per-period aggregates, phases, events,
+ * threads, fork, drops counted when the socket is full, malformed
+ * messages, and the attribution rules (claims checked against owners and
+ * cgroups). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "app_channel.h"
+#include "hm_test.h"
+#include "hushmon.h"
+
+static hm_test_counts tc;
+
+static const char *collect(hm_app *app, hm_jobs *jobs, hm_lp *lp)
+{
+    hm_lp_reset(lp, 1000000000);
+    hm_app_collect(app, jobs, lp);
+    lp->buf[lp->len] = '\0';
+    return lp->buf;
+}
+
+static void *thread_metrics(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 1000; i++)
+        hm_metric("t_metric", 2.0);
+    hm_flush();
+    return NULL;
+}
+
+static void test_attribution(void)
+{
+    hm_jobs jobs;
+    memset(&jobs, 0, sizeof jobs);
+    hm_error err;
+    CHECK(&tc, hm_jobs_begin(&jobs, "cg1", "slurm/job_1", HM_JOB_SLURM, &err) == 0);
+    CHECK(&tc, hm_jobs_begin(&jobs, "own", NULL, HM_JOB_ANNOUNCED, &err) == 0);
+    hm_jobs_find(&jobs, "own")->owner_uid = 1000;
+    bool rej;
+    const char *in_cg1 = "0::/slurm/job_1/step_0/task_3\n";
+    int cg1 = (int)(hm_jobs_find(&jobs, "cg1") - jobs.job);
+    int own = (int)(hm_jobs_find(&jobs, "own") - jobs.job);
+    /* The kernel's word wins; a claim of another job is a rejection. */
+    CHECK(&tc, hm_app_attribute(&jobs, in_cg1, "", 1001, &rej) == cg1 && !rej);
+    CHECK(&tc, hm_app_attribute(&jobs, in_cg1, "own", 1000, &rej) == cg1 && rej);
+    CHECK(&tc, hm_app_attribute(&jobs, "0::/slurm/job_10\n", "", 1000, &rej) == -1 && !rej);
+    /* Claims: the owner and root, nobody else; never into a cgroup job. */
+    CHECK(&tc, hm_app_attribute(&jobs, "0::/user.slice\n", "own", 1000, &rej) == own && !rej);
+    CHECK(&tc, hm_app_attribute(&jobs, "0::/user.slice\n", "own", 0, &rej) == own && !rej);
+    CHECK(&tc, hm_app_attribute(&jobs, "0::/user.slice\n", "own", 1001, &rej) == -1 && rej);
+    CHECK(&tc, hm_app_attribute(&jobs, "", "own", -1, &rej) == -1 && rej);
+    CHECK(&tc, hm_app_attribute(&jobs, "0::/user.slice\n", "cg1", 0, &rej) == -1 && rej);
+    CHECK(&tc, hm_app_attribute(&jobs, "", "nosuch", 0, &rej) == -1 && !rej);
+    /* v1 hierarchy lines count too. */
+    CHECK(&tc, hm_app_attribute(&jobs, "4:cpu:/slurm/job_1\n", "", 5, &rej) == cg1);
+}
+
+int main(void)
+{
+    test_attribution();
+
+    /* Absent agent: every call a no-op, nothing counted. */
+    char dir[] = "/tmp/hm_libtest_XXXXXX";
+    CHECK(&tc, mkdtemp(dir) != NULL);
+    char ctl[96], sock[96];
+    snprintf(ctl, sizeof ctl, "%s/agent.sock", dir);
+    snprintf(sock, sizeof sock, "%s/app.sock", dir);
+    setenv("HUSHMON_APP_SOCKET", sock, 1);
+    setenv("HUSHMON_JOB", "j1", 1);
+    CHECK(&tc, hm_open() == 1);
+    hm_metric("x", 1.0);
+    hm_phase_begin("p");
+    hm_phase_end("p");
+    hm_stats st;
+    hm_stats_get(&st);
+    CHECK(&tc, st.records == 0 && st.dropped_records == 0 && st.connected == 0);
+
+    hm_app app;
+    hm_error err;
+    CHECK(&tc, hm_app_open(&app, ctl, &err) == 0);
+    hm_jobs jobs;
+    memset(&jobs, 0, sizeof jobs);
+    CHECK(&tc, hm_jobs_begin(&jobs, "j1", NULL, HM_JOB_ANNOUNCED, &err) == 0);
+    hm_jobs_find(&jobs, "j1")->owner_uid = (long)getuid();
+    hm_lp lp;
+    CHECK(&tc, hm_lp_init(&lp, 1 << 20, "n1", &err) == 0);
+
+    CHECK(&tc, hm_open() == 0);
+    for (int i = 0; i < 1000; i++)
+        hm_metric("iter_time_s", (double)i);
+    hm_phase_begin("solve");
+    hm_phase_begin("inner");
+    hm_phase_end("solve"); /* closes inner with it: one record */
+    hm_phase_end("inner"); /* no longer open: nothing */
+    hm_event("checkpoint", "step \"7\"\nok");
+    const char *names[] = {"a", "b"};
+    double vals[] = {1.5, 2.5};
+    hm_profile_dump("region_s", names, vals, 2);
+    hm_profile_dump("it", NULL, vals, 2);
+    hm_metric("bad name,=x", 3.0);
+    hm_flush();
+    const char *out = collect(&app, &jobs, &lp);
+    CHECK(&tc, strstr(out, "app,host=n1,job=j1,metric=iter_time_s count=1000i,mean=499.5,min=0,"
+                           "max=999,sum=499500 ") != NULL);
+    CHECK(&tc, strstr(out, "app_phase,host=n1,job=j1,phase=solve count=1i,mean_s=") != NULL);
+    CHECK(&tc, strstr(out, "phase=inner") == NULL);
+    CHECK(&tc, strstr(out, "app_event,host=n1,job=j1,event=checkpoint count=1i,"
+                           "text=\"step \\\"7\\\" ok\"") != NULL);
+    CHECK(&tc, strstr(out, "metric=region_s.b count=1i,mean=2.5") != NULL);
+    CHECK(&tc, strstr(out, "metric=it.1 count=1i,mean=2.5") != NULL);
+    CHECK(&tc, strstr(out, "metric=bad_name__x ") != NULL);
+    CHECK(&tc, strstr(out, "app_channel,host=n1 clients=1i,connections=1i") != NULL);
+    /* Nothing new: no app line the next period, the counters stay. */
+    out = collect(&app, &jobs, &lp);
+    CHECK(&tc, strstr(out, "app,") == NULL && strstr(out, "app_channel,") != NULL);
+
+    /* Threads: one series, every thread's values. */
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, thread_metrics, NULL);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    out = collect(&app, &jobs, &lp);
+    CHECK(&tc, strstr(out, "metric=t_metric count=4000i,mean=2,") != NULL);
+
+    /* Fork: the child has its own connection and none of the parent's
+     * unsent records. */
+    hm_metric("before_fork", 1.0); /* buffered, not flushed */
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (int i = 0; i < 10; i++)
+            hm_metric("child", 1.0);
+        hm_flush();
+        _exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    hm_flush();
+    out = collect(&app, &jobs, &lp);
+    CHECK(&tc, strstr(out, "metric=child count=10i") != NULL);
+    CHECK(&tc, strstr(out, "metric=before_fork count=1i") != NULL);
+    CHECK(&tc, strstr(out, "connections=2i") != NULL);
+
+    /* Unattributed: a claim of a job that is not there. The claim is read
+     * when the library opens. */
+    hm_close();
+    setenv("HUSHMON_JOB", "other", 1);
+    CHECK(&tc, hm_open() == 0);
+    hm_metric("stray", 1.0);
+    hm_flush();
+    out = collect(&app, &jobs, &lp);
+    CHECK(&tc, strstr(out, "stray") == NULL && strstr(out, "unattributed=1i") != NULL);
+    hm_close();
+    setenv("HUSHMON_JOB", "j1", 1);
+    CHECK(&tc, hm_open() == 0);
+
+    /* The agent does not read (stopped): the socket fills, the library
+     * drops and counts, and never waits. */
+    hm_stats_get(&st);
+    uint64_t dropped0 = st.dropped_records;
+    long calls = 0;
+    for (; calls < 20000000; calls++) {
+        hm_metric("flood", 1.0);
+        if (calls % 4096 == 0) {
+            hm_stats_get(&st);
+            if (st.dropped_records > dropped0)
+                break;
+        }
+    }
+    hm_flush();
+    hm_stats_get(&st);
+    CHECK(&tc, st.dropped_records > dropped0);
+    CHECK(&tc, st.records == st.sent_records + st.dropped_records);
+    collect(&app, &jobs, &lp); /* reads what was queued */
+    for (int k = 0; k < 50; k++)
+        collect(&app, &jobs, &lp);
+    hm_metric("after", 1.0);
+    hm_flush();
+    hm_stats_get(&st);
+    out = collect(&app, &jobs, &lp);
+    char want[64];
+    snprintf(want, sizeof want, "lib_dropped=%llui", (unsigned long long)st.dropped_records);
+    CHECK(&tc, strstr(out, "metric=after count=1i") != NULL);
+    CHECK(&tc, strstr(out, want) != NULL);
+
+    /* A malformed message is counted, not taken. */
+    int raw = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock);
+    CHECK(&tc, connect(raw, (struct sockaddr *)&addr, sizeof addr) == 0);
+    CHECK(&tc, send(raw, "garbage-garbage-garbage-garbage-garbage-garbage-garbage-garbage-"
+                         "garbage-garbage-garbage-garbage-garbage", 100, 0) == 100);
+    out = collect(&app, &jobs, &lp);
+    CHECK(&tc, strstr(out, "malformed=1i") != NULL);
+    close(raw);
+
+    hm_close();
+    hm_metric("after_close", 1.0); /* no-op */
+    hm_app_close(&app);
+    hm_lp_free(&lp);
+    rmdir(dir);
+    return hm_test_finish("test_libhushmon", &tc);
+}
