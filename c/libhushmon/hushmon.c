@@ -119,6 +119,10 @@ static int connect_agent(void)
         close(s);
         return -1;
     }
+    /* What may wait for the agent's next read (it reads once per period):
+     * ask for 1 MiB, the kernel caps it at net.core.wmem_max. */
+    int bytes = 1 << 20;
+    (void)setsockopt(s, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
     return s;
 }
 

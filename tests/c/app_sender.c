@@ -101,8 +101,13 @@ int main(int argc, char **argv)
     if (child > 0)
         waitpid(child, NULL, 0);
     hm_flush();
-    if (sleep_ms > 0)
+    if (sleep_ms > 0) {
+        /* One more message after the pause: it carries the drop count to
+         * an agent that was stopped meanwhile. */
         usleep((useconds_t)sleep_ms * 1000);
+        hm_metric("final", 1.0);
+        hm_flush();
+    }
     hm_stats st;
     hm_stats_get(&st);
     printf("{\"opened\": %d, \"records\": %llu, \"sent_records\": %llu, \"dropped_records\": %llu, "
