@@ -106,6 +106,7 @@ class Monitor:
         self.period_s = (options.period_ms or DEFAULT_PERIOD_MS) / 1000.0
         self.restore_period_ms: int | None = None
         self.job_open = False
+        self.job = ""
         self.spool = options.data.spool  # where this run's samples are written
 
     def connect(self) -> None:
@@ -178,6 +179,7 @@ class Monitor:
         return True
 
     def job_begin(self, job: str) -> None:
+        self.job = job
         self.job_open = self._request(f"job begin {job}")
         if not self.job_open and self.client is not None:
             self.warn(f"job {job} was not announced: its samples will not be attributed to it")
@@ -195,7 +197,13 @@ class Monitor:
         self._request("flush")
 
     def env(self) -> dict[str, str] | None:
-        return None  # the command runs in our environment
+        """Our environment, plus where libhushmon finds the agent's
+        application socket and which job it claims (the agent checks the
+        claim against the announcer's uid, docs/libhushmon.md)."""
+        if self.client is None or not self.job_open:
+            return None
+        app_socket = Path(self.client.socket_path).parent / "app.sock"
+        return {**os.environ, "HUSHMON_APP_SOCKET": str(app_socket), "HUSHMON_JOB": self.job}
 
     def collected_store(self) -> AbstractContextManager[Path] | None:
         """None: the data is in the spool, to be ingested."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hushmon.digest.factors import (
+    app_timeline,
     decomposition,
     disk_swap,
     gpu_idle,
@@ -44,6 +45,7 @@ FACTORS: tuple[Factor, ...] = (
     gpu_memory.FACTOR,
     gpu_throttle.FACTOR,
     gpu_transfer.FACTOR,
+    app_timeline.FACTOR,
 )
 
 PARAMETERS_FILE = Path(__file__).with_name("parameters.toml")
