@@ -1,0 +1,120 @@
+"""Cost of libhushmon per call, and of an MPI loop calling it every iteration.
+
+1. ns per ``hm_metric`` call (tests/c/app_sender --bench, one thread, N calls,
+   several repetitions, median) with the agent present, absent (no socket),
+   and stopped (SIGSTOP: its socket fills, the library drops and counts).
+2. An MPI loop (hushmon-detect's Allreduce loop is not linked with the
+   library, so: ``snake`` is not a tight loop either) -- here the loop time of
+   ``mpirun -np 2 app_sender --count N`` per rank is reported as ns per call,
+   agent present vs absent, interleaved rounds.
+
+    .venv/bin/python bench/bench_libhushmon.py [--calls N] [--reps R] [--json FILE|-]
+
+Say the load average with the numbers (printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = Path(os.environ.get("HUSHMON_BIN", ROOT / "build" / "bin")).parent
+SENDER = BUILD / "tests" / "app_sender"
+AGENT = BUILD / "bin" / "hushmon-agent"
+
+
+def one(env: dict[str, str], calls: int, mpi: int = 0) -> float:
+    cmd = [str(SENDER), "--count", str(calls), "--bench"]
+    if mpi:
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(mpi), *cmd]
+    out = subprocess.run(
+        cmd, capture_output=True, text=True, env={**os.environ, **env}, timeout=300, check=True
+    ).stdout
+    costs = [json.loads(line)["ns_per_call"] for line in out.splitlines() if line.startswith("{")]
+    return max(costs)  # the slowest rank's loop
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=2_000_000)
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--json", default=None, help="FILE or - (stdout holds only the JSON)")
+    args = ap.parse_args()
+    if args.calls < 1 or args.reps < 1:
+        print("bench_libhushmon: --calls and --reps must be >= 1", file=sys.stderr)
+        return 2
+    for p in (SENDER, AGENT):
+        if not p.is_file():
+            print(f"bench_libhushmon: {p} missing: run 'make'", file=sys.stderr)
+            return 2
+    work = Path(tempfile.mkdtemp(prefix="hm_bench_lib_"))
+    sock = work / "agent.sock"
+    agent = subprocess.Popen(
+        [str(AGENT), "--socket", str(sock), "--spool-dir", str(work / "spool"),
+         "--sources", "self", "--host", "bench", "--period-ms", "1000"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 10
+        while not (work / "app.sock").exists():
+            if time.monotonic() > deadline:
+                print("bench_libhushmon: the agent did not start", file=sys.stderr)
+                return 1
+            time.sleep(0.05)
+        subprocess.run(
+            [str(AGENT), "--socket", str(sock), "--send", "job begin bench"],
+            capture_output=True, check=True,
+        )  # fmt: skip
+        present = {"HUSHMON_APP_SOCKET": str(work / "app.sock"), "HUSHMON_JOB": "bench"}
+        absent = {"HUSHMON_APP_SOCKET": str(work / "none.sock")}
+        res: dict[str, list[float]] = {
+            "present": [], "absent": [], "stopped": [], "mpi_present": [], "mpi_absent": []
+        }  # fmt: skip
+        for _ in range(args.reps):  # interleaved, so load changes hit every mode alike
+            res["present"].append(one(present, args.calls))
+            res["absent"].append(one(absent, args.calls))
+            os.kill(agent.pid, signal.SIGSTOP)
+            try:
+                res["stopped"].append(one(present, args.calls))
+            finally:
+                os.kill(agent.pid, signal.SIGCONT)
+            res["mpi_present"].append(one(present, args.calls, mpi=2))
+            res["mpi_absent"].append(one(absent, args.calls, mpi=2))
+    finally:
+        agent.terminate()
+        agent.wait(timeout=10)
+    load = os.getloadavg()[0]
+    summary = {
+        "calls": args.calls,
+        "reps": args.reps,
+        "load1": round(load, 2),
+        "ns_per_call_median": {k: round(statistics.median(v), 2) for k, v in res.items()},
+        "ns_per_call_min": {k: round(min(v), 2) for k, v in res.items()},
+        "raw": res,
+    }
+    text = "\n".join(
+        f"{k:12s} median {summary['ns_per_call_median'][k]:8.2f} ns/call"
+        f"  min {summary['ns_per_call_min'][k]:8.2f}"
+        for k in res
+    )
+    print(f"{text}\nload average {load:.2f}", file=sys.stderr if args.json == "-" else sys.stdout)
+    if args.json:
+        data = json.dumps(summary, indent=2)
+        if args.json == "-":
+            print(data)
+        else:
+            Path(args.json).write_text(data + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
