@@ -50,7 +50,9 @@ c: $(BUILD)/CMakeCache.txt
 # library, pkg-config file) under PREFIX (default /usr/local).
 PREFIX ?= /usr/local
 install: c
-	cmake --install $(BUILD) --prefix $(PREFIX)
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+	cmake --install $(BUILD)
 
 # A second build with AddressSanitizer and UBSan, for the daemon that runs
 # beside users' jobs (and its unit tests).
