@@ -2,7 +2,9 @@
 
 1. ns per ``hm_metric`` call (tests/c/app_sender --bench, one thread, N calls,
    several repetitions, median) with the agent present, absent (no socket),
-   and stopped (SIGSTOP: its socket fills, the library drops and counts).
+   and stopped (SIGSTOP); with one name (aggregated in the library: a send
+   per 100 ms) and cycling over 64 names (a batch holds 24: a send every
+   24 calls, so a stopped agent's socket fills and the library drops).
 2. An MPI loop (hushmon-detect's Allreduce loop is not linked with the
    library, so: ``snake`` is not a tight loop either) -- here the loop time of
    ``mpirun -np 2 app_sender --count N`` per rank is reported as ns per call,
@@ -32,8 +34,8 @@ SENDER = BUILD / "tests" / "app_sender"
 AGENT = BUILD / "bin" / "hushmon-agent"
 
 
-def one(env: dict[str, str], calls: int, mpi: int = 0) -> float:
-    cmd = [str(SENDER), "--count", str(calls), "--bench"]
+def one(env: dict[str, str], calls: int, mpi: int = 0, names: int = 1) -> float:
+    cmd = [str(SENDER), "--count", str(calls), "--bench", "--names", str(names)]
     if mpi:
         cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(mpi), *cmd]
     out = subprocess.run(
@@ -77,14 +79,17 @@ def main() -> int:
         present = {"HUSHMON_APP_SOCKET": str(work / "app.sock"), "HUSHMON_JOB": "bench"}
         absent = {"HUSHMON_APP_SOCKET": str(work / "none.sock")}
         res: dict[str, list[float]] = {
-            "present": [], "absent": [], "stopped": [], "mpi_present": [], "mpi_absent": []
+            "present": [], "present_64names": [], "absent": [], "stopped": [],
+            "stopped_64names": [], "mpi_present": [], "mpi_absent": [],
         }  # fmt: skip
         for _ in range(args.reps):  # interleaved, so load changes hit every mode alike
             res["present"].append(one(present, args.calls))
+            res["present_64names"].append(one(present, args.calls, names=64))
             res["absent"].append(one(absent, args.calls))
             os.kill(agent.pid, signal.SIGSTOP)
             try:
                 res["stopped"].append(one(present, args.calls))
+                res["stopped_64names"].append(one(present, args.calls, names=64))
             finally:
                 os.kill(agent.pid, signal.SIGCONT)
             res["mpi_present"].append(one(present, args.calls, mpi=2))

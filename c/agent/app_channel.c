@@ -250,37 +250,40 @@ static bool take_message(hm_app *app, hm_app_client *cl, size_t n)
         const unsigned char *p = app->msg + off;
         uint8_t type = p[0], nlen = p[1];
         uint16_t tlen;
-        double value;
+        uint32_t count;
+        double sum, min, max;
         memcpy(&tlen, p + 2, 2);
-        memcpy(&value, p + 4, 8);
-        if (nlen == 0 || nlen > HM_APP_NAME_MAX || tlen > HM_APP_TEXT_MAX ||
+        memcpy(&count, p + 4, 4);
+        memcpy(&sum, p + 8, 8);
+        memcpy(&min, p + 16, 8);
+        memcpy(&max, p + 24, 8);
+        if (nlen == 0 || nlen > HM_APP_NAME_MAX || tlen > HM_APP_TEXT_MAX || count == 0 ||
             off + HM_APP_REC_FIXED + nlen + tlen > n ||
             (type != HM_APP_METRIC && type != HM_APP_PHASE && type != HM_APP_EVENT))
             return false;
         off += HM_APP_REC_FIXED + nlen + tlen;
-        app->total.records++;
+        app->total.records += count;
         if (cl->job < 0) {
-            app->total.unattributed++;
+            app->total.unattributed += count;
             continue;
         }
         char name[HM_APP_NAME_MAX + 1];
         clean_name(name, p + HM_APP_REC_FIXED, nlen);
         hm_app_series *s = series_for(app, type, h.rank, cl->job_id, name);
         if (s == NULL) {
-            app->total.series_full++;
+            app->total.series_full += count;
             continue;
         }
-        s->count++;
         if (type == HM_APP_EVENT) {
+            s->count += count;
             size_t k = tlen < HM_APP_EVENT_TEXT_MAX ? tlen : HM_APP_EVENT_TEXT_MAX - 1;
             memcpy(s->text, p + HM_APP_REC_FIXED + nlen, k);
             s->text[k] = '\0';
-        } else if (isfinite(value)) {
-            s->sum += value;
-            s->min = value < s->min ? value : s->min;
-            s->max = value > s->max ? value : s->max;
-        } else {
-            s->count--; /* not measured: absent, as everywhere */
+        } else if (isfinite(sum) && isfinite(min) && isfinite(max)) {
+            s->count += count;
+            s->sum += sum;
+            s->min = min < s->min ? min : s->min;
+            s->max = max > s->max ? max : s->max;
         }
     }
     return off == n;

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #define HM_APP_MAGIC 0x31414d48u /* "HMA1" */
-#define HM_APP_VERSION 1
+#define HM_APP_VERSION 2
 #define HM_APP_NAME_MAX 63       /* bytes of a metric / phase / event name */
 #define HM_APP_TEXT_MAX 255      /* bytes of an event's text */
 #define HM_APP_JOB_MAX 64
@@ -27,8 +27,10 @@ typedef struct hm_app_header {
     char job_claim[HM_APP_JOB_MAX]; /* HUSHMON_JOB or SLURM_JOB_ID; checked by the agent */
 } hm_app_header;
 
-/* A record: type u8, name_len u8, text_len u16, value f64, name bytes,
- * text bytes. value = the metric, or a phase's duration in seconds. */
-#define HM_APP_REC_FIXED 12
+/* A record: one name's values in the batch (the library aggregates):
+ * type u8, name_len u8, text_len u16, count u32, sum f64, min f64, max f64,
+ * name bytes, text bytes (an event's last text). Values are the metric,
+ * or a phase's duration in seconds. */
+#define HM_APP_REC_FIXED 32
 
 #endif

@@ -7,13 +7,16 @@
  * struct, touched on the hot path only by relaxed loads.
  *
  * The hot path (hm_metric) is: one relaxed load of the state, one TLS
- * load, a copy of the name and value into the thread's buffer, one
- * CLOCK_MONOTONIC_COARSE read (vDSO, no syscall) to see whether the
- * batch is 100 ms old. A send() happens once per batch (16 KiB, ~500
- * metrics) or per 100 ms of a thread that keeps calling. */
+ * load, a hash of the name into the thread's table of this batch's names
+ * (count, sum, min, max updated in place), one CLOCK_MONOTONIC_COARSE
+ * read (vDSO, no syscall) to see whether the batch is 100 ms old. A
+ * send() happens when the batch is 100 ms old (while calls come) or
+ * holds 24 names: a loop calling a million times a second with a few
+ * names sends ten small messages a second. */
 #include "hushmon.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -37,13 +40,29 @@ typedef struct phase {
     int64_t t0_ns;
 } phase;
 
+/* One name's values in this batch. */
+typedef struct slot {
+    uint32_t hash;             /* 0 = free */
+    uint8_t type, nlen;
+    uint16_t tlen;
+    uint32_t count;
+    double sum, min, max;
+    char name[HM_APP_NAME_MAX + 1];
+    char text[HM_APP_TEXT_MAX + 1];
+} slot;
+
+#define SLOTS 32               /* a power of two */
+#define SLOTS_FULL 24          /* sent before probing gets long */
+
 typedef struct tbuf {
     uint64_t gen;              /* the process generation it was filled in (fork) */
-    size_t len;                /* bytes used in msg, header included */
-    unsigned nrec;
-    int64_t first_ns;          /* coarse time of the oldest unsent record */
+    unsigned nrec;             /* names in use */
+    uint64_t values;           /* values in this batch */
+    int64_t first_ns;          /* coarse time of the oldest unsent value */
     int depth;
     phase phases[PHASES_MAX];
+    uint8_t used[SLOTS];       /* slot indices in use, in order */
+    slot slots[SLOTS];
     unsigned char msg[HM_APP_MSG_MAX];
 } tbuf;
 
@@ -128,8 +147,31 @@ static int connect_agent(void)
 
 static void drop_buffer(tbuf *b)
 {
-    b->len = sizeof(hm_app_header);
+    for (unsigned i = 0; i < b->nrec; i++)
+        b->slots[b->used[i]].hash = 0;
     b->nrec = 0;
+    b->values = 0;
+}
+
+/* The batch as one message; returns its length. */
+static size_t build_message(tbuf *b)
+{
+    size_t len = sizeof(hm_app_header);
+    for (unsigned i = 0; i < b->nrec; i++) {
+        const slot *s = &b->slots[b->used[i]];
+        unsigned char *p = b->msg + len;
+        p[0] = s->type;
+        p[1] = s->nlen;
+        memcpy(p + 2, &s->tlen, 2);
+        memcpy(p + 4, &s->count, 4);
+        memcpy(p + 8, &s->sum, 8);
+        memcpy(p + 16, &s->min, 8);
+        memcpy(p + 24, &s->max, 8);
+        memcpy(p + HM_APP_REC_FIXED, s->name, s->nlen);
+        memcpy(p + HM_APP_REC_FIXED + s->nlen, s->text, s->tlen);
+        len += HM_APP_REC_FIXED + s->nlen + s->tlen;
+    }
+    return len;
 }
 
 /* Reconnect under the lock, keeping g.fd's number (other threads may be
@@ -156,7 +198,7 @@ static void flush_buf(tbuf *b)
 {
     if (b->nrec == 0)
         return;
-    unsigned n = b->nrec;
+    uint64_t n = b->values;
     atomic_fetch_add_explicit(&g.records, n, memory_order_relaxed);
     int st = atomic_load_explicit(&g.state, memory_order_relaxed);
     if (st == ST_DISCONNECTED) {
@@ -169,14 +211,15 @@ static void flush_buf(tbuf *b)
         memset(&h, 0, sizeof h);
         h.magic = HM_APP_MAGIC;
         h.version = HM_APP_VERSION;
-        h.records = (uint16_t)n;
+        h.records = (uint16_t)b->nrec;
         h.rank = g.rank;
         h.size = g.size;
         h.dropped_total = atomic_load_explicit(&g.dropped, memory_order_relaxed);
         memcpy(h.job_claim, g.job_claim, sizeof h.job_claim);
+        size_t len = build_message(b);
         memcpy(b->msg, &h, sizeof h);
-        ssize_t w = send(g.fd, b->msg, b->len, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (w == (ssize_t)b->len) {
+        ssize_t w = send(g.fd, b->msg, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w == (ssize_t)len) {
             sent = true;
         } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS &&
                    errno != EINTR) {
@@ -316,9 +359,8 @@ static inline tbuf *buffer(void)
         b = malloc(sizeof *b);
         if (b == NULL)
             return NULL;
-        b->depth = 0;
+        memset(b, 0, offsetof(tbuf, msg));
         b->gen = gen;
-        drop_buffer(b);
         tl = b;
         if (g.key_made)
             pthread_setspecific(g.key, b);
@@ -333,24 +375,52 @@ static inline tbuf *buffer(void)
 static void append(tbuf *b, int type, const char *name, size_t nlen, const char *text,
                    size_t tlen, double value)
 {
-    size_t need = HM_APP_REC_FIXED + nlen + tlen;
-    if (b->len + need > sizeof b->msg)
-        flush_buf(b);
+    if (!(value - value == 0))
+        return; /* NaN or infinite: not a measurement */
+    uint32_t h = 2166136261u ^ (uint32_t)type;
+    for (size_t i = 0; i < nlen; i++)
+        h = (h ^ (uint8_t)name[i]) * 16777619u;
+    h |= 1; /* 0 marks a free slot */
+    unsigned i = h & (SLOTS - 1);
+    slot *s;
+    for (;;) {
+        s = &b->slots[i];
+        if (s->hash == 0)
+            break;
+        if (s->hash == h && s->type == type && s->nlen == nlen && memcmp(s->name, name, nlen) == 0)
+            break;
+        i = (i + 1) & (SLOTS - 1);
+    }
     int64_t now = coarse_ns();
-    if (b->nrec == 0)
-        b->first_ns = now;
-    unsigned char *p = b->msg + b->len;
-    p[0] = (unsigned char)type;
-    p[1] = (unsigned char)nlen;
-    uint16_t t16 = (uint16_t)tlen;
-    memcpy(p + 2, &t16, 2);
-    memcpy(p + 4, &value, 8);
-    memcpy(p + 12, name, nlen);
-    if (tlen > 0)
-        memcpy(p + 12 + nlen, text, tlen);
-    b->len += need;
-    b->nrec++;
-    if (now - b->first_ns >= FLUSH_AGE_NS)
+    if (s->hash == 0) {
+        if (b->nrec >= SLOTS_FULL) {
+            flush_buf(b);
+            append(b, type, name, nlen, text, tlen, value);
+            return;
+        }
+        if (b->nrec == 0)
+            b->first_ns = now;
+        s->hash = h;
+        s->type = (uint8_t)type;
+        s->nlen = (uint8_t)nlen;
+        memcpy(s->name, name, nlen);
+        s->count = 0;
+        s->sum = 0;
+        s->min = value;
+        s->max = value;
+        s->tlen = 0;
+        b->used[b->nrec++] = (uint8_t)i;
+    }
+    s->count++;
+    s->sum += value;
+    s->min = value < s->min ? value : s->min;
+    s->max = value > s->max ? value : s->max;
+    if (tlen > 0 || type == HM_APP_EVENT) {
+        memcpy(s->text, text, tlen);
+        s->tlen = (uint16_t)tlen;
+    }
+    b->values++;
+    if (now - b->first_ns >= FLUSH_AGE_NS || s->count == UINT32_MAX)
         flush_buf(b);
 }
 

@@ -1,9 +1,10 @@
 /* A small program that reports through libhushmon, for the tests of the
  * application channel (tests/python/test_libhushmon.py) and
  * bench/bench_libhushmon.py:
- *   app_sender [--count N] [--threads T] [--fork] [--phases] [--events]
+ *   app_sender [--count N] [--threads T] [--names K] [--fork] [--phases] [--events]
  *              [--bench] [--sleep-ms MS]
- * sends N metrics "iter_time_s" (value = index) per thread, and prints
+ * sends N metrics "iter_time_s" (value = index) per thread (--names K:
+ * cycling over K names "iter_time_s.<k>", so batches fill), and prints
  * one JSON line: the library's counters and, with --bench, the mean cost
  * per hm_metric call in ns. --fork: a child process sends as well (its
  * own connection); --sleep-ms: pause before closing so the agent reads. */
@@ -18,6 +19,8 @@
 #include "hushmon.h"
 
 static long count = 1000;
+static int nnames = 1;
+static char names[256][24];
 static int phases = 0, events = 0;
 
 static double now_ns(void)
@@ -32,7 +35,7 @@ static void *work(void *arg)
     double *cost = arg;
     double t0 = now_ns();
     for (long i = 0; i < count; i++)
-        hm_metric("iter_time_s", (double)i);
+        hm_metric(nnames == 1 ? "iter_time_s" : names[i % nnames], (double)i);
     *cost = (now_ns() - t0) / (double)count;
     if (phases) {
         hm_phase_begin("solve");
@@ -57,6 +60,8 @@ int main(int argc, char **argv)
             threads = atoi(argv[++i]);
         else if (strcmp(argv[i], "--sleep-ms") == 0 && i + 1 < argc)
             sleep_ms = atol(argv[++i]);
+        else if (strcmp(argv[i], "--names") == 0 && i + 1 < argc)
+            nnames = atoi(argv[++i]);
         else if (strcmp(argv[i], "--fork") == 0)
             do_fork = 1;
         else if (strcmp(argv[i], "--phases") == 0)
@@ -70,10 +75,12 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (count < 1 || threads < 1 || threads > 64) {
-        fprintf(stderr, "app_sender: --count >= 1, --threads 1..64\n");
+    if (count < 1 || threads < 1 || threads > 64 || nnames < 1 || nnames > 256) {
+        fprintf(stderr, "app_sender: --count >= 1, --threads 1..64, --names 1..256\n");
         return 2;
     }
+    for (int k = 0; k < nnames; k++)
+        snprintf(names[k], sizeof names[k], "iter_time_s.%d", k);
     int opened = hm_open();
     hm_metric("warmup", 1.0); /* first call allocates the thread's buffer */
     pid_t child = -1;

@@ -104,6 +104,7 @@ int main(void)
     hm_profile_dump("region_s", names, vals, 2);
     hm_profile_dump("it", NULL, vals, 2);
     hm_metric("bad name,=x", 3.0);
+    hm_metric("nan", 0.0 / 0.0); /* not a measurement: left out */
     hm_flush();
     const char *out = collect(&app, &jobs, &lp);
     CHECK(&tc, strstr(out, "app,host=n1,job=j1,metric=iter_time_s count=1000i,mean=499.5,min=0,"
@@ -115,6 +116,7 @@ int main(void)
     CHECK(&tc, strstr(out, "metric=region_s.b count=1i,mean=2.5") != NULL);
     CHECK(&tc, strstr(out, "metric=it.1 count=1i,mean=2.5") != NULL);
     CHECK(&tc, strstr(out, "metric=bad_name__x ") != NULL);
+    CHECK(&tc, strstr(out, "metric=nan ") == NULL);
     CHECK(&tc, strstr(out, "app_channel,host=n1 clients=1i,connections=1i") != NULL);
     /* Nothing new: no app line the next period, the counters stay. */
     out = collect(&app, &jobs, &lp);
@@ -165,8 +167,13 @@ int main(void)
     hm_stats_get(&st);
     uint64_t dropped0 = st.dropped_records;
     long calls = 0;
+    /* 64 names: a batch holds 24, so a send every 24 calls (one name
+     * would be aggregated into one record per 100 ms and never fill it). */
+    char flood[64][16];
+    for (int k = 0; k < 64; k++)
+        snprintf(flood[k], sizeof flood[k], "flood%d", k);
     for (; calls < 20000000; calls++) {
-        hm_metric("flood", 1.0);
+        hm_metric(flood[calls % 64], 1.0);
         if (calls % 4096 == 0) {
             hm_stats_get(&st);
             if (st.dropped_records > dropped0)

@@ -173,7 +173,16 @@ def test_stopped_agent_drops_and_counts(bin_dir: Path, agent: RunningAgent, work
     os.kill(agent.proc.pid, signal.SIGSTOP)
     try:
         proc = subprocess.Popen(
-            [str(sender(bin_dir)), "--count", "3000000", "--bench", "--sleep-ms", "3000"],
+            [
+                str(sender(bin_dir)),
+                "--count",
+                "3000000",
+                "--names",
+                "64",
+                "--bench",
+                "--sleep-ms",
+                "3000",
+            ],
             stdout=subprocess.PIPE,
             text=True,
             env={**os.environ, **app_env(agent, "j1")},
