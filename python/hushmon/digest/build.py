@@ -18,7 +18,7 @@ import numpy as np
 from hushmon import __version__, jsonio
 from hushmon.digest import plots
 from hushmon.digest.fabric import load_fabric
-from hushmon.digest.factors import FACTORS, parameters, run_factors
+from hushmon.digest.factors import FACTORS, app_timeline, parameters, run_factors
 from hushmon.digest.factors.base import SEVERITIES, Finding, Skipped
 from hushmon.digest.factors.work import work_matrix
 from hushmon.digest.jobdata import JobData, load_job
@@ -364,6 +364,29 @@ def _compact(names: list[str]) -> str:
     return "; ".join(parts)
 
 
+def _app_section(page: Page, data: JobData) -> None:
+    """The application's own timeline (libhushmon) beside the system sensors
+    that move with it most (factor app_timeline)."""
+    series = app_timeline.app_series(data)
+    if not series:
+        return
+    shown = dict(sorted(series.items())[:6])
+    sensors: list[str] = []
+    for y in shown.values():
+        for sensor, _rho, _x in app_timeline.correlations(data, y, 3)[:1]:
+            if sensor not in sensors:
+                sensors.append(sensor)
+    page.heading("Application timeline (libhushmon)")
+    more = (
+        f" ({len(series) - len(shown)} more series not drawn)" if len(series) > len(shown) else ""
+    )
+    page.figure(
+        plots.app_timeline(data, shown, sensors[:3]),
+        "What the program reported (slowest rank per period) above the system sensor that moves "
+        "most with each series (job average over nodes; factor app_timeline)." + more,
+    )
+
+
 def _report(
     data: JobData,
     digest: Digest,
@@ -427,6 +450,7 @@ def _report(
             "Band = range across nodes per period; line = average over nodes."
             + (f" Constant over the job, not drawn: {', '.join(constant)}." if constant else ""),
         )
+    _app_section(page, data)
     page.heading("Per node")
     for s in PER_NODE_SENSORS:
         if data.has(s) and not _constant(data, s):

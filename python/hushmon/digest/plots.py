@@ -195,3 +195,31 @@ def link_load(links: list[Any], job: JobData) -> Figure:
     axes[-1, 0].set_xlabel("seconds from job start")
     fig.tight_layout()
     return fig
+
+
+def app_timeline(job: JobData, series: dict[str, np.ndarray], sensors: list[str]) -> Figure:
+    """The application's own series (libhushmon, slowest rank per period)
+    above the system sensors that move with them (job average over nodes)."""
+    n = len(series) + len(sensors)
+    fig, axes = plt.subplots(n, 1, figsize=(10, 1.7 * n), sharex=True, squeeze=False)
+    t = job.seconds
+    for ax, (name, y) in zip(axes[: len(series), 0], sorted(series.items()), strict=True):
+        ok = np.isfinite(y)
+        ax.plot(t[ok], y[ok], color="#a63603", lw=0.9, marker="o", ms=2.5)
+        ax.set_ylabel(f"app: {name}\n(slowest rank)", fontsize=8, rotation=0, ha="right")
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax, s in zip(axes[len(series) :, 0], sensors, strict=True):
+        m = job.matrix(s)
+        if m is None:
+            continue
+        with np.errstate(all="ignore"):
+            avg = np.nanmean(m, axis=0)
+        k, unit = _scale(s)
+        ax.plot(t, avg * k, color="#08519c", lw=0.9)
+        ax.set_ylabel(f"{s}\n{unit}", fontsize=8, rotation=0, ha="right", va="center")
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("seconds from job start")
+    fig.subplots_adjust(left=0.22, right=0.98, top=0.98, bottom=0.5 / n, hspace=0.15)
+    return fig
