@@ -5,10 +5,12 @@
    and stopped (SIGSTOP); with one name (aggregated in the library: a send
    per 100 ms) and cycling over 64 names (a batch holds 24: a send every
    24 calls, so a stopped agent's socket fills and the library drops).
-2. An MPI loop (hushmon-detect's Allreduce loop is not linked with the
-   library, so: ``snake`` is not a tight loop either) -- here the loop time of
-   ``mpirun -np 2 app_sender --count N`` per rank is reported as ns per call,
-   agent present vs absent, interleaved rounds.
+2. The same loop under ``mpirun -np 2`` (slowest rank), agent present vs
+   absent. Costs are the calling thread's CPU time (app_sender reads
+   CLOCK_THREAD_CPUTIME_ID), so other processes on a loaded machine do not
+   inflate them. The MPI loop with the noise detector:
+   ``HUSHMON_DETECT_METRIC=NAME hushmon noise detect --noise-cmd AGENT``
+   (docs/libhushmon.md).
 
     .venv/bin/python bench/bench_libhushmon.py [--calls N] [--reps R] [--json FILE|-]
 

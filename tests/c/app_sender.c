@@ -6,7 +6,7 @@
  * sends N metrics "iter_time_s" (value = index) per thread (--names K:
  * cycling over K names "iter_time_s.<k>", so batches fill), and prints
  * one JSON line: the library's counters and, with --bench, the mean cost
- * per hm_metric call in ns. --fork: a child process sends as well (its
+ * per hm_metric call in ns of the calling thread's CPU time. --fork: a child process sends as well (its
  * own connection); --sleep-ms: pause before closing so the agent reads. */
 #include <pthread.h>
 #include <stdio.h>
@@ -23,10 +23,12 @@ static int nnames = 1;
 static char names[256][24];
 static int phases = 0, events = 0;
 
+/* The thread's CPU time (user + kernel, sends included): on a shared,
+ * loaded machine wall-clock time would count other processes' slices. */
 static double now_ns(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
