@@ -31,6 +31,13 @@ def _fmt(v: Any, digits: int = 4) -> str:
     return str(v)
 
 
+def _num(d: dict[str, Any], key: str) -> float:
+    """d[key] as a float; NaN where it is missing or was written as null (a
+    NaN in study.json, e.g. the SD of a single run)."""
+    v = d.get(key)
+    return math.nan if v is None else float(v)
+
+
 def _verdict_text(v: dict[str, Any]) -> str:
     what = f"{v['level']:g} % injected load" if v.get("level") is not None else v["noise_cmd"]
     word = "DETECTED" if v["detected"] else "not detected"
@@ -75,7 +82,7 @@ def _arm_table(page: Page, stats: list[RunStats], field: str, unit: str, scale: 
         if not m.get("n"):
             continue
         rows.append([
-            arm, m["estimate"] / scale, m.get("sd", math.nan) / scale, m["n"],
+            arm, m["estimate"] / scale, _num(m, "sd") / scale, m["n"],
             f"[{_fmt(m['low'] / scale)}, {_fmt(m['high'] / scale)}]",
             md["estimate"] / scale,
             f"[{_fmt(md['low'] / scale)}, {_fmt(md['high'] / scale)}]",
@@ -297,12 +304,12 @@ def sweep_page(out: Path, result: dict[str, Any]) -> Page:
     pm = "per_op_ns"
     rows = [
         row("mean time per op (noisy runs), us",
-            lambda v: v["evidence"][pm]["noisy_mean"].get("estimate", math.nan) / 1e3),
+            lambda v: _num(v["evidence"][pm]["noisy_mean"], "estimate") / 1e3),
         row("standard deviation, us",
-            lambda v: v["evidence"][pm]["noisy_mean"].get("sd", math.nan) / 1e3),
+            lambda v: _num(v["evidence"][pm]["noisy_mean"], "sd") / 1e3),
         row("number of noisy runs", lambda v: v["runs"]["noisy"]),
         row("mean time per op (clean runs), us",
-            lambda v: v["evidence"][pm]["clean_mean"].get("estimate", math.nan) / 1e3),
+            lambda v: _num(v["evidence"][pm]["clean_mean"], "estimate") / 1e3),
         row("number of clean runs", lambda v: v["runs"]["clean"]),
         row("measured added delay, % of time", lambda v: v["effect"]),
         row("p-value (folded test)", lambda v: v["p_value"]),
@@ -314,9 +321,9 @@ def sweep_page(out: Path, result: dict[str, Any]) -> Page:
     xs = [it["level"] for it in levels]
     for arm, colour in ARM_COLOURS.items():
         means = [it["verdict"]["evidence"][pm][f"{arm}_mean"] for it in levels]
-        est = [m.get("estimate", math.nan) / 1e3 for m in means]
-        lo = [m.get("low", math.nan) / 1e3 for m in means]
-        hi = [m.get("high", math.nan) / 1e3 for m in means]
+        est = [_num(m, "estimate") / 1e3 for m in means]
+        lo = [_num(m, "low") / 1e3 for m in means]
+        hi = [_num(m, "high") / 1e3 for m in means]
         a1.plot(xs, est, "o-", color=colour, label=f"{arm} runs")
         a1.fill_between(xs, lo, hi, color=colour, alpha=0.15)
     a1.set_xscale("symlog", linthresh=0.01)
