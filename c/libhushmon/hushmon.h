@@ -1,8 +1,9 @@
 /* libhushmon: an application's own measurements into the node's
  * hushmon-agent (docs/libhushmon.md).
  *
- * Every call returns at once: values go into a per-thread buffer that is
- * sent as one message when it is full or every ~100 ms, without ever
+ * Every call returns at once: values are aggregated per name (count,
+ * sum, min, max) in a per-thread batch that is sent as one message every
+ * ~100 ms (while calls come) or when it holds 24 names, without ever
  * waiting for the agent. When the agent is absent, slow or stopped the
  * data is dropped and counted (hm_stats), never queued without bound.
  * Without a running agent every call is a cheap no-op. Thread- and
@@ -58,8 +59,8 @@ HUSHMON_API int hm_rank(void);
 HUSHMON_API int hm_size(void);
 
 typedef struct hm_stats {
-    uint64_t records;        /* accepted into a buffer */
-    uint64_t sent_records;   /* handed to the socket */
+    uint64_t records;        /* values taken (counted when their batch is sent or dropped) */
+    uint64_t sent_records;   /* values handed to the socket */
     uint64_t dropped_records;/* lost: socket full, agent gone, buffer full */
     uint64_t messages;       /* sends that succeeded */
     int connected;           /* 1 connected, 0 not (absent, gone, closed) */
