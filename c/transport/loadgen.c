@@ -120,6 +120,8 @@ static int connect(const char *url, natsConnection **nc, jsCtx **js)
     jsOptions jo;
     jsOptions_Init(&jo);
     jo.PublishAsync.MaxPending = 4096;
+    /* A loaded hub answers late: wait for room rather than fail the run. */
+    jo.PublishAsync.StallWait = 60000;
     s = natsConnection_JetStream(js, *nc, &jo);
     return s == NATS_OK ? 0 : die("jetstream", s);
 }

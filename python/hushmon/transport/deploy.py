@@ -202,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         if not 1 <= args.replicas <= 5:
             raise HushmonError(f"--replicas {args.replicas}: use 1 .. 5")
         limits = ns.StreamLimits(
-            raw_max_age_s=args.raw_max_age_h * 3600, raw_max_bytes=int(args.raw_max_gib * 2**30) if args.raw_max_gib else -1
+            raw_max_age_s=args.raw_max_age_h * 3600,
+            raw_max_bytes=int(args.raw_max_gib * 2**30) if args.raw_max_gib else -1,
         )
         limits.check()
         ns.ensure_streams(args.url, replicas=args.replicas, settle_s=30.0, limits=limits)
