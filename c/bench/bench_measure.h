@@ -23,10 +23,8 @@ typedef struct hm_bench_env {
     int64_t t_bcast_probed_ns; /* the bound as probed; t_bcast_ns decays back to it */
     int64_t late_tolerance_ns; /* leaving the wait later than this after the start is late */
     int64_t spin_ns;           /* spin this long at the end of a wait, sleep before */
-    int64_t launch_spin_ns;    /* the same for waits between the launches of a stage:
-                                * INT64_MAX (spin the whole window) unless the node is
-                                * oversubscribed, where a spinning rank keeps another
-                                * off its CPU */
+    bool oversubscribed;       /* more ranks than CPUs on a node (schedule: lateness
+                                * grows the window) */
     int imb_n_sample_prev;     /* IMB's n_sample of the previous size of this operation
                                 * (0 before the first); measure_imb keeps it */
 } hm_bench_env;

@@ -10,6 +10,7 @@ void hm_schedule_params_default(hm_schedule_params *p)
     p->invalid_fraction = 0.25;
     p->gamma = 1.1;
     p->shrink_after_calm = 2;
+    p->lateness_grows = false;
 }
 
 void hm_stop_rule_default(hm_stop_rule *r)
@@ -51,7 +52,8 @@ int hm_schedule_next_delta(const hm_schedule_params *p, const hm_stage_outcome *
     double old = st->delta_ns;
     if (o->turnaround_ns > 0)
         st->turnaround_ns = o->turnaround_ns;
-    if ((double)o->invalid > p->invalid_fraction * o->launches) {
+    int counted = p->lateness_grows ? o->invalid : o->invalid - o->not_window;
+    if ((double)counted > p->invalid_fraction * o->launches) {
         /* The seed's rule; the gamma*delta floor matters when the stage
          * failed by late starts rather than overruns, so its span stayed
          * on schedule and the seed's formula alone would barely move. */

@@ -5,6 +5,13 @@
  *   a launch is invalid if some rank arrived after its start (late) or
  *   ended after its window (overrun);
  *   more than g of a stage invalid -> delta_{j+1} = gamma*(tau'_j - tau_j)/k;
+ *   (hushmon addition) invalid here counts overruns and launches that
+ *   started late because the rank was still busy with the previous one,
+ *   not ranks that woke late from a wait or got the stage start late (a
+ *   wider window does not prevent those; t_bcast handles the second):
+ *   counting them let a busy machine blow a Bcast window up to 61 ms,
+ *   where every spin was preempted again; `lateness_grows` restores the
+ *   seed's count (oversubscribed nodes);
  *   stage 0 (k' launches, delta_0 = 0) only warms up and sets delta_1;
  *   (hushmon addition) after `shrink_after_calm` consecutive stages that
  *   did not need a larger window (at most g invalid), delta shrinks to
@@ -30,6 +37,10 @@ typedef struct hm_schedule_params {
     double invalid_fraction; /* g, default 0.25 */
     double gamma;            /* default 1.1 */
     int shrink_after_calm;   /* calm stages before delta shrinks; 0 = never; default 2 */
+    bool lateness_grows;     /* count late starts a wider window cannot prevent (woke late,
+                              * stage start late) towards growth too; default false, true
+                              * on oversubscribed nodes, where wider windows are what lets
+                              * sleeping ranks start on time */
 } hm_schedule_params;
 
 typedef struct hm_stop_rule {
@@ -71,6 +82,8 @@ hm_launch_status hm_launch_combine(bool any_late, bool any_overrun);
 typedef struct hm_stage_outcome {
     int launches;
     int invalid;          /* late + overrun */
+    int not_window;       /* of those, late starts a wider window does not prevent: a rank
+                           * woke late from its wait, or the stage start reached it late */
     double span_ns;       /* tau'_j - tau_j: last end of the stage minus its start */
     double longest_ns;    /* largest (end - scheduled start) of a valid launch; 0 if none */
     double turnaround_ns; /* largest gap a rank needed between the end of one launch and

@@ -307,7 +307,7 @@ static int measure_on(run_state *s, int p, int pass, hm_error *err)
     env.t_bcast_probed_ns = env.t_bcast_ns;
     env.late_tolerance_ns = late_tolerance_ns(s);
     env.spin_ns = spin_ns(s);
-    env.launch_spin_ns = s->meta.oversubscribed ? env.spin_ns : INT64_MAX;
+    env.oversubscribed = s->meta.oversubscribed;
     size_t n = 0;
     point *pts = status == 0 ? list_points(o, &n, err) : NULL;
     size_t *order = pts != NULL ? malloc((n > 0 ? n : 1) * sizeof *order) : NULL;

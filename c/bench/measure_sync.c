@@ -7,10 +7,12 @@
 #include "bench_measure.h"
 #include "bench_schedule.h"
 
-/* Causes of a late start, as stored per launch (0: not late). */
-#define LATE_STAGE_START 1
-#define LATE_PREVIOUS 2
-#define LATE_WOKE 3
+/* Causes of a late start, as stored per launch (0: not late). MAX over
+ * ranks keeps the highest: a rank still busy with the previous launch
+ * (which a wider window prevents) outranks one that merely woke late. */
+#define LATE_WOKE 1
+#define LATE_STAGE_START 2
+#define LATE_PREVIOUS 3
 
 /* Rank 0 reads the global clock and announces tau_j = T0 + t_bcast. */
 static int stage_start(const hm_bench_env *env, int64_t *tau_ns, hm_error *err)
@@ -87,11 +89,12 @@ static int run_stage(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, i
         int64_t arrive = hm_clock_now_ns(env->clock);
         if (l > 0 && (double)(arrive - end) * 1e-9 > mine[4 * k + 2])
             mine[4 * k + 2] = (double)(arrive - end) * 1e-9;
-        /* Within a stage a wait is at most one window: spun whole (see
-         * launch_spin_ns), so a rank is not woken late from a sleep. */
-        int64_t start = arrive < sched
-                            ? hm_clock_wait_until_ns(env->clock, sched, env->launch_spin_ns)
-                            : arrive;
+        /* Sleep-then-spin here too: spinning whole windows was tried and
+         * made things worse on a busy machine (a spinner uses up its CPU
+         * share, then is off the CPU for tens of ms at the instant it is
+         * due; 470 s runs at load 12), while a sleeper is woken promptly. */
+        int64_t start =
+            arrive < sched ? hm_clock_wait_until_ns(env->clock, sched, env->spin_ns) : arrive;
         if (l == 0)
             mine[4 * k + 3] = (double)(start - sched) * 1e-9;
         if (op->run(ctx, err) != 0)
@@ -122,6 +125,7 @@ static int record_stage(int k, const double *mine, const double *all, hm_bench_s
 {
     o->launches = k;
     o->invalid = 0;
+    o->not_window = 0;
     /* The span from the latest start of launch 0, not from tau_j: a stage
      * start that reached a rank late is t_bcast's to absorb (raised below);
      * counted in the span it spread over k windows and blew a 0.6 us
@@ -143,6 +147,7 @@ static int record_stage(int k, const double *mine, const double *all, hm_bench_s
             out->late_stage_start += cause == LATE_STAGE_START;
             out->late_previous += cause == LATE_PREVIOUS;
             out->late_woke += cause == LATE_WOKE;
+            o->not_window += cause == LATE_WOKE || cause == LATE_STAGE_START;
         }
         else if (st == HM_LAUNCH_OVERRUN)
             out->overrun++;
@@ -203,7 +208,9 @@ int hm_measure_sync(hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx,
             if (env->t_bcast_ns < env->t_bcast_probed_ns)
                 env->t_bcast_ns = env->t_bcast_probed_ns;
         }
-        hm_schedule_next_delta(&env->opts->schedule, &o, &st);
+        hm_schedule_params sp = env->opts->schedule;
+        sp.lateness_grows = env->oversubscribed;
+        hm_schedule_next_delta(&sp, &o, &st);
         bool stop = false;
         /* From broadcast instants and reduced spans: the same on every rank. */
         double elapsed_ns = (double)(tau - first_tau) + o.span_ns;

@@ -154,6 +154,31 @@ static void test_shrink_keeps_turnaround(hm_test_counts *c)
     CHECK_NEAR(c, st.delta_ns, 1.1 * 400 + 150, 1e-9);
 }
 
+/* Late starts a wider window does not prevent (woke late, stage start
+ * late) do not grow it, except where lateness_grows says so. */
+static void test_only_window_causes_grow(hm_test_counts *c)
+{
+    hm_schedule_params p;
+    hm_schedule_params_default(&p);
+    CHECK(c, !p.lateness_grows);
+    hm_delta_state st = {1000, 0, 0};
+    hm_stage_outcome woke = {
+        .launches = 8, .invalid = 4, .not_window = 4, .span_ns = 80000, .longest_ns = 900};
+    CHECK(c, hm_schedule_next_delta(&p, &woke, &st) == 0);
+    CHECK_NEAR(c, st.delta_ns, 1000, 0);
+    CHECK(c, st.calm_stages == 1);
+    /* 3 of 4 invalid were busy with the previous launch: more than g. */
+    woke.not_window = 1;
+    st.calm_stages = 0;
+    CHECK(c, hm_schedule_next_delta(&p, &woke, &st) == 1);
+    CHECK_NEAR(c, st.delta_ns, 11000, 1e-9);
+    /* The seed's count (oversubscribed nodes): every invalid launch. */
+    p.lateness_grows = true;
+    woke.not_window = 4;
+    st.delta_ns = 1000;
+    CHECK(c, hm_schedule_next_delta(&p, &woke, &st) == 1);
+}
+
 static void test_stop_rules(hm_test_counts *c)
 {
     hm_stop_rule r;
@@ -206,6 +231,7 @@ int main(void)
     test_delta_grows(&c);
     test_delta_shrinks_after_calm_stages(&c);
     test_shrink_keeps_turnaround(&c);
+    test_only_window_causes_grow(&c);
     test_stop_rules(&c);
     test_clock_error(&c);
     return hm_test_finish("test_bench_schedule", &c);
