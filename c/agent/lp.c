@@ -29,6 +29,7 @@ int hm_lp_init(hm_lp *lp, size_t capacity_bytes, const char *host, hm_error *err
     }
     p[n] = '\0';
     lp->host_tag_len = n;
+    hm_lp_reset(lp, 0); /* lines before the first reset are stamped 0 */
     return 0;
 }
 
@@ -38,6 +39,8 @@ void hm_lp_free(hm_lp *lp)
     lp->buf = NULL;
 }
 
+static size_t format_u64(char *out, uint64_t v);
+
 void hm_lp_reset(hm_lp *lp, int64_t ts_ns)
 {
     lp->len = 0;
@@ -45,6 +48,15 @@ void hm_lp_reset(hm_lp *lp, int64_t ts_ns)
     lp->lines_dropped = 0;
     lp->in_line = false;
     lp->ts_ns = ts_ns;
+    /* Every line of a batch ends with the same timestamp: its text once
+     * here, not per line (192 CPU lines made it a tenth of the batch). */
+    size_t n = 0;
+    lp->ts_text[n++] = ' ';
+    if (ts_ns < 0)
+        lp->ts_text[n++] = '-';
+    n += format_u64(lp->ts_text + n, ts_ns < 0 ? (uint64_t)0 - (uint64_t)ts_ns : (uint64_t)ts_ns);
+    lp->ts_text[n++] = '\n';
+    lp->ts_text_len = n;
 }
 
 static void put(hm_lp *lp, const char *s, size_t n)
@@ -161,24 +173,36 @@ size_t hm_lp_format_double(char *out, double v)
         return n > 0 ? (size_t)n : 0;
     }
     /* Six decimals below 1 (IPC, small rates), three above: precise to
-     * better than the sensors themselves. */
-    static const uint32_t pow10[] = {1, 10, 100, 1000, 10000, 100000, 1000000};
-    int decimals = a < 1.0 ? 6 : 3;
-    uint64_t scale = pow10[decimals];
-    uint64_t scaled = (uint64_t)(a * (double)scale + 0.5);
-    uint64_t ip = scaled / scale, fp = scaled % scale;
+     * better than the sensors themselves. Divisions by constants only (the
+     * compiler makes them multiplications): 192 CPU lines of 8 shares made
+     * this function half of a batch's cost with divisions by a variable. */
+    bool small = a < 1.0;
+    int decimals = small ? 6 : 3;
+    uint64_t scaled, ip, fp;
+    if (small) {
+        scaled = (uint64_t)(a * 1e6 + 0.5);
+        ip = scaled / 1000000;
+        fp = scaled % 1000000;
+    } else {
+        scaled = (uint64_t)(a * 1e3 + 0.5);
+        ip = scaled / 1000;
+        fp = scaled % 1000;
+    }
     size_t n = 0;
     if (v < 0 && scaled != 0)
         out[n++] = '-';
     n += format_u64(out + n, ip);
     if (fp != 0) {
-        out[n++] = '.';
-        while (fp % 10 == 0) { /* no trailing zeros */
+        char frac[6];
+        for (int d = decimals - 1; d >= 0; d--) {
+            frac[d] = (char)('0' + fp % 10);
             fp /= 10;
-            decimals--;
         }
-        for (int d = decimals - 1; d >= 0; d--)
-            out[n++] = (char)('0' + (fp / pow10[d]) % 10);
+        while (frac[decimals - 1] == '0') /* no trailing zeros */
+            decimals--;
+        out[n++] = '.';
+        memcpy(out + n, frac, (size_t)decimals);
+        n += (size_t)decimals;
     }
     return n;
 }
@@ -230,14 +254,7 @@ void hm_lp_end(hm_lp *lp)
         lp->len = lp->line_start; /* a line with no field is not valid */
         return;
     }
-    put_char(lp, ' ');
-    char num[32];
-    size_t n = 0;
-    if (lp->ts_ns < 0)
-        num[n++] = '-';
-    n += format_u64(num + n, (uint64_t)llabs(lp->ts_ns));
-    num[n++] = '\n';
-    put(lp, num, n);
+    put(lp, lp->ts_text, lp->ts_text_len);
     if (lp->line_overflow) {
         lp->len = lp->line_start;
         lp->lines_dropped++;

@@ -21,6 +21,8 @@ typedef struct hm_lp {
     bool line_overflow;    /* the open line did not fit */
     bool in_line;
     int64_t ts_ns;         /* timestamp written at the end of each line */
+    char ts_text[24];      /* " <ts_ns>\n", written once per batch by hm_lp_reset */
+    size_t ts_text_len;
     char host_tag[160];    /* ",host=<escaped>", precomputed */
     size_t host_tag_len;
     char scope_tag[32];    /* ",scope=<value>" on the lines being written, or "" */

@@ -36,6 +36,13 @@ static void test_lp(hm_test_counts *c)
     CHECK(c, !strcmp((num[hm_lp_format_double(num, -3.25)] = 0, num), "-3.25"));
     CHECK(c, !strcmp((num[hm_lp_format_double(num, 0.0)] = 0, num), "0"));
     CHECK(c, !strcmp((num[hm_lp_format_double(num, 2.5e17)] = 0, num), "2.5e+17"));
+    /* rounding that carries into the integer part, trailing zeros, six decimals */
+    CHECK(c, !strcmp((num[hm_lp_format_double(num, 999.9996)] = 0, num), "1000"));
+    CHECK(c, !strcmp((num[hm_lp_format_double(num, 0.9999996)] = 0, num), "1"));
+    CHECK(c, !strcmp((num[hm_lp_format_double(num, 12.005)] = 0, num), "12.005"));
+    CHECK(c, !strcmp((num[hm_lp_format_double(num, 7.1)] = 0, num), "7.1"));
+    CHECK(c, !strcmp((num[hm_lp_format_double(num, 0.10203)] = 0, num), "0.10203"));
+    CHECK(c, !strcmp((num[hm_lp_format_double(num, -0.5)] = 0, num), "-0.5"));
 
     hm_lp lp;
     hm_error err;
@@ -62,6 +69,15 @@ static void test_lp(hm_test_counts *c)
     }
     CHECK(c, lp.lines_dropped > 0);
     CHECK(c, lp.len <= lp.cap && lp.buf[lp.len - 1] == '\n');
+    /* The next batch's lines all carry its own timestamp (negative too). */
+    hm_lp_reset(&lp, -5);
+    for (int i = 0; i < 2; i++) {
+        hm_lp_begin(&lp, "m");
+        hm_lp_field_f64(&lp, "v", i);
+        hm_lp_end(&lp);
+    }
+    lp.buf[lp.len] = '\0';
+    CHECK(c, !strcmp(lp.buf, "m,host=node\\ 1\\,a\\=b v=0 -5\nm,host=node\\ 1\\,a\\=b v=1 -5\n"));
     hm_lp_free(&lp);
 }
 
