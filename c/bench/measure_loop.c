@@ -1,8 +1,9 @@
-/* The loop method of IMB and OSU, kept so a user can see the systematic
+/* hushmon's loop methods, kept so a user can see the systematic
  * error the synchronized method removes (seed section 3.6: r_i(n, k)).
- * Not OSU's or IMB's exact procedure (those are measure_osu.c and
- * measure_imb.c): same warm-up as sync, rotated buffers by default. A sample is the mean time per launch of `loop_iters` launches, taken as
- * the maximum over ranks; samples repeat under the same stop rule. */
+ * Not OSU's or IMB's procedure (those are measure_osu.c and
+ * measure_imb.c): the same warm-up as sync, rotated buffers by default.
+ * A sample is the mean time per launch of `loop_iters` launches, taken
+ * as the maximum over ranks; samples repeat under the same stop rule. */
 #include <math.h>
 
 #include "bench_measure.h"

@@ -15,7 +15,8 @@ Three kinds of evidence, all computed from one results file:
   each rank times its own spin on its own clock.
 * When both the synchronized and a loop method measured the same
   (op, size, nprocs), the ratio loop/sync is the systematic error of the
-  loop (IMB/OSU style) measurement that the synchronized start removes.
+  loop measurement (hushmon's loops, or the OSU / IMB procedures) that the
+  synchronized start removes.
 """
 
 from __future__ import annotations

@@ -57,9 +57,13 @@ METHOD_EXPLANATION = (
     "scheduled start. The lowest and highest valid times (a --trim share at each end, 25 % by "
     "default) are dropped (n_s used of n_c valid of n_t total) before the mean, SE and "
     "Student-t confidence interval are computed. "
-    "The loop method times k back-to-back calls as IMB and OSU do: its mean per call can "
-    "include the wait for the slowest rank of the previous call, or hide latency where "
-    "consecutive calls overlap; the section 'Loop vs synchronized' shows by how much."
+    "The loop method (hushmon's) times --loop-iters back-to-back calls after one barrier: "
+    "its mean per call can include the wait for the slowest rank of the previous call, or "
+    "hide latency where consecutive rooted calls overlap; loop_barrier puts a barrier before "
+    "each call and times the calls only. The osu and imb methods follow the procedures of "
+    "OSU Micro-Benchmarks 7.x and IMB-MPI1 (each call timed alone between barriers, one "
+    "buffer, the mean over ranks of the ranks' means); the section 'Loop vs synchronized' "
+    "shows by how much each differs."
 )
 
 
