@@ -97,7 +97,10 @@ def test_passes_shuffle_and_points(mpirun: MpiRun) -> None:
         if values:
             assert p["ci_low"] <= p["median"] <= p["ci_high"]
             assert min(values) <= p["median"] <= max(values)
-            assert p["ci_level"] == pytest.approx(0.75)  # 3 passes: [min, max]
+            # [min, max] of n values: coverage 1 - 2^(1-n) (3 passes: 0.75); a
+            # pass without a valid launch on a busy machine leaves fewer.
+            n = len(values)
+            assert p["ci_level"] == pytest.approx(1 - 2 ** (1 - n) if n > 1 else 0.0)
             assert isinstance(p["disagree"], bool)
         causes = p["invalid_causes"]
         assert sum(causes.values()) == p["n_total"] - p["n_valid"]
