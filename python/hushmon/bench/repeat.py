@@ -65,6 +65,8 @@ def spread_figure(points: tuple[BenchPoint, ...]) -> Figure | None:
                 markersize=4,
             )
         ax.set_xscale("log", base=2)
+        # One disturbed pass can spread a point by 1000 %: keep the rest readable.
+        ax.set_yscale("symlog", linthresh=10)
         ax.xaxis.set_major_formatter(lambda v, _pos: format_bytes(v))
         ax.set_title(op)
         ax.set_xlabel("size, B")
