@@ -57,6 +57,32 @@ def runs_figure(cells: list[dict[str, Any]], anomalies: list[dict[str, Any]]) ->
     return fig
 
 
+def timeline_figure(runs: list[dict[str, Any]], cells: list[dict[str, Any]]) -> Any:
+    """Each run in the order it was made, against its cell's median, with
+    the load average: a slow spell of the machine shows across all modes."""
+    import matplotlib.pyplot as plt
+
+    medians = {(c["kernel"], c["config"], c["mode"]): c["median_s"] for c in cells}
+    fig, ax = plt.subplots(figsize=(9.0, 3.6))
+    modes = list(dict.fromkeys(r["mode"] for r in runs))
+    for mode in modes:
+        pts = [
+            (r["index"], 100 * (r["time_s"] / medians[(r["kernel"], r["config"], r["mode"])] - 1))
+            for r in runs
+            if r["mode"] == mode and r["time_s"] is not None
+        ]
+        if pts:
+            xs, ys = zip(*pts, strict=True)
+            ax.plot(xs, ys, "o", markersize=3, label=mode, alpha=0.8)
+    ax.set_xlabel("run (in the order made)")
+    ax.set_ylabel("time vs its cell's median, %")
+    ax.legend(fontsize=8, loc="upper left")
+    load = ax.twinx()
+    load.plot([r["index"] for r in runs], [r["load1"] for r in runs], color="grey", linewidth=0.8)
+    load.set_ylabel("load average (1 min)", color="grey")
+    return fig
+
+
 def write_report(path: Path, doc: dict[str, Any], slowdowns: list[Slowdown]) -> Path:
     settings, env, analysis = doc["settings"], doc["environment"], doc["analysis"]
     page = Page("hushmon overhead: what monitoring costs the kernels")
@@ -101,6 +127,11 @@ def write_report(path: Path, doc: dict[str, Any], slowdowns: list[Slowdown]) -> 
         runs_figure(analysis["cells"], analysis["anomalies"]),
         "Every run against the median without monitoring of its kernel and configuration; "
         "red crosses: anomalous runs.",
+    )
+    page.figure(
+        timeline_figure(doc["runs"], analysis["cells"]),
+        "Every run in the order it was made (randomized, interleaved rounds) against the "
+        "median of its kernel, configuration and mode; grey: the machine's load average.",
     )
     page.heading("Anomalous runs")
     if analysis["anomalies"]:

@@ -41,6 +41,9 @@ class Processes:
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     before_stop: list[Callable[[], None]] = field(default_factory=list)
     after_stop: list[Callable[[], None]] = field(default_factory=list)
+    # What the mode did, read at any time (e.g. {"scrapes": ...}): tests
+    # check a mode really works, not only that its process is up.
+    counters: dict[str, Callable[[], int]] = field(default_factory=dict)
 
     def stop(self) -> None:
         for undo in self.before_stop:

@@ -84,7 +84,11 @@ class NodeExporter:
         url = f"http://127.0.0.1:{port}/metrics"
         wait_until(lambda: scrape(url), proc, EXE, log)
         scraper = Scraper(url, period_s)
-        return Processes([proc], [scraper.stop])
+        return Processes(
+            [proc],
+            before_stop=[scraper.stop],
+            counters={"scrapes": lambda: scraper.scrapes, "failures": lambda: scraper.failures},
+        )
 
 
 MODE = NodeExporter()

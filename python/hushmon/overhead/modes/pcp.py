@@ -84,7 +84,9 @@ class Pcp:
         wait_until(lambda: answers(port), pmcd_proc, "pmcd", log)
         config = work / "pmlogger.config"
         config.write_text(
-            f"log mandatory on every {period_s:g} seconds {{\n" + "\n".join(METRICS) + "\n}\n"
+            f"log mandatory on every {round(period_s * 1000)} msec {{\n"
+            + "\n".join(METRICS)
+            + "\n}\n"
         )
         logger_log = work / "pmlogger.log"
         logger = spawn(
