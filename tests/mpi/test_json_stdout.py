@@ -327,7 +327,10 @@ PROGRAM_CASES: dict[str, tuple[int | None, list[str], str]] = {
         for app in ("butterfly", "snake", "master")
     },
     "matmul": (2, ["--size", "64", "--repeat", "1"], "matmul: 2 ranks"),
-    **{kernel: (2, ["--class", "S"], f"{kernel}: 2 ranks") for kernel in ("ep", "is", "cg", "mg", "ft", "lu")},
+    **{
+        kernel: (2, ["--class", "S"], f"{kernel}: 2 ranks")
+        for kernel in ("ep", "is", "cg", "mg", "ft", "lu")
+    },
     "outofcore": (
         2,
         ["--data", "1M", "--memory", "256K", "--passes", "1", "--no-fsync", "--dir", "{tmp}"],
