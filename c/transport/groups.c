@@ -122,6 +122,24 @@ int hm_groups_due(hm_groups *g, int64_t now_ns, int64_t grace_ns, int64_t max_ho
     return 0;
 }
 
+int64_t hm_groups_pull_wait_ms(const hm_groups *g, int64_t now_ns, int64_t grace_ns,
+                               int64_t max_hold_ns, int64_t min_ms, int64_t max_ms)
+{
+    int64_t wait_ms = max_ms;
+    for (size_t i = 0; i < g->map.cap; i++) {
+        const hm_group *grp = g->map.slots[i].key ? g->map.slots[i].value : NULL;
+        if (grp == NULL || !grp->has_data)
+            continue;
+        int64_t due = grp->last_add_ns + grace_ns;
+        if (grp->first_add_ns + max_hold_ns < due)
+            due = grp->first_add_ns + max_hold_ns;
+        int64_t left_ms = (due - now_ns + 999999) / 1000000;
+        if (left_ms < wait_ms)
+            wait_ms = left_ms;
+    }
+    return wait_ms < min_ms ? min_ms : wait_ms;
+}
+
 void hm_groups_prune(hm_groups *g, int64_t now_ns, int64_t keep_ns)
 {
     /* Removal moves slots: restart the scan after each (rare, small maps). */

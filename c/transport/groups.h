@@ -62,6 +62,12 @@ typedef int (*hm_group_fn)(void *ctx, hm_group *grp);
 int hm_groups_due(hm_groups *g, int64_t now_ns, int64_t grace_ns, int64_t max_hold_ns, bool force,
                   hm_group_fn fn, void *ctx);
 
+/* How long the next pull may wait, in ms: until the first open group is
+ * due (so it is published on time), at least min_ms, at most max_ms (no
+ * open group: max_ms). */
+int64_t hm_groups_pull_wait_ms(const hm_groups *g, int64_t now_ns, int64_t grace_ns,
+                               int64_t max_hold_ns, int64_t min_ms, int64_t max_ms);
+
 /* Forgets groups with nothing open whose last emission is older than
  * keep_ns (the window in which a late or duplicate message is recognized). */
 void hm_groups_prune(hm_groups *g, int64_t now_ns, int64_t keep_ns);

@@ -180,7 +180,10 @@ int hm_reduce_top(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_error
     int rc = 0;
     while (!*stop && rc == 0) {
         natsMsgList list;
-        if (hm_nats_fetch(&t.nats, &list, (int)o->fetch_batch, 100, err) != 0) {
+        int64_t wait_ms = hm_groups_pull_wait_ms(&t.groups, hm_reduce_now_ns(), grace_ns(&t),
+                                                 max_hold, HM_REDUCE_PULL_MIN_MS,
+                                                 HM_REDUCE_PULL_MAX_MS);
+        if (hm_nats_fetch(&t.nats, &list, (int)o->fetch_batch, wait_ms, err) != 0) {
             rc = -1; /* fatal (transient errors are retried inside): exit non-zero */
             break;
         }
