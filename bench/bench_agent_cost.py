@@ -123,21 +123,12 @@ def agent_source_cost_us(
     agent: Path, cycles: int, spool: Path, gap_ms: int = 0
 ) -> dict[str, float]:
     """Per-source CPU microseconds per sample from --measure-cost."""
-    proc = subprocess.run(
-        [str(agent), "--measure-cost", str(cycles), "--measure-cost-gap-ms", str(gap_ms),
-         "--socket", "", "--sink", "spool", "--spool-dir", str(spool)],
-        capture_output=True, text=True, timeout=3600, check=False,
+    from agent_cpus import measure_cost
+
+    return measure_cost(
+        agent, cycles, "--measure-cost-gap-ms", str(gap_ms), "--sink", "spool",
+        "--spool-dir", str(spool),
     )  # fmt: skip
-    if proc.returncode != 0:
-        raise HushmonError(f"hushmon-agent --measure-cost failed: {proc.stderr.strip()}")
-    costs = {}
-    for line in proc.stderr.splitlines():
-        m = re.match(r"\s+(\S+)\s+([0-9.]+) us$", line)
-        if m:
-            costs[m.group(1)] = float(m.group(2))
-    if "total" not in costs:
-        raise HushmonError(f"unexpected --measure-cost output: {proc.stderr.strip()}")
-    return costs
 
 
 def cpu_ns(pid: int) -> int:
