@@ -148,6 +148,93 @@ static int open_sources(hm_agent *a, hm_error *err)
     return 0;
 }
 
+/* The expanded source list ("default" as names) after edit: "+a,-b"
+ * adds and removes, "a,b" replaces. */
+int hm_agent_edit_sources(const char *current, const char *edit, char *out, size_t size,
+                          hm_error *err)
+{
+    bool wanted[HM_AGENT_SOURCES_MAX] = {false};
+    bool relative = edit[0] == '+' || edit[0] == '-';
+    if (relative && each_name(current, mark_wanted, wanted, err) < 0)
+        return -1;
+    char list[512];
+    if (snprintf(list, sizeof list, "%s", edit) >= (int)sizeof list)
+        return hm_error_set(err, "sources: list too long");
+    char *save = NULL;
+    for (char *item = strtok_r(list, ",", &save); item != NULL; item = strtok_r(NULL, ",", &save)) {
+        char sign = item[0] == '+' || item[0] == '-' ? item[0] : 0;
+        if ((sign != 0) != relative)
+            return hm_error_set(err, "sources: '%s' mixes +/- items with plain names (either "
+                                     "+a,-b to edit or a,b to replace)", edit);
+        const char *name = item + (sign != 0);
+        if (strcmp(name, "default") != 0 && hm_sampler_find(name) == NULL)
+            return check_one(name, NULL, err);
+        bool on[HM_AGENT_SOURCES_MAX] = {false};
+        if (mark_wanted(name, on, err) < 0)
+            return -1;
+        for (size_t i = 0; i < hm_samplers_count && i < HM_AGENT_SOURCES_MAX; i++)
+            if (on[i])
+                wanted[i] = sign != '-';
+    }
+    out[0] = '\0';
+    for (size_t i = 0; i < hm_samplers_count && i < HM_AGENT_SOURCES_MAX; i++)
+        if (wanted[i] && strlen(out) + strlen(hm_samplers[i]->name) + 2 < size) {
+            if (out[0] != '\0')
+                strcat(out, ",");
+            strcat(out, hm_samplers[i]->name);
+        }
+    if (out[0] == '\0')
+        return hm_error_set(err, "sources: '%s' leaves no source", edit);
+    return 0;
+}
+
+int hm_agent_set_sources(hm_agent *a, const char *sources, hm_error *err)
+{
+    bool wanted[HM_AGENT_SOURCES_MAX] = {false};
+    if (hm_agent_check_sources(sources, err) < 0 || each_name(sources, mark_wanted, wanted, err) < 0)
+        return -1;
+    if (strlen(sources) >= sizeof a->cfg.sources)
+        return hm_error_set(err, "sources: list too long");
+    /* Sources kept stay open (their counters keep their last reading, so
+     * rates go on without a gap); only added ones open, removed ones close. */
+    hm_agent_source old[HM_AGENT_SOURCES_MAX];
+    size_t nold = a->nsources;
+    memcpy(old, a->source, sizeof old);
+    hm_sampler_env env = {.cfg = &a->cfg, .jobs = &a->jobs};
+    size_t n = 0;
+    for (size_t i = 0; i < hm_samplers_count && i < HM_AGENT_SOURCES_MAX; i++) {
+        if (!wanted[i])
+            continue;
+        hm_agent_source *kept = NULL;
+        for (size_t k = 0; k < nold && kept == NULL; k++)
+            if (old[k].ops == hm_samplers[i])
+                kept = &old[k];
+        if (kept != NULL) {
+            a->source[n++] = *kept;
+            kept->ops = NULL; /* not closed below */
+            continue;
+        }
+        hm_agent_source *s = &a->source[n];
+        memset(s, 0, sizeof *s);
+        s->ops = hm_samplers[i];
+        if (source_every(a->cfg.sources_every, s->ops->name, &s->every, err) < 0)
+            s->every = 1; /* checked when the config was read */
+        hm_error e;
+        if (s->ops->open(&s->state, &env, &e) < 0) {
+            hm_log_warn("source %s off: %s", s->ops->name, e.msg);
+            continue;
+        }
+        if (s->state != NULL)
+            n++;
+    }
+    for (size_t k = 0; k < nold; k++)
+        if (old[k].ops != NULL && old[k].state != NULL)
+            old[k].ops->close(old[k].state);
+    a->nsources = n;
+    strcpy(a->cfg.sources, sources);
+    return 0;
+}
+
 int hm_agent_init(hm_agent *a, const hm_agent_config *cfg, const hm_config_override *overrides,
                   size_t n_overrides, hm_error *err)
 {

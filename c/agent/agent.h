@@ -49,6 +49,13 @@ typedef struct hm_agent {
     bool sink_failing;       /* last write failed; logged once until it recovers */
     bool batch_full_said;
     double sink_cpu_ns_total;
+    /* A `set job=ID ...` by the job's owner lasts as long as the job: the
+     * settings before it come back when the job ends (agent_control.c). */
+    struct {
+        char job[HM_JOB_ID_MAX];  /* "" when no job-scoped change is active */
+        int64_t period_ms;
+        char sources[512];
+    } job_scope;
 } hm_agent;
 
 /* CPU time of the calling thread (the agent has one), microseconds. */
@@ -66,6 +73,14 @@ int hm_agent_pin(const char *cpus, hm_error *err);
 /* Checks that every name in cfg->sources is a registered source. */
 int hm_agent_check_sources(const char *sources, hm_error *err);
 
+/* The explicit list of source names after applying edit to current:
+ * "+a,-b" adds and removes, "a,b" replaces; unknown names are errors. */
+int hm_agent_edit_sources(const char *current, const char *edit, char *out, size_t size,
+                          hm_error *err);
+/* Samples these sources from the next cycle: the ones kept stay open,
+ * added ones open (one that cannot is logged and left off), removed ones
+ * close. Nothing changes on a bad list. */
+int hm_agent_set_sources(hm_agent *a, const char *sources, hm_error *err);
 int hm_agent_init(hm_agent *a, const hm_agent_config *cfg, const hm_config_override *overrides,
                   size_t n_overrides, hm_error *err);
 /* One cycle: reads every source and hands the batch to the sink.
@@ -84,8 +99,16 @@ int hm_agent_run(hm_agent *a, hm_error *err);
 int hm_agent_reload(hm_agent *a, hm_error *err);
 /* Arms the timer for the next aligned instant of the current period. */
 int hm_agent_reschedule(hm_agent *a, hm_error *err);
-/* Handles one control request (agent_control.c). */
+/* Handles one control request from the control socket (agent_control.c);
+ * the client's uid is the socket's SO_PEERCRED. */
 void hm_agent_control(void *agent, const char *request, char *response, size_t size);
+/* The same for a request over the sink's connection (NATS): only status
+ * and set; the uid is the request's claim (-1 none), which the server's
+ * publish permissions vouch for (docs/agent.md, "Control channel"). */
+void hm_agent_control_remote(void *agent, long claimed_uid, const char *request, char *response,
+                             size_t size);
+/* Once per loop turn: ends a job-scoped change whose job has ended. */
+void hm_agent_control_tick(hm_agent *a);
 void hm_agent_fini(hm_agent *a);
 
 /* The next aligned instant strictly after now_ns: k * period + offset. */

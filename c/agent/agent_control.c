@@ -1,13 +1,28 @@
-/* The control requests (docs/formats.md, "Control socket"): one line in,
- * one line out, starting with "ok" or "error". */
+/* The control requests (docs/formats.md, "Control socket"; docs/agent.md,
+ * "Control channel"): one line in, one line out, starting with "ok" or
+ * "error". One table lists them for the control socket and for requests
+ * over NATS (sinks/nats.c), which may use only the entries marked remote. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent.h"
 #include "hm_parse.h"
 #include "hm_timer.h"
 #include "hm_log.h"
+
+#define ARGS_MAX 8
+
+typedef struct request {
+    hm_agent *a;
+    long uid;          /* the client's uid: SO_PEERCRED, or the NATS request's claim */
+    bool remote;       /* over NATS */
+    int argc;          /* arguments after the command name */
+    char *argv[ARGS_MAX];
+    char *out;
+    size_t size;
+} request;
 
 static void append(char *out, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void append(char *out, size_t size, const char *fmt, ...)
@@ -21,99 +36,379 @@ static void append(char *out, size_t size, const char *fmt, ...)
     va_end(ap);
 }
 
-void hm_agent_control(void *agent, const char *request, char *response, size_t size)
+/* " host=H period_ms=P sources=a,b jobs=J scope=S": the applied state. */
+static void append_state(const hm_agent *a, bool period, char *out, size_t size)
 {
-    hm_agent *a = agent;
-    char req[HM_CONTROL_LINE_MAX];
-    snprintf(req, sizeof req, "%s", request);
-    char *save = NULL;
-    char *cmd = strtok_r(req, " \t", &save);
-    char *arg1 = cmd ? strtok_r(NULL, " \t", &save) : NULL;
-    char *arg2 = arg1 ? strtok_r(NULL, " \t", &save) : NULL;
-    char *arg3 = arg2 ? strtok_r(NULL, " \t", &save) : NULL;
-    char *extra = arg3 ? strtok_r(NULL, " \t", &save) : NULL;
+    append(out, size, " host=%s", a->cfg.host);
+    if (period)
+        append(out, size, " period_ms=%lld", (long long)a->cfg.period_ms);
+    append(out, size, " offset_ms=%lld sources=", (long long)a->cfg.offset_ms);
+    for (size_t i = 0; i < a->nsources; i++)
+        append(out, size, "%s%s", i ? "," : "", a->source[i].ops->name);
+    append(out, size, " jobs=");
+    bool first = true;
+    for (size_t i = 0; i < HM_JOBS_MAX; i++) {
+        if (!a->jobs.job[i].used)
+            continue;
+        append(out, size, "%s%s", first ? "" : ",", a->jobs.job[i].id);
+        first = false;
+    }
+    if (first)
+        append(out, size, "-");
+    if (a->job_scope.job[0] != '\0')
+        append(out, size, " scope=job:%s", a->job_scope.job);
+    else
+        append(out, size, " scope=node");
+}
+
+static void do_status(request *r)
+{
+    hm_agent *a = r->a;
+    /* period_ms first: older clients (hushmon run, Slurm scripts) read it so. */
+    append(r->out, r->size, "ok period_ms=%lld samples=%llu", (long long)a->cfg.period_ms,
+           (unsigned long long)a->samples);
+    append_state(a, false, r->out, r->size);
+    char sink[512];
+    a->sink.ops->describe(a->sink.state, sink, sizeof sink);
+    append(r->out, r->size, " %s samples_dropped=%llu", sink,
+           (unsigned long long)a->self.samples_dropped);
+}
+
+static int set_period(hm_agent *a, int64_t ms, char *out, size_t size)
+{
     hm_error err;
-    response[0] = '\0';
-    if (cmd == NULL) {
-        snprintf(response, size, "error empty request (status, period MS, job begin|end ID, flush, reload)");
-    } else if (strcmp(cmd, "status") == 0 && arg1 == NULL) {
-        append(response, size, "ok period_ms=%lld offset_ms=%lld samples=%llu sources=",
-               (long long)a->cfg.period_ms, (long long)a->cfg.offset_ms,
-               (unsigned long long)a->samples);
-        for (size_t i = 0; i < a->nsources; i++)
-            append(response, size, "%s%s", i ? "," : "", a->source[i].ops->name);
-        append(response, size, " jobs=");
-        bool first = true;
-        for (size_t i = 0; i < HM_JOBS_MAX; i++) {
-            if (!a->jobs.job[i].used)
-                continue;
-            append(response, size, "%s%s", first ? "" : ",", a->jobs.job[i].id);
-            first = false;
-        }
-        if (first)
-            append(response, size, "-");
-        char sink[512];
-        a->sink.ops->describe(a->sink.state, sink, sizeof sink);
-        append(response, size, " %s samples_dropped=%llu", sink,
-               (unsigned long long)a->self.samples_dropped);
-    } else if (strcmp(cmd, "period") == 0 && arg1 != NULL && arg2 == NULL) {
-        int64_t ms;
-        if (hm_parse_int64(arg1, 10, 3600000, 0, &ms, &err) < 0) {
-            snprintf(response, size, "error period: %s (10 .. 3600000 ms)", err.msg);
-        } else if (a->cfg.offset_ms >= ms) {
-            snprintf(response, size, "error period %lld ms is not above offset_ms %lld",
-                     (long long)ms, (long long)a->cfg.offset_ms);
-        } else {
-            a->cfg.period_ms = ms;
-            if (hm_agent_reschedule(a, &err) < 0)
-                snprintf(response, size, "error %s", err.msg);
-            else
-                snprintf(response, size, "ok period_ms=%lld", (long long)ms);
-        }
-    } else if (strcmp(cmd, "job") == 0 && arg1 != NULL && arg2 != NULL &&
-               strcmp(arg1, "begin") == 0 && extra == NULL) {
-        const char *cgroup = NULL;
-        if (arg3 != NULL && strncmp(arg3, "cgroup=", 7) != 0) {
-            snprintf(response, size, "error expected cgroup=PATH after the job id, got '%s'", arg3);
-            return;
-        }
-        if (arg3 != NULL)
-            cgroup = arg3 + 7;
-        if (hm_jobs_begin(&a->jobs, arg2, cgroup, HM_JOB_ANNOUNCED, &err) < 0) {
-            snprintf(response, size, "error %s", err.msg);
-        } else {
-            /* The announcer owns the job: its uid's libhushmon clients may
-             * claim it (app_channel.c). */
-            hm_job *j = hm_jobs_find(&a->jobs, arg2);
-            if (j != NULL && j->owner_uid < 0)
-                j->owner_uid = a->control.peer_uid;
-            snprintf(response, size, "ok job %s begins", arg2);
-        }
-    } else if (strcmp(cmd, "job") == 0 && arg1 != NULL && arg2 != NULL &&
-               strcmp(arg1, "end") == 0 && arg3 == NULL) {
-        if (hm_jobs_end(&a->jobs, arg2, HM_JOB_ANNOUNCED, &err) < 0)
-            snprintf(response, size, "error %s", err.msg);
-        else
-            snprintf(response, size, "ok job %s ends", arg2);
-    } else if (strcmp(cmd, "flush") == 0 && arg1 == NULL) {
-        if (a->sink.ops->flush(a->sink.state, &err) < 0)
-            snprintf(response, size, "error flush: %s", err.msg);
-        else
-            snprintf(response, size, "ok flushed");
-    } else if (strcmp(cmd, "reload") == 0 && arg1 == NULL) {
-        if (hm_agent_reload(a, &err) < 0) {
-            hm_log_warn("reload failed, old config kept: %s", err.msg);
-            snprintf(response, size, "error reload: %s (old config kept)", err.msg);
-        } else {
-            snprintf(response, size, "ok reloaded period_ms=%lld sources=%zu",
-                     (long long)a->cfg.period_ms, a->nsources);
-            if (hm_agent_reschedule(a, &err) < 0)
-                hm_log_warn("re-arming the timer: %s", err.msg);
-        }
-    } else {
-        snprintf(response, size,
-                 "error unknown request '%.100s' (status, period MS, job begin ID [cgroup=PATH], "
-                 "job end ID, flush, reload)", request);
+    int64_t old = a->cfg.period_ms;
+    a->cfg.period_ms = ms;
+    if (hm_agent_reschedule(a, &err) < 0) {
+        a->cfg.period_ms = old;
+        snprintf(out, size, "error %s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static void do_period(request *r)
+{
+    hm_error err;
+    int64_t ms;
+    if (r->argc != 1) {
+        snprintf(r->out, r->size, "error usage: period MS");
+    } else if (hm_parse_int64(r->argv[0], 10, 3600000, 0, &ms, &err) < 0) {
+        snprintf(r->out, r->size, "error period: %s (10 .. 3600000 ms)", err.msg);
+    } else if (r->a->cfg.offset_ms >= ms) {
+        snprintf(r->out, r->size, "error period %lld ms is not above offset_ms %lld", (long long)ms,
+                 (long long)r->a->cfg.offset_ms);
+    } else if (set_period(r->a, ms, r->out, r->size) == 0) {
+        snprintf(r->out, r->size, "ok period_ms=%lld", (long long)ms);
     }
 }
 
+/* "200ms", "1s", "1.5s", "2m", "1h", or plain milliseconds. */
+static int parse_duration_ms(const char *text, int64_t *ms, hm_error *err)
+{
+    char *end = NULL;
+    double v = strtod(text, &end);
+    double unit = 0;
+    if (end == text)
+        unit = 0;
+    else if (*end == '\0' || strcmp(end, "ms") == 0)
+        unit = 1;
+    else if (strcmp(end, "s") == 0)
+        unit = 1000;
+    else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
+        unit = 60000;
+    else if (strcmp(end, "h") == 0)
+        unit = 3600000;
+    double total = v * unit;
+    if (unit == 0 || !(total >= 10 && total <= 3600000) || total != (double)(int64_t)total)
+        return hm_error_set(err, "period '%s' is not a whole number of ms in 10ms .. 1h "
+                                 "(e.g. 200ms, 1s, 2m)", text);
+    *ms = (int64_t)total;
+    return 0;
+}
+
+static bool uid_is_admin(const hm_agent *a, long uid)
+{
+    if (uid == 0)
+        return true;
+    if (uid < 0)
+        return false;
+    char list[sizeof a->cfg.admin_uids];
+    snprintf(list, sizeof list, "%s", a->cfg.admin_uids);
+    char *save = NULL;
+    for (char *t = strtok_r(list, ", ", &save); t != NULL; t = strtok_r(NULL, ", ", &save)) {
+        char *end = NULL;
+        long v = strtol(t, &end, 10);
+        if (end != t && *end == '\0' && v == uid)
+            return true;
+    }
+    return false;
+}
+
+/* Whether uid may change the node's measurement for job id: it owns the
+ * job, and every job on the node is its own (a change reaches every job
+ * on the node, so a shared node needs root or an admin). */
+static bool job_owner_may(hm_agent *a, long uid, const char *id, char *why, size_t size)
+{
+    hm_job *j = hm_jobs_find(&a->jobs, id);
+    if (j == NULL) {
+        snprintf(why, size, "job %s does not run on %s", id, a->cfg.host);
+        return false;
+    }
+    if (uid < 0 || j->owner_uid != uid) {
+        snprintf(why, size, "uid %ld is not the owner of job %s (owner %ld); only root, an admin "
+                 "(control.admin_uids) or the job's owner may change its measurement", uid, id,
+                 j->owner_uid);
+        return false;
+    }
+    for (size_t i = 0; i < HM_JOBS_MAX; i++) {
+        const hm_job *o = &a->jobs.job[i];
+        if (o->used && o->owner_uid != uid) {
+            snprintf(why, size, "job %s shares %s with job %s (owner %ld); on a shared node only "
+                     "root or an admin may change the measurement", id, a->cfg.host, o->id,
+                     o->owner_uid);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* set [job=ID] [period=DUR] [sources=+a,-b|a,b]: checked whole first, so
+ * a bad value changes nothing; applied at once, which the sampling loop
+ * sees at its next period boundary (the timer is re-armed there). */
+static void do_set(request *r)
+{
+    hm_agent *a = r->a;
+    hm_error err;
+    const char *job = NULL, *period = NULL, *sources = NULL;
+    for (int i = 0; i < r->argc; i++) {
+        char *eq = strchr(r->argv[i], '=');
+        const char **slot = NULL;
+        if (eq != NULL) {
+            *eq = '\0';
+            slot = strcmp(r->argv[i], "job") == 0       ? &job
+                   : strcmp(r->argv[i], "period") == 0  ? &period
+                   : strcmp(r->argv[i], "sources") == 0 ? &sources
+                                                         : NULL;
+        }
+        if (slot == NULL || *slot != NULL || eq[1] == '\0') {
+            snprintf(r->out, r->size, "error set: '%.60s' is not one of period=DUR, "
+                     "sources=+a,-b|a,b, job=ID (each at most once, with a value)", r->argv[i]);
+            return;
+        }
+        *slot = eq + 1;
+    }
+    if (period == NULL && sources == NULL) {
+        snprintf(r->out, r->size, "error set: nothing to set (period=DUR, sources=+a,-b)");
+        return;
+    }
+    int64_t period_ms = a->cfg.period_ms;
+    if (period != NULL && parse_duration_ms(period, &period_ms, &err) < 0) {
+        snprintf(r->out, r->size, "error set: %s", err.msg);
+        return;
+    }
+    if (a->cfg.offset_ms >= period_ms) {
+        snprintf(r->out, r->size, "error set: period %lld ms is not above offset_ms %lld",
+                 (long long)period_ms, (long long)a->cfg.offset_ms);
+        return;
+    }
+    char new_sources[sizeof a->cfg.sources];
+    snprintf(new_sources, sizeof new_sources, "%s", a->cfg.sources);
+    if (sources != NULL &&
+        hm_agent_edit_sources(a->cfg.sources, sources, new_sources, sizeof new_sources, &err) < 0) {
+        snprintf(r->out, r->size, "error set: %s", err.msg);
+        return;
+    }
+    bool admin = uid_is_admin(a, r->uid);
+    char why[256];
+    if (job != NULL && !admin && !job_owner_may(a, r->uid, job, why, sizeof why)) {
+        snprintf(r->out, r->size, "error not authorized: %s", why);
+        return;
+    }
+    if (job != NULL && admin && hm_jobs_find(&a->jobs, job) == NULL) {
+        snprintf(r->out, r->size, "error set: job %s does not run on %s", job, a->cfg.host);
+        return;
+    }
+    if (job == NULL && !admin) {
+        snprintf(r->out, r->size, "error not authorized: uid %ld may change only its own job's "
+                 "measurement (job=ID); node-wide changes need root or an admin "
+                 "(control.admin_uids)", r->uid);
+        return;
+    }
+    /* A job-scoped change remembers the settings it replaced; a node-wide
+     * one makes the current settings the node's own. */
+    if (job != NULL && a->job_scope.job[0] == '\0') {
+        a->job_scope.period_ms = a->cfg.period_ms;
+        snprintf(a->job_scope.sources, sizeof a->job_scope.sources, "%s", a->cfg.sources);
+    }
+    if (period_ms != a->cfg.period_ms && set_period(a, period_ms, r->out, r->size) < 0)
+        return;
+    if (sources != NULL && strcmp(new_sources, a->cfg.sources) != 0 &&
+        hm_agent_set_sources(a, new_sources, &err) < 0) {
+        snprintf(r->out, r->size, "error set: %s", err.msg);
+        return;
+    }
+    snprintf(a->job_scope.job, sizeof a->job_scope.job, "%s", job != NULL ? job : "");
+    hm_log_notice("control: uid %ld%s set period %lld ms, sources %s%s%s", r->uid,
+                  r->remote ? " (claimed, over NATS)" : "", (long long)a->cfg.period_ms,
+                  a->cfg.sources, job != NULL ? " for job " : "", job != NULL ? job : "");
+    append(r->out, r->size, "ok applied");
+    append_state(a, true, r->out, r->size);
+    /* A source asked for that could not open (no PMU, no GPU) is named. */
+    if (sources != NULL) {
+        bool first = true;
+        char list[sizeof new_sources];
+        snprintf(list, sizeof list, "%s", new_sources);
+        char *save = NULL;
+        for (char *t = strtok_r(list, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+            bool open = false;
+            for (size_t i = 0; i < a->nsources && !open; i++)
+                open = strcmp(a->source[i].ops->name, t) == 0;
+            if (!open) {
+                append(r->out, r->size, "%s%s", first ? " unopened=" : ",", t);
+                first = false;
+            }
+        }
+    }
+}
+
+void hm_agent_control_tick(hm_agent *a)
+{
+    if (a->job_scope.job[0] == '\0' || hm_jobs_find(&a->jobs, a->job_scope.job) != NULL)
+        return;
+    hm_error err;
+    char out[HM_CONTROL_LINE_MAX];
+    hm_log_notice("control: job %s ended; back to period %lld ms, sources %s", a->job_scope.job,
+                  (long long)a->job_scope.period_ms, a->job_scope.sources);
+    a->job_scope.job[0] = '\0';
+    if (a->job_scope.period_ms != a->cfg.period_ms &&
+        set_period(a, a->job_scope.period_ms, out, sizeof out) < 0)
+        hm_log_warn("control: restoring the period: %s", out);
+    if (strcmp(a->job_scope.sources, a->cfg.sources) != 0 &&
+        hm_agent_set_sources(a, a->job_scope.sources, &err) < 0)
+        hm_log_warn("control: restoring the sources: %s", err.msg);
+}
+
+static void do_job(request *r)
+{
+    hm_agent *a = r->a;
+    hm_error err;
+    const char *verb = r->argc >= 2 ? r->argv[0] : "";
+    const char *id = r->argc >= 2 ? r->argv[1] : "";
+    if (strcmp(verb, "begin") == 0 && r->argc <= 3) {
+        const char *cgroup = NULL;
+        if (r->argc == 3 && strncmp(r->argv[2], "cgroup=", 7) != 0) {
+            snprintf(r->out, r->size, "error expected cgroup=PATH after the job id, got '%s'",
+                     r->argv[2]);
+            return;
+        }
+        if (r->argc == 3)
+            cgroup = r->argv[2] + 7;
+        if (hm_jobs_begin(&a->jobs, id, cgroup, HM_JOB_ANNOUNCED, &err) < 0) {
+            snprintf(r->out, r->size, "error %s", err.msg);
+            return;
+        }
+        /* The announcer owns the job: its uid's libhushmon clients may
+         * claim it (app_channel.c), and it may `set job=ID`. */
+        hm_job *j = hm_jobs_find(&a->jobs, id);
+        if (j != NULL && j->owner_uid < 0)
+            j->owner_uid = r->uid;
+        snprintf(r->out, r->size, "ok job %s begins", id);
+    } else if (strcmp(verb, "end") == 0 && r->argc == 2) {
+        if (hm_jobs_end(&a->jobs, id, HM_JOB_ANNOUNCED, &err) < 0)
+            snprintf(r->out, r->size, "error %s", err.msg);
+        else
+            snprintf(r->out, r->size, "ok job %s ends", id);
+        hm_agent_control_tick(a);
+    } else {
+        snprintf(r->out, r->size, "error usage: job begin ID [cgroup=PATH] | job end ID");
+    }
+}
+
+static void do_flush(request *r)
+{
+    hm_error err;
+    if (r->argc != 0)
+        snprintf(r->out, r->size, "error usage: flush");
+    else if (r->a->sink.ops->flush(r->a->sink.state, &err) < 0)
+        snprintf(r->out, r->size, "error flush: %s", err.msg);
+    else
+        snprintf(r->out, r->size, "ok flushed");
+}
+
+static void do_reload(request *r)
+{
+    hm_agent *a = r->a;
+    hm_error err;
+    if (r->argc != 0) {
+        snprintf(r->out, r->size, "error usage: reload");
+    } else if (hm_agent_reload(a, &err) < 0) {
+        hm_log_warn("reload failed, old config kept: %s", err.msg);
+        snprintf(r->out, r->size, "error reload: %s (old config kept)", err.msg);
+    } else {
+        a->job_scope.job[0] = '\0'; /* the file's settings are the node's now */
+        snprintf(r->out, r->size, "ok reloaded period_ms=%lld sources=%zu",
+                 (long long)a->cfg.period_ms, a->nsources);
+        if (hm_agent_reschedule(a, &err) < 0)
+            hm_log_warn("re-arming the timer: %s", err.msg);
+    }
+}
+
+static const struct {
+    const char *name;
+    const char *usage;
+    bool remote; /* may come over NATS */
+    void (*handle)(request *r);
+} requests[] = {
+    {"status", "status", true, do_status},
+    {"period", "period MS", false, do_period},
+    {"set", "set [job=ID] period=DUR sources=+a,-b", true, do_set},
+    {"job", "job begin ID [cgroup=PATH] | job end ID", false, do_job},
+    {"flush", "flush", false, do_flush},
+    {"reload", "reload", false, do_reload},
+};
+
+static void handle(hm_agent *a, long uid, bool remote, const char *line, char *out, size_t size)
+{
+    char buf[HM_CONTROL_LINE_MAX];
+    snprintf(buf, sizeof buf, "%s", line);
+    request r = {.a = a, .uid = uid, .remote = remote, .out = out, .size = size};
+    out[0] = '\0';
+    char *save = NULL;
+    char *cmd = strtok_r(buf, " \t", &save);
+    char *arg;
+    while (cmd != NULL && (arg = strtok_r(NULL, " \t", &save)) != NULL) {
+        if (r.argc == ARGS_MAX) {
+            snprintf(out, size, "error too many arguments in '%.100s'", line);
+            return;
+        }
+        r.argv[r.argc++] = arg;
+    }
+    char known[256] = "";
+    for (size_t i = 0; i < sizeof requests / sizeof requests[0]; i++) {
+        if (remote && !requests[i].remote)
+            continue;
+        if (cmd != NULL && strcmp(cmd, requests[i].name) == 0) {
+            requests[i].handle(&r);
+            return;
+        }
+        append(known, sizeof known, "%s%s", known[0] ? ", " : "", requests[i].usage);
+    }
+    if (cmd == NULL)
+        snprintf(out, size, "error empty request (%s)", known);
+    else
+        snprintf(out, size, "error unknown request '%.100s'%s (%s)", line,
+                 remote ? " over NATS" : "", known);
+}
+
+void hm_agent_control(void *agent, const char *request, char *response, size_t size)
+{
+    hm_agent *a = agent;
+    handle(a, a->control.peer_uid, false, request, response, size);
+}
+
+void hm_agent_control_remote(void *agent, long claimed_uid, const char *request, char *response,
+                             size_t size)
+{
+    handle(agent, claimed_uid, true, request, response, size);
+}

@@ -131,12 +131,17 @@ int hm_agent_run(hm_agent *a, hm_error *err)
                 }
                 a->self.cpu_us = hm_thread_cpu_us() - cpu0;
             }
+            /* Control requests over the sink's connection (NATS) are read
+             * once per period, with the batch's acks (sinks/nats.c). */
+            if (a->sink.ops->serve_requests != NULL)
+                a->sink.ops->serve_requests(a->sink.state, hm_agent_control_remote, a);
             next = hm_agent_next_boundary(now, period_ns, offset_ns);
             if (arm_timer(a, next, err) < 0)
                 return -1;
         }
         if (n > 2)
             hm_control_serve(&a->control, fds + 2, n - 2, hm_agent_control, a);
+        hm_agent_control_tick(a);
         /* A `period` request or a reload may have changed the schedule. */
         if (a->cfg.period_ms * 1000000 != period_ns || a->cfg.offset_ms * 1000000 != offset_ns) {
             period_ns = a->cfg.period_ms * 1000000;

@@ -42,6 +42,7 @@ static const option_def options[] = {
     {"nats.rack", "--nats-rack", STR(nats_rack), 0, 0, NULL, "sink nats: rack name, subject hm.raw.<rack>.<host> (default r0)"},
     {"nats.publish_every_ms", "--nats-publish-every-ms", INT(nats_publish_every_ms), 0, 1000, NULL, "sink nats: publish at most this often, periods in between wait (default 1000)"},
     {"control.socket", "--socket", STR(socket_path), 0, 0, NULL, "control socket path, '' for none (default /run/hushmon/agent.sock)"},
+    {"control.admin_uids", "--admin-uids", STR(admin_uids), 0, 0, NULL, "uids besides root that may change the measurement (`set`) node-wide, e.g. '1000,1001' (default none)"},
     {"pmu.mode", "--pmu", STR(pmu_mode), 0, 0, "none|kernel|rotate", "hardware counters: none, kernel multiplexing, agent rotation (default kernel)"},
     {"pmu.backend", "--pmu-backend", STR(pmu_backend), 0, 0, "perf|sim", "perf_event_open, or the simulated PMU (default perf)"},
     {"pmu.profile", "--pmu-profile", STR(pmu_profile), 0, 0, NULL, "event profile name, or 'auto' from /proc/cpuinfo"},

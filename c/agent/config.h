@@ -27,6 +27,7 @@ typedef struct hm_agent_config {
     char nats_rack[64];           /* sink nats: subject token hm.raw.<rack>.<host> */
     int64_t nats_publish_every_ms; /* sink nats: publish at most this often (batches wait) */
     char socket_path[PATH_MAX];   /* "" = no control socket */
+    char admin_uids[256];         /* uids allowed every `set` besides root, "1000,1001" */
     int64_t batch_bytes;          /* capacity of one period's batch */
     char pmu_mode[16];            /* none | kernel | rotate */
     char pmu_backend[16];         /* perf | sim */

@@ -84,6 +84,9 @@ typedef struct nats_state {
     natsOptions *opts;
     natsConnection *nc;
     natsSubscription *acks;
+    /* control requests: hm.ctl.host.<host> and hm.ctl.all (docs/transport.md) */
+    natsSubscription *ctl[2];
+    bool serviced; /* service() ran since the last serve_requests */
     char inbox[128];
     char subject[256];
     char host[64];
@@ -393,6 +396,7 @@ static int take_acks(nats_state *s)
  * no waiting. */
 static void service(nats_state *s, int64_t now_mono)
 {
+    s->serviced = true;
     drive_write(s); /* what the reconnect or ping timer threads buffered */
     /* One recv(2) of up to libnats' 32 KiB buffer a period (~400 acks;
      * at most 64 batches are in flight): what is left waits a period. */
@@ -607,7 +611,16 @@ static int connect_servers(nats_state *s, const hm_agent_config *cfg, hm_error *
     st = natsConnection_SubscribeSync(&s->acks, s->nc, acks);
     if (st != NATS_OK)
         return hm_error_set(err, "subscribing to %s: %s", acks, nats_err(st));
-    drive_write(s); /* the SUB */
+    /* Control requests: plain request/reply, no stream keeps them. */
+    char ctl_subject[2][128];
+    snprintf(ctl_subject[0], sizeof ctl_subject[0], "hm.ctl.host.%s", s->host);
+    snprintf(ctl_subject[1], sizeof ctl_subject[1], "hm.ctl.all");
+    for (int i = 0; i < 2; i++) {
+        st = natsConnection_SubscribeSync(&s->ctl[i], s->nc, ctl_subject[i]);
+        if (st != NATS_OK)
+            return hm_error_set(err, "subscribing to %s: %s", ctl_subject[i], nats_err(st));
+    }
+    drive_write(s); /* the SUBs */
     return 0;
 }
 
@@ -618,6 +631,9 @@ static void release(nats_state *s)
     s->ntrash = 0;
     if (s->acks != NULL)
         natsSubscription_Destroy(s->acks);
+    for (int i = 0; i < 2; i++)
+        if (s->ctl[i] != NULL)
+            natsSubscription_Destroy(s->ctl[i]);
     if (s->nc != NULL) {
         natsConnection_Close(s->nc);
         natsConnection_Destroy(s->nc);
@@ -775,6 +791,68 @@ static int nats_flush(void *state, hm_error *err)
     return 0;
 }
 
+/* Answers the control requests read since the last call (with the acks,
+ * once per period: a request waits at most a period plus the server's
+ * round trip). The reply goes to the request's reply subject; the
+ * request's Hm-Uid header is the requester's claimed uid. */
+static void nats_serve_requests(void *state, hm_sink_request_handler handler, void *arg)
+{
+    nats_state *s = state;
+    if (!s->serviced) /* a period whose batch waited (publish_every_ms): read now */
+        service(s, hm_monotonic_ns());
+    s->serviced = false;
+    bool answered = false;
+    for (int i = 0; i < 2; i++) {
+        for (;;) {
+            int pending_msgs = 0, pending_bytes = 0;
+            if (natsSubscription_GetPending(s->ctl[i], &pending_msgs, &pending_bytes) != NATS_OK ||
+                pending_msgs == 0)
+                break;
+            natsMsg *m = NULL;
+            if (natsSubscription_NextMsg(&m, s->ctl[i], 0) != NATS_OK)
+                break;
+            const char *reply_to = natsMsg_GetReply(m);
+            char line[1024];
+            int len = natsMsg_GetDataLength(m);
+            if (len < 0 || len >= (int)sizeof line) {
+                len = -1;
+            } else {
+                memcpy(line, natsMsg_GetData(m), (size_t)len);
+                line[len] = '\0';
+            }
+            const char *uid_text = NULL;
+            long uid = -1;
+            if (natsMsgHeader_Get(m, "Hm-Uid", &uid_text) == NATS_OK && uid_text != NULL) {
+                char *end = NULL;
+                long v = strtol(uid_text, &end, 10);
+                if (end != uid_text && *end == '\0' && v >= 0)
+                    uid = v;
+            }
+            char response[1024];
+            if (len < 0 || memchr(line, '\n', (size_t)len) != NULL)
+                snprintf(response, sizeof response, "error host=%s a request is one line of at "
+                         "most %zu bytes", s->host, sizeof line - 1);
+            else
+                handler(arg, uid, line, response, sizeof response);
+            /* Every answer names the host: a broadcast (hm.ctl.all) gathers many. */
+            char named[sizeof response + 96];
+            if (strncmp(response, "error ", 6) == 0 && strncmp(response + 6, "host=", 5) != 0)
+                snprintf(named, sizeof named, "error host=%s %s", s->host, response + 6);
+            else
+                snprintf(named, sizeof named, "%s", response);
+            if (reply_to != NULL && reply_to[0] != '\0') {
+                natsStatus st = natsConnection_PublishString(s->nc, reply_to, named);
+                if (st != NATS_OK)
+                    hm_log_warn("nats: answering a control request: %s", nats_err(st));
+                answered = true;
+            }
+            natsMsg_Destroy(m);
+        }
+    }
+    if (answered)
+        drive_write(s);
+}
+
 static uint64_t nats_dropped(void *state)
 {
     return ((nats_state *)state)->ob.dropped_lines;
@@ -854,5 +932,6 @@ const hm_sink_ops hm_sink_nats = {
     .flush = nats_flush,
     .dropped_lines = nats_dropped,
     .describe = nats_describe,
+    .serve_requests = nats_serve_requests,
     .close = nats_close,
 };

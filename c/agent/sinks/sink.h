@@ -9,6 +9,11 @@
 #include "config.h"
 #include "hm_error.h"
 
+/* Answers one request that came through a sink's own connection;
+ * claimed_uid is what the request says (-1 none). */
+typedef void (*hm_sink_request_handler)(void *arg, long claimed_uid, const char *request,
+                                        char *response, size_t size);
+
 typedef struct hm_sink_ops {
     const char *name;
     const char *description;
@@ -21,6 +26,10 @@ typedef struct hm_sink_ops {
     uint64_t (*dropped_lines)(void *state);
     /* One "key=value ..." summary for `status`. */
     void (*describe)(void *state, char *out, size_t size);
+    /* Answers the control requests that came through the sink's own
+     * connection since the last call, without waiting (nats: hm.ctl.*);
+     * NULL for sinks without one. Called once per period. */
+    void (*serve_requests)(void *state, hm_sink_request_handler handler, void *arg);
     /* Flushes and releases. */
     int (*close)(void *state, hm_error *err);
 } hm_sink_ops;
