@@ -18,5 +18,8 @@ COMMANDS: list[tuple[str, str]] = [
     ("testbed", "hushmon.testbed.cli"),
     ("collect", "hushmon.transport.collect_cli"),
     ("transport", "hushmon.transport.cli"),
+    ("ctl", "hushmon.transport.ctl_cli"),
     ("overhead", "hushmon.overhead.cli"),
+    ("top", "hushmon.live.top_cli"),
+    ("serve", "hushmon.live.serve_cli"),
 ]

@@ -250,6 +250,10 @@ CASES: dict[str, list[Call] | NoJson | NotRunHere] = {
     "transport status": NotRunHere(
         "needs a NATS server and a collected store: tests/transport/test_transport_status.py"
     ),
+    # Need a running agent (and NATS for many): tests/transport/test_ctl.py
+    # runs both with --json - against a real agent and server.
+    "ctl set": NotRunHere("needs a running agent: tests/transport/test_ctl.py"),
+    "ctl status": NotRunHere("needs a running agent: tests/transport/test_ctl.py"),
     "testbed exec": NoJson("stdout is the command's on the node"),
     "testbed env": NoJson("stdout is shell exports to eval"),
 }
