@@ -256,6 +256,9 @@ CASES: dict[str, list[Call] | NoJson | NotRunHere] = {
     "ctl status": NotRunHere("needs a running agent: tests/transport/test_ctl.py"),
     "testbed exec": NoJson("stdout is the command's on the node"),
     "testbed env": NoJson("stdout is shell exports to eval"),
+    # live views of NATS (tests/transport/test_live_top.py, test_live_serve.py)
+    "top": NoJson("stdout is the terminal view (--once: one frame of text)"),
+    "serve": NoJson("serves a web page; says where on stderr"),
 }
 
 

@@ -1,0 +1,1 @@
+"""Live view of the reduced stream: ``hushmon top`` and ``hushmon serve``."""
