@@ -1,10 +1,11 @@
 """The summaries from NATS into a :class:`~hushmon.live.state.LiveState`.
 
-An ordered JetStream consumer on ``HM_SUM`` that starts at the newest
-message of every subject (``hm.sum.job.<job>``, ``hm.sum.rack.<rack>``), so
-a view shows the current picture at once instead of after the next period;
-ephemeral, nothing to clean up. A server without the stream (only core
-NATS) is followed with a plain subscription from now on.
+A core subscription to ``hm.sum.>`` for what comes, and at the start the
+newest message of every subject (``hm.sum.job.<job>``, ``hm.sum.rack.<rack>``)
+from the ``HM_SUM`` stream (an ephemeral ordered consumer, read to its end),
+so a view shows the current picture at once instead of after the next
+period. Nothing durable is created: nothing to clean up. A server without
+the stream (only core NATS) is followed from now on.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from hushmon.transport.natsserver import SUM_STREAM
 
 SUBJECTS = "hm.sum.>"
 CONNECT_TIMEOUT_S = 2.0
+CATCH_UP_IDLE_S = 1.0
 
 
 async def connect(url: str) -> Any:
@@ -48,25 +50,44 @@ async def connect(url: str) -> Any:
         ) from exc
 
 
-async def subscribe(nc: Any, state: LiveState) -> Any:
-    """Feeds ``state`` from now on; returns the subscription."""
+async def subscribe(nc: Any, state: LiveState) -> bool:
+    """Feeds ``state`` from now on: a core subscription for what comes, then
+    the stream's newest message of every subject for what is there already
+    (a message seen both ways is a duplicate to the state). False when the
+    server has no ``HM_SUM`` stream to catch up from."""
     from nats.errors import NoRespondersError
+    from nats.errors import TimeoutError as NatsTimeout
     from nats.js.api import DeliverPolicy
     from nats.js.errors import NotFoundError
 
     async def on_msg(msg: Any) -> None:
         state.add(msg.subject, msg.data, time.time_ns())
 
+    await nc.subscribe(SUBJECTS, cb=on_msg)
+    js = nc.jetstream()
     try:
-        await nc.jetstream().stream_info(SUM_STREAM)
-    except (NotFoundError, NoRespondersError, TimeoutError):  # no stream, or no JetStream
-        return await nc.subscribe(SUBJECTS, cb=on_msg)
-    return await nc.jetstream().subscribe(
-        SUBJECTS,
-        cb=on_msg,
-        ordered_consumer=True,
-        deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+        info = await js.stream_info(SUM_STREAM)
+    except (NotFoundError, NoRespondersError, TimeoutError, NatsTimeout):
+        return False  # core NATS only, or no stream: from now on
+    if not info.state.messages:
+        return True
+    # An ordered consumer read to its end and dropped: a long-lived one
+    # stalled here when the stream was empty at its start (nats-py 2.16).
+    catch_up = await js.subscribe(
+        SUBJECTS, ordered_consumer=True, deliver_policy=DeliverPolicy.LAST_PER_SUBJECT
     )
+    try:
+        while True:
+            try:
+                msg = await catch_up.next_msg(timeout=CATCH_UP_IDLE_S)
+            except (TimeoutError, NatsTimeout):
+                break
+            state.add(msg.subject, msg.data, time.time_ns())
+            if msg.metadata.num_pending == 0:
+                break
+    finally:
+        await catch_up.unsubscribe()
+    return True
 
 
 async def settle(state: LiveState, quiet_s: float = 0.3, max_s: float = 3.0) -> None:

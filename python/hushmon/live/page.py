@@ -1,6 +1,7 @@
 """The one page ``hushmon serve`` sends: inline CSS and JS, nothing fetched
 from elsewhere (a login node has no network). It opens ``/events``
-(server-sent events, one snapshot of state.py per second), keeps the last
+(server-sent events, one snapshot of state.py per second; ``/?max=N``
+stops after N), keeps the last
 :data:`HISTORY` snapshots per job in the browser and draws each key sensor
 and application metric on a canvas: the average over nodes as a line, the
 min-max over nodes as a band."""
@@ -153,6 +154,22 @@ function render(snap) {
       draw(c, h.t, h.series[name], unit);
     }
     panels.append(plots);
+    if (job.racks.length) {
+      const t = el("table", {class: "racks"});
+      const r0 = el("tr");
+      for (const hd of ["rack", "nodes", "period (UTC)"]) r0.append(el("th", {class: "text"}, hd));
+      for (const l of labels) r0.append(el("th", {}, l));
+      t.append(r0);
+      for (const rack of job.racks) {
+        const r = el("tr", {"data-rack": rack.rack});
+        r.append(el("td", {class: "text"}, rack.rack), el("td", {class: "text"},
+          rack.nodes.join(" ")), el("td", {}, hhmmss(rack.time_ns)));
+        const by = {}; for (const s of rack.sensors) by[s.label] = s;
+        for (const l of labels) r.append(el("td", {}, cellText(by[l])));
+        t.append(r);
+      }
+      panels.append(t);
+    }
     if (job.app.length) {
       const t = el("table", {class: "app"});
       const r0 = el("tr");
@@ -170,7 +187,13 @@ function render(snap) {
     }
   }
 }
-const es = new EventSource("/events");
+// ?max=N: stop after N updates (a screenshot, a kiosk that reloads)
+const max = new URLSearchParams(location.search).get("max");
+const es = new EventSource("/events" + (max ? "?max=" + encodeURIComponent(max) : ""));
+es.addEventListener("end", () => {
+  es.close();
+  status("stopped after " + updates + " updates", "");
+});
 function status(text, cls) {
   const s = document.getElementById("status");
   s.textContent = text;

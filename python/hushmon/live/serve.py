@@ -1,7 +1,8 @@
 """``hushmon serve``: a small HTTP server (stdlib asyncio) with three paths:
 
 - ``/``: the page (page.py);
-- ``/events``: server-sent events, one snapshot a second while the page is open;
+- ``/events``: server-sent events, one snapshot a second while the page is
+  open (``?max=N``: N of them, then an ``end`` event and the stream closes);
 - ``/state``: the current snapshot as JSON (scripts, tests).
 
 Read-only, no state of its own beyond the live summaries; binds to
@@ -30,6 +31,15 @@ def snapshot_json(state: LiveState, stale_s: float) -> str:
     return json.dumps(snap, separators=(",", ":"))
 
 
+def _max_events(query: str) -> int | None:
+    """``max=N`` from the query (unbounded without it), None when it is bad."""
+    for part in query.split("&"):
+        key, _, value = part.partition("=")
+        if key == "max":
+            return int(value) if value.isdigit() and int(value) >= 1 else None
+    return sys.maxsize
+
+
 def _response(status: str, ctype: str, body: bytes) -> bytes:
     head = (
         f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
@@ -53,7 +63,7 @@ class LiveServer:
             writer.close()
             return
         parts = head.split(b"\r\n", 1)[0].decode("latin-1").split()
-        path = parts[1].split("?", 1)[0] if len(parts) >= 2 else ""
+        path, _, query = parts[1].partition("?") if len(parts) >= 2 else ("", "", "")
         try:
             if len(parts) < 2 or parts[0] != "GET":
                 writer.write(_response("405 Method Not Allowed", "text/plain", b"GET only\n"))
@@ -64,7 +74,11 @@ class LiveServer:
                 body = snapshot_json(self.state, self.stale_s).encode()
                 writer.write(_response("200 OK", "application/json", body))
             elif path == "/events":
-                await self.events(writer)
+                limit = _max_events(query)
+                if limit is None:
+                    writer.write(_response("400 Bad Request", "text/plain", b"max=N, N >= 1\n"))
+                else:
+                    await self.events(writer, limit)
             else:
                 writer.write(_response("404 Not Found", "text/plain", b"not found\n"))
             await writer.drain()
@@ -73,16 +87,21 @@ class LiveServer:
         finally:
             writer.close()
 
-    async def events(self, writer: asyncio.StreamWriter) -> None:
+    async def events(self, writer: asyncio.StreamWriter, limit: int) -> None:
+        """A snapshot every interval, ``limit`` times (then an ``end`` event)."""
         writer.write(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
-            b"Connection: keep-alive\r\n\r\nretry: 2000\n\n"
+            b"Connection: close\r\n\r\nretry: 2000\n\n"
         )
-        while True:
+        sent = 0
+        while sent < limit:
+            if sent:
+                await asyncio.sleep(self.interval_s)
             data = snapshot_json(self.state, self.stale_s)
             writer.write(f"data: {data}\n\n".encode())
             await writer.drain()
-            await asyncio.sleep(self.interval_s)
+            sent += 1
+        writer.write(b"event: end\ndata: {}\n\n")
 
 
 async def run_serve(url: str, host: str, port: int, stale_s: float, interval_s: float = 1.0) -> int:

@@ -119,9 +119,10 @@ async def run_top(
     state = LiveState()
     nc = await connect(url)
     try:
-        await subscribe(nc, state)
+        caught_up = await subscribe(nc, state)
         if once:
-            await settle(state)
+            if not caught_up:
+                await settle(state)  # no stream to read: wait for the next period
             out.write(render(state.snapshot(time.time_ns(), stale_s), url, job, 10_000))
             return 0
         while True:

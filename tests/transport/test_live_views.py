@@ -1,0 +1,174 @@
+"""hushmon top and hushmon serve on live summaries: a real nats-server,
+agent-like batches each second and the real reducers (livetraffic.py).
+top: one frame with --once, and the live view under tmux redrawn with a
+newer period; serve: the page in headless Chromium renders and takes
+events (the plots hold several periods), /state, and errors in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from livetraffic import JOB, LiveTraffic
+
+from hushmon.report.screenshot import _FLAGS, chromium_path
+from hushmon.transport.natsserver import LocalNatsServer, free_port
+
+pytest.importorskip("nats")
+
+HUSHMON = [str(Path(os.environ.get("VIRTUAL_ENV", ".venv")) / "bin" / "hushmon")]
+if not Path(HUSHMON[0]).exists():
+    HUSHMON = ["python3", "-m", "hushmon.cli"]
+
+
+def hushmon(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*HUSHMON, *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+@pytest.fixture
+def traffic(nats_server: LocalNatsServer, bin_dir: Path, tmp_path: Path) -> Iterator[str]:
+    """The server's URL once job 42's first job-wide summary is in HM_SUM."""
+    live = LiveTraffic(nats_server.url, bin_dir, tmp_path)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            r = hushmon("top", "--url", nats_server.url, "--once")
+            if r.returncode == 0 and re.search(rf"^{JOB} +4 ", r.stdout, re.M):
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"no summary of job {JOB} within 30 s:\n{r.stdout}{r.stderr}")
+        yield nats_server.url
+    finally:
+        live.stop()
+
+
+def periods(frame: str) -> list[str]:
+    return re.findall(rf"^{JOB} +4 +(\d\d:\d\d:\d\d) ", frame, re.M)
+
+
+def test_top_once_shows_the_job_racks_and_app_metric(traffic: str) -> None:
+    r = hushmon("top", "--url", traffic, "--once")
+    assert r.returncode == 0, r.stderr
+    assert len(periods(r.stdout)) == 1
+    assert f"job {JOB}: 4 node(s) n1 n2 n3 n4" in r.stdout
+    assert re.search(r"^  r1 +n1,n2 ", r.stdout, re.M) and re.search(
+        r"^  r2 +n3,n4 ", r.stdout, re.M
+    )
+    app = re.search(r"^ +4 +\S+ +\S+ +\S+  iter_s$", r.stdout, re.M)
+    assert app, r.stdout
+    r = hushmon("top", "--url", traffic, "--once", "--job", "999")
+    assert r.returncode == 0 and "no summaries yet for job 999" in r.stdout
+    assert "iter_s" not in r.stdout
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux missing: scripts/install-deps.sh")
+def test_top_under_tmux_redraws_with_newer_periods(traffic: str, tmp_path: Path) -> None:
+    session = f"hm-top-{os.getpid()}"
+    cmd = " ".join([*HUSHMON, "top", "--url", traffic])
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "50", cmd], check=True
+    )
+    try:
+        seen: list[str] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(set(seen)) < 3:
+            time.sleep(1.0)
+            pane = subprocess.run(
+                ["tmux", "capture-pane", "-p", "-t", session],
+                capture_output=True, text=True, check=True,
+            ).stdout  # fmt: skip
+            seen += periods(pane)
+        (tmp_path / "pane.txt").write_text(pane)
+        assert len(set(seen)) >= 3, f"the view did not move on; last pane:\n{pane}"
+        assert "iter_s" in pane and "hushmon top" in pane and "Traceback" not in pane
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], check=False)
+
+
+def run_chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]:
+    browser = chromium_path()
+    assert browser, "chromium missing: scripts/install-deps.sh"
+    proc = subprocess.Popen(
+        [browser, *_FLAGS, f"--user-data-dir={profile}", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+@pytest.fixture
+def served(traffic: str, tmp_path: Path) -> Iterator[str]:
+    err = tmp_path / "serve.err"
+    with err.open("w") as f:
+        proc = subprocess.Popen([*HUSHMON, "serve", "--url", traffic, "--port", "0"], stderr=f)
+    try:
+        deadline = time.monotonic() + 20
+        while not (m := re.search(r"(http://\S+/)", err.read_text())):
+            assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+            time.sleep(0.2)
+        yield m.group(1)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=15) == 0
+        assert "Traceback" not in err.read_text()
+
+
+def test_serve_page_renders_and_updates_in_headless_chromium(served: str, tmp_path: Path) -> None:
+    page = urllib.request.urlopen(served, timeout=10).read().decode()
+    # offline: nothing fetched from elsewhere
+    assert not re.search(r"""(src|href)=|https?://(?!127)""", page.replace(served, "")), page
+    state = json.loads(urllib.request.urlopen(served + "state", timeout=10).read())
+    assert [j["job"] for j in state["jobs"]] == [JOB]
+    with pytest.raises(urllib.error.HTTPError, match="404"):
+        urllib.request.urlopen(served + "nothing", timeout=10)
+    with pytest.raises(urllib.error.HTTPError, match="400"):
+        urllib.request.urlopen(served + "events?max=0", timeout=10)
+
+    dom = run_chromium(["--virtual-time-budget=30000", "--dump-dom", served + "?max=5"],
+                       tmp_path / "p1").stdout  # fmt: skip
+    assert re.search(r'id="updates">5<', dom), dom[-3000:]
+    shown = re.search(rf"job {JOB}: 4 node\(s\) n1 n2 n3 n4, (\d+) period\(s\) shown", dom)
+    assert shown and int(shown.group(1)) >= 3, dom[-3000:]  # one event a second, a period a second
+    assert re.search(r'data-sensor="cpu usr">[0-9.]+ \([0-9.]+-[0-9.]+\)<', dom)
+    assert dom.count("<canvas") >= 7 and 'data-rack="r2"' in dom and "iter_s" in dom
+
+    png = tmp_path / "live.png"
+    shot = run_chromium(["--window-size=1400,1000", "--virtual-time-budget=30000",
+                         f"--screenshot={png}", served + "?max=3"], tmp_path / "p2")  # fmt: skip
+    assert shot.returncode == 0 and png.stat().st_size > 20_000, shot.stderr[-2000:]
+
+
+def test_unreachable_server_and_bad_flags_are_one_line() -> None:
+    url = f"nats://127.0.0.1:{free_port()}"
+    for args in (["top", "--url", url, "--once"], ["top", "--url", url],
+                 ["serve", "--url", url, "--port", "0"]):  # fmt: skip
+        r = hushmon(*args, timeout=30)
+        assert r.returncode == 1, r
+        line = r.stderr.strip()
+        assert line.startswith(f"hushmon: cannot reach the NATS server at {url}: "), line
+        assert len(line.splitlines()) == 1, r.stderr
+        assert "Connection refused" in r.stderr and r.stdout == ""
+    for args, why in (
+        (["serve", "--url", url, "--port", "70000"], "--port 70000 is not a TCP port"),
+        (["top", "--url", url, "--stale-s", "-1"], "--stale-s must be 0 or positive"),
+    ):
+        r = hushmon(*args)
+        assert (r.returncode, r.stderr.strip()) == (2, f"hushmon: {why}")
