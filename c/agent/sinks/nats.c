@@ -760,9 +760,11 @@ static int nats_write(void *state, const char *buf, size_t len, uint64_t lines, 
         return -1;
     }
     /* Time to publish (half a period of slack for the timer's jitter), or
-     * the memory for held batches is full: everything goes now. */
+     * the memory for held batches is full: everything goes now. While
+     * disconnected nothing is held: a batch sampled then goes from the
+     * spool as a replay (Hm-Replay), however soon the link comes back. */
     bool due = now - s->published_ns >= s->publish_every_ns - s->period_ns / 2 ||
-               s->nheld == HELD_BATCHES || s->held_len + len > HELD_BYTES;
+               s->nheld == HELD_BATCHES || s->held_len + len > HELD_BYTES || !s->connected;
     if (!due && hold(s, seq, buf, len, lines)) {
         tidy(s, now, false);
         return 0;
@@ -798,8 +800,15 @@ static int nats_flush(void *state, hm_error *err)
 static void nats_serve_requests(void *state, hm_sink_request_handler handler, void *arg)
 {
     nats_state *s = state;
-    if (!s->serviced) /* a period whose batch waited (publish_every_ms): read now */
-        service(s, hm_monotonic_ns());
+    /* A period whose batch waited (publish_every_ms) read nothing: one
+     * recv(2) now, EAGAIN when nothing came; acks that came wait in their
+     * queue for the next publish. Not while the sink counts itself
+     * disconnected: the reconnection's handshake is left to the publish
+     * period as before, so batches held during an outage still go as
+     * replays from the spool (Hm-Replay). */
+    bool read = !s->serviced && s->connected && atomic_load(&s->sock) >= 0;
+    if (read)
+        natsConnection_ProcessReadEvent(s->nc);
     s->serviced = false;
     bool answered = false;
     for (int i = 0; i < 2; i++) {
@@ -849,8 +858,8 @@ static void nats_serve_requests(void *state, hm_sink_request_handler handler, vo
             natsMsg_Destroy(m);
         }
     }
-    if (answered)
-        drive_write(s);
+    if (answered || read)
+        drive_write(s); /* the answers, and PONGs to what was read */
 }
 
 static uint64_t nats_dropped(void *state)

@@ -83,6 +83,11 @@ def run(args: argparse.Namespace) -> int:
                 "--nodes needs --url (NATS); the local socket reaches this node only"
             )
         outcome = ask_socket(args.socket, request, args.timeout)
+    if args.ctl_command == "status" and args.job and not hosts:
+        # every agent answered: keep those the job runs on
+        outcome.answers = [
+            a for a in outcome.answers if not a.ok or args.job in a.state["jobs"].split(",")
+        ]
     human = jsonio.human_stream(args.json)
     for line in outcome.lines():
         print(line, file=human)
