@@ -4,6 +4,7 @@ each second with ANSI codes; ``--once`` prints one frame."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from datetime import UTC, datetime
@@ -14,7 +15,6 @@ from hushmon.live.sensors import KEY_SENSORS
 from hushmon.live.state import LiveState
 
 CLEAR = "\x1b[H\x1b[2J"
-CELL = 20  # one key sensor's "avg (min-max)" column
 
 
 def num(x: float | None, unit: str = "") -> str:
@@ -44,17 +44,16 @@ def _heads() -> list[str]:
     return [f"{k.label}{' ' + k.unit if k.unit else ''}" for k in KEY_SENSORS]
 
 
-def _head(first: list[str], widths: list[int]) -> str:
-    cells = [h.ljust(w) for h, w in zip(first, widths, strict=True)]
-    return " ".join(cells + [h.ljust(CELL) for h in _heads()]).rstrip()
-
-
-def _row(first: list[str], widths: list[int], sensors: list[dict[str, Any]]) -> str:
+def _cells(sensors: list[dict[str, Any]]) -> list[str]:
     by_label = {s["label"]: s for s in sensors}
-    cells = [c.ljust(w) for c, w in zip(first, widths, strict=True)]
-    cells += [cell(by_label[k.label]).ljust(CELL) if k.label in by_label else "-".ljust(CELL)
-              for k in KEY_SENSORS]  # fmt: skip
-    return " ".join(cells).rstrip()
+    return [cell(by_label[k.label]) if k.label in by_label else "-" for k in KEY_SENSORS]
+
+
+def table(rows: list[list[str]], indent: str = "") -> list[str]:
+    """Columns as wide as their widest cell, two spaces apart."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+            for r in rows]  # fmt: skip
 
 
 def render(snap: dict[str, Any], url: str, job: str | None = None, width: int = 200) -> str:
@@ -77,11 +76,11 @@ def render(snap: dict[str, Any], url: str, job: str | None = None, width: int = 
         )
         return "\n".join(ln[:width] for ln in lines) + "\n"
     lines.append("")
-    widths = [8, 5, 8, 6]
-    lines.append(_head(["JOB", "NODES", "PERIOD", "AGE"], widths))
+    rows = [["JOB", "NODES", "PERIOD", "AGE", *_heads()]]
     for j in jobs:
         first = [j["job"], str(len(j["nodes"])), clock(j["time_ns"]), f"{j['age_s']:.1f}s"]
-        lines.append(_row(first, widths, j["sensors"]))
+        rows.append(first + _cells(j["sensors"]))
+    lines += table(rows)
     for j in jobs:
         lines.append("")
         lines.append(
@@ -90,20 +89,32 @@ def render(snap: dict[str, Any], url: str, job: str | None = None, width: int = 
             f"updated {j['age_s']:.1f} s ago, "
             f"{j['n_sensors']} sensors" + ("" if j["from"] == "job" else " (from rack partials)")
         )
-        lines.append("  " + _head(["RACK", "NODES", "PERIOD"], [8, 14, 8]))
+        rows = [["RACK", "NODES", "PERIOD", *_heads()]]
         for r in j["racks"]:
             nodes = ",".join(r["nodes"]) if len(r["nodes"]) <= 2 else f"{len(r['nodes'])} nodes"
-            lines.append("  " + _row([r["rack"], nodes, clock(r["time_ns"])], [8, 14, 8],
-                                     r["sensors"]))  # fmt: skip
+            rows.append([r["rack"], nodes, clock(r["time_ns"]), *_cells(r["sensors"])])
+        if len(rows) > 1:
+            lines += table(rows, "  ")
         if j["app"]:
             lines.append("  application metrics (over ranks)")
-            lines.append("  " + "  ".join(h.rjust(10) for h in ["RANKS", "MIN", "AVG", "MAX"])
-                         + "  NAME")  # fmt: skip
+            rows = [["NAME", "RANKS", "MIN", "AVG", "MAX"]]
             for a in j["app"]:
-                vals = [str(a["ranks"])] + [num(a[k], a["unit"]) for k in ("min", "avg", "max")]
                 unit = f" [{a['unit']}]" if a["unit"] else ""
-                lines.append("  " + "  ".join(v.rjust(10) for v in vals) + f"  {a['name']}{unit}")
+                vals = [num(a[k], a["unit"]) for k in ("min", "avg", "max")]
+                rows.append([a["name"] + unit, str(a["ranks"]), *vals])
+            lines += table(rows, "  ")
     return "\n".join(ln[:width] for ln in lines) + "\n"
+
+
+def terminal_width(out: TextIO) -> int:
+    """The terminal's own width; $COLUMNS (often inherited and stale, as
+    under tmux started from a script) only when ``out`` is no terminal."""
+    import shutil
+
+    try:
+        return os.get_terminal_size(out.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return shutil.get_terminal_size((200, 50)).columns
 
 
 async def run_top(
@@ -114,8 +125,6 @@ async def run_top(
     out: TextIO = sys.stdout,
     interval_s: float = 1.0,
 ) -> int:
-    import shutil
-
     state = LiveState()
     nc = await connect(url)
     try:
@@ -126,7 +135,7 @@ async def run_top(
             out.write(render(state.snapshot(time.time_ns(), stale_s), url, job, 10_000))
             return 0
         while True:
-            width = shutil.get_terminal_size((200, 50)).columns
+            width = terminal_width(out)
             frame = render(state.snapshot(time.time_ns(), stale_s), url, job, width)
             if not nc.is_connected:
                 frame = f"(reconnecting to {url} ...)\n" + frame
