@@ -67,6 +67,8 @@ int main(void)
     char sock[256], spool[256];
     snprintf(sock, sizeof sock, "%s/agent.sock", dir);
     snprintf(spool, sizeof spool, "%s/spool", dir);
+    char admin[32];
+    snprintf(admin, sizeof admin, "%ld", (long)getuid());
     hm_config_override o[] = {
         {"root", "tests/fixtures/agent/t0"},
         {"sources", "cpu,load,mem,vm,disk,net,ib,jobs,cgroup,pmu,self"},
@@ -79,6 +81,7 @@ int main(void)
         {"sink.file_bytes", "8192"},
         {"control.socket", sock},
         {"host", "n1"},
+        {"control.admin_uids", admin},
     };
     size_t no = sizeof o / sizeof o[0];
     pid_t child = fork();
@@ -122,6 +125,21 @@ int main(void)
     }
     CHECK(c, samples_of(reply) >= before + 20);
     CHECK(c, strstr(reply, "jobs=1234,7") != NULL || strstr(reply, "jobs=7,1234") != NULL);
+    /* set (docs/agent.md, "Control channel"); this uid is an admin (control.admin_uids). */
+    CHECK(c, request(sock, "set period=25ms sources=-pmu,-ib", reply, sizeof reply) == 0 &&
+                 strncmp(reply, "ok applied host=n1 period_ms=25 offset_ms=0 "
+                                "sources=cpu,load,mem,vm,disk,net,jobs,cgroup,self ", 94) == 0);
+    CHECK(c, request(sock, "set sources=+pmu", reply, sizeof reply) == 0 &&
+                 strstr(reply, " sources=cpu,load,mem,vm,disk,net,jobs,cgroup,pmu,self ") != NULL);
+    CHECK(c, request(sock, "set period=1.5ms", reply, sizeof reply) == 0 &&
+                 strncmp(reply, "error set: period '1.5ms'", 25) == 0);
+    CHECK(c, request(sock, "set sources=+pmu,cpu period=30ms", reply, sizeof reply) == 0 &&
+                 strstr(reply, "mixes +/- items") != NULL);
+    CHECK(c, request(sock, "set job=7 period=40ms", reply, sizeof reply) == 0 &&
+                 strstr(reply, " period_ms=40 ") != NULL && strstr(reply, " scope=job:7") != NULL);
+    CHECK(c, request(sock, "job end 7", reply, sizeof reply) == 0);
+    CHECK(c, request(sock, "status", reply, sizeof reply) == 0 &&
+                 strncmp(reply, "ok period_ms=25 ", 16) == 0 && strstr(reply, " scope=node") != NULL);
     CHECK(c, request(sock, "reload", reply, sizeof reply) == 0 &&
                  strncmp(reply, "ok reloaded period_ms=20", 24) == 0);
     CHECK(c, request(sock, "flush", reply, sizeof reply) == 0 && strcmp(reply, "ok flushed\n") == 0);
