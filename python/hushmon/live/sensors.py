@@ -10,6 +10,7 @@ is shown. To show another sensor: add a line to :data:`KEY_SENSORS`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field as dc_field
@@ -80,6 +81,7 @@ class ParsedSensor:
         return dict(self.tags).get(name, "")
 
 
+@functools.lru_cache(maxsize=65536)  # a cluster has a few thousand keys, sent every period
 def parse_sensor(wire_key: str) -> ParsedSensor | None:
     """A summary's sensor key split (host dropped), None when it is not a key."""
     key, sep, field_name = wire_key.rpartition(" ")

@@ -58,6 +58,29 @@ class Parsed:
     sensors: dict[ParsedSensor, Summary]
 
 
+def _moments(obj: Any) -> Summary | str:
+    """The moments of a sensor's summary; the sketch is left out (the live
+    views show no quantiles, and reading it was 3/4 of the time per message)."""
+    if not isinstance(obj, dict):
+        return "not an object"
+    try:
+        out = Summary(
+            count=int(obj["count"]),
+            sum=float(obj["sum"]),
+            mean=float(obj["mean"]),
+            m2=float(obj["m2"]),
+            min=float(obj["min"]),
+            max=float(obj["max"]),
+        )
+    except KeyError as exc:
+        return f"summary without {exc.args[0]!r}"
+    except (TypeError, ValueError) as exc:
+        return f"summary has a value of the wrong type ({exc})"
+    if out.count <= 0:
+        return f"summary count {out.count} is not positive"
+    return out
+
+
 def parse_payload(subject: str, payload: bytes) -> Parsed | str:
     """A summary message, or why it is not one (never raises)."""
     try:
@@ -98,10 +121,10 @@ def parse_payload(subject: str, payload: bytes) -> Parsed | str:
         sensor = parse_sensor(key)
         if sensor is None:
             return f"{subject}: bad sensor key {key!r}"
-        try:
-            sensors[sensor] = Summary.from_json(value)
-        except ValueError as exc:
-            return f"{subject}: sensor {key!r}: {exc}"
+        summary = _moments(value)
+        if isinstance(summary, str):
+            return f"{subject}: sensor {key!r}: {summary}"
+        sensors[sensor] = summary
     return Parsed(level, job, rack if level == "rack" else "", time_ns, sources, sensors)
 
 
@@ -157,7 +180,7 @@ def app_metrics(job: str, sensors: dict[ParsedSensor, Summary]) -> list[dict[str
                 continue
             name = sensor.tag(name_tag)
             merged = by_name.setdefault(name, Summary())
-            merged.merge(Summary.from_json(summary.to_json()))  # a copy: never alter the period
+            merged.merge(summary)  # into a new Summary: the period's stays as it is
             ranks.setdefault(name, set()).add(sensor.tag("rank"))
         for name in sorted(by_name):
             label = name if measurement == "app" else f"phase {name}"
@@ -208,7 +231,7 @@ class LiveState:
             if r.time_ns != newest:
                 continue
             copy = Period(r.time_ns, r.received_ns, set(r.sources), {})
-            copy.sensors = {k: Summary.from_json(v.to_json()) for k, v in r.sensors.items()}
+            copy.sensors = {k: Summary().merge(v) for k, v in r.sensors.items()}
             if merged is None:
                 merged = copy
             else:
