@@ -55,6 +55,7 @@ typedef struct hm_agent {
         char job[HM_JOB_ID_MAX];  /* "" when no job-scoped change is active */
         int64_t period_ms;
         char sources[512];
+        hm_app_muted muted;
     } job_scope;
 } hm_agent;
 

@@ -55,6 +55,11 @@ static void append_state(const hm_agent *a, bool period, char *out, size_t size)
     }
     if (first)
         append(out, size, "-");
+    append(out, size, " apps_muted=");
+    for (size_t i = 0; i < a->app.muted.n; i++)
+        append(out, size, "%s%s", i ? "," : "", a->app.muted.name[i]);
+    if (a->app.muted.n == 0)
+        append(out, size, "-");
     if (a->job_scope.job[0] != '\0')
         append(out, size, " scope=job:%s", a->job_scope.job);
     else
@@ -173,14 +178,15 @@ static bool job_owner_may(hm_agent *a, long uid, const char *id, char *why, size
     return true;
 }
 
-/* set [job=ID] [period=DUR] [sources=+a,-b|a,b]: checked whole first, so
+/* set [job=ID] [period=DUR] [sources=+a,-b|a,b] [apps=-NAME,+NAME]:
+ * checked whole first, so
  * a bad value changes nothing; applied at once, which the sampling loop
  * sees at its next period boundary (the timer is re-armed there). */
 static void do_set(request *r)
 {
     hm_agent *a = r->a;
     hm_error err;
-    const char *job = NULL, *period = NULL, *sources = NULL;
+    const char *job = NULL, *period = NULL, *sources = NULL, *apps = NULL;
     for (int i = 0; i < r->argc; i++) {
         char *eq = strchr(r->argv[i], '=');
         const char **slot = NULL;
@@ -189,17 +195,25 @@ static void do_set(request *r)
             slot = strcmp(r->argv[i], "job") == 0       ? &job
                    : strcmp(r->argv[i], "period") == 0  ? &period
                    : strcmp(r->argv[i], "sources") == 0 ? &sources
+                   : strcmp(r->argv[i], "apps") == 0    ? &apps
                                                          : NULL;
         }
         if (slot == NULL || *slot != NULL || eq[1] == '\0') {
             snprintf(r->out, r->size, "error set: '%.60s' is not one of period=DUR, "
-                     "sources=+a,-b|a,b, job=ID (each at most once, with a value)", r->argv[i]);
+                     "sources=+a,-b|a,b, apps=-NAME,+NAME, job=ID (each at most once, with a "
+                     "value)", r->argv[i]);
             return;
         }
         *slot = eq + 1;
     }
-    if (period == NULL && sources == NULL) {
-        snprintf(r->out, r->size, "error set: nothing to set (period=DUR, sources=+a,-b)");
+    if (period == NULL && sources == NULL && apps == NULL) {
+        snprintf(r->out, r->size, "error set: nothing to set (period=DUR, sources=+a,-b, "
+                 "apps=-NAME,+NAME)");
+        return;
+    }
+    hm_app_muted muted = a->app.muted;
+    if (apps != NULL && hm_app_muted_edit(&muted, apps, &err) < 0) {
+        snprintf(r->out, r->size, "error set: %s", err.msg);
         return;
     }
     int64_t period_ms = a->cfg.period_ms;
@@ -240,6 +254,7 @@ static void do_set(request *r)
     if (job != NULL && a->job_scope.job[0] == '\0') {
         a->job_scope.period_ms = a->cfg.period_ms;
         snprintf(a->job_scope.sources, sizeof a->job_scope.sources, "%s", a->cfg.sources);
+        a->job_scope.muted = a->app.muted;
     }
     if (period_ms != a->cfg.period_ms && set_period(a, period_ms, r->out, r->size) < 0)
         return;
@@ -248,6 +263,7 @@ static void do_set(request *r)
         snprintf(r->out, r->size, "error set: %s", err.msg);
         return;
     }
+    a->app.muted = muted;
     snprintf(a->job_scope.job, sizeof a->job_scope.job, "%s", job != NULL ? job : "");
     hm_log_notice("control: uid %ld%s set period %lld ms, sources %s%s%s", r->uid,
                   r->remote ? " (claimed, over NATS)" : "", (long long)a->cfg.period_ms,
@@ -287,6 +303,7 @@ void hm_agent_control_tick(hm_agent *a)
     if (strcmp(a->job_scope.sources, a->cfg.sources) != 0 &&
         hm_agent_set_sources(a, a->job_scope.sources, &err) < 0)
         hm_log_warn("control: restoring the sources: %s", err.msg);
+    a->app.muted = a->job_scope.muted;
 }
 
 static void do_job(request *r)
@@ -362,7 +379,7 @@ static const struct {
 } requests[] = {
     {"status", "status", true, do_status},
     {"period", "period MS", false, do_period},
-    {"set", "set [job=ID] period=DUR sources=+a,-b", true, do_set},
+    {"set", "set [job=ID] period=DUR sources=+a,-b apps=-NAME", true, do_set},
     {"job", "job begin ID [cgroup=PATH] | job end ID", false, do_job},
     {"flush", "flush", false, do_flush},
     {"reload", "reload", false, do_reload},

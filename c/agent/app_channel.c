@@ -353,13 +353,52 @@ static void read_clients(hm_app *app, hm_jobs *jobs)
     }
 }
 
+bool hm_app_is_muted(const hm_app_muted *m, const char *name)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (strcmp(m->name[i], name) == 0)
+            return true;
+    return false;
+}
+
+int hm_app_muted_edit(hm_app_muted *m, const char *edit, hm_error *err)
+{
+    hm_app_muted next = *m;
+    char list[1024];
+    if (snprintf(list, sizeof list, "%s", edit) >= (int)sizeof list)
+        return hm_error_set(err, "apps: list too long");
+    char *save = NULL;
+    for (char *t = strtok_r(list, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+        const char *name = t + 1;
+        size_t len = strlen(name);
+        if ((t[0] != '+' && t[0] != '-') || len == 0 || len > HM_APP_NAME_MAX)
+            return hm_error_set(err, "apps: '%s' is not +NAME or -NAME (1 .. %d bytes)", t,
+                                HM_APP_NAME_MAX);
+        bool muted = hm_app_is_muted(&next, name);
+        if (t[0] == '-' && !muted) {
+            if (next.n == HM_APP_MUTED_MAX)
+                return hm_error_set(err, "apps: at most %d names unsubscribed", HM_APP_MUTED_MAX);
+            snprintf(next.name[next.n++], sizeof next.name[0], "%s", name);
+        } else if (t[0] == '+' && muted) {
+            for (size_t i = 0; i < next.n; i++)
+                if (strcmp(next.name[i], name) == 0) {
+                    memmove(next.name[i], next.name[i + 1], (next.n - i - 1) * sizeof next.name[0]);
+                    next.n--;
+                    break;
+                }
+        }
+    }
+    *m = next;
+    return 0;
+}
+
 static void emit(hm_app *app, hm_lp *out)
 {
     static const char *const measurement[] = {"", "app", "app_event", "app_phase"};
     static const char *const tag[] = {"", "metric", "event", "phase"};
     for (size_t u = 0; u < app->nused; u++) {
         hm_app_series *s = &app->series[app->used[u]];
-        if (s->count > 0) {
+        if (s->count > 0 && !hm_app_is_muted(&app->muted, s->name)) {
             hm_lp_begin(out, measurement[s->kind]);
             hm_lp_tag(out, "job", s->job);
             if (s->rank >= 0) {

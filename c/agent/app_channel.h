@@ -27,6 +27,7 @@
 #define HM_APP_SERIES_MAX 2048      /* (job, rank, kind, name) per period */
 #define HM_APP_EVENT_TEXT_MAX 128   /* the last text of an event kept per period */
 #define HM_APP_READS_PER_PERIOD 64  /* messages read per client per period */
+#define HM_APP_MUTED_MAX 32         /* names the control channel unsubscribed */
 
 typedef struct hm_app_client {
     int fd;
@@ -55,6 +56,14 @@ typedef struct hm_app_counters {
         series_full, lib_dropped, clients_refused;
 } hm_app_counters;
 
+/* Application names left out of the batches (`set apps=-NAME`, the
+ * control channel): their values still arrive and are aggregated, and are
+ * then dropped instead of written. */
+typedef struct hm_app_muted {
+    size_t n;
+    char name[HM_APP_MUTED_MAX][HM_APP_NAME_MAX + 1];
+} hm_app_muted;
+
 typedef struct hm_app {
     int listen_fd;
     char path[108];
@@ -67,6 +76,7 @@ typedef struct hm_app {
     hm_app_counters total;
     uint64_t lib_dropped_closed; /* reported by clients that have gone */
     unsigned char *msg;       /* one message, HM_APP_MSG_MAX */
+    hm_app_muted muted;
 } hm_app;
 
 /* Nothing open; hm_app_collect and hm_app_close are no-ops. */
@@ -79,6 +89,11 @@ int hm_app_open(hm_app *app, const char *control_path, hm_error *err);
 void hm_app_close(hm_app *app);
 /* Accepts, reads what is queued, writes this period's lines. */
 void hm_app_collect(hm_app *app, hm_jobs *jobs, hm_lp *out);
+
+/* Applies "-a,+b" to m: -NAME unsubscribes (muted), +NAME subscribes
+ * again. On error m is as it was. */
+int hm_app_muted_edit(hm_app_muted *m, const char *edit, hm_error *err);
+bool hm_app_is_muted(const hm_app_muted *m, const char *name);
 
 /* Which job a client belongs to. cgroup_text: the content of the
  * client's /proc/PID/cgroup ("" if unreadable). Rules, in order: a job

@@ -240,3 +240,57 @@ def test_over_nats_many_agents_silent_and_missing_ones_listed(
     assert answer.startswith("ok applied host=n1 period_ms=1000"), answer
     r = hushmon_ctl("set", "period=abc", "--nodes", "n1", "--url", url)
     assert r.returncode == 1 and "n1\terror\tset: period 'abc'" in r.stdout
+
+
+def test_application_metrics_unsubscribed_and_subscribed_by_name(
+    bin_dir: Path, tmp_path: Path, agents: list[Agent]
+) -> None:
+    a = Agent(bin_dir, tmp_path, "n1", "--sink", "stdout", "--period-ms", "200")
+    agents.append(a)
+    sock = ["--socket", str(a.sock)]
+    begin = subprocess.run(
+        [str(bin_dir / "hushmon-agent"), *sock, "--send", "job begin a1"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert begin.returncode == 0, begin.stderr
+    code = (
+        "import time\n"
+        "from hushmon.app import Hushmon\n"
+        "hm = Hushmon()\n"
+        "assert hm.connected\n"
+        "end = time.monotonic() + 4\n"
+        "while time.monotonic() < end:\n"
+        "    hm.metric('keep_s', 1.0); hm.metric('mute_s', 2.0); hm.flush(); time.sleep(0.02)\n"
+        "hm.close()\n"
+    )
+    env = {
+        **os.environ,
+        "HUSHMON_APP_SOCKET": str(a.sock.parent / "app.sock"),
+        "HUSHMON_JOB": "a1",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "python"),
+    }
+    app = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: b"metric=mute_s" in a.out.read_bytes(), "the app's first values")
+        r = hushmon_ctl("set", "apps=-mute_s", *sock)
+        assert r.returncode == 0 and "apps_muted=mute_s" in r.stdout, r.stdout + r.stderr
+        since = len(a.out.read_bytes())
+        time.sleep(1.0)  # 5 periods
+        after = a.out.read_bytes()[since:]
+        assert after.count(b"metric=keep_s") >= 3 and b"metric=mute_s" not in after
+        r = hushmon_ctl("set", "apps=+mute_s,-nosuch_yet", *sock)
+        assert r.returncode == 0 and "apps_muted=nosuch_yet" in r.stdout, r.stdout
+        since = len(a.out.read_bytes())
+        wait_for(lambda: b"metric=mute_s" in a.out.read_bytes()[since:], "mute_s back")
+        r = hushmon_ctl("set", "apps=mute_s", *sock)
+        assert r.returncode == 1 and "is not +NAME or -NAME" in r.stdout
+    finally:
+        _, err = app.communicate(timeout=30)
+    assert app.returncode == 0, err
+
+
+def wait_for(cond: Callable[[], bool], what: str, within_s: float = 3.0) -> None:
+    t0 = time.monotonic()
+    while not cond():
+        assert time.monotonic() - t0 < within_s, f"{what}: not within {within_s} s"
+        time.sleep(0.05)

@@ -20,7 +20,7 @@ from hushmon.errors import HushmonError
 SUBJECT_HOST = "hm.ctl.host.{host}"
 SUBJECT_ALL = "hm.ctl.all"
 UID_HEADER = "Hm-Uid"
-SET_KEYS = ("period", "sources")
+SET_KEYS = ("period", "sources", "apps")
 
 
 @dataclass
@@ -75,7 +75,7 @@ class Outcome:
         out = []
         for a in sorted(self.answers, key=lambda a: a.host):
             if a.ok:
-                keys = ("period_ms", "sources", "jobs", "scope", "unopened")
+                keys = ("period_ms", "sources", "apps_muted", "jobs", "scope", "unopened")
                 state = " ".join(f"{k}={a.state[k]}" for k in keys if k in a.state)
                 out.append(f"{a.host}\tok\t{state}")
             elif not (self.broadcast and a.not_here):
@@ -104,12 +104,14 @@ def build_request(verb: str, settings: list[str], job: str | None) -> str:
             raise HushmonError("ctl status takes no settings")
         return "status"
     if not settings:
-        raise HushmonError("ctl set: nothing to set (period=DUR, sources=+a,-b)")
+        raise HushmonError("ctl set: nothing to set (period=DUR, sources=+a,-b, apps=-NAME,+NAME)")
     seen = set()
     for s in settings:
         key, eq, value = s.partition("=")
         if key not in SET_KEYS or not eq or not value or " " in value:
-            raise HushmonError(f"ctl set: '{s}' is not period=DUR or sources=+a,-b|a,b")
+            raise HushmonError(
+                f"ctl set: '{s}' is not period=DUR, sources=+a,-b|a,b or apps=-NAME,+NAME"
+            )
         if key in seen:
             raise HushmonError(f"ctl set: {key} given twice")
         seen.add(key)

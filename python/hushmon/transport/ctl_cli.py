@@ -22,7 +22,7 @@ def register(subparsers: Any) -> None:
     )
     sub = p.add_subparsers(dest="ctl_command", metavar="{set,status}", required=True)
     for name, help_text in (
-        ("set", "set period=DUR and/or sources=+a,-b (or a,b) on the agents"),
+        ("set", "set period=DUR, sources=+a,-b (or a,b), apps=-NAME,+NAME on the agents"),
         ("status", "each agent's applied state"),
     ):
         q = sub.add_parser(name, help=help_text, description=help_text)
@@ -31,7 +31,8 @@ def register(subparsers: Any) -> None:
                 "settings",
                 nargs="+",
                 metavar="KEY=VALUE",
-                help="period=200ms (10ms .. 1h), sources=+pmu,-disk (edit) or sources=cpu,mem",
+                help="period=200ms (10ms .. 1h), sources=+pmu,-disk (edit) or sources=cpu,mem, "
+                "apps=-NAME,+NAME (unsubscribe / subscribe application metrics by name)",
             )
         q.add_argument("--nodes", metavar="HOSTLIST", help="these agents, e.g. n[1-4,7]")
         q.add_argument(
