@@ -13,6 +13,7 @@ packages=(
   linux-perf                          # perf stat, for checks of the PMU
   prometheus-node-exporter collectd-core pcp  # agents compared in bench/ and measured by hushmon noise
   chromium                            # headless screenshots of reports in tests
+  tmux                                # hushmon top is tested in a tmux pane
   iproute2 procps util-linux          # namespaces, tc, nsenter: the test bed
   slurmctld slurmd slurm-client munge # real Slurm on the test bed
 )

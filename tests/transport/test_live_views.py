@@ -73,8 +73,8 @@ def test_top_once_shows_the_job_racks_and_app_metric(traffic: str) -> None:
     assert "iter_s" not in r.stdout
 
 
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux missing: scripts/install-deps.sh")
 def test_top_under_tmux_redraws_with_newer_periods(traffic: str, tmp_path: Path) -> None:
+    assert shutil.which("tmux"), "tmux missing: run scripts/install-deps.sh"
     session = f"hm-top-{os.getpid()}"
     cmd = " ".join([*HUSHMON, "top", "--url", traffic])
     subprocess.run(
