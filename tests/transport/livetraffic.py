@@ -49,6 +49,7 @@ class LiveTraffic:
         self.url = url
         self.procs: list[subprocess.Popen[bytes]] = []
         self.published = 0
+        self.failed = 0
         self._stop = threading.Event()
         common = ["--url", url, "--period-grace-ms", str(GRACE_MS)]
         for args in [["--rack", r] for r in RACKS] + [["--top"]]:
@@ -66,7 +67,7 @@ class LiveTraffic:
     async def _publish(self) -> None:
         import nats
 
-        nc = await nats.connect(self.url)
+        nc = await nats.connect(self.url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
         js = nc.jetstream()
         rng = random.Random(7)
         seq = 0
@@ -78,8 +79,11 @@ class LiveTraffic:
                     for host in hosts:
                         text = batch(host, t_ns, seq, rng)
                         hdrs = batch_headers(host, EPOCH, seq, text.count("\n"))
-                        await js.publish(raw_subject(rack, host), text.encode(), headers=hdrs)
-                        self.published += 1
+                        try:
+                            await js.publish(raw_subject(rack, host), text.encode(), headers=hdrs)
+                            self.published += 1
+                        except Exception:  # noqa: BLE001  # server away: as an agent, go on
+                            self.failed += 1
                 await asyncio.sleep(1.0 - (time.time() % 1.0) + 0.05)
         finally:
             await nc.close()

@@ -172,3 +172,21 @@ def test_unreachable_server_and_bad_flags_are_one_line() -> None:
     ):
         r = hushmon(*args)
         assert (r.returncode, r.stderr.strip()) == (2, f"hushmon: {why}")
+
+
+def test_serve_follows_a_server_killed_and_restarted(
+    nats_server: LocalNatsServer, served: str
+) -> None:
+    def newest() -> int:
+        state = json.loads(urllib.request.urlopen(served + "state", timeout=10).read())
+        return max((j["time_ns"] for j in state["jobs"]), default=0)
+
+    before = newest()
+    nats_server.stop(kill=True)
+    time.sleep(2.0)
+    assert newest() >= before  # the page's server still answers with what it had
+    nats_server.start()
+    deadline = time.monotonic() + 30
+    while newest() <= before + 2_000_000_000:
+        assert time.monotonic() < deadline, "no newer period within 30 s of the restart"
+        time.sleep(0.5)
