@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -156,8 +157,12 @@ def test_serve_page_renders_and_updates_in_headless_chromium(served: str, tmp_pa
     assert shot.returncode == 0 and png.stat().st_size > 20_000, shot.stderr[-2000:]
 
 
-def test_unreachable_server_and_bad_flags_are_one_line() -> None:
+def test_unreachable_server_and_bad_flags_are_one_line(nats_server: LocalNatsServer) -> None:
     url = f"nats://127.0.0.1:{free_port()}"
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    busy_port = busy.getsockname()[1]
     for args in (["top", "--url", url, "--once"], ["top", "--url", url],
                  ["serve", "--url", url, "--port", "0"]):  # fmt: skip
         r = hushmon(*args, timeout=30)
@@ -168,6 +173,10 @@ def test_unreachable_server_and_bad_flags_are_one_line() -> None:
         assert "Connection refused" in r.stderr and r.stdout == ""
     for args, why in (
         (["serve", "--url", url, "--port", "70000"], "--port 70000 is not a TCP port"),
+        (
+            ["serve", "--url", nats_server.url, "--host", "127.0.0.1", "--port", str(busy_port)],
+            f"cannot listen on 127.0.0.1:{busy_port}: Address already in use",
+        ),
         (["top", "--url", url, "--stale-s", "-1"], "--stale-s must be 0 or positive"),
     ):
         r = hushmon(*args)

@@ -124,7 +124,7 @@ function render(snap) {
   for (const h of ["job", "nodes", "period (UTC)", "age s"]) {
     hr.append(el("th", {class: "text"}, h));
   }
-  for (const l of labels) hr.append(el("th", {}, l));
+  labels.forEach((l, i) => hr.append(el("th", {}, l + (snap.units[i] ? " " + snap.units[i] : ""))));
   thead.append(hr);
   for (const job of snap.jobs) {
     record(job);

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -28,6 +29,7 @@ MAX_REQUEST_BYTES = 8192
 def snapshot_json(state: LiveState, stale_s: float) -> str:
     snap = state.snapshot(time.time_ns(), stale_s)
     snap["labels"] = [k.label for k in KEY_SENSORS]
+    snap["units"] = [k.unit for k in KEY_SENSORS]
     return json.dumps(snap, separators=(",", ":"))
 
 
@@ -113,7 +115,8 @@ async def run_serve(url: str, host: str, port: int, stale_s: float, interval_s: 
         try:
             server = await asyncio.start_server(srv.handle, host, port, limit=MAX_REQUEST_BYTES)
         except OSError as exc:
-            raise HushmonError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+            why = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise HushmonError(f"cannot listen on {host}:{port}: {why}") from exc
         bound = server.sockets[0].getsockname()
         print(f"hushmon serve: http://{bound[0]}:{bound[1]}/ (summaries from {url})",
               file=sys.stderr, flush=True)  # fmt: skip
