@@ -209,6 +209,19 @@ def test_server_down_and_bad_db_give_one_line(tmp_path: Path) -> None:
     assert r.returncode != 0 and r.stderr.count("\n") == 1 and "store" in r.stderr
     r = hushmon("collect", "--url", url, "--db", str(tmp_path), "--once")
     assert r.returncode != 0 and "folder" in r.stderr and r.stderr.count("\n") == 1
+    r = hushmon("collect", "--url", url, "--db", str(tmp_path / "m.duckdb"), "--memory-mib", "8")
+    assert r.returncode != 0 and "--memory-mib" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_the_store_keeps_its_memory_bound(tmp_path: Path) -> None:
+    from hushmon.transport.collect_store import CollectorStore
+
+    store = CollectorStore(tmp_path / "c.duckdb", memory_mib=300)
+    try:
+        limit = store.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    finally:
+        store.close()
+    assert limit == "300.0 MiB", limit
 
 
 def test_wait_connects_when_the_server_comes(tmp_path: Path) -> None:

@@ -44,6 +44,13 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="messages fetched and stored per transaction (default 512)",
     )
+    p.add_argument(
+        "--memory-mib",
+        type=int,
+        default=512,
+        metavar="N",
+        help="the store's memory bound in MiB (DuckDB's memory_limit; default 512)",
+    )
     p.add_argument("--json", metavar="FILE|-", help="write the final report as JSON ('-' = stdout)")
     p.set_defaults(func=run)
 
@@ -60,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
         raise HushmonError("--max-batch-bytes must be positive")
     if args.fetch_batch <= 0:
         raise HushmonError("--fetch-batch must be positive")
+    if args.memory_mib < 64:
+        raise HushmonError("--memory-mib must be at least 64")
     human = jsonio.human_stream(args.json)
     opts = CollectOptions(
         url=args.url,
@@ -69,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         forward_lp=args.forward_lp,
         max_batch_bytes=args.max_batch_bytes or MAX_PAYLOAD_BYTES,
         fetch_batch=args.fetch_batch,
+        memory_mib=args.memory_mib,
         progress=sys.stderr,  # progress always on stderr; the final report where --json says
     )
     report = collect(opts)

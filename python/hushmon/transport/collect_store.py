@@ -108,14 +108,26 @@ def _event_host(msg: Message) -> str:
     return host or msg.subject.rsplit(".", 1)[-1]
 
 
+# DuckDB's buffer manager may take 80 % of the machine's memory by default:
+# a collector running for months beside other services keeps its own bound
+# (inserts spill nothing; the store's pages are read back as needed).
+COLLECT_MEMORY_MIB = 512
+
+
 class CollectorStore:
     """The collector's writer: one open store, one transaction per call."""
 
-    def __init__(self, db_path: Path, max_batch_bytes: int = MAX_PAYLOAD_BYTES) -> None:
+    def __init__(
+        self,
+        db_path: Path,
+        max_batch_bytes: int = MAX_PAYLOAD_BYTES,
+        memory_mib: int = COLLECT_MEMORY_MIB,
+    ) -> None:
         self.db_path = Path(db_path)
         self.max_batch_bytes = max_batch_bytes
         self.stats = CollectStats()
         self.con = open_store(self.db_path)
+        self.con.execute(f"SET memory_limit = '{int(memory_mib)}MiB'").fetchall()
         self._ingester = _Ingester(self.con, IngestReport(self.db_path, Path("-")), False)
 
     def close(self) -> None:

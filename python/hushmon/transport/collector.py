@@ -20,7 +20,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hushmon.errors import HushmonError
-from hushmon.transport.collect_store import CollectorStore, CollectStats, Message
+from hushmon.transport.collect_store import (
+    COLLECT_MEMORY_MIB,
+    CollectorStore,
+    CollectStats,
+    Message,
+)
 from hushmon.transport.connect import reachable
 from hushmon.transport.forward import ForwardStats, LineForwarder
 from hushmon.transport.natsserver import (
@@ -55,6 +60,7 @@ class CollectOptions:
     forward_lp: str | None = None
     fetch_batch: int = FETCH_BATCH
     max_batch_bytes: int = MAX_PAYLOAD_BYTES
+    memory_mib: int = COLLECT_MEMORY_MIB
     progress: TextIO | None = None
 
 
@@ -218,7 +224,9 @@ async def _pending(sub: Any) -> int:
 async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectReport:
     started = time.monotonic()
     report = CollectReport(url=opts.url, db=str(opts.db))
-    store = CollectorStore(opts.db, opts.max_batch_bytes)  # a bad --db fails before connecting
+    store = CollectorStore(
+        opts.db, opts.max_batch_bytes, opts.memory_mib
+    )  # a bad --db fails before connecting
     report.stats = store.stats
     forwarder = LineForwarder(opts.forward_lp) if opts.forward_lp else None
     nc = None
