@@ -54,6 +54,10 @@ def test_short_study_end_to_end(tmp_path: Path) -> None:
     spools = list((out / "runs").glob("agent-*-hushmon/spool"))
     assert spools and any(f.stat().st_size > 0 for s in spools for f in s.rglob("*") if f.is_file())
     assert agents_using(out) == []
+    (usage,) = doc["agent_usage"]  # the baseline has no agent
+    assert usage["mode"] == "hushmon" and usage["starts"] >= 1
+    assert usage["cpu_s"] > 0 and 0 < usage["cpu_pct"] < 100
+    assert "% of one CPU" in r.stderr
     report = Path(doc["report"]).read_text()
     assert "<svg" in report and "Slowdown" in report and "Anomalous runs" in report
     assert json.loads((out / "overhead.json").read_text())["settings"]["runs"] == 2

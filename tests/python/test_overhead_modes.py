@@ -4,13 +4,14 @@ and gone after stop(). A mode whose package is missing here is skipped."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 import pytest
 
 from hushmon.overhead.modes import MODES, get
-from hushmon.overhead.modes.base import Processes
+from hushmon.overhead.modes.base import Processes, pid_cpu_s, process_cpu_s
 
 PERIOD_S = 0.5
 
@@ -47,6 +48,7 @@ def test_agent_writes_samples_and_stops(name: str, tmp_path: Path) -> None:
     try:
         time.sleep(4 * PERIOD_S)
         assert all(p.poll() is None for p in procs.procs)
+        assert procs.cpu_s() > 0  # at least its start-up and a few samples
     finally:
         procs.stop()
     assert all(p.returncode is not None for p in procs.procs)
@@ -61,6 +63,8 @@ def test_node_exporter_is_scraped_each_period(tmp_path: Path) -> None:
     try:
         time.sleep(5 * PERIOD_S)
         scrapes = procs.counters["scrapes"]()
+        scraper_cpu_s = procs.extra_cpu_s[0]()
+        assert procs.cpu_s() >= scraper_cpu_s > 0
     finally:
         procs.stop()
     assert 3 <= scrapes <= 7 and procs.counters["failures"]() == 0
@@ -87,3 +91,30 @@ def test_pcp_logs_an_archive(tmp_path: Path) -> None:
     archive = [f for f in tmp_path.glob("archive.*") if f.suffix not in (".index", ".meta")]
     assert archive and archive[0].stat().st_size > 0
     assert all(p.returncode is not None for p in procs.procs)
+
+
+def test_process_cpu_s_reads_utime_and_stime_after_the_name(tmp_path: Path) -> None:
+    # A command name with spaces and a ')' must not shift the fields.
+    stat = tmp_path / "stat"
+    fields = ["S"] + ["0"] * 10 + ["250", "50"] + ["0"] * 30
+    stat.write_text("4242 (odd) name) " + " ".join(fields) + "\n")
+    ticks = os.sysconf("SC_CLK_TCK")
+    assert process_cpu_s(str(stat)) == pytest.approx(300 / ticks)
+    assert process_cpu_s(str(tmp_path / "gone")) == 0.0
+
+
+def test_pid_cpu_s_counts_this_process_in_nanoseconds() -> None:
+    before = pid_cpu_s(os.getpid())
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < 0.02:
+        pass
+    assert pid_cpu_s(os.getpid()) - before >= 0.015
+
+
+def test_a_daemon_that_exits_is_reported(tmp_path: Path) -> None:
+    import subprocess
+
+    procs = Processes([subprocess.Popen(["sh", "-c", "exit 3"])])
+    procs.procs[0].wait()
+    assert procs.dead() == "sh exited with code 3"
+    assert procs.cpu_s() == 0.0  # a dead process is not read

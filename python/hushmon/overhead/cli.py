@@ -117,7 +117,9 @@ def main(args: argparse.Namespace) -> int:
         file=human,
         flush=True,
     )
-    results = execute(schedule, work, args.period_s, args.settle_s, stderr_ticker(len(schedule)))
+    results, usage = execute(
+        schedule, work, args.period_s, args.settle_s, stderr_ticker(len(schedule))
+    )
     wall_s = time.monotonic() - t0
     load_end = os.getloadavg()
     config_names = [str(c) for c in configs]
@@ -151,6 +153,11 @@ def main(args: argparse.Namespace) -> int:
             "started": stamp, "wall_s": wall_s,
         },
         "analysis": analysis,
+        "agent_usage": [
+            {"mode": u.mode, "starts": u.starts, "up_s": u.up_s, "cpu_s": u.cpu_s,
+             "cpu_pct": u.cpu_pct}
+            for u in usage.values() if u.mode != BASELINE
+        ],
         "runs": results,
         "notes": notes,
     }  # fmt: skip
@@ -162,6 +169,12 @@ def main(args: argparse.Namespace) -> int:
     print(text_table(analysis), file=human)
     anomalies = analysis["anomalies"]
     assert isinstance(anomalies, list)
+    for u in doc["agent_usage"]:
+        print(
+            f"{u['mode']}: {u['cpu_pct']:.3f} % of one CPU ({u['cpu_s']:.2f} CPU s in "
+            f"{u['up_s']:.0f} s up, {u['starts']} starts)",
+            file=human,
+        )
     print(f"anomalous runs: {len(anomalies)} (listed in the report and the JSON)", file=human)
     for a in anomalies:
         print(

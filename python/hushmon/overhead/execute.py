@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -73,20 +74,51 @@ def run_kernel(run: PlannedRun, work: Path) -> tuple[float | None, str | None]:
 Progress = Callable[[int, RunResult], None]
 
 
+@dataclass
+class AgentUsage:
+    """What a mode's agent used in its steady state (from the end of the
+    settle time after its start to its stop, so start-up work is left out):
+    its CPU seconds over those wall seconds, summed over its starts."""
+
+    mode: str
+    starts: int = 0
+    up_s: float = 0.0
+    cpu_s: float = 0.0
+
+    @property
+    def cpu_pct(self) -> float:
+        """Percent of one CPU."""
+        return 100.0 * self.cpu_s / self.up_s if self.up_s > 0 else float("nan")
+
+
 def execute(
     schedule: list[PlannedRun], work: Path, period_s: float, settle_s: float, tick: Progress
-) -> list[RunResult]:
+) -> tuple[list[RunResult], dict[str, AgentUsage]]:
     results: list[RunResult] = []
-    current: tuple[str, Running] | None = None
+    usage: dict[str, AgentUsage] = {}
+    current: tuple[str, Running, float, float] | None = None
+
+    def stop_current() -> None:
+        assert current is not None
+        mode, agent, since, cpu_at_since = current
+        u = usage.setdefault(mode, AgentUsage(mode))
+        u.cpu_s += agent.cpu_s() - cpu_at_since  # read while it still runs
+        u.up_s += time.monotonic() - since
+        u.starts += 1
+        agent.stop()
+
     try:
         for run in schedule:
             if current is None or current[0] != run.mode:
                 if current is not None:
-                    current[1].stop()
+                    stop_current()
                     current = None
-                agent = get(run.mode).start(work / f"agent-{run.index:05d}-{run.mode}", period_s)
-                current = (run.mode, agent)
+                agent_dir = work / f"agent-{run.index:05d}-{run.mode}"
+                shutil.rmtree(agent_dir, ignore_errors=True)  # a study again into --out
+                agent = get(run.mode).start(agent_dir, period_s)
+                current = (run.mode, agent, time.monotonic(), 0.0)
                 time.sleep(settle_s)
+                current = (run.mode, agent, time.monotonic(), agent.cpu_s())
             load1 = os.getloadavg()[0]
             t0 = time.monotonic()
             time_s, error = run_kernel(run, work)
@@ -96,10 +128,18 @@ def execute(
             )  # fmt: skip
             results.append(result)
             tick(len(results), result)
+            # A daemon that died would make every later run of its mode a
+            # run without monitoring: stop the study instead.
+            why = current[1].dead()
+            if why:
+                raise HushmonError(
+                    f"mode {run.mode}: {why} during run {run.index} (its log is in {agent_dir})",
+                    exit_code=1,
+                )
     finally:
         if current is not None:
-            current[1].stop()
-    return results
+            stop_current()
+    return results, usage
 
 
 def stderr_ticker(total: int) -> Progress:

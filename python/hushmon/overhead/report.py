@@ -118,6 +118,20 @@ def write_report(path: Path, doc: dict[str, Any], slowdowns: list[Slowdown]) -> 
         ["mode", "average of the mean slowdowns, %"],
         list(analysis["averages_mean_pct"].items()),
     )
+    if doc.get("agent_usage"):
+        page.heading("What the agents used")
+        page.table(
+            ["mode", "% of one CPU", "CPU s", "up s", "starts"],
+            [[u["mode"], u["cpu_pct"], u["cpu_s"], u["up_s"], u["starts"]]
+             for u in doc["agent_usage"]],
+        )  # fmt: skip
+        page.paragraph(
+            "On-CPU time of each agent's processes (all threads) from the end of the settle "
+            "time after each start to its stop (start-up left out), and of the scraper "
+            "thread for node_exporter: a direct measure of the agents' own work at their "
+            "period, whatever the kernels' times can resolve.",
+            "meta",
+        )
     if slowdowns:
         page.figure(
             slowdown_figure(slowdowns, list(dict.fromkeys(s.mode for s in slowdowns))),

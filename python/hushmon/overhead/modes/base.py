@@ -20,6 +20,14 @@ STOP_TIMEOUT_S = 10.0
 class Running(Protocol):
     def stop(self) -> None: ...
 
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the mode's processes have used so far."""
+        ...
+
+    def dead(self) -> str | None:
+        """Which of the mode's daemons has exited, if one has."""
+        ...
+
 
 class Mode(Protocol):
     name: str
@@ -44,6 +52,20 @@ class Processes:
     # What the mode did, read at any time (e.g. {"scrapes": ...}): tests
     # check a mode really works, not only that its process is up.
     counters: dict[str, Callable[[], int]] = field(default_factory=dict)
+    # CPU seconds of work done inside this process for the mode (a scraper).
+    extra_cpu_s: list[Callable[[], float]] = field(default_factory=list)
+
+    def dead(self) -> str | None:
+        for p in self.procs:
+            if p.poll() is not None:
+                return f"{Path(str(p.args[0])).name} exited with code {p.returncode}"  # type: ignore[index]
+        return None
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds of the daemons (while they run) and of
+        any work this process does for the mode."""
+        total = sum(pid_cpu_s(p.pid) for p in self.procs if p.poll() is None)
+        return total + sum(f() for f in self.extra_cpu_s)
 
     def stop(self) -> None:
         for undo in self.before_stop:
@@ -52,6 +74,38 @@ class Processes:
             stop_process(proc)
         for undo in self.after_stop:
             undo()
+
+
+def process_cpu_s(stat_path: str) -> float:
+    """utime + stime from a /proc/.../stat file, in seconds (0 if gone).
+    Clock ticks (10 ms): a fallback where schedstat is missing."""
+    try:
+        with open(stat_path) as f:
+            text = f.read()
+    except OSError:
+        return 0.0
+    # The command name may hold spaces: fields are counted after its ')'.
+    fields = text[text.rfind(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def task_cpu_s(task_dir: str) -> float:
+    """On-CPU time of one thread (/proc/PID/task/TID) in seconds: schedstat's
+    nanoseconds, since an agent uses far less than a clock tick per sample."""
+    try:
+        with open(f"{task_dir}/schedstat") as f:
+            return int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return process_cpu_s(f"{task_dir}/stat")
+
+
+def pid_cpu_s(pid: int) -> float:
+    """On-CPU seconds of every live thread of a process (0 if gone)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    return sum(task_cpu_s(f"/proc/{pid}/task/{tid}") for tid in tids)
 
 
 def spawn(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:

@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 from hushmon.errors import HushmonError
-from hushmon.overhead.modes.base import Processes, spawn, wait_until
+from hushmon.overhead.modes.base import Processes, spawn, task_cpu_s, wait_until
 
 EXE = "prometheus-node-exporter"
 
@@ -41,11 +41,13 @@ class Scraper:
     def __init__(self, url: str, period_s: float) -> None:
         self.url, self.period_s = url, period_s
         self.scrapes = self.failures = 0
+        self.native_id: int | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="scraper", daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
+        self.native_id = threading.get_native_id()
         while True:
             now = time.time()
             if self._stop.wait(self.period_s - now % self.period_s):
@@ -57,6 +59,12 @@ class Scraper:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
+
+    def cpu_s(self) -> float:
+        """The scraper thread's CPU seconds (what scraping costs this node)."""
+        if self.native_id is None or not self._thread.is_alive():
+            return 0.0
+        return task_cpu_s(f"/proc/self/task/{self.native_id}")
 
 
 class NodeExporter:
@@ -88,6 +96,7 @@ class NodeExporter:
             [proc],
             before_stop=[scraper.stop],
             counters={"scrapes": lambda: scraper.scrapes, "failures": lambda: scraper.failures},
+            extra_cpu_s=[scraper.cpu_s],
         )
 
 

@@ -67,7 +67,7 @@ class Pcp:
         (work / "run").mkdir(exist_ok=True)
         # A private namespace of the two PMDAs (the system's may not be built).
         merged = subprocess.run(
-            [pmnsmerge, "root_root", "root_pmcd", "root_linux", str(work / "pmns")],
+            [pmnsmerge, "-f", "root_root", "root_pmcd", "root_linux", str(work / "pmns")],
             cwd=PMNS, capture_output=True, text=True, check=False,
         )  # fmt: skip
         if merged.returncode != 0:
