@@ -176,3 +176,22 @@ def test_top_frame_shows_jobs_racks_and_app_metrics() -> None:
     assert "iter_s" in frame
     other = render(snap, "nats://hub:4222", job="999")
     assert "no summaries yet for job 999" in other and "iter_s" not in other
+
+
+def test_history_keeps_every_period_in_order_with_its_raw_values() -> None:
+    msgs = recorded()
+    history = feed(msgs).history()
+    periods = sorted({json.loads(p)["time_ns"] for s, p in msgs if s == "hm.sum.job.42"})
+    entries = history["42"]
+    assert [e["time_ns"] for e in entries] == periods  # oldest first, the open one last
+    for entry in entries:
+        job_msg = next(
+            json.loads(p)
+            for s, p in msgs
+            if s == "hm.sum.job.42" and json.loads(p)["time_ns"] == entry["time_ns"]
+        )
+        k = next(iter(job_msg["sources"]))[2]  # livetraffic: one seq per period for all hosts
+        users = [10.0 + (k * 7 + r * 3) % 80 for r in range(4)]
+        lo, avg, hi = entry["series"]["cpu usr"]
+        assert (lo, hi) == (min(users), max(users)) and avg == pytest.approx(sum(users) / 4)
+        assert entry["units"]["cpu usr"] == "%" and "app iter_s" in entry["series"]

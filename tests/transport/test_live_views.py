@@ -6,6 +6,7 @@ events (the plots hold several periods), /state, and errors in one line."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from livetraffic import JOB, LiveTraffic
@@ -115,21 +117,42 @@ def run_chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
-@pytest.fixture
-def served(traffic: str, tmp_path: Path) -> Iterator[str]:
-    err = tmp_path / "serve.err"
-    with err.open("w") as f:
-        proc = subprocess.Popen([*HUSHMON, "serve", "--url", traffic, "--port", "0"], stderr=f)
+@contextlib.contextmanager
+def serving(url: str, log: Path, *args: str) -> Iterator[str]:
+    """``hushmon serve`` on a free port: its base URL while it runs."""
+    with log.open("w") as f:
+        proc = subprocess.Popen([*HUSHMON, "serve", "--url", url, "--port", "0", *args], stderr=f)
     try:
-        deadline = time.monotonic() + 20
-        while not (m := re.search(r"(http://\S+/)", err.read_text())):
-            assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+        deadline = time.monotonic() + 30
+        while not (m := re.search(r"(http://\S+/)", log.read_text())):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
         yield m.group(1)
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=15) == 0
-        assert "Traceback" not in err.read_text()
+        assert "Traceback" not in log.read_text()
+
+
+@pytest.fixture
+def served(traffic: str, tmp_path: Path) -> Iterator[str]:
+    with serving(traffic, tmp_path / "serve.err") as base:
+        yield base
+
+
+def get_json(url: str) -> Any:
+    return json.loads(urllib.request.urlopen(url, timeout=10).read())
+
+
+def test_serve_starts_with_the_periods_before_it(traffic: str, tmp_path: Path) -> None:
+    time.sleep(4)  # a few more job summaries in HM_SUM
+    with serving(traffic, tmp_path / "a.err") as base:
+        entries = get_json(base + "history")[JOB]
+    times = [e["time_ns"] for e in entries]
+    assert len(times) >= 4 and times == sorted(set(times)), times
+    assert all(e["series"]["cpu usr"][1] is not None for e in entries)
+    with serving(traffic, tmp_path / "b.err", "--history-s", "0") as base:
+        assert len(get_json(base + "history").get(JOB, [])) <= 2  # the newest, maybe one more
 
 
 def test_serve_page_renders_and_updates_in_headless_chromium(served: str, tmp_path: Path) -> None:
@@ -146,8 +169,11 @@ def test_serve_page_renders_and_updates_in_headless_chromium(served: str, tmp_pa
     dom = run_chromium(["--virtual-time-budget=30000", "--dump-dom", served + "?max=5"],
                        tmp_path / "p1").stdout  # fmt: skip
     assert re.search(r'id="updates">5<', dom), dom[-3000:]
+    before = re.search(r'id="history">(\d+)<', dom)
     shown = re.search(rf"job {JOB}: 4 node\(s\) n1 n2 n3 n4, (\d+) period\(s\) shown", dom)
-    assert shown and int(shown.group(1)) >= 3, dom[-3000:]  # one event a second, a period a second
+    assert before and shown, dom[-3000:]
+    # one event a second over 4 s, a period a second: the events added periods
+    assert int(shown.group(1)) >= int(before.group(1)) + 3, dom[-3000:]
     assert re.search(r'data-sensor="cpu usr">[0-9.]+ \([0-9.]+-[0-9.]+\)<', dom)
     assert dom.count("<canvas") >= 7 and 'data-rack="r2"' in dom and "iter_s" in dom
 

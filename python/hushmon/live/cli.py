@@ -45,6 +45,14 @@ def register_serve(subparsers: Any) -> None:
     p.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: use a tunnel)"
     )
+    p.add_argument(
+        "--history-s",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="read the job summaries of the last S seconds at start, so the plots start "
+        "filled (default 300; 0 = from now on)",
+    )
     p.set_defaults(func=run_serve)
 
 
@@ -68,4 +76,6 @@ def run_serve(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         raise HushmonError(f"--port {args.port} is not a TCP port")
-    return serve(args.url, args.host, args.port, _stale(args))
+    if not args.history_s >= 0:
+        raise HushmonError("--history-s must be 0 or positive")
+    return serve(args.url, args.host, args.port, _stale(args), args.history_s)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from hushmon.errors import HushmonError
@@ -20,6 +21,7 @@ from hushmon.transport.connect import reachable
 from hushmon.transport.natsserver import SUM_STREAM
 
 SUBJECTS = "hm.sum.>"
+JOB_SUBJECTS = "hm.sum.job.>"
 CONNECT_TIMEOUT_S = 2.0
 CATCH_UP_IDLE_S = 1.0
 
@@ -50,43 +52,53 @@ async def connect(url: str) -> Any:
         ) from exc
 
 
-async def subscribe(nc: Any, state: LiveState) -> bool:
-    """Feeds ``state`` from now on: a core subscription for what comes, then
-    the stream's newest message of every subject for what is there already
-    (a message seen both ways is a duplicate to the state). False when the
-    server has no ``HM_SUM`` stream to catch up from."""
-    from nats.errors import NoRespondersError
+async def _read_to_end(js: Any, state: LiveState, subjects: str, **config: Any) -> None:
+    """An ephemeral ordered consumer read until nothing is pending, then dropped."""
     from nats.errors import TimeoutError as NatsTimeout
-    from nats.js.api import DeliverPolicy
-    from nats.js.errors import NotFoundError
 
-    async def on_msg(msg: Any) -> None:
-        state.add(msg.subject, msg.data, time.time_ns())
-
-    await nc.subscribe(SUBJECTS, cb=on_msg)
-    js = nc.jetstream()
-    try:
-        info = await js.stream_info(SUM_STREAM)
-    except (NotFoundError, NoRespondersError, TimeoutError, NatsTimeout):
-        return False  # core NATS only, or no stream: from now on
-    if not info.state.messages:
-        return True
-    # An ordered consumer read to its end and dropped: a long-lived one
-    # stalled here when the stream was empty at its start (nats-py 2.16).
-    catch_up = await js.subscribe(
-        SUBJECTS, ordered_consumer=True, deliver_policy=DeliverPolicy.LAST_PER_SUBJECT
-    )
+    sub = await js.subscribe(subjects, ordered_consumer=True, **config)
     try:
         while True:
             try:
-                msg = await catch_up.next_msg(timeout=CATCH_UP_IDLE_S)
+                msg = await sub.next_msg(timeout=CATCH_UP_IDLE_S)
             except (TimeoutError, NatsTimeout):
                 break
             state.add(msg.subject, msg.data, time.time_ns())
             if msg.metadata.num_pending == 0:
                 break
     finally:
-        await catch_up.unsubscribe()
+        await sub.unsubscribe()
+
+
+async def subscribe(nc: Any, state: LiveState, history_s: float = 0.0) -> bool:
+    """Feeds ``state``: with ``history_s``, first the job summaries of that
+    many seconds back from ``HM_SUM`` in order (the page's plots start
+    filled); then a core subscription for what comes; then the stream's
+    newest message of every subject for what is there already (one seen
+    twice is a duplicate to the state). False when the server has no
+    ``HM_SUM`` stream to read from."""
+    from nats.errors import NoRespondersError
+    from nats.errors import TimeoutError as NatsTimeout
+    from nats.js.api import ConsumerConfig, DeliverPolicy
+    from nats.js.errors import NotFoundError
+
+    async def on_msg(msg: Any) -> None:
+        state.add(msg.subject, msg.data, time.time_ns())
+
+    js = nc.jetstream()
+    try:
+        info = await js.stream_info(SUM_STREAM)
+    except (NotFoundError, NoRespondersError, TimeoutError, NatsTimeout):
+        await nc.subscribe(SUBJECTS, cb=on_msg)
+        return False  # core NATS only, or no stream: from now on
+    if info.state.messages and history_s > 0:
+        since = datetime.fromtimestamp(time.time() - history_s, UTC)
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since)
+        await _read_to_end(js, state, JOB_SUBJECTS, config=config)
+    await nc.subscribe(SUBJECTS, cb=on_msg)
+    if info.state.messages:
+        # read to the end and dropped: the core subscription carries the flow
+        await _read_to_end(js, state, SUBJECTS, deliver_policy=DeliverPolicy.LAST_PER_SUBJECT)
     return True
 
 

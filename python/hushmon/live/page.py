@@ -1,14 +1,15 @@
 """The one page ``hushmon serve`` sends: inline CSS and JS, nothing fetched
 from elsewhere (a login node has no network). It opens ``/events``
 (server-sent events, one snapshot of state.py per second; ``/?max=N``
-stops after N), keeps the last
-:data:`HISTORY` snapshots per job in the browser and draws each key sensor
+stops after N), reads ``/history``
+once (the periods before it opened), keeps the last :data:`HISTORY` periods
+per job in the browser and draws each key sensor
 and application metric on a canvas: the average over nodes as a line, the
 min-max over nodes as a band."""
 
 from __future__ import annotations
 
-HISTORY = 300
+from hushmon.live.state import HISTORY
 
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>hushmon live</title>
@@ -30,7 +31,8 @@ td.text, th.text { text-align: left; }
 <body>
 <h1>hushmon live</h1>
 <p class="meta">summaries from <code id="url">__URL__</code>; <span id="status">connecting</span>;
-updates received: <span id="updates">0</span>; messages <span id="messages">0</span>
+periods from before: <span id="history">0</span>; updates received: <span id="updates">0</span>;
+messages <span id="messages">0</span>
 (bad <span id="bad">0</span>); <span id="clock"></span></p>
 <table id="jobs"><thead></thead><tbody></tbody></table>
 <div id="panels"></div>
@@ -60,17 +62,22 @@ function el(tag, attrs, text) {
   if (text !== undefined) e.textContent = text;
   return e;
 }
-function record(job) {
-  const h = hist[job.job] || (hist[job.job] = {t: [], series: {}, units: {}});
-  if (h.t.length && h.t[h.t.length - 1] === job.time_ns) return;  // same period
-  h.t.push(job.time_ns);
-  const rows = job.sensors.map(s => [s.label, s]).concat(
-    job.app.map(a => ["app " + a.name, a]));
-  for (const [name, s] of rows) {
+// entry: {time_ns, series: {name: [min, avg, max]}, units: {name: unit}}
+// (what /history sends, and what record() makes of a snapshot's job)
+function recordEntry(jobId, entry) {
+  const h = hist[jobId] || (hist[jobId] = {t: [], series: {}, units: {}});
+  const last = h.t.length ? h.t[h.t.length - 1] : -Infinity;
+  if (entry.time_ns < last) return;
+  if (entry.time_ns === last) {  // the same period, merged further meanwhile
+    for (const name in h.series) h.series[name].pop();
+    h.t.pop();
+  }
+  h.t.push(entry.time_ns);
+  for (const name in entry.series) {
     const ser = h.series[name] || (h.series[name] = []);
     while (ser.length < h.t.length - 1) ser.push(null);
-    ser.push([s.min, s.avg, s.max]);
-    h.units[name] = s.unit;
+    ser.push(entry.series[name]);
+    h.units[name] = entry.units[name];
   }
   for (const name in h.series) {
     const ser = h.series[name];
@@ -78,6 +85,18 @@ function record(job) {
     if (ser.length > HISTORY) ser.splice(0, ser.length - HISTORY);
   }
   if (h.t.length > HISTORY) h.t.splice(0, h.t.length - HISTORY);
+}
+function record(job) {
+  const entry = {time_ns: job.time_ns, series: {}, units: {}};
+  for (const s of job.sensors) {
+    entry.series[s.label] = [s.min, s.avg, s.max];
+    entry.units[s.label] = s.unit;
+  }
+  for (const a of job.app) {
+    entry.series["app " + a.name] = [a.min, a.avg, a.max];
+    entry.units["app " + a.name] = a.unit;
+  }
+  recordEntry(job.job, entry);
 }
 function pathTo(ctx, i, px, py) { if (i) ctx.lineTo(px, py); else ctx.moveTo(px, py); }
 function draw(canvas, t, ser, unit) {
@@ -112,6 +131,7 @@ function draw(canvas, t, ser, unit) {
     ctx.fillRect(x(pts[0][0]) - 2, y(pts[0][1][1]) - 2, 4, 4);
   }
 }
+function heading(label, unit) { return label + (unit ? " " + unit : ""); }
 function render(snap) {
   document.getElementById("messages").textContent = snap.messages;
   document.getElementById("bad").textContent = snap.bad;
@@ -124,7 +144,7 @@ function render(snap) {
   for (const h of ["job", "nodes", "period (UTC)", "age s"]) {
     hr.append(el("th", {class: "text"}, h));
   }
-  labels.forEach((l, i) => hr.append(el("th", {}, l + (snap.units[i] ? " " + snap.units[i] : ""))));
+  labels.forEach((l, i) => hr.append(el("th", {}, heading(l, snap.units[i]))));
   thead.append(hr);
   for (const job of snap.jobs) {
     record(job);
@@ -158,7 +178,7 @@ function render(snap) {
       const t = el("table", {class: "racks"});
       const r0 = el("tr");
       for (const hd of ["rack", "nodes", "period (UTC)"]) r0.append(el("th", {class: "text"}, hd));
-      for (const l of labels) r0.append(el("th", {}, l));
+      labels.forEach((l, i) => r0.append(el("th", {}, heading(l, snap.units[i]))));
       t.append(r0);
       for (const rack of job.racks) {
         const r = el("tr", {"data-rack": rack.rack});
@@ -187,25 +207,33 @@ function render(snap) {
     }
   }
 }
-// ?max=N: stop after N updates (a screenshot, a kiosk that reloads)
-const max = new URLSearchParams(location.search).get("max");
-const es = new EventSource("/events" + (max ? "?max=" + encodeURIComponent(max) : ""));
-es.addEventListener("end", () => {
-  es.close();
-  status("stopped after " + updates + " updates", "");
-});
 function status(text, cls) {
   const s = document.getElementById("status");
   s.textContent = text;
   s.className = cls;
 }
-es.onopen = () => status("live", "");
-es.onerror = () => status("disconnected (retrying)", "down");
-es.onmessage = ev => {
-  updates++;
-  document.getElementById("updates").textContent = updates;
-  render(JSON.parse(ev.data));
-};
+function live() {
+  // ?max=N: stop after N updates (a screenshot, a kiosk that reloads)
+  const max = new URLSearchParams(location.search).get("max");
+  const es = new EventSource("/events" + (max ? "?max=" + encodeURIComponent(max) : ""));
+  es.addEventListener("end", () => {
+    es.close();
+    status("stopped after " + updates + " updates", "");
+  });
+  es.onopen = () => status("live", "");
+  es.onerror = () => status("disconnected (retrying)", "down");
+  es.onmessage = ev => {
+    updates++;
+    document.getElementById("updates").textContent = updates;
+    render(JSON.parse(ev.data));
+  };
+}
+// the periods before this page opened, then the live flow
+fetch("/history").then(r => r.json()).then(h => {
+  let n = 0;
+  for (const job in h) for (const entry of h[job]) { recordEntry(job, entry); n++; }
+  document.getElementById("history").textContent = n;
+}).catch(() => {}).finally(live);
 </script>
 </body></html>
 """

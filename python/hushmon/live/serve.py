@@ -3,7 +3,9 @@
 - ``/``: the page (page.py);
 - ``/events``: server-sent events, one snapshot a second while the page is
   open (``?max=N``: N of them, then an ``end`` event and the stream closes);
-- ``/state``: the current snapshot as JSON (scripts, tests).
+- ``/state``: the current snapshot as JSON (scripts, tests);
+- ``/history``: per job the kept periods' plotted values (the page reads it
+  once when it opens, so its plots start filled).
 
 Read-only, no state of its own beyond the live summaries; binds to
 127.0.0.1 unless told otherwise (reach it through an SSH tunnel)."""
@@ -72,6 +74,9 @@ class LiveServer:
             elif path in ("/", "/index.html"):
                 body = page(self.url).encode()
                 writer.write(_response("200 OK", "text/html; charset=utf-8", body))
+            elif path == "/history":
+                body = json.dumps(self.state.history(), separators=(",", ":")).encode()
+                writer.write(_response("200 OK", "application/json", body))
             elif path == "/state":
                 body = snapshot_json(self.state, self.stale_s).encode()
                 writer.write(_response("200 OK", "application/json", body))
@@ -106,11 +111,13 @@ class LiveServer:
         writer.write(b"event: end\ndata: {}\n\n")
 
 
-async def run_serve(url: str, host: str, port: int, stale_s: float, interval_s: float = 1.0) -> int:
+async def run_serve(
+    url: str, host: str, port: int, stale_s: float, history_s: float, interval_s: float = 1.0
+) -> int:
     state = LiveState()
     nc = await connect(url)
     try:
-        await subscribe(nc, state)
+        await subscribe(nc, state, history_s)
         srv = LiveServer(url, state, stale_s, interval_s)
         try:
             server = await asyncio.start_server(srv.handle, host, port, limit=MAX_REQUEST_BYTES)
@@ -127,8 +134,8 @@ async def run_serve(url: str, host: str, port: int, stale_s: float, interval_s: 
     return 0
 
 
-def serve(url: str, host: str, port: int, stale_s: float) -> int:
+def serve(url: str, host: str, port: int, stale_s: float, history_s: float) -> int:
     try:
-        return asyncio.run(run_serve(url, host, port, stale_s))
+        return asyncio.run(run_serve(url, host, port, stale_s, history_s))
     except KeyboardInterrupt:
         return 0

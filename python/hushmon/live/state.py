@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ from hushmon.transport import wire
 from hushmon.transport.summary import Summary
 
 Source = tuple[str, int, int]  # host, epoch, seq
+HISTORY = 300  # periods per job kept for the page's plots (5 min at 1 s)
 
 
 @dataclass
@@ -46,6 +48,8 @@ class JobLive:
     job: str
     whole: Period | None = None  # from hm.sum.job.<job>
     racks: dict[str, Period] = field(default_factory=dict)
+    # the job-wide figures of the periods before ``whole``, oldest first
+    past: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=HISTORY))
 
 
 @dataclass
@@ -190,6 +194,19 @@ def app_metrics(job: str, sensors: dict[ParsedSensor, Summary]) -> list[dict[str
     return out
 
 
+def compact(job: str, period: Period) -> dict[str, Any]:
+    """A period as the page plots it: ``[min, avg, max]`` per series name
+    (a key sensor's label, ``app <name>`` for an application metric)."""
+    series: dict[str, list[float | None]] = {}
+    units: dict[str, str] = {}
+    for s in key_sensors(period.sensors):
+        series[s["label"]], units[s["label"]] = [s["min"], s["avg"], s["max"]], s["unit"]
+    for a in app_metrics(job, period.sensors):
+        name = f"app {a['name']}"
+        series[name], units[name] = [a["min"], a["avg"], a["max"]], a["unit"]
+    return {"time_ns": period.time_ns, "series": series, "units": units}
+
+
 @dataclass
 class LiveState:
     jobs: dict[str, JobLive] = field(default_factory=dict)
@@ -209,7 +226,10 @@ class LiveState:
             return p
         job = self.jobs.setdefault(p.job, JobLive(p.job))
         if p.level == "job":
+            before = job.whole
             job.whole, what = _fold(job.whole, p, received_ns)
+            if what == "new" and before is not None:
+                job.past.append(compact(job.job, before))
         else:
             job.racks[p.rack], what = _fold(job.racks.get(p.rack), p, received_ns)
         if what == "late":
@@ -243,6 +263,15 @@ class LiveState:
                 merged.sources |= copy.sources
                 merged.received_ns = max(merged.received_ns, copy.received_ns)
         return merged, "racks"
+
+    def history(self) -> dict[str, list[dict[str, Any]]]:
+        """Per job with a job-wide summary, its kept periods, oldest first,
+        the newest (still open to merges) last."""
+        out = {}
+        for job in self.jobs.values():
+            if job.whole is not None:
+                out[job.job] = [*job.past, compact(job.job, job.whole)]
+        return out
 
     def snapshot(self, now_ns: int, stale_s: float = math.inf) -> dict[str, Any]:
         """Jobs whose newest period is at most ``stale_s`` old (by the
