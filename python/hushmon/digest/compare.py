@@ -61,6 +61,8 @@ MEANING = {
     "gpu_memory": "peak GPU memory used, share of the GPU's memory",
     "gpu_throttle": "share of busy GPU time with throttled clocks",
     "gpu_transfer": "share of time with a GPU's PCIe link near capacity",
+    "app_timeline": "none: the application's own timeline is read in each digest, "
+    "not compared across sizes",
 }
 
 
