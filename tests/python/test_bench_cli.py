@@ -31,7 +31,9 @@ while [ $# -gt 0 ]; do
   shift
 done
 case "$FAKE_MODE" in
-  ok)      echo "bcast 8 sync 1.0"; cp "$FAKE_RESULTS" "$json" ;;
+  # each rank writes its own copy and renames it into place: two ranks
+  # cp'ing onto one path at once can fail with "File exists"
+  ok)      echo "bcast 8 sync 1.0"; cp "$FAKE_RESULTS" "$json.$$" && mv -f "$json.$$" "$json" ;;
   fail)    echo "hushmon-bench: --op: unknown operation 'bcats' (see --list)" >&2; exit 2 ;;
   silent)  exit 3 ;;
   nojson)  exit 0 ;;
