@@ -178,6 +178,33 @@ def test_sham_bursts_copy_the_template_after_start_up() -> None:
     assert np.all((sham[:, 0] >= 10 * S) & (sham[:, 0] < 10 * S + length))
 
 
+def _live_trace_problem(cmd: str, out: Path) -> str | None:
+    """What is wrong with one live trace of cmd, or None."""
+    path = trace_agent_alone(NoiseConfig(noise_cmd=cmd, trace=True), out, 4.5, 0)
+    t = read_trace(path)
+    if t.lost_events != 0 or len(t.pids) < 2:  # sh and its python child
+        return f"lost {t.lost_events} events, {len(t.pids)} pids"
+    printed = (out / "noise-cmd.txt").read_text().split()
+    if len(printed) != 3:
+        return f"the busy program did not finish its bursts in 5 s: {printed}"
+    cpu_s = float(printed[-1])
+    traced_s = t.on_cpu_ns(*t.span_ns) / S
+    # the trace holds the python's whole CPU time (and sh's and exec's bit)
+    if not cpu_s * 0.9 < traced_s < cpu_s + 0.05:
+        return f"traced {traced_s:.4f} s of the program's {cpu_s:.4f} s on the CPU"
+    # activations: slices closer than 250 ms (the program sleeps 300 ms
+    # between bursts; a burst that other work preempted is still one), three
+    # with at least 30 ms on the CPU each
+    acts = t.bursts(merge_gap_ns=250 * MS)
+    busy = [t.on_cpu_ns(int(a), int(b)) for a, b in acts]
+    long = acts[np.array(busy) >= 29 * MS]
+    if len(long) != 3:
+        return f"{len(long)} bursts of 30 ms found: {acts.tolist()} {busy}"
+    if (long[2, 0] - long[1, 0]) / S <= 0.3:
+        return "bursts closer than the program's 300 ms sleep"
+    return None
+
+
 def test_live_trace_of_a_command_and_its_children(tmp_path: Path) -> None:
     root, why = tracefs_root()
     if root is None:
@@ -198,23 +225,17 @@ def test_live_trace_of_a_command_and_its_children(tmp_path: Path) -> None:
     script = tmp_path / "busy.py"
     script.write_text(prog)
     cmd = f"{sys.executable} {script}; sleep 5"
-    path = trace_agent_alone(NoiseConfig(noise_cmd=cmd, trace=True), tmp_path / "t", 4.5, 0)
-    t = read_trace(path)
-    assert t.lost_events == 0 and len(t.pids) >= 2  # sh and its python child
-    printed = (tmp_path / "t" / "noise-cmd.txt").read_text().split()
-    assert len(printed) == 3, f"the busy program did not finish its bursts in 5 s: {printed}"
-    cpu_s = float(printed[-1])
-    traced_s = t.on_cpu_ns(*t.span_ns) / S
-    # the trace holds the python's whole CPU time (and sh's and exec's bit)
-    assert cpu_s * 0.9 < traced_s < cpu_s + 0.05, (cpu_s, traced_s)
-    # activations: slices closer than 250 ms (the program sleeps 300 ms
-    # between bursts; a burst that other work preempted is still one), three
-    # with at least 30 ms on the CPU each
-    acts = t.bursts(merge_gap_ns=250 * MS)
-    busy = [t.on_cpu_ns(int(a), int(b)) for a, b in acts]
-    long = acts[np.array(busy) >= 29 * MS]
-    assert len(long) == 3, (acts, busy)
-    assert (long[2, 0] - long[1, 0]) / S > 0.3
+    # On a loaded machine the recording can start after the program's
+    # first bursts (CI saw 26 of 108 ms): try up to three times; a method
+    # that does not follow the process tree fails every time.
+    problems: list[str] = []
+    for attempt in range(3):
+        problem = _live_trace_problem(cmd, tmp_path / f"t{attempt}")
+        if problem is None:
+            break
+        problems.append(problem)
+    else:
+        pytest.fail("; ".join(problems))
     # the private tracefs instance is gone
     mine = f"hushmon-noise-{os.getpid()}-"
     assert not [p for p in (root / "instances").iterdir() if p.name.startswith(mine)]
