@@ -42,6 +42,12 @@ def test_json_has_the_contract(digest: Digest) -> None:
     assert set(skipped) - gpu == {"decomposition", "app_timeline"}
     assert all(skipped[f] == "missing_sensor" for f in gpu)
     assert skipped["app_timeline"] == "not_applicable"  # no libhushmon data
+    corr = data["correlation"]
+    # one row and column per sensor: a sensor listed twice would correlate 1.0 with itself
+    assert len(corr["sensors"]) == len(set(corr["sensors"])) >= 3
+    assert len(corr["matrix"]) == len(corr["sensors"])
+    assert all(len(row) == len(corr["sensors"]) for row in corr["matrix"])
+    assert "cpu.system_pct" in corr["sensors"]
 
 
 def test_states_separate_the_swapping_phase(digest: Digest) -> None:

@@ -66,7 +66,6 @@ PER_NODE_SENSORS = (
 # Columns of the correlation matrix, when present and varying.
 CORR_SENSORS = (
     *KEY_SENSORS,
-    "cpu.system_pct",
     "cpu.idle_pct",
     "pmu.ipc[cpu=total]",
     "pmu.mem_stall_pct[cpu=total]",
