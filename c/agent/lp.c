@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hm_digits.h"
+
 int hm_lp_init(hm_lp *lp, size_t capacity_bytes, const char *host, hm_error *err)
 {
     memset(lp, 0, sizeof *lp);
@@ -39,7 +41,6 @@ void hm_lp_free(hm_lp *lp)
     lp->buf = NULL;
 }
 
-static size_t format_u64(char *out, uint64_t v);
 
 void hm_lp_reset(hm_lp *lp, int64_t ts_ns)
 {
@@ -54,7 +55,7 @@ void hm_lp_reset(hm_lp *lp, int64_t ts_ns)
     lp->ts_text[n++] = ' ';
     if (ts_ns < 0)
         lp->ts_text[n++] = '-';
-    n += format_u64(lp->ts_text + n, ts_ns < 0 ? (uint64_t)0 - (uint64_t)ts_ns : (uint64_t)ts_ns);
+    n += hm_u64_digits(lp->ts_text + n, ts_ns < 0 ? (uint64_t)0 - (uint64_t)ts_ns : (uint64_t)ts_ns);
     lp->ts_text[n++] = '\n';
     lp->ts_text_len = n;
 }
@@ -145,20 +146,6 @@ static void field_key(hm_lp *lp, const char *key)
     lp->fields_in_line++;
 }
 
-/* Writes an unsigned integer's digits; returns the length. */
-static size_t format_u64(char *out, uint64_t v)
-{
-    char tmp[24];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
-    return n;
-}
-
 size_t hm_lp_format_double(char *out, double v)
 {
     if (v == 0.0) {
@@ -191,7 +178,7 @@ size_t hm_lp_format_double(char *out, double v)
     size_t n = 0;
     if (v < 0 && scaled != 0)
         out[n++] = '-';
-    n += format_u64(out + n, ip);
+    n += hm_u64_digits(out + n, ip);
     if (fp != 0) {
         char frac[6];
         for (int d = decimals - 1; d >= 0; d--) {
@@ -223,9 +210,9 @@ void hm_lp_field_i64(hm_lp *lp, const char *key, int64_t value)
     size_t n = 0;
     if (value < 0) {
         num[n++] = '-';
-        n += format_u64(num + n, (uint64_t)0 - (uint64_t)value);
+        n += hm_u64_digits(num + n, (uint64_t)0 - (uint64_t)value);
     } else {
-        n += format_u64(num + n, (uint64_t)value);
+        n += hm_u64_digits(num + n, (uint64_t)value);
     }
     num[n++] = 'i';
     put(lp, num, n);

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "hm_digits.h"
+
 void hm_json_init(hm_json *j, FILE *out, bool pretty)
 {
     j->out = out;
@@ -137,18 +139,14 @@ void hm_json_double(hm_json *j, double v)
         fputs("null", j->out);
 }
 
-/* Decimal digits without printf (summaries write thousands of numbers). */
 static void write_u64(FILE *out, uint64_t v, bool minus)
 {
-    char buf[24];
-    size_t i = sizeof buf;
-    do {
-        buf[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
+    char buf[1 + HM_U64_DIGITS_MAX];
+    size_t n = 0;
     if (minus)
-        buf[--i] = '-';
-    fwrite(buf + i, 1, sizeof buf - i, out);
+        buf[n++] = '-';
+    n += hm_u64_digits(buf + n, v);
+    fwrite(buf, 1, n, out);
 }
 
 void hm_json_int(hm_json *j, int64_t v)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hm_digits.h"
 #include "hm_json.h"
 #include "json_read.h"
 
@@ -39,21 +40,6 @@ void hm_partial_free(hm_partial *p)
     p->job = NULL;
 }
 
-/* Decimal digits of v at out (no NUL); their count. snprintf is the
- * slowest part of keying a batch otherwise. */
-static size_t put_u64(char *out, uint64_t v)
-{
-    char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
-    return n;
-}
-
 size_t hm_source_key(char *buf, size_t cap, const char *host, int64_t epoch, uint64_t seq)
 {
     size_t hl = strlen(host);
@@ -66,12 +52,12 @@ size_t hm_source_key(char *buf, size_t cap, const char *host, int64_t epoch, uin
     buf[n++] = ' ';
     if (epoch < 0) {
         buf[n++] = '-';
-        n += put_u64(buf + n, 0 - (uint64_t)epoch);
+        n += hm_u64_digits(buf + n, 0 - (uint64_t)epoch);
     } else {
-        n += put_u64(buf + n, (uint64_t)epoch);
+        n += hm_u64_digits(buf + n, (uint64_t)epoch);
     }
     buf[n++] = ' ';
-    n += put_u64(buf + n, seq);
+    n += hm_u64_digits(buf + n, seq);
     buf[n] = '\0';
     return n;
 }
