@@ -57,6 +57,7 @@ from typing import Any
 from hushmon import jsonio
 from hushmon.errors import HushmonError
 from hushmon.paths import program
+from hushmon.procstat import pid_cpu_s, process_cpu_s, rss_kib
 
 KERNEL_FILES = (
     ("cpu", "/proc/stat"),
@@ -133,22 +134,11 @@ def agent_source_cost_us(
 def cpu_ns(pid: int) -> int:
     """CPU time of every thread of pid, in ns: the larger of the summed
     per-thread schedstat (precise) and utime+stime (counts exited threads)."""
-    sched = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            sched += int((task / "schedstat").read_text().split()[0])
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])
-    return max(sched, ticks * 1_000_000_000 // CLK_TCK)
+    return int(1e9 * max(pid_cpu_s(pid), process_cpu_s(f"/proc/{pid}/stat")))
 
 
 def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
+    return rss_kib(pid) * 1024
 
 
 def wait_for(check: Any, timeout_s: float, what: str) -> None:

@@ -51,25 +51,11 @@ from pathlib import Path
 import numpy as np
 
 from hushmon.paths import build_bin_dir
+from hushmon.procstat import process_cpu_s, rss_kib
 from hushmon.transport.natsserver import LocalNatsServer, NatsServerConfig, ensure_streams
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = REPO / "tests/fixtures/spool/testbed-4n2r/n1-3.lp"
-
-
-def rss_kib(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def kv(text: str) -> dict[str, float]:
@@ -241,7 +227,7 @@ def top_phase(url: str, tmp: Path, a: argparse.Namespace) -> None:
     )
     t0 = time.monotonic()
     wall = asyncio.run(drained(url, before, t0, "HM_SUM", "reduce-top"))
-    busy_cpu = cpu_s(top.proc.pid)
+    busy_cpu = process_cpu_s(f"/proc/{top.proc.pid}/stat")
     time.sleep(1.0)
     final = top.stop()
     merged = final.get("partials_in", 0.0)
@@ -349,7 +335,7 @@ def run(url: str, tmp: Path, a: argparse.Namespace) -> None:
     )
     t0 = time.monotonic()
     wall = asyncio.run(drained(url, a.batches, t0))
-    busy_cpu = cpu_s(red.proc.pid)
+    busy_cpu = process_cpu_s(f"/proc/{red.proc.pid}/stat")
     time.sleep(1.0)  # the last partials go out
     rss_drain = list(red.rss)
     final = red.stop()

@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from hushmon.paths import build_bin_dir
+from hushmon.procstat import process_cpu_s, rss_kib
 from hushmon.transport.natsserver import (
     JS_DOMAIN,
     LEAF_PING_INTERVAL_S,
@@ -66,19 +67,6 @@ TEMPLATE = REPO / "tests/fixtures/spool/testbed-4n2r/n1-3.lp"
 HUSHMON = REPO / ".venv/bin/hushmon"
 SAMPLE_EVERY_S = 1.0
 FLAT_GROWTH = 0.10
-
-
-def proc_rss_cpu(pid: int) -> tuple[int, float]:
-    """(VmRSS KiB, utime+stime s) of a live process; (0, 0) once gone."""
-    try:
-        rss = 0
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1])
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return rss, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except OSError:
-        return 0, 0.0
 
 
 @dataclass
@@ -104,7 +92,7 @@ class Sampler:
             t = time.monotonic() - self.t0
             for d in self.daemons:
                 if d.proc.poll() is None:
-                    rss, cpu = proc_rss_cpu(d.proc.pid)
+                    rss, cpu = rss_kib(d.proc.pid), process_cpu_s(f"/proc/{d.proc.pid}/stat")
                     d.samples.append((t, rss, cpu))
             self._stop.wait(SAMPLE_EVERY_S)
 

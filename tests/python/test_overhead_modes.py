@@ -5,13 +5,15 @@ and gone after stop(). A mode whose package is missing here is skipped."""
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from hushmon.overhead.modes import MODES, get
-from hushmon.overhead.modes.base import Processes, pid_cpu_s, process_cpu_s
+from hushmon.overhead.modes.base import Processes
+from hushmon.procstat import pid_cpu_s, process_cpu_s, rss_kib
 
 PERIOD_S = 0.5
 
@@ -109,6 +111,16 @@ def test_pid_cpu_s_counts_this_process_in_nanoseconds() -> None:
     while time.thread_time() - t0 < 0.02:
         pass
     assert pid_cpu_s(os.getpid()) - before >= 0.015
+
+
+def test_rss_kib_grows_with_touched_memory_and_is_0_once_gone() -> None:
+    before = rss_kib(os.getpid())
+    block = b"x" * (64 << 20)  # every page written (calloc would leave them unmapped)
+    assert rss_kib(os.getpid()) - before >= 60 << 10
+    del block
+    child = subprocess.Popen(["true"])
+    child.wait()
+    assert rss_kib(child.pid) == 0
 
 
 def test_a_daemon_that_exits_is_reported(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from hushmon.errors import HushmonError
+from hushmon.procstat import pid_cpu_s
 
 START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 10.0
@@ -74,38 +75,6 @@ class Processes:
             stop_process(proc)
         for undo in self.after_stop:
             undo()
-
-
-def process_cpu_s(stat_path: str) -> float:
-    """utime + stime from a /proc/.../stat file, in seconds (0 if gone).
-    Clock ticks (10 ms): a fallback where schedstat is missing."""
-    try:
-        with open(stat_path) as f:
-            text = f.read()
-    except OSError:
-        return 0.0
-    # The command name may hold spaces: fields are counted after its ')'.
-    fields = text[text.rfind(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def task_cpu_s(task_dir: str) -> float:
-    """On-CPU time of one thread (/proc/PID/task/TID) in seconds: schedstat's
-    nanoseconds, since an agent uses far less than a clock tick per sample."""
-    try:
-        with open(f"{task_dir}/schedstat") as f:
-            return int(f.read().split()[0]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return process_cpu_s(f"{task_dir}/stat")
-
-
-def pid_cpu_s(pid: int) -> float:
-    """On-CPU seconds of every live thread of a process (0 if gone)."""
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return 0.0
-    return sum(task_cpu_s(f"/proc/{pid}/task/{tid}") for tid in tids)
 
 
 def spawn(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:

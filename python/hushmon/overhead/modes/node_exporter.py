@@ -14,7 +14,8 @@ import urllib.request
 from pathlib import Path
 
 from hushmon.errors import HushmonError
-from hushmon.overhead.modes.base import Processes, spawn, task_cpu_s, wait_until
+from hushmon.overhead.modes.base import Processes, spawn, wait_until
+from hushmon.procstat import task_cpu_s
 
 EXE = "prometheus-node-exporter"
 
