@@ -6,6 +6,12 @@ Private /tmp matters: Slurm's PMIx plugin, Open MPI and MPICH create
 per-job folders and shared-memory files under fixed names there, and on a
 shared /tmp the nodes' copies of one job would collide ("File exists").
 
+The node's agent sockets appear at /run/hushmon (the node's folder is
+bound there), where a cluster node's agent has them: libhushmon's default
+/run/hushmon/app.sock and `hushmon ctl`'s /run/hushmon/agent.sock reach the
+node's own agent from any program started on it (srun, mpirun), with no
+per-node environment.
+
 sysfs shows the interfaces of the network namespace that mounted it, so
 each node mounts its own (from inside its network namespace), and the
 cgroup mounts below /sys are carried over to it.
@@ -18,11 +24,15 @@ such loops).
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from pathlib import Path
 
 from hushmon.testbed import system
 from hushmon.testbed.state import Bed
+
+# Where a node's programs find its agent (libhushmon's and hushmon ctl's default).
+AGENT_RUN_DIR = Path("/run/hushmon")
 
 
 def _mounted(path: Path) -> bool:
@@ -47,6 +57,8 @@ def create(bed: Bed, node: str, netns: str) -> None:
     for sub in ("tmp", "shm"):
         (d / sub).mkdir(parents=True, exist_ok=True)
         (d / sub).chmod(0o1777)
+    # The mount point: on the machine itself an empty folder (removed by destroy).
+    AGENT_RUN_DIR.mkdir(parents=True, exist_ok=True)
     hold = d / "cgroup-hold"
     hold.mkdir(exist_ok=True)
     for f in (bed.uts_file(node), bed.mnt_file(node)):
@@ -56,6 +68,7 @@ def create(bed: Bed, node: str, netns: str) -> None:
             f"hostname {node}",
             f"mount --bind {d / 'tmp'} /tmp",
             f"mount --bind {d / 'shm'} /dev/shm",
+            f"mount --bind {d} {AGENT_RUN_DIR}",
             f"mount --rbind /sys/fs/cgroup {hold}",
             "mount -t sysfs sysfs /sys",
             f"mount --rbind {hold} /sys/fs/cgroup",
@@ -86,3 +99,5 @@ def destroy(root: Path) -> None:
         subprocess.run(["umount", str(f)], capture_output=True, check=False)
     if _mounted(nodes):
         subprocess.run(["umount", str(nodes)], capture_output=True, check=False)
+    with contextlib.suppress(OSError):  # only the empty mount point; an agent's folder stays
+        AGENT_RUN_DIR.rmdir()
