@@ -56,6 +56,7 @@ from typing import Any
 
 from hushmon import jsonio
 from hushmon.errors import HushmonError
+from hushmon.overhead.modes import collectd
 from hushmon.paths import program
 from hushmon.procstat import pid_cpu_s, process_cpu_s, rss_kib
 
@@ -335,37 +336,14 @@ def run_node_exporter(
     return ToolCost("prometheus-node-exporter", samples, us, rss, note)
 
 
-COLLECTD_CONF = """
-Interval {interval}
-BaseDir "{work}"
-PIDFile "{work}/collectd.pid"
-PluginDir "/usr/lib/collectd"
-TypesDB "/usr/share/collectd/types.db"
-LoadPlugin cpu
-LoadPlugin load
-LoadPlugin memory
-LoadPlugin vmem
-LoadPlugin swap
-LoadPlugin disk
-LoadPlugin interface
-LoadPlugin contextswitch
-LoadPlugin csv
-<Plugin cpu>
-  ReportByCpu true
-  ValuesPercentage true
-</Plugin>
-<Plugin csv>
-  DataDir "{work}/csv"
-</Plugin>
-"""
-
-
 def run_collectd(period_ms: int, duration_s: float, work: Path) -> ToolCost:
-    exe = shutil.which("collectd") or "/usr/sbin/collectd"
-    if not Path(exe).exists():
+    exe = collectd.executable()
+    if exe is None:
         raise HushmonError("collectd not installed (make deps)")
     conf = work / "collectd.conf"
-    conf.write_text(COLLECTD_CONF.format(interval=period_ms / 1e3, work=work))
+    # Every sensor of hushmon's agent: vmem, swap and context switches too.
+    plugins = (*collectd.STANDARD_PLUGINS, "vmem", "swap", "contextswitch")
+    conf.write_text(collectd.config_text(work, period_ms / 1e3, plugins))
     proc = subprocess.Popen(
         [exe, "-f", "-C", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
