@@ -16,6 +16,20 @@ from hushmon.errors import HushmonError
 
 SCHEMA_VERSION = 2
 
+# A sensor's moments in one period (hushmon.transport.summary.Summary):
+# the reducers' partials and the store's job-wide summaries both hold them.
+_SUMMARY_MOMENTS = """
+        measurement VARCHAR NOT NULL,
+        tags VARCHAR NOT NULL,
+        field VARCHAR NOT NULL,
+        count BIGINT NOT NULL,
+        sum DOUBLE NOT NULL,
+        mean DOUBLE NOT NULL,
+        m2 DOUBLE NOT NULL,
+        min DOUBLE NOT NULL,
+        max DOUBLE NOT NULL,
+        sketch VARCHAR NOT NULL"""
+
 # One statement per table. Samples have no primary key on purpose: an ART
 # index over ~10^8 rows costs gigabytes; ingest deduplicates by an anti-join
 # on (series_id, time_ns) restricted to the batch's time range instead.
@@ -89,33 +103,13 @@ _TABLES = (
         epoch BIGINT NOT NULL,
         seq BIGINT NOT NULL)""",
     # The partials as the reducers sent them (sensor split like series).
-    """CREATE TABLE IF NOT EXISTS summary_partials (
-        msg_id VARCHAR NOT NULL,
-        measurement VARCHAR NOT NULL,
-        tags VARCHAR NOT NULL,
-        field VARCHAR NOT NULL,
-        count BIGINT NOT NULL,
-        sum DOUBLE NOT NULL,
-        mean DOUBLE NOT NULL,
-        m2 DOUBLE NOT NULL,
-        min DOUBLE NOT NULL,
-        max DOUBLE NOT NULL,
-        sketch VARCHAR NOT NULL)""",
+    f"""CREATE TABLE IF NOT EXISTS summary_partials (
+        msg_id VARCHAR NOT NULL,{_SUMMARY_MOMENTS})""",
     # The store's job-wide summary per (job, period, sensor): rack partials
     # merged, or rebuilt from the raw data when partials overlapped.
-    """CREATE TABLE IF NOT EXISTS job_summaries (
+    f"""CREATE TABLE IF NOT EXISTS job_summaries (
         job VARCHAR NOT NULL,
-        time_ns BIGINT NOT NULL,
-        measurement VARCHAR NOT NULL,
-        tags VARCHAR NOT NULL,
-        field VARCHAR NOT NULL,
-        count BIGINT NOT NULL,
-        sum DOUBLE NOT NULL,
-        mean DOUBLE NOT NULL,
-        m2 DOUBLE NOT NULL,
-        min DOUBLE NOT NULL,
-        max DOUBLE NOT NULL,
-        sketch VARCHAR NOT NULL,
+        time_ns BIGINT NOT NULL,{_SUMMARY_MOMENTS},
         origin VARCHAR NOT NULL,
         PRIMARY KEY (job, time_ns, measurement, tags, field))""",
 )
