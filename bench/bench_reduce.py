@@ -39,7 +39,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -49,17 +48,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from loadgen import kv, publish_argv
 
 from hushmon.paths import build_bin_dir
 from hushmon.procstat import process_cpu_s, rss_kib
 from hushmon.transport.natsserver import LocalNatsServer, NatsServerConfig, ensure_streams
-
-REPO = Path(__file__).resolve().parent.parent
-TEMPLATE = REPO / "tests/fixtures/spool/testbed-4n2r/n1-3.lp"
-
-
-def kv(text: str) -> dict[str, float]:
-    return {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", text)}
 
 
 class Reducer:
@@ -287,19 +280,7 @@ def main() -> None:
 
 
 def run(url: str, tmp: Path, a: argparse.Namespace) -> None:
-    pub = loadgen(
-        "publish",
-        "--url",
-        url,
-        "--rack",
-        "r1",
-        "--template",
-        str(TEMPLATE),
-        "--hosts",
-        str(a.hosts),
-        "--batches",
-        str(a.batches),
-    )
+    pub = loadgen(*publish_argv(url, "r1", a.hosts, a.batches)[1:])
     print(
         f"1. publish  {int(pub['published'])} batches of {pub['batch_bytes']:.0f} B "
         f"({int(pub['lines_per_batch'])} lines), {a.hosts} hosts: "
@@ -374,20 +355,9 @@ def run(url: str, tmp: Path, a: argparse.Namespace) -> None:
     watcher.start()
     time.sleep(0.5)
     live = loadgen(
-        "publish",
-        "--url",
-        url,
-        "--rack",
-        "r1",
-        "--template",
-        str(TEMPLATE),
-        "--hosts",
-        str(a.hosts),
-        "--batches",
-        str(a.hosts * a.live_periods),
-        "--live",
-        "--epoch",
-        str(time.time_ns()),
+        *publish_argv(
+            url, "r1", a.hosts, a.hosts * a.live_periods, "--live", "--epoch", str(time.time_ns())
+        )[1:]
     )  # not the ids of phase 1
     watcher.join()
     live_final = red.stop()

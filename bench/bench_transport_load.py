@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import signal
@@ -49,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from loadgen import kv, publish_argv
 
 from hushmon.paths import build_bin_dir
 from hushmon.procstat import process_cpu_s, rss_kib
@@ -63,7 +63,6 @@ from hushmon.transport.natsserver import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
-TEMPLATE = REPO / "tests/fixtures/spool/testbed-4n2r/n1-3.lp"
 HUSHMON = REPO / ".venv/bin/hushmon"
 SAMPLE_EVERY_S = 1.0
 FLAT_GROWTH = 0.10
@@ -119,39 +118,12 @@ def stop(d: Daemon, timeout_s: float = 60) -> int:
         return d.proc.wait()
 
 
-def loadgen_argv(url: str, rack: str, hosts: int, batches: int, *extra: str) -> list[str]:
-    return [
-        str(build_bin_dir() / "hushmon-loadgen"),
-        "publish",
-        "--url",
-        url,
-        "--rack",
-        rack,
-        "--template",
-        str(TEMPLATE),
-        "--hosts",
-        str(hosts),
-        "--batches",
-        str(batches),
-        *extra,
-    ]
-
-
-def kv(text: str) -> dict[str, float]:
-    out = {}
-    for word in text.split():
-        key, _, value = word.partition("=")
-        with contextlib.suppress(ValueError):
-            out[key] = float(value)
-    return out
-
-
 def raw_publish_rate(hub_url: str, hosts: int) -> float:
     """Messages/s of loadgen publishing as fast as acks allow, then the
     stream is emptied so the run starts clean."""
     n = max(20_000, hosts * 20)
     r = subprocess.run(
-        loadgen_argv(hub_url, "burst", hosts, n, "--epoch", "1"),
+        publish_argv(hub_url, "burst", hosts, n, "--epoch", "1"),
         capture_output=True,
         text=True,
         check=False,
@@ -394,7 +366,7 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
         gens = [
             start(
                 f"loadgen-{rack}",
-                loadgen_argv(
+                publish_argv(
                     leaves[rack].url,
                     rack,
                     per_rack,
