@@ -92,11 +92,19 @@ static int set_period(hm_agent *a, int64_t ms, char *out, size_t size)
     return 0;
 }
 
+static bool uid_is_admin(const hm_agent *a, long uid);
+
+/* The older form of `set period=` (hushmon run, scripts): node-wide, so
+ * under the same rule as a node-wide set: root or an admin. */
 static void do_period(request *r)
 {
     hm_error err;
     int64_t ms;
-    if (r->argc != 1) {
+    if (!uid_is_admin(r->a, r->uid)) {
+        snprintf(r->out, r->size, "error not authorized: uid %ld may not change the node's period "
+                 "('period MS' is node-wide: root or an admin, control.admin_uids); a job's owner "
+                 "uses 'set job=ID period=DUR' (hushmon ctl set --job ID)", r->uid);
+    } else if (r->argc != 1) {
         snprintf(r->out, r->size, "error usage: period MS");
     } else if (hm_parse_int64(r->argv[0], 10, 3600000, 0, &ms, &err) < 0) {
         snprintf(r->out, r->size, "error period: %s (10 .. 3600000 ms)", err.msg);
@@ -312,24 +320,44 @@ static void do_job(request *r)
     hm_error err;
     const char *verb = r->argc >= 2 ? r->argv[0] : "";
     const char *id = r->argc >= 2 ? r->argv[1] : "";
-    if (strcmp(verb, "begin") == 0 && r->argc <= 3) {
+    if (strcmp(verb, "begin") == 0 && r->argc <= 4) {
         const char *cgroup = NULL;
-        if (r->argc == 3 && strncmp(r->argv[2], "cgroup=", 7) != 0) {
-            snprintf(r->out, r->size, "error expected cgroup=PATH after the job id, got '%s'",
-                     r->argv[2]);
+        long owner = r->uid;
+        bool owner_given = false;
+        for (int i = 2; i < r->argc; i++) {
+            if (strncmp(r->argv[i], "cgroup=", 7) == 0 && cgroup == NULL) {
+                cgroup = r->argv[i] + 7;
+            } else if (strncmp(r->argv[i], "uid=", 4) == 0 && !owner_given) {
+                int64_t v;
+                if (hm_parse_int64(r->argv[i] + 4, 0, 0x7fffffff, 0, &v, &err) < 0) {
+                    snprintf(r->out, r->size, "error job begin: uid: %s", err.msg);
+                    return;
+                }
+                owner = (long)v;
+                owner_given = true;
+            } else {
+                snprintf(r->out, r->size, "error expected cgroup=PATH or uid=N after the job id, "
+                         "got '%s'", r->argv[i]);
+                return;
+            }
+        }
+        /* A Slurm prolog runs as root and announces the user's job: only
+         * root may name another owner than itself. */
+        if (owner_given && r->uid != 0) {
+            snprintf(r->out, r->size, "error not authorized: only root may announce a job for "
+                     "a uid (uid=); uid %ld announces its own jobs without it", r->uid);
             return;
         }
-        if (r->argc == 3)
-            cgroup = r->argv[2] + 7;
         if (hm_jobs_begin(&a->jobs, id, cgroup, HM_JOB_ANNOUNCED, &err) < 0) {
             snprintf(r->out, r->size, "error %s", err.msg);
             return;
         }
-        /* The announcer owns the job: its uid's libhushmon clients may
-         * claim it (app_channel.c), and it may `set job=ID`. */
+        /* The owner (the announcer, or uid= from root): that uid's
+         * libhushmon clients may claim the job (app_channel.c), and it may
+         * `set job=ID`. */
         hm_job *j = hm_jobs_find(&a->jobs, id);
-        if (j != NULL && j->owner_uid < 0)
-            j->owner_uid = r->uid;
+        if (j != NULL && (j->owner_uid < 0 || owner_given))
+            j->owner_uid = owner;
         snprintf(r->out, r->size, "ok job %s begins", id);
     } else if (strcmp(verb, "end") == 0 && r->argc == 2) {
         if (hm_jobs_end(&a->jobs, id, HM_JOB_ANNOUNCED, &err) < 0)
@@ -338,7 +366,7 @@ static void do_job(request *r)
             snprintf(r->out, r->size, "ok job %s ends", id);
         hm_agent_control_tick(a);
     } else {
-        snprintf(r->out, r->size, "error usage: job begin ID [cgroup=PATH] | job end ID");
+        snprintf(r->out, r->size, "error usage: job begin ID [cgroup=PATH] [uid=N] | job end ID");
     }
 }
 
@@ -380,7 +408,7 @@ static const struct {
     {"status", "status", true, do_status},
     {"period", "period MS", false, do_period},
     {"set", "set [job=ID] period=DUR sources=+a,-b apps=-NAME", true, do_set},
-    {"job", "job begin ID [cgroup=PATH] | job end ID", false, do_job},
+    {"job", "job begin ID [cgroup=PATH] [uid=N] | job end ID", false, do_job},
     {"flush", "flush", false, do_flush},
     {"reload", "reload", false, do_reload},
 };

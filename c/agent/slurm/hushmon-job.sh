@@ -54,9 +54,17 @@ else
     set --
 fi
 
+# The prolog runs as root: it names the job's user (SLURM_JOB_UID), so that
+# user's programs may write into the job (libhushmon) and the user may steer
+# its measurement (hushmon ctl set --job). Only root may name a uid.
+request="job $event $job"
+case $event:${SLURM_JOB_UID:-} in
+begin:[0-9]*) request="$request uid=$SLURM_JOB_UID" ;;
+esac
+
 # --send gives up after the timeout, so a hung agent cannot hold the job.
 if ! answer=$("$agent" "$@" --send-timeout-ms "${HUSHMON_AGENT_TIMEOUT_MS:-3000}" \
-    --send "job $event $job" 2>&1); then
+    --send "$request" 2>&1); then
     log "$answer; the job runs unmonitored"
 fi
 exit 0

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Slurm Prolog (slurm.conf Prolog=): job $SLURM_JOB_ID begins on this node.
+# Slurm Prolog (slurm.conf Prolog=): job $SLURM_JOB_ID of user $SLURM_JOB_UID
+# begins on this node (the agent gets `job begin ID uid=UID`).
 # hushmon-job.sh, installed beside this file, does the work; exits 0 always
 # (a failing prolog drains the node). See README.md.
 # slurmd gives prologs no search path: no external command before PATH is set.

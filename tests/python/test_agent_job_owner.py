@@ -1,0 +1,110 @@
+"""Who owns a job and who may change the node's period, with two real uids
+(setpriv): root (a Slurm prolog) announces a user's job with
+`job begin ID uid=N`, and that user, not another, may then steer it; only
+root may name a uid; the older node-wide `period MS` request is refused to
+a uid that is neither root nor an admin, with the way that is allowed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentproc import RunningAgent, running_agent
+from hushmon.paths import REPO_ROOT
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="two uids need root (setpriv)")
+
+OWNER, OTHER = 61011, 61012
+
+
+@pytest.fixture
+def agent(bin_dir: Path) -> Iterator[RunningAgent]:
+    # pytest's tmp_path sits below a 0700 folder the other users cannot pass
+    work = Path(tempfile.mkdtemp(prefix="hm-owner-"))
+    work.chmod(0o755)
+    try:
+        with running_agent(bin_dir, work, "--period-ms", "500") as a:
+            a.sock.chmod(0o666)  # both users reach the socket; the agent tells them apart
+            yield a
+    finally:
+        shutil.rmtree(work)
+
+
+def send(agent: RunningAgent, request: str, uid: int | None = None) -> str:
+    cmd = [str(agent.bin), "--socket", str(agent.sock), "--send", request]
+    if uid is not None:
+        cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *cmd]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+    if proc.returncode == 0:
+        return proc.stdout.strip()
+    # --send prints a refusal as "hushmon-agent: agent on SOCK: REASON", exit 1
+    prefix = f"hushmon-agent: agent on {agent.sock}: "
+    assert proc.stderr.startswith(prefix), proc.stderr
+    return "error " + proc.stderr[len(prefix) :].strip()
+
+
+def test_root_announces_a_users_job_and_only_that_user_steers_it(
+    bin_dir: Path, agent: RunningAgent
+) -> None:
+    env = {
+        "SLURM_JOB_ID": "4243",
+        "SLURM_JOB_UID": str(OWNER),
+        "SLURMD_NODENAME": "n1",
+        "HUSHMON_AGENT": str(bin_dir / "hushmon-agent"),
+        "HUSHMON_AGENT_SOCKET": str(agent.sock),
+    }
+    proc = subprocess.run(
+        [str(REPO_ROOT / "c/agent/slurm/prolog.sh")],
+        env=env, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert " jobs=4243 " in agent.status()
+    other = send(agent, "set job=4243 period=300ms", OTHER)
+    assert other.startswith(f"error not authorized: uid {OTHER} is not the owner of job 4243 "
+                            f"(owner {OWNER})"), other  # fmt: skip
+    mine = send(agent, "set job=4243 period=300ms", OWNER)
+    assert mine.startswith("ok applied") and "period_ms=300" in mine, mine
+    assert "scope=job:4243" in mine
+
+
+def test_only_root_may_name_a_uid(agent: RunningAgent) -> None:
+    refused = send(agent, f"job begin 55 uid={OTHER}", OWNER)
+    assert refused.startswith("error not authorized: only root may announce a job for a uid"), (
+        refused
+    )
+    assert " jobs=- " in agent.status()
+    # without uid= the announcer owns it, as before
+    assert send(agent, "job begin 56", OWNER) == "ok job 56 begins"
+    assert send(agent, "set job=56 period=400ms", OWNER).startswith("ok applied")
+    for bad in ("uid=-3", "uid=x", "owner=1"):
+        answer = send(agent, f"job begin 57 {bad}")
+        assert answer.startswith("error"), (bad, answer)
+    assert send(agent, f"job begin 58 uid={OWNER} cgroup=x/job_58") == "ok job 58 begins"
+
+
+def test_period_request_needs_root_or_an_admin(bin_dir: Path) -> None:
+    work = Path(tempfile.mkdtemp(prefix="hm-owner-"))
+    work.chmod(0o755)
+    cfg = work / "agent.toml"
+    cfg.write_text(f'period_ms = 500\n[control]\nadmin_uids = "{OTHER}"\n')
+    try:
+        with running_agent(bin_dir, work, "--config", str(cfg)) as a:
+            a.sock.chmod(0o666)
+            refused = send(a, "period 200", OWNER)
+            assert refused == (
+                f"error not authorized: uid {OWNER} may not change the node's period ('period "
+                "MS' is node-wide: root or an admin, control.admin_uids); a job's owner uses "
+                "'set job=ID period=DUR' (hushmon ctl set --job ID)"
+            ), refused
+            assert "period_ms=500 " in a.status()
+            assert send(a, "period 200", OTHER) == "ok period_ms=200"  # an admin
+            assert send(a, "period 300") == "ok period_ms=300"  # root
+            assert "period_ms=300 " in a.status()
+    finally:
+        shutil.rmtree(work)
