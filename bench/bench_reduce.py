@@ -54,6 +54,12 @@ from hushmon.paths import build_bin_dir
 from hushmon.procstat import process_cpu_s, rss_kib
 from hushmon.transport.natsserver import LocalNatsServer, NatsServerConfig, ensure_streams
 
+# A reducer draining a backlog as fast as it can: deep pulls, short grace.
+DRAIN_FLAGS = (
+    "--max-ack-pending", "200000", "--fetch-batch", "512",
+    "--period-grace-ms", "200", "--keep-s", "60",
+)  # fmt: skip
+
 
 class Reducer:
     """hushmon-reduce --rack r1 with its RSS sampled every 0.5 s."""
@@ -208,14 +214,7 @@ def top_phase(url: str, tmp: Path, a: argparse.Namespace) -> None:
     top = Reducer(
         url,
         tmp / "reduce-top.log",
-        "--max-ack-pending",
-        "200000",
-        "--fetch-batch",
-        "512",
-        "--period-grace-ms",
-        "200",
-        "--keep-s",
-        "60",
+        *DRAIN_FLAGS,
         level=("--top",),
     )
     t0 = time.monotonic()
@@ -305,14 +304,7 @@ def run(url: str, tmp: Path, a: argparse.Namespace) -> None:
     red = Reducer(
         url,
         tmp / "reduce.log",
-        "--max-ack-pending",
-        "200000",
-        "--fetch-batch",
-        "512",
-        "--period-grace-ms",
-        "200",
-        "--keep-s",
-        "60",
+        *DRAIN_FLAGS,
     )
     t0 = time.monotonic()
     wall = asyncio.run(drained(url, a.batches, t0))
