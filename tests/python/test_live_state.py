@@ -195,3 +195,26 @@ def test_history_keeps_every_period_in_order_with_its_raw_values() -> None:
         lo, avg, hi = entry["series"]["cpu usr"]
         assert (lo, hi) == (min(users), max(users)) and avg == pytest.approx(sum(users) / 4)
         assert entry["units"]["cpu usr"] == "%" and "app iter_s" in entry["series"]
+
+
+def test_app_values_stay_shown_through_periods_without_them() -> None:
+    """At a 100 ms period a program calling once per 1 s iteration leaves
+    most periods without app values: the views show the newest period that
+    had some, with its time (and the page does not plot it again)."""
+    msgs = [m for m in recorded() if m[0] == "hm.sum.job.42"]
+    state = feed(msgs)
+    subject, payload = msgs[-1]
+    obj = json.loads(payload)
+    with_app_ns = obj["time_ns"]
+    obj["time_ns"] += 100_000_000
+    obj["sources"] = [[s[0], s[1], s[2] + 1000] for s in obj["sources"]]
+    obj["sensors"] = {k: v for k, v in obj["sensors"].items() if not k.startswith("app")}
+    assert state.add(subject, json.dumps(obj).encode(), NOW_NS) == ""
+    [job] = state.snapshot(NOW_NS)["jobs"]
+    assert job["time_ns"] == with_app_ns + 100_000_000
+    assert [a["name"] for a in job["app"]] == ["iter_s"] and job["app_time_ns"] == with_app_ns
+    frame = render(state.snapshot(NOW_NS), "nats://hub:4222")
+    assert "application metrics (over ranks, period " in frame and "iter_s" in frame
+    # the newest period's own app values when it has them
+    [fresh] = feed(msgs).snapshot(NOW_NS)["jobs"]
+    assert fresh["app_time_ns"] == fresh["time_ns"] and fresh["app"]

@@ -92,7 +92,8 @@ function record(job) {
     entry.series[s.label] = [s.min, s.avg, s.max];
     entry.units[s.label] = s.unit;
   }
-  for (const a of job.app) {
+  // app values of an older period (this one has none) are not plotted again at this time
+  for (const a of job.app_time_ns === job.time_ns ? job.app : []) {
     entry.series["app " + a.name] = [a.min, a.avg, a.max];
     entry.units["app " + a.name] = a.unit;
   }

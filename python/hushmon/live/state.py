@@ -50,6 +50,11 @@ class JobLive:
     racks: dict[str, Period] = field(default_factory=dict)
     # the job-wide figures of the periods before ``whole``, oldest first
     past: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    # The newest job-wide period that held application values: a program
+    # sends once per iteration (or per 100 ms), so at short sampling
+    # periods most periods have none, and the views would show them only
+    # now and then.
+    with_app: Period | None = None
 
 
 @dataclass
@@ -172,6 +177,11 @@ def app_metrics(job: str, sensors: dict[ParsedSensor, Summary]) -> list[dict[str
     return out
 
 
+def _has_app(sensors: dict[ParsedSensor, Summary]) -> bool:
+    names = {m for m, *_ in APP_MEASUREMENTS}
+    return any(sensor.measurement in names for sensor in sensors)
+
+
 def compact(job: str, period: Period) -> dict[str, Any]:
     """A period as the page plots it: ``[min, avg, max]`` per series name
     (a key sensor's label, ``app <name>`` for an application metric)."""
@@ -208,6 +218,8 @@ class LiveState:
             job.whole, what = _fold(job.whole, p, received_ns)
             if what == "new" and before is not None:
                 job.past.append(compact(job.job, before))
+            if what in ("new", "merged") and _has_app(p.sensors):
+                job.with_app = job.whole
         else:
             job.racks[p.rack], what = _fold(job.racks.get(p.rack), p, received_ns)
         if what == "late":
@@ -276,6 +288,11 @@ class LiveState:
                         "sensors": key_sensors(r.sensors),
                     }
                 )
+            app = app_metrics(job.job, period.sensors)
+            app_time_ns = period.time_ns
+            if not app and job.with_app is not None and origin == "job":
+                app = app_metrics(job.job, job.with_app.sensors)
+                app_time_ns = job.with_app.time_ns
             jobs.append(
                 {
                     "job": job.job,
@@ -287,7 +304,9 @@ class LiveState:
                     "n_sensors": len(period.sensors),
                     "sensors": key_sensors(period.sensors),
                     "racks": racks,
-                    "app": app_metrics(job.job, period.sensors),
+                    # the newest period's, else the newest period's that had some
+                    "app": app,
+                    "app_time_ns": app_time_ns,
                 }
             )
         jobs.sort(key=lambda j: (-j["time_ns"], j["job"]))

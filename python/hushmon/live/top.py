@@ -96,7 +96,9 @@ def render(snap: dict[str, Any], url: str, job: str | None = None, width: int = 
         if len(rows) > 1:
             lines += table(rows, "  ")
         if j["app"]:
-            lines.append("  application metrics (over ranks)")
+            older = j.get("app_time_ns", j["time_ns"]) != j["time_ns"]
+            when = f", period {clock(j['app_time_ns'])}" if older else ""
+            lines.append(f"  application metrics (over ranks{when})")
             rows = [["NAME", "RANKS", "MIN", "AVG", "MAX"]]
             for a in j["app"]:
                 unit = f" [{a['unit']}]" if a["unit"] else ""
