@@ -39,8 +39,8 @@ def register(subparsers: Any) -> None:
             "--job",
             metavar="ID",
             help="the change is the job's: allowed to its owner on nodes that are all theirs, "
-            "undone when the job ends; without --nodes every agent is asked and those where "
-            "the job does not run are left out",
+            "undone when the job ends; without --nodes the job's nodes from Slurm (squeue) are "
+            "asked, else every agent, and those where the job does not run are left out",
         )
         q.add_argument("--url", help="NATS server(s); without it, the local control socket")
         q.add_argument(
@@ -76,6 +76,13 @@ def run(args: argparse.Namespace) -> int:
     hosts = expand_hostlist(args.nodes) if args.nodes else []
     if args.nodes and not hosts:
         raise HushmonError(f"--nodes {args.nodes!r} names no host")
+    if args.url and args.job is not None and not hosts:
+        # A Slurm job's own nodes, each asked by name: one that does not
+        # answer is listed, and the answers end the wait (a broadcast waits
+        # the whole timeout and cannot name the silent).
+        from hushmon.transport.slurmjob import job_nodes
+
+        hosts = job_nodes(args.job) or []
     if args.url:
         outcome = ask_nats(args.url, request, hosts, args.timeout)
     else:

@@ -1,0 +1,36 @@
+"""The nodes a Slurm job runs on, for ``hushmon ctl --job N``: asking those
+agents by name (instead of every agent on hm.ctl.all) lists the ones that
+do not answer and returns as soon as all have answered."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+from hushmon.digest.fabric import expand_hostlist
+
+# A job that is still running or winding down; a finished job has no nodes to change.
+_ACTIVE_STATES = "RUNNING,COMPLETING,SUSPENDED"
+
+
+def job_nodes(job: str, timeout_s: float = 5.0) -> list[str] | None:
+    """The hosts of the active Slurm job ``job``, or None when Slurm is not
+    here or does not know it as active (a job id of `hushmon run` outside
+    Slurm): the caller then asks every agent."""
+    squeue = shutil.which("squeue")
+    if squeue is None or not job.isdigit():
+        return None
+    try:
+        out = subprocess.run(
+            [squeue, "-h", "-j", job, "-t", _ACTIVE_STATES, "-o", "%N"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    hosts = [h for line in out.stdout.split() for h in expand_hostlist(line)]
+    return sorted(set(hosts)) or None
