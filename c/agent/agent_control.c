@@ -370,6 +370,62 @@ static void do_job(request *r)
     }
 }
 
+/* app send JOB NAME COMMAND [ARGS]: a control message to the job's
+ * programs named NAME ("*": all) that registered a callback (libhushmon
+ * hm_on_control); app acks ID: how many got it so far. The job's owner,
+ * root or an admin may send; the answer comes at once, the programs take
+ * the message at their next hm_poll (docs/libhushmon.md, "Control"). */
+static void do_app(request *r)
+{
+    hm_agent *a = r->a;
+    hm_error err;
+    const char *verb = r->argc >= 1 ? r->argv[0] : "";
+    if (strcmp(verb, "send") == 0 && r->argc >= 4) {
+        const char *job = r->argv[1], *name = r->argv[2];
+        char why[256];
+        if (!uid_is_admin(a, r->uid) && hm_jobs_find(&a->jobs, job) != NULL) {
+            hm_job *j = hm_jobs_find(&a->jobs, job);
+            if (r->uid < 0 || j->owner_uid != r->uid) {
+                snprintf(r->out, r->size, "error host=%s not authorized: uid %ld is not the owner "
+                         "of job %s (owner %ld); only root, an admin (control.admin_uids) or "
+                         "the job's owner may send to its programs", a->cfg.host, r->uid, job,
+                         j->owner_uid);
+                return;
+            }
+        }
+        if (hm_jobs_find(&a->jobs, job) == NULL) {
+            snprintf(why, sizeof why, "job %s does not run on %s", job, a->cfg.host);
+            snprintf(r->out, r->size, "error host=%s %s", a->cfg.host, why);
+            return;
+        }
+        char text[HM_APP_CTL_TEXT_MAX + 1] = "";
+        for (int i = 3; i < r->argc; i++)
+            append(text, sizeof text, "%s%s", i > 3 ? " " : "", r->argv[i]);
+        uint32_t id;
+        unsigned sent;
+        if (hm_app_control_send(&a->app, &a->jobs, job, name, text, &id, &sent, &err) < 0) {
+            snprintf(r->out, r->size, "error host=%s app send: %s", a->cfg.host, err.msg);
+            return;
+        }
+        hm_log_notice("control: uid %ld%s sent '%s' to program %s of job %s: %u processes",
+                      r->uid, r->remote ? " (claimed, over NATS)" : "", text, name, job, sent);
+        snprintf(r->out, r->size, "ok host=%s app_id=%u job=%s name=%s sent=%u", a->cfg.host, id,
+                 job, name, sent);
+    } else if (strcmp(verb, "acks") == 0 && r->argc == 2) {
+        int64_t id;
+        hm_app_ctl_pending p;
+        if (hm_parse_int64(r->argv[1], 1, UINT32_MAX, 0, &id, &err) < 0 ||
+            hm_app_control_acks(&a->app, &a->jobs, (uint32_t)id, &p, &err) < 0) {
+            snprintf(r->out, r->size, "error host=%s app acks: %s", a->cfg.host, err.msg);
+            return;
+        }
+        snprintf(r->out, r->size, "ok host=%s app_id=%u sent=%u acked=%u failed=%u", a->cfg.host,
+                 p.id, p.sent, p.acked, p.failed);
+    } else {
+        snprintf(r->out, r->size, "error usage: app send JOB NAME|* COMMAND [ARGS] | app acks ID");
+    }
+}
+
 static void do_flush(request *r)
 {
     hm_error err;
@@ -409,6 +465,7 @@ static const struct {
     {"period", "period MS", false, do_period},
     {"set", "set [job=ID] period=DUR sources=+a,-b apps=-NAME", true, do_set},
     {"job", "job begin ID [cgroup=PATH] [uid=N] | job end ID", false, do_job},
+    {"app", "app send JOB NAME COMMAND [ARGS] | app acks ID", true, do_app},
     {"flush", "flush", false, do_flush},
     {"reload", "reload", false, do_reload},
 };

@@ -175,6 +175,15 @@ static void attribute(hm_app *app, hm_app_client *cl, const hm_jobs *jobs)
     }
     cl->job = j;
     snprintf(cl->job_id, sizeof cl->job_id, "%s", j >= 0 ? jobs->job[j].id : "");
+    snprintf(path, sizeof path, "%s/proc/%d/comm", app->proc_root, (int)cl->pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    cl->comm[0] = '\0';
+    if (fd >= 0) {
+        ssize_t n = read(fd, cl->comm, sizeof cl->comm - 1);
+        cl->comm[n > 0 ? n : 0] = '\0';
+        cl->comm[strcspn(cl->comm, "\n")] = '\0';
+        close(fd);
+    }
     cl->jobs_generation = jobs->generation;
     cl->attributed_once = true;
 }
@@ -233,6 +242,30 @@ static void clean_name(char *out, const unsigned char *in, size_t n)
     out[n] = '\0';
 }
 
+/* A client's HM_APP_CONTROL record: id 0, it takes control messages;
+ * another, it acknowledges that one (status: its callback's return). */
+static void take_control_record(hm_app *app, hm_app_client *cl, const unsigned char *name,
+                                size_t nlen, double status)
+{
+    uint64_t id = 0;
+    for (size_t i = 0; i < nlen; i++) {
+        if (name[i] < '0' || name[i] > '9' || id > UINT32_MAX)
+            return;
+        id = id * 10 + (uint64_t)(name[i] - '0');
+    }
+    if (id == 0) {
+        cl->listens = true;
+        return;
+    }
+    for (size_t i = 0; i < HM_APP_CTL_PENDING; i++) {
+        hm_app_ctl_pending *c = &app->ctl[i];
+        if (c->id == id && c->acked < c->sent) {
+            c->acked++;
+            c->failed += status != 0;
+        }
+    }
+}
+
 /* One message from cl; false when it is not a valid message. */
 static bool take_message(hm_app *app, hm_app_client *cl, size_t n)
 {
@@ -259,9 +292,14 @@ static bool take_message(hm_app *app, hm_app_client *cl, size_t n)
         memcpy(&max, p + 24, 8);
         if (nlen == 0 || nlen > HM_APP_NAME_MAX || tlen > HM_APP_TEXT_MAX || count == 0 ||
             off + HM_APP_REC_FIXED + nlen + tlen > n ||
-            (type != HM_APP_METRIC && type != HM_APP_PHASE && type != HM_APP_EVENT))
+            (type != HM_APP_METRIC && type != HM_APP_PHASE && type != HM_APP_EVENT &&
+             type != HM_APP_CONTROL))
             return false;
         off += HM_APP_REC_FIXED + nlen + tlen;
+        if (type == HM_APP_CONTROL) {
+            take_control_record(app, cl, p + HM_APP_REC_FIXED, nlen, sum);
+            continue;
+        }
         app->total.records += count;
         if (cl->job < 0) {
             app->total.unattributed += count;
@@ -452,4 +490,54 @@ void hm_app_collect(hm_app *app, hm_jobs *jobs, hm_lp *out)
     accept_clients(app);
     read_clients(app, jobs);
     emit(app, out);
+}
+
+int hm_app_control_send(hm_app *app, hm_jobs *jobs, const char *job, const char *name,
+                        const char *text, uint32_t *id, unsigned *sent, hm_error *err)
+{
+    if (app->listen_fd < 0)
+        return hm_error_set(err, "no application channel (control.socket is '')");
+    size_t tlen = strlen(text);
+    if (tlen == 0 || tlen > HM_APP_CTL_TEXT_MAX)
+        return hm_error_set(err, "a control message is 1 .. %d bytes", HM_APP_CTL_TEXT_MAX);
+    accept_clients(app);
+    read_clients(app, jobs);
+    /* ids start above 0 and wrap past it; the slot of the oldest is reused */
+    if (++app->ctl_next_id == 0)
+        app->ctl_next_id = 1;
+    hm_app_ctl_pending *slot = &app->ctl[app->ctl_next_id % HM_APP_CTL_PENDING];
+    *slot = (hm_app_ctl_pending){.id = app->ctl_next_id};
+    unsigned char msg[sizeof(hm_app_ctl_header) + HM_APP_CTL_TEXT_MAX];
+    hm_app_ctl_header h = {.magic = HM_APP_CTL_MAGIC, .version = HM_APP_VERSION,
+                           .text_len = (uint16_t)tlen, .id = slot->id};
+    memcpy(msg, &h, sizeof h);
+    memcpy(msg + sizeof h, text, tlen);
+    for (size_t i = 0; i < app->nclients; i++) {
+        hm_app_client *cl = &app->client[i];
+        if (!cl->listens || cl->job < 0 || strcmp(cl->job_id, job) != 0 ||
+            (strcmp(name, "*") != 0 && strcmp(cl->comm, name) != 0))
+            continue;
+        /* Never waits: a client whose socket is full does not get it. */
+        if (send(cl->fd, msg, sizeof h + tlen, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)(sizeof h + tlen))
+            slot->sent++;
+    }
+    *id = slot->id;
+    *sent = slot->sent;
+    return 0;
+}
+
+int hm_app_control_acks(hm_app *app, hm_jobs *jobs, uint32_t id, hm_app_ctl_pending *out,
+                        hm_error *err)
+{
+    if (app->listen_fd < 0)
+        return hm_error_set(err, "no application channel (control.socket is '')");
+    accept_clients(app);
+    read_clients(app, jobs);
+    for (size_t i = 0; i < HM_APP_CTL_PENDING; i++)
+        if (id != 0 && app->ctl[i].id == id) {
+            *out = app->ctl[i];
+            return 0;
+        }
+    return hm_error_set(err, "no control message %u here (unknown, or one of more than %d "
+                             "newer ones took its place)", id, HM_APP_CTL_PENDING);
 }

@@ -39,7 +39,17 @@ typedef struct hm_app_client {
     bool attributed_once;
     char claim[HM_APP_JOB_MAX];
     uint64_t lib_dropped;     /* the client's last reported dropped_total */
+    bool listens;             /* it registered a control callback (hm_on_control) */
+    char comm[16];            /* its program's name (/proc/PID/comm), for `app send` */
 } hm_app_client;
+
+/* A control message sent to applications (`app send`), until its
+ * acknowledgements are asked for (`app acks ID`); the oldest is reused. */
+#define HM_APP_CTL_PENDING 16
+typedef struct hm_app_ctl_pending {
+    uint32_t id;              /* 0 = free */
+    uint32_t sent, acked, failed;
+} hm_app_ctl_pending;
 
 typedef struct hm_app_series {
     uint8_t kind;             /* HM_APP_METRIC/PHASE/EVENT; 0 = free */
@@ -77,6 +87,8 @@ typedef struct hm_app {
     uint64_t lib_dropped_closed; /* reported by clients that have gone */
     unsigned char *msg;       /* one message, HM_APP_MSG_MAX */
     hm_app_muted muted;
+    hm_app_ctl_pending ctl[HM_APP_CTL_PENDING];
+    uint32_t ctl_next_id;
 } hm_app;
 
 /* Nothing open; hm_app_collect and hm_app_close are no-ops. */
@@ -89,6 +101,18 @@ int hm_app_open(hm_app *app, const char *control_path, hm_error *err);
 void hm_app_close(hm_app *app);
 /* Accepts, reads what is queued, writes this period's lines. */
 void hm_app_collect(hm_app *app, hm_jobs *jobs, hm_lp *out);
+
+/* Sends text ("COMMAND [ARGS]") to the clients of job whose program is
+ * name ("*": every program of the job) that take control messages; reads
+ * the clients first, so one that registered since the last period counts.
+ * *id: to ask for the acknowledgements; *sent: how many it went to. */
+int hm_app_control_send(hm_app *app, hm_jobs *jobs, const char *job, const char *name,
+                        const char *text, uint32_t *id, unsigned *sent, hm_error *err);
+/* The acknowledgements of id so far (reads the clients first): acked =
+ * delivered to the callback, failed = of those, the callback returned
+ * non-zero. */
+int hm_app_control_acks(hm_app *app, hm_jobs *jobs, uint32_t id, hm_app_ctl_pending *out,
+                        hm_error *err);
 
 /* Applies "-a,+b" to m: -NAME unsubscribes (muted), +NAME subscribes
  * again. On error m is as it was. */

@@ -16,7 +16,11 @@
 #define HM_APP_MSG_MAX 16384     /* one message (one thread's batch) */
 #define HM_APP_SOCKET_DEFAULT "/run/hushmon/app.sock"
 
-enum { HM_APP_METRIC = 1, HM_APP_EVENT = 2, HM_APP_PHASE = 3 };
+/* HM_APP_CONTROL: the library's side of the control path, a record
+ * whose name is a control id in decimal: "0" = this process takes control
+ * messages (hm_on_control; sent on each new connection), any other id =
+ * that message was delivered, sum = what the callback returned. */
+enum { HM_APP_METRIC = 1, HM_APP_EVENT = 2, HM_APP_PHASE = 3, HM_APP_CONTROL = 4 };
 
 typedef struct hm_app_header {
     uint32_t magic;
@@ -32,5 +36,18 @@ typedef struct hm_app_header {
  * name bytes, text bytes (an event's last text). Values are the metric,
  * or a phase's duration in seconds. */
 #define HM_APP_REC_FIXED 32
+
+/* The other way, agent -> library (hushmon ctl app): one message
+ * = this header + text_len bytes of text ("COMMAND [ARGS]"), delivered
+ * by hm_poll() to the callback and acknowledged with an HM_APP_CONTROL
+ * record. */
+#define HM_APP_CTL_MAGIC 0x31434d48u /* "HMC1" */
+#define HM_APP_CTL_TEXT_MAX 255
+typedef struct hm_app_ctl_header {
+    uint32_t magic;
+    uint16_t version;        /* HM_APP_VERSION */
+    uint16_t text_len;
+    uint32_t id;             /* > 0, the agent's, echoed in the acknowledgement */
+} hm_app_ctl_header;
 
 #endif

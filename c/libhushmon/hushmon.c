@@ -32,6 +32,8 @@
 #define FLUSH_AGE_NS 100000000LL   /* a batch is sent at most this old (while calls come) */
 #define RETRY_NS 1000000000LL      /* reconnect attempts after the agent went away */
 #define PHASES_MAX 16
+#define CTL_POLL_NS 50000000LL     /* hm_poll looks at the socket at most this often */
+#define CTL_PER_POLL 16            /* control messages delivered by one hm_poll */
 
 enum { ST_UNOPENED = 0, ST_ON, ST_DISCONNECTED, ST_OFF };
 
@@ -78,6 +80,13 @@ static struct {
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     pthread_key_t key;
     bool key_made, atfork_done;
+    /* Control (hm_on_control): fn and user change under lock; ctl_on is
+     * what hm_poll reads first, so that without a callback it is one load. */
+    hm_control_fn ctl_fn;
+    void *ctl_user;
+    _Atomic int ctl_on;
+    _Atomic int polling;       /* one hm_poll delivers at a time */
+    _Atomic int64_t ctl_next_ns;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .rank = -1, .size = -1};
 
 static _Thread_local tbuf *tl;
@@ -174,6 +183,58 @@ static size_t build_message(tbuf *b)
     return len;
 }
 
+/* One HM_APP_CONTROL record in a message of its own, never waiting: id 0
+ * says this process takes control messages, another id acknowledges
+ * one (status: what the callback returned). Lost when the socket is
+ * full, like any record; the sender then counts it as not delivered. */
+static void send_control_record(uint32_t id, int status)
+{
+    unsigned char msg[sizeof(hm_app_header) + HM_APP_REC_FIXED + 16];
+    hm_app_header h;
+    memset(&h, 0, sizeof h);
+    h.magic = HM_APP_MAGIC;
+    h.version = HM_APP_VERSION;
+    h.records = 1;
+    h.rank = g.rank;
+    h.size = g.size;
+    h.dropped_total = atomic_load_explicit(&g.dropped, memory_order_relaxed);
+    memcpy(h.job_claim, g.job_claim, sizeof h.job_claim);
+    memcpy(msg, &h, sizeof h);
+    char name[16];
+    int nlen = 0;
+    uint32_t v = id;
+    char digits[12];
+    do {
+        digits[nlen++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0);
+    for (int i = 0; i < nlen; i++)
+        name[i] = digits[nlen - 1 - i];
+    unsigned char *p = msg + sizeof h;
+    uint16_t tlen = 0;
+    uint32_t count = 1;
+    double value = (double)status;
+    p[0] = HM_APP_CONTROL;
+    p[1] = (uint8_t)nlen;
+    memcpy(p + 2, &tlen, 2);
+    memcpy(p + 4, &count, 4);
+    memcpy(p + 8, &value, 8);
+    memcpy(p + 16, &value, 8);
+    memcpy(p + 24, &value, 8);
+    memcpy(p + HM_APP_REC_FIXED, name, (size_t)nlen);
+    size_t len = sizeof h + HM_APP_REC_FIXED + (size_t)nlen;
+    ssize_t ignored = send(g.fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)ignored;
+}
+
+/* On a new connection (open, reconnect, a forked child's): the agent
+ * learns that this process has a callback. Called with g.lock held. */
+static void send_hello_locked(void)
+{
+    if (atomic_load_explicit(&g.ctl_on, memory_order_relaxed) && g.fd >= 0)
+        send_control_record(0, 0);
+}
+
 /* Reconnect under the lock, keeping g.fd's number (other threads may be
  * in send() on it: they then send on the new connection or fail). */
 static void try_reconnect(int64_t now)
@@ -183,9 +244,10 @@ static void try_reconnect(int64_t now)
     if (atomic_load_explicit(&g.state, memory_order_relaxed) == ST_DISCONNECTED &&
         now >= atomic_load_explicit(&g.retry_at_ns, memory_order_relaxed)) {
         int s = connect_agent();
-        if (s >= 0 && (g.fd < 0 ? (g.fd = s, 0) : (dup2(s, g.fd) < 0 ? -1 : (close(s), 0))) == 0)
+        if (s >= 0 && (g.fd < 0 ? (g.fd = s, 0) : (dup2(s, g.fd) < 0 ? -1 : (close(s), 0))) == 0) {
             atomic_store(&g.state, ST_ON);
-        else {
+            send_hello_locked();
+        } else {
             if (s >= 0 && s != g.fd)
                 close(s);
             atomic_store(&g.retry_at_ns, now + RETRY_NS);
@@ -277,6 +339,9 @@ static void fork_child(void)
         atomic_store(&g.retry_at_ns, 0);
         atomic_store(&g.state, ST_DISCONNECTED);
     }
+    /* A thread of the parent may have been delivering: not this one. */
+    atomic_store(&g.polling, 0);
+    atomic_store(&g.ctl_next_ns, 0);
     pthread_mutex_unlock(&g.lock);
 }
 
@@ -328,6 +393,7 @@ int hm_open(void)
     }
     atomic_fetch_add(&g.gen, 1); /* buffers of an earlier open are stale */
     atomic_store(&g.state, ST_ON);
+    send_hello_locked();
     pthread_mutex_unlock(&g.lock);
     return 0;
 }
@@ -518,4 +584,91 @@ void hm_stats_get(hm_stats *out)
     out->dropped_records = atomic_load(&g.dropped);
     out->messages = atomic_load(&g.messages);
     out->connected = atomic_load(&g.state) == ST_ON;
+}
+
+int hm_on_control(hm_control_fn fn, void *user_data)
+{
+    int st = atomic_load(&g.state);
+    if (st == ST_UNOPENED && hm_open() != 0)
+        return 1;
+    pthread_mutex_lock(&g.lock);
+    bool was_on = g.ctl_fn != NULL;
+    g.ctl_fn = fn;
+    g.ctl_user = user_data;
+    atomic_store(&g.ctl_on, fn != NULL);
+    atomic_store(&g.ctl_next_ns, 0);
+    if (fn != NULL && !was_on && atomic_load(&g.state) == ST_ON)
+        send_hello_locked();
+    st = atomic_load(&g.state);
+    pthread_mutex_unlock(&g.lock);
+    return st == ST_ON || st == ST_DISCONNECTED ? 0 : 1;
+}
+
+/* One control message from the agent to the callback, acknowledged;
+ * whether the callback ran. */
+static bool deliver(const unsigned char *msg, size_t n)
+{
+    hm_app_ctl_header h;
+    if (n < sizeof h)
+        return false;
+    memcpy(&h, msg, sizeof h);
+    if (h.magic != HM_APP_CTL_MAGIC || h.version != HM_APP_VERSION || h.id == 0 ||
+        h.text_len > HM_APP_CTL_TEXT_MAX || sizeof h + h.text_len != n)
+        return false;
+    char text[HM_APP_CTL_TEXT_MAX + 1];
+    memcpy(text, msg + sizeof h, h.text_len);
+    text[h.text_len] = '\0';
+    char *args = text;
+    while (*args != '\0' && *args != ' ')
+        args++;
+    if (*args == ' ') {
+        *args++ = '\0';
+        while (*args == ' ')
+            args++;
+    }
+    pthread_mutex_lock(&g.lock);
+    hm_control_fn fn = g.ctl_fn;
+    void *user = g.ctl_user;
+    pthread_mutex_unlock(&g.lock);
+    if (fn == NULL)
+        return false; /* unregistered meanwhile: not acknowledged, the sender counts it lost */
+    int status = fn(text, args, user);
+    send_control_record(h.id, status);
+    return true;
+}
+
+int hm_poll(void)
+{
+    if (__builtin_expect(!atomic_load_explicit(&g.ctl_on, memory_order_relaxed), 1))
+        return 0;
+    int64_t now = coarse_ns();
+    if (now < atomic_load_explicit(&g.ctl_next_ns, memory_order_relaxed))
+        return 0;
+    if (atomic_exchange(&g.polling, 1) != 0)
+        return 0;
+    atomic_store_explicit(&g.ctl_next_ns, now + CTL_POLL_NS, memory_order_relaxed);
+    int st = atomic_load(&g.state);
+    if (st == ST_DISCONNECTED) {
+        try_reconnect(now);
+        st = atomic_load(&g.state);
+    }
+    int delivered = 0;
+    unsigned char msg[sizeof(hm_app_ctl_header) + HM_APP_CTL_TEXT_MAX];
+    for (int k = 0; st == ST_ON && k < CTL_PER_POLL; k++) {
+        ssize_t n = recv(g.fd, msg, sizeof msg, MSG_DONTWAIT | MSG_TRUNC);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            break;
+        if (n <= 0) {
+            /* The agent went away: reconnect like a failed send does. */
+            atomic_store(&g.retry_at_ns, now + RETRY_NS);
+            int on = ST_ON;
+            atomic_compare_exchange_strong(&g.state, &on, ST_DISCONNECTED);
+            break;
+        }
+        if ((size_t)n > sizeof msg)
+            continue; /* not ours (too long): skipped */
+        delivered += deliver(msg, (size_t)n);
+    }
+    atomic_store(&g.polling, 0);
+    return delivered;
 }

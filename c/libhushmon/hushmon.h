@@ -58,6 +58,23 @@ HUSHMON_API void hm_profile_dump(const char *prefix, const char *const *names, c
 HUSHMON_API int hm_rank(void);
 HUSHMON_API int hm_size(void);
 
+/* Control messages to the application (`hushmon ctl app NAME COMMAND
+ * [ARGS] --job ID`, docs/libhushmon.md "Control"). fn is called with the
+ * command's first word and the rest ("" when none) from hm_poll(), on the
+ * thread that calls hm_poll, never from a thread of the library's or a
+ * signal: the application chooses a point where acting is safe (between
+ * iterations, outside MPI calls). Its return value (0 = done) goes back to
+ * the sender with the acknowledgement. fn NULL stops delivery. Returns 0
+ * when registered with a running agent, 1 when no agent answers. */
+typedef int (*hm_control_fn)(const char *command, const char *args, void *user_data);
+HUSHMON_API int hm_on_control(hm_control_fn fn, void *user_data);
+/* Delivers the control messages that arrived (at most 16 a call) and
+ * returns how many. Cheap enough for every iteration: without a callback
+ * it is one load; with one it looks at the socket at most every 50 ms
+ * (one non-blocking recv), else it reads a coarse clock. Any thread may
+ * call it; one delivers at a time (a concurrent call returns 0). */
+HUSHMON_API int hm_poll(void);
+
 typedef struct hm_stats {
     uint64_t records;        /* values taken (counted when their batch is sent or dropped) */
     uint64_t sent_records;   /* values handed to the socket */
