@@ -38,14 +38,7 @@ def _sum(job: JobData, sensors: list[str]) -> Matrix | None:
 
 
 def _max(job: JobData, sensors: list[str]) -> Matrix | None:
-    mats = [m for m in (job.matrix(s) for s in sensors) if m is not None]
-    if not mats:
-        return None
-    with np.errstate(all="ignore"):
-        stacked = np.stack(mats)
-        out = np.nanmax(np.where(np.isnan(stacked), -np.inf, stacked), axis=0)
-    out[np.isinf(out)] = np.nan
-    return out
+    return _max_of([m for m in (job.matrix(s) for s in sensors) if m is not None])
 
 
 def _network(direction: str) -> Callable[[JobData], Matrix | None]:
