@@ -192,7 +192,7 @@ def build_digest(db_path: Path, job: str, out_dir: Path, topology: Path | None =
         skipped=result.skipped,
         states=states,
         nodes=data.hosts,
-        duration_s=float(len(data.times_ns) * data.period_s),
+        duration_s=data.span_s,
         sensors=len(data.sensors),
         exports=exports,
     )

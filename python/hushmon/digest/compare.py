@@ -143,7 +143,7 @@ def parse_run(spec: str) -> tuple[str, float | None]:
 
 
 def _measure(job: JobData, size: float) -> Run:
-    run = Run(job.job, size, len(job.hosts), float(len(job.times_ns) * job.period_s))
+    run = Run(job.job, size, len(job.hosts), job.span_s)
     for factor in FACTORS:
         run.influence[factor.name] = factor_metric(factor, job)
     work = work_matrix(job)

@@ -129,6 +129,15 @@ class JobData:
         return float(np.median(np.diff(self.times_ns))) / 1e9
 
     @property
+    def span_s(self) -> float:
+        """Time the periods cover, first to last plus one period: not
+        periods x period_s, since the period may change during a job
+        (hushmon ctl set period=...)."""
+        if len(self.times_ns) == 0:
+            return 0.0
+        return float(self.times_ns[-1] - self.times_ns[0]) / 1e9 + self.period_s
+
+    @property
     def sensors(self) -> list[str]:
         return sorted(self.stats)
 
