@@ -71,6 +71,10 @@ def test_top_once_shows_the_job_racks_and_app_metric(traffic: str) -> None:
     )
     app = re.search(r"^  iter_s +4 +[0-9.]+ +[0-9.]+ +[0-9.]+$", r.stdout, re.M)
     assert app, r.stdout
+    # a cluster's servers as a list (the test bed's hub is three), the first one down
+    servers = f"nats://127.0.0.1:{free_port()},{traffic}"
+    r = hushmon("top", "--url", servers, "--once", "--job", JOB)
+    assert r.returncode == 0 and f"job {JOB}: 4 node(s)" in r.stdout, r.stderr
     r = hushmon("top", "--url", traffic, "--once", "--job", "999")
     assert r.returncode == 0 and "no summaries yet for job 999" in r.stdout
     assert "iter_s" not in r.stdout

@@ -28,19 +28,27 @@ CATCH_UP_IDLE_S = 1.0
 
 async def connect(url: str) -> Any:
     """A connection that reconnects on its own; a server that is down at
-    the start is one line (nats-py would retry with tracebacks)."""
+    the start is one line (nats-py would retry with tracebacks). ``url``
+    may list several servers of one cluster, comma-separated (as `hushmon
+    ctl --url` and `hushmon testbed status` give the bed's hub): one that
+    answers is enough."""
     import nats
 
-    why = reachable(url, CONNECT_TIMEOUT_S)
-    if why:
-        raise HushmonError(f"cannot reach the NATS server at {url}: {why}", exit_code=1)
+    servers = [u.strip() for u in url.split(",") if u.strip()]
+    why = ""
+    for server in servers:
+        why = reachable(server, CONNECT_TIMEOUT_S)
+        if not why:
+            break
+    if why or not servers:
+        raise HushmonError(f"cannot reach the NATS server at {url}: {why or 'no URL'}", exit_code=1)
 
     async def quiet(_exc: Exception) -> None:
         return None
 
     try:
         return await nats.connect(
-            url,
+            servers,
             connect_timeout=CONNECT_TIMEOUT_S,
             max_reconnect_attempts=-1,
             reconnect_time_wait=1,
