@@ -254,6 +254,7 @@ CASES: dict[str, list[Call] | NoJson | NotRunHere] = {
     # runs both with --json - against a real agent and server.
     "ctl set": NotRunHere("needs a running agent: tests/transport/test_ctl.py"),
     "ctl status": NotRunHere("needs a running agent: tests/transport/test_ctl.py"),
+    "ctl app": NotRunHere("needs an agent and programs: tests/python/test_libhushmon_control.py"),
     "testbed exec": NoJson("stdout is the command's on the node"),
     "testbed env": NoJson("stdout is shell exports to eval"),
     # live views of NATS (tests/transport/test_live_top.py, test_live_serve.py)

@@ -10,6 +10,10 @@ calls do nothing. ::
     with hm.phase("solve"):
         ...
     hm.metric("iter_time_s", 0.012)
+
+Control messages (``hushmon ctl app NAME COMMAND --job ID``) reach a
+callback registered with :meth:`Hushmon.on_control`, from :meth:`Hushmon.poll`
+on the thread that calls it (docs/libhushmon.md, "Control").
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +38,15 @@ class _Stats(ctypes.Structure):
         ("messages", ctypes.c_uint64),
         ("connected", ctypes.c_int),
     ]
+
+
+# int fn(const char *command, const char *args, void *user_data)
+_CONTROL_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p)
+# A control callback: (command, args) -> 0 or None when done, else a status.
+ControlCallback = Callable[[str, str], "int | None"]
+# The C callback the library holds: kept alive here while registered (the
+# registration is the process's, like the library's connection).
+_registered: list[object] = []
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,8 @@ def load() -> ctypes.CDLL:
             "hm_rank": ([], ctypes.c_int),
             "hm_size": ([], ctypes.c_int),
             "hm_stats_get": ([ctypes.POINTER(_Stats)], None),
+            "hm_on_control": ([_CONTROL_FN, ctypes.c_void_p], ctypes.c_int),
+            "hm_poll": ([], ctypes.c_int),
         }
         for fname, (args, res) in protos.items():
             fn = getattr(lib, fname)
@@ -155,3 +170,28 @@ class Hushmon:
     @property
     def size(self) -> int:
         return int(self._lib.hm_size())
+
+    def on_control(self, callback: ControlCallback | None) -> bool:
+        """Registers the process's control callback (None: stop). It runs in
+        :meth:`poll`; an exception in it is reported to the sender as status 1,
+        never raised through the library. Returns whether an agent is there."""
+        if callback is None:
+            rc = self._lib.hm_on_control(_CONTROL_FN(), None)  # a NULL function pointer
+            _registered.clear()
+            return rc == 0
+
+        def trampoline(command: bytes, args: bytes, _user: int | None) -> int:
+            try:
+                status = callback(command.decode(errors="replace"), args.decode(errors="replace"))
+            except Exception:  # noqa: BLE001 - the sender gets the failure as status 1
+                return 1
+            return int(status or 0)
+
+        c_fn = _CONTROL_FN(trampoline)
+        rc = self._lib.hm_on_control(c_fn, None)
+        _registered[:] = [c_fn]
+        return rc == 0
+
+    def poll(self) -> int:
+        """Delivers the control messages that arrived; returns how many."""
+        return int(self._lib.hm_poll())

@@ -218,3 +218,105 @@ def ask_nats(url: str, request: str, hosts: list[str], timeout_s: float) -> Outc
     if why:
         raise HushmonError(f"NATS server {first} does not answer: {why}")
     return asyncio.run(_ask_nats(url, request, hosts, timeout_s))
+
+
+# `hushmon ctl app NAME COMMAND [ARGS] --job ID`: a control message to the
+# job's programs (libhushmon hm_on_control). The agent answers at once with
+# how many processes it sent to; each process acknowledges at its next
+# hm_poll, so the acknowledgements are asked for until all are in or the
+# timeout passes.
+APP_ARGS_MAX = 4  # the agent's request takes 8 words: app send JOB NAME COMMAND + 4
+APP_TEXT_MAX = 255
+
+
+def build_app_request(job: str, name: str, command: str, args: list[str]) -> str:
+    words = [name, command, *args]
+    if len(args) > APP_ARGS_MAX:
+        raise HushmonError(f"ctl app: at most {APP_ARGS_MAX} arguments after the command")
+    for w in words:
+        if not w or any(c.isspace() for c in w):
+            raise HushmonError(f"ctl app: {w!r} must be one word (no spaces)")
+    text = " ".join([command, *args])
+    if len(text.encode()) > APP_TEXT_MAX:
+        raise HushmonError(f"ctl app: the message is over {APP_TEXT_MAX} bytes")
+    return f"app send {job} {name} {text}"
+
+
+@dataclass
+class AppDelivery:
+    host: str
+    app_id: str
+    sent: int
+    acked: int = 0
+    failed: int = 0
+
+
+@dataclass
+class AppOutcome:
+    request: str
+    sent: Outcome
+    deliveries: list[AppDelivery] = field(default_factory=list)
+
+    def exit_code(self) -> int:
+        if self.sent.failed or self.sent.no_answer or self.sent.no_agent:
+            return 1
+        total = sum(d.sent for d in self.deliveries)
+        done = all(d.acked == d.sent and d.failed == 0 for d in self.deliveries)
+        return 0 if total > 0 and done else 1
+
+    def to_json(self) -> dict[str, Any]:
+        doc = self.sent.to_json()
+        doc["deliveries"] = [d.__dict__ for d in self.deliveries]
+        doc["processes"] = sum(d.sent for d in self.deliveries)
+        doc["acknowledged"] = sum(d.acked for d in self.deliveries)
+        doc["ok"] = self.exit_code() == 0
+        return doc
+
+    def lines(self) -> list[str]:
+        out = []
+        for d in sorted(self.deliveries, key=lambda d: d.host):
+            how = f"delivered to {d.acked} of {d.sent} processes"
+            if d.failed:
+                how += f" ({d.failed} callbacks returned an error)"
+            if d.sent == 0:
+                how = "no process of the job by that name takes control messages here"
+            out.append(f"{d.host}	{'ok' if d.sent and d.acked == d.sent else 'short'}	{how}")
+        out += [line for line in self.sent.lines()[:-1] if "\tok\t" not in line]
+        sent = sum(d.sent for d in self.deliveries)
+        acked = sum(d.acked for d in self.deliveries)
+        out.append(
+            f"{acked} of {sent} processes on {len(self.deliveries)} agents acknowledged"
+            + (f" within {self.sent.timeout_s:g} s" if acked < sent else "")
+        )
+        return out
+
+
+def app_control(
+    request: str,
+    timeout_s: float,
+    socket_path: str = "",
+    url: str = "",
+    hosts: list[str] | None = None,
+) -> AppOutcome:
+    """Sends, then asks each agent for its acknowledgements until all are in
+    or ``timeout_s`` more has passed (a broadcast gathers answers for the
+    whole first timeout, since nobody knows how many agents there are)."""
+    if url:
+        sent = ask_nats(url, request, hosts or [], timeout_s)
+    else:
+        sent = ask_socket(socket_path, request, timeout_s)
+    deadline = time.monotonic() + timeout_s
+    out = AppOutcome(request, sent)
+    for a in sent.applied:
+        out.deliveries.append(AppDelivery(a.host, a.state["app_id"], int(a.state["sent"])))
+    waiting = [d for d in out.deliveries if d.sent > 0]
+    while waiting and (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(0.1, left))
+        for d in waiting:
+            ask = f"app acks {d.app_id}"
+            left = max(0.5, deadline - time.monotonic())
+            got = ask_nats(url, ask, [d.host], left) if url else ask_socket(socket_path, ask, left)
+            for a in got.applied:
+                d.acked, d.failed = int(a.state["acked"]), int(a.state["failed"])
+        waiting = [d for d in waiting if d.acked < d.sent]
+    return out

@@ -20,12 +20,28 @@ def register(subparsers: Any) -> None:
         "agents that do not answer are listed and the exit status is 1. Without --url: the "
         "local agent's control socket. Authorization: docs/agent.md, 'Control channel'.",
     )
-    sub = p.add_subparsers(dest="ctl_command", metavar="{set,status}", required=True)
+    sub = p.add_subparsers(dest="ctl_command", metavar="{set,status,app}", required=True)
     for name, help_text in (
         ("set", "set period=DUR, sources=+a,-b (or a,b), apps=-NAME,+NAME on the agents"),
         ("status", "each agent's applied state"),
+        (
+            "app",
+            "send a control message (e.g. dump-profile) to a job's programs that take them "
+            "(libhushmon hm_on_control); shows how many processes acknowledged it",
+        ),
     ):
         q = sub.add_parser(name, help=help_text, description=help_text)
+        if name == "app":
+            q.add_argument(
+                "name",
+                metavar="NAME",
+                help="the program's name as the kernel knows it (ps -o comm, 15 characters at "
+                "most), or '*' for every program of the job",
+            )
+            q.add_argument("command", metavar="COMMAND", help="e.g. dump-profile")
+            q.add_argument(
+                "args", nargs="*", metavar="ARG", help="words after the command (4 at most)"
+            )
         if name == "set":
             q.add_argument(
                 "settings",
@@ -72,10 +88,12 @@ def run(args: argparse.Namespace) -> int:
         and not args.job.replace("_", "").replace(".", "").replace("-", "").isalnum()
     ):
         raise HushmonError(f"--job {args.job!r}: a job id is letters, digits, '_', '.', '-'")
-    request = build_request(args.ctl_command, getattr(args, "settings", []), args.job)
     hosts = expand_hostlist(args.nodes) if args.nodes else []
     if args.nodes and not hosts:
         raise HushmonError(f"--nodes {args.nodes!r} names no host")
+    if args.ctl_command == "app":
+        return run_app(args, hosts)
+    request = build_request(args.ctl_command, getattr(args, "settings", []), args.job)
     if args.url and args.job is not None and not hosts:
         # A Slurm job's own nodes, each asked by name: one that does not
         # answer is listed, and the answers end the wait (a broadcast waits
@@ -96,6 +114,23 @@ def run(args: argparse.Namespace) -> int:
         outcome.answers = [
             a for a in outcome.answers if not a.ok or args.job in a.state["jobs"].split(",")
         ]
+    human = jsonio.human_stream(args.json)
+    for line in outcome.lines():
+        print(line, file=human)
+    jsonio.emit(args.json, outcome.to_json())
+    return outcome.exit_code()
+
+
+def run_app(args: argparse.Namespace, hosts: list[str]) -> int:
+    from hushmon.errors import HushmonError
+    from hushmon.transport.ctl import app_control, build_app_request
+
+    if args.job is None:
+        raise HushmonError("ctl app needs --job ID (the job whose programs get the message)")
+    if hosts and not args.url:
+        raise HushmonError("--nodes needs --url (NATS); the local socket reaches this node only")
+    request = build_app_request(args.job, args.name, args.command, args.args)
+    outcome = app_control(request, args.timeout, args.socket, args.url or "", hosts)
     human = jsonio.human_stream(args.json)
     for line in outcome.lines():
         print(line, file=human)
