@@ -82,6 +82,83 @@ def test_hand_trace_slices_follow_the_forked_tree() -> None:
     assert b.tolist() == [[1_000_100_000, 1_000_900_000], [1_500_000_000, 1_600_000_000]]
 
 
+def _wakeup(task: str, pid: int, cpu: int, ts: str, woken: int, new: bool = False) -> str:
+    event = "sched_wakeup_new" if new else "sched_wakeup"
+    return (
+        f"{task:>16s}-{pid:<6d} [{cpu:03d}] dNh2. {ts}: {event}: comm=agent pid={woken} "
+        f"prio=120 target_cpu={cpu:03d}"
+    )
+
+
+def _state(line: str, state: str) -> str:
+    return line.replace("prev_state=S", f"prev_state={state}")
+
+
+# What this VM's kernel (6.18.44-fc, 2 CPUs) records: on CPU 1 no switch out
+# of the idle task, ever (switches into it are there; an unfiltered instance
+# beside the method's showed 0 of ~1100). A task woken onto the idle CPU 1
+# has only its wake-up (written in the timer interrupt) and its switch-out.
+IDLE_CPU1 = "\n".join(
+    [
+        f"{HEADER_PREFIX} root_pid=100 realtime_minus_mono_ns={OFFSET} clock=mono "
+        "started_mono_ns=1000000000",
+        "# entries-in-buffer/entries-written: 11/11   #P:2",
+        # 100 was on cpu1 when the trace started: no switch-in, no wake-up
+        _switch("agent", 100, 1, "1.010000", 100, 0),
+        # woken onto idle cpu1 at 1.300000; the idle->100 switch is missing
+        _wakeup("<idle>", 0, 1, "1.300000", 100),
+        _switch("agent", 100, 1, "1.330000", 100, 0),
+        # preempted on cpu0 (state R), pulled by idle cpu1: runnable since 1.5
+        _switch("swapper/0", 0, 0, "1.450000", 0, 100),
+        _state(_switch("agent", 100, 0, "1.500000", 100, 7), "R"),
+        _switch("agent", 100, 1, "1.520000", 100, 0),
+        # a fork: the child is woken onto idle cpu1, its switch-in missing
+        "           agent-100    [000] ..... 1.600000: sched_process_fork: comm=agent pid=100 "
+        "child_comm=agent child_pid=101",
+        _wakeup("agent", 100, 0, "1.600010", 101, new=True),
+        _switch("agent", 101, 1, "1.640000", 101, 0),
+        # 101 again, woken while cpu1 ran another task: its switch-in is there
+        _switch("other", 7, 1, "1.700000", 7, 101),
+        _switch("agent", 101, 1, "1.720000", 101, 0),
+    ]
+)
+
+
+def test_slices_whose_switch_in_the_kernel_did_not_record() -> None:
+    """A slice with no switch-in starts when its task could run: the trace's
+    start, its wake-up, its preemption; counted, never dropped."""
+    t = parse_trace(IDLE_CPU1)
+    assert t.pids == frozenset({100, 101})
+    assert (t.slices - OFFSET).tolist() == [
+        [1_000_000_000, 1_010_000_000],
+        [1_300_000_000, 1_330_000_000],
+        [1_450_000_000, 1_500_000_000],
+        [1_500_000_000, 1_520_000_000],
+        [1_600_010_000, 1_640_000_000],
+        [1_700_000_000, 1_720_000_000],
+    ]
+    assert t.inferred_starts == 4 and t.unmatched_ends == 0
+    assert t.span_ns[0] - OFFSET == 1_000_000_000  # the trace's start, not its first event
+    assert t.on_cpu_ns(*t.span_ns) == (10 + 30 + 50 + 20 + 20) * MS + 39_990_000
+    # the wake-ups, not the switch-outs, open the bursts
+    assert (t.bursts()[:, 0] - OFFSET).tolist()[:2] == [1_000_000_000, 1_300_000_000]
+
+
+def test_a_slice_with_no_known_start_is_counted() -> None:
+    """Traces recorded before the wake-ups were (no started_mono_ns, no
+    sched_wakeup): the slice cannot be placed and is reported."""
+    header = f"{HEADER_PREFIX} root_pid=100 realtime_minus_mono_ns={OFFSET} clock=mono"
+    body = [line for line in IDLE_CPU1.splitlines()[1:] if "sched_wakeup" not in line]
+    t = parse_trace("\n".join([header, *body]))
+    # 100 at the start, 100 woken at 1.3 and 101: three slices left out
+    assert t.unmatched_ends == 3 and t.inferred_starts == 1
+    assert (t.slices - OFFSET).tolist() == [
+        [1_450_000_000, 1_500_000_000],
+        [1_500_000_000, 1_520_000_000],
+        [1_700_000_000, 1_720_000_000],
+    ]
+
+
 def test_lost_events_and_bad_files_are_reported() -> None:
     lossy = HAND.replace("9/9", "9/12")
     assert parse_trace(lossy).lost_events == 3
@@ -178,38 +255,6 @@ def test_sham_bursts_copy_the_template_after_start_up() -> None:
     assert np.all((sham[:, 0] >= 10 * S) & (sham[:, 0] < 10 * S + length))
 
 
-def _live_trace_problem(cmd: str, out: Path) -> str | None:
-    """What is wrong with one live trace of cmd, or None."""
-    path = trace_agent_alone(NoiseConfig(noise_cmd=cmd, trace=True), out, 4.5, 0)
-    t = read_trace(path)
-    if t.lost_events != 0 or len(t.pids) < 2:  # sh and its python child
-        return f"lost {t.lost_events} events, {len(t.pids)} pids"
-    printed = (out / "noise-cmd.txt").read_text().split()
-    if len(printed) != 3:
-        return f"the busy program did not finish its bursts in 5 s: {printed}"
-    cpu_s = float(printed[-1])
-    traced_s = t.on_cpu_ns(*t.span_ns) / S
-    # the trace holds the python's whole CPU time (and sh's and exec's bit)
-    if not cpu_s * 0.9 < traced_s < cpu_s + 0.05:
-        return f"traced {traced_s:.4f} s of the program's {cpu_s:.4f} s on the CPU"
-    # activations: slices closer than 250 ms (the program sleeps 300 ms
-    # between bursts; a burst that other work preempted is still one), three
-    # with at least 30 ms on the CPU each
-    acts = t.bursts(merge_gap_ns=250 * MS)
-    busy = [t.on_cpu_ns(int(a), int(b)) for a, b in acts]
-    long = acts[np.array(busy) >= 29 * MS]
-    if len(long) != 3:
-        return f"{len(long)} bursts of 30 ms found: {acts.tolist()} {busy}"
-    if (long[2, 0] - long[1, 0]) / S <= 0.3:
-        return "bursts closer than the program's 300 ms sleep"
-    return None
-
-
-@pytest.mark.xfail(
-    reason="known defect: in the full suite (CI) the recording holds only 30-70 % of the "
-    "traced program's CPU time, 3 tries of 3; alone it passes. To be found (issue 11 note)",
-    strict=False,
-)
 def test_live_trace_of_a_command_and_its_children(tmp_path: Path) -> None:
     root, why = tracefs_root()
     if root is None:
@@ -217,7 +262,10 @@ def test_live_trace_of_a_command_and_its_children(tmp_path: Path) -> None:
     if shutil.which("sh") is None:
         pytest.skip("no /bin/sh")
     # three 30 ms busy bursts 300 ms apart in python, started by sh (a
-    # fork to follow); python prints its own CPU time for the check
+    # fork to follow); python prints its own CPU time for the check. Each
+    # burst starts with a wake-up from a 300 ms sleep: on a quiet machine
+    # onto an idle CPU, whose switch out of idle this VM's kernel does not
+    # record on CPU 1 (CI lost 30-70 % of the program's time that way).
     prog = (
         "import time\n"
         "for _ in range(3):\n"
@@ -230,17 +278,30 @@ def test_live_trace_of_a_command_and_its_children(tmp_path: Path) -> None:
     script = tmp_path / "busy.py"
     script.write_text(prog)
     cmd = f"{sys.executable} {script}; sleep 5"
-    # On a loaded machine the recording can start after the program's
-    # first bursts (CI saw 26 of 108 ms): try up to three times; a method
-    # that does not follow the process tree fails every time.
-    problems: list[str] = []
-    for attempt in range(3):
-        problem = _live_trace_problem(cmd, tmp_path / f"t{attempt}")
-        if problem is None:
-            break
-        problems.append(problem)
-    else:
-        pytest.fail("; ".join(problems))
+    out = tmp_path / "trace"
+    path = trace_agent_alone(NoiseConfig(noise_cmd=cmd, trace=True), out, 4.5, 0)
+    t = read_trace(path)
+    assert t.lost_events == 0 and t.unmatched_ends == 0
+    assert len(t.pids) >= 2  # sh and its python child
+    printed = (out / "noise-cmd.txt").read_text().split()
+    assert len(printed) == 3, f"the busy program did not finish its bursts in 5 s: {printed}"
+    cpu_s = float(printed[-1])
+    traced_s = t.on_cpu_ns(*t.span_ns) / S
+    # the trace holds the python's whole CPU time (a task's slices are never
+    # shorter than its accounted time) and sh's and sleep's few ms; a slice
+    # started at its wake-up adds the wake-up's latency only
+    assert cpu_s * 0.95 < traced_s < cpu_s + 0.05, (
+        f"traced {traced_s:.4f} s of the program's {cpu_s:.4f} s on the CPU "
+        f"({t.inferred_starts} slices started at a wake-up)"
+    )
+    # activations: slices closer than 250 ms (the program sleeps 300 ms
+    # between bursts; a burst that other work preempted is still one), three
+    # with at least 30 ms on the CPU each
+    acts = t.bursts(merge_gap_ns=250 * MS)
+    busy = [t.on_cpu_ns(int(a), int(b)) for a, b in acts]
+    long = acts[np.array(busy) >= 29 * MS]
+    assert len(long) == 3, f"{len(long)} bursts of 30 ms found: {acts.tolist()} {busy}"
+    assert (long[2, 0] - long[1, 0]) / S > 0.3, "bursts closer than the program's 300 ms sleep"
     # the private tracefs instance is gone
     mine = f"hushmon-noise-{os.getpid()}-"
     assert not [p for p in (root / "instances").iterdir() if p.name.startswith(mine)]

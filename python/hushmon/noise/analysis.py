@@ -42,9 +42,11 @@ class RunStats:
     p99_ns: float
     p999_ns: float
     # scheduler-trace studies: the agent's on-CPU share of the detector's
-    # span (noisy runs) and trace events the ring buffer lost
+    # span (noisy runs), trace events the ring buffer lost, and the agent's
+    # slices whose start neither the trace nor a wake-up gives (left out)
     agent_cpu_pct: float = math.nan
     lost_trace_events: int = 0
+    unmatched_trace_slices: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,9 +72,9 @@ def run_stats(
     period_ns = round(period_s * 1e9)
     # a real agent's work per activation is unknown: its window is given
     width = round(window_s * 1e9) if window_s else window_ns(level_pct, period_ns)
-    agent_pct, lost = math.nan, 0
+    agent_pct, lost, unmatched = math.nan, 0, 0
     if template is not None:
-        folded, agent_pct, lost = _traced(run_dir, record, run, template, period_ns)
+        folded, agent_pct, lost, unmatched = _traced(run_dir, record, run, template, period_ns)
     elif known_phase:
         folded = known_phase_statistic(run, period_ns, round(record.phase_s * 1e9), width)
     else:
@@ -99,24 +101,25 @@ def run_stats(
         p999_ns=float(p999),
         agent_cpu_pct=agent_pct,
         lost_trace_events=lost,
+        unmatched_trace_slices=unmatched,
     )
 
 
 def _traced(
     run_dir: Path, record: RunRecord, run: DetectorRun, template: AgentTrace, period_ns: int
-) -> tuple[FoldedStatistic, float, int]:
+) -> tuple[FoldedStatistic, float, int, int]:
     lo, hi = run.span_ns()
     if record.arm == "noisy":
         trace = read_trace(run_dir / TRACE_FILE)
         bursts = trace.bursts()
         pct = 100.0 * trace.on_cpu_ns(lo, hi) / (hi - lo) if hi > lo else math.nan
-        lost = trace.lost_events
+        lost, unmatched = trace.lost_events, trace.unmatched_ends
     else:
         shift = round(record.phase_s * 1e9)
         bursts = sham_bursts(template, lo, shift)
-        pct, lost = math.nan, 0
+        pct, lost, unmatched = math.nan, 0, 0
     starts, widths = burst_windows(bursts, run)
-    return interval_statistic(run, starts, widths, period_ns), pct, lost
+    return interval_statistic(run, starts, widths, period_ns), pct, lost, unmatched
 
 
 def arm_values(stats: list[RunStats], arm: str, field: str) -> np.ndarray:

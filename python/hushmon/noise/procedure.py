@@ -138,6 +138,7 @@ def verdict(
         "method": noise.method,
         "agent_cpu_pct": ev.get("agent_cpu_pct"),
         "lost_trace_events": sum(s.lost_trace_events for s in stats),
+        "unmatched_trace_slices": sum(s.unmatched_trace_slices for s in stats),
         "wall_seconds": wall_s,
         "alpha": decision.alpha,
         "level_tested": decision.level_tested,

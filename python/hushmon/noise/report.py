@@ -68,6 +68,9 @@ def _method_text(v: dict[str, Any], noise: dict[str, Any]) -> str:
     lost = v.get("lost_trace_events")
     if lost:
         text += f"; {lost} trace events lost (ring buffer)"
+    unmatched = v.get("unmatched_trace_slices")
+    if unmatched:
+        text += f"; {unmatched} of the agent's slices left out (no recorded start)"
     return text
 
 

@@ -8,9 +8,18 @@ process and every process and thread it forks (``set_event_pid`` with the
 ``event-fork`` option: the kernel adds each child as it is created, so a
 daemon that forks plugins, threads or a daemonized copy is still followed).
 The kernel records a ``sched_switch`` when either side is followed, so both
-the switch-in and the switch-out of every slice are in the trace. The trace
-clock is ``mono`` (CLOCK_MONOTONIC); the file's first line holds the offset
-to CLOCK_REALTIME, the detector's clock.
+the switch-in and the switch-out of a slice are normally in the trace. Not
+always: some kernels drop every event the idle task writes in process
+context on a CPU (6.18.44-fc here: on CPU 1 no switch *from* idle is ever
+recorded, switches *to* idle are), so a task woken onto that idle CPU has
+no switch-in. ``sched_wakeup`` and ``sched_wakeup_new`` of the tree are
+recorded too: a slice whose switch-in is missing starts when its task last
+became runnable (its wake-up, or its preemption), no earlier than the
+CPU's previous recorded switch; such slices are counted
+(``inferred_starts``), and a switch-out with no known start at all
+(``unmatched_ends``) is reported, never silently dropped. The trace clock
+is ``mono`` (CLOCK_MONOTONIC); the file's first line holds the offset to
+CLOCK_REALTIME, the detector's clock.
 
 The saved text (``sched.trace`` in a run's directory) is the raw tracefs
 output behind one header line, so a study can be re-analysed without
@@ -40,6 +49,10 @@ HEADER_PREFIX = "# hushmon-sched-trace"
 BUFFER_KB = 4096
 # Slices of the agent closer than this form one burst (one activation).
 MERGE_GAP_NS = 1_000_000
+# Recorded for the followed tree: the switches give the slices, the forks
+# the tree, the wake-ups the start of a slice whose switch-in the kernel
+# did not record (see the module's docstring).
+EVENTS = ("sched_switch", "sched_process_fork", "sched_wakeup", "sched_wakeup_new")
 
 _LINE = re.compile(
     r"^\s*(?P<task>.*?)-(?P<pid>\d+)\s+(?:\(\s*[\d-]+\)\s+)?\[(?P<cpu>\d+)\]\s+"
@@ -47,8 +60,9 @@ _LINE = re.compile(
 )
 _PREV = re.compile(r"\bprev_pid=(\d+)")
 _NEXT = re.compile(r"\bnext_pid=(\d+)")
+_PREV_STATE = re.compile(r"\bprev_state=(\S+)")
 _CHILD = re.compile(r"\bchild_pid=(\d+)")
-_PARENT = re.compile(r"(?<![\w])pid=(\d+)")
+_PARENT = re.compile(r"(?<![\w])pid=(\d+)")  # the forking parent, or the woken task
 _ENTRIES = re.compile(r"entries-in-buffer/entries-written:\s*(\d+)/(\d+)")
 
 
@@ -96,6 +110,7 @@ class SchedTrace:
         self.buffer_kb = buffer_kb
         self.root_pid: int | None = None
         self.offset_ns = 0
+        self.started_mono_ns = 0
 
     def _write(self, rel: str, text: str) -> None:
         try:
@@ -109,11 +124,14 @@ class SchedTrace:
         except OSError as exc:
             raise HushmonError(f"tracing: cannot create {self.dir}: {exc.strerror}") from exc
         try:
+            # a new instance records at once: nothing before follow() belongs
+            # to the tree, and every process's switches would fill the trace
+            self._write("tracing_on", "0")
             self._write("trace_clock", "mono")
             self._write("buffer_size_kb", str(self.buffer_kb))
             self._write("options/event-fork", "1")
-            self._write("events/sched/sched_switch/enable", "1")
-            self._write("events/sched/sched_process_fork/enable", "1")
+            for event in EVENTS:
+                self._write(f"events/sched/{event}/enable", "1")
         except HushmonError:
             self.close()
             raise
@@ -124,6 +142,9 @@ class SchedTrace:
         self.root_pid = pid
         self._write("set_event_pid", str(pid))
         self.offset_ns = realtime_minus_mono_ns()
+        # a task already on a CPU now has no switch-in in the trace: its
+        # slice starts here (the trace clock is CLOCK_MONOTONIC)
+        self.started_mono_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
         self._write("tracing_on", "1")
 
     def save(self, path: Path, steady_from_ns: int | None = None) -> Path:
@@ -138,7 +159,8 @@ class SchedTrace:
             raise HushmonError(f"tracing: cannot read {self.dir}/trace: {exc.strerror}") from exc
         head = (
             f"{HEADER_PREFIX} root_pid={self.root_pid} "
-            f"realtime_minus_mono_ns={self.offset_ns} clock=mono"
+            f"realtime_minus_mono_ns={self.offset_ns} clock=mono "
+            f"started_mono_ns={self.started_mono_ns}"
             + (f" steady_from_realtime_ns={steady_from_ns}" if steady_from_ns else "")
             + "\n"
         )
@@ -171,6 +193,12 @@ class AgentTrace:
     lost_events: int  # events the ring buffer dropped (0 for a usable trace)
     span_ns: tuple[int, int]  # first and last event of the trace
     steady_from_ns: int = 0  # realtime end of the start-up (0: not marked)
+    # slices whose switch-in the kernel did not record, started at the
+    # task's wake-up or preemption instead (an upper bound, see the module)
+    inferred_starts: int = 0
+    # switch-outs of the tree with neither a switch-in nor a wake-up before
+    # them: slices left out (0 for a complete trace)
+    unmatched_ends: int = 0
 
     def on_cpu_ns(self, lo: int, hi: int) -> int:
         s = np.clip(self.slices, lo, hi)
@@ -204,10 +232,17 @@ def parse_trace(text: str, source: str = "trace") -> AgentTrace:
         offset = int(fields["realtime_minus_mono_ns"])
     except (KeyError, ValueError) as exc:
         raise HushmonError(f"{source}: bad header line '{lines[0]}'") from exc
+    try:
+        started = int(fields.get("started_mono_ns", "0"))  # 0: older traces
+    except ValueError as exc:
+        raise HushmonError(f"{source}: bad header line '{lines[0]}'") from exc
     pids = {root}
-    open_at: dict[int, int] = {}  # cpu -> start of the followed task's slice
+    seen: set[int] = set()  # followed pids with an event in the trace
+    running: dict[int, tuple[int, int]] = {}  # cpu -> followed pid, start of its slice
+    runnable: dict[int, int] = {}  # followed pid -> since when it waits for a CPU
+    cpu_switched: dict[int, int] = {}  # cpu -> its last recorded switch
     slices: list[tuple[int, int]] = []
-    lost = 0
+    lost = inferred = unmatched = 0
     first = last = None
     for line in lines[1:]:
         if line.startswith("#"):
@@ -222,28 +257,57 @@ def parse_trace(text: str, source: str = "trace") -> AgentTrace:
         first = ts if first is None else first
         last = ts
         body = m["body"]
-        if m["event"] == "sched_process_fork":
+        event = m["event"]
+        if event == "sched_process_fork":
             parent, child = _PARENT.search(body), _CHILD.search(body)
             if parent and child and int(parent.group(1)) in pids:
                 pids.add(int(child.group(1)))
+                seen.add(int(child.group(1)))
             continue
-        if m["event"] != "sched_switch":
+        if event in ("sched_wakeup", "sched_wakeup_new"):
+            woken = _PARENT.search(body)
+            if woken and int(woken.group(1)) in pids:
+                runnable[int(woken.group(1))] = ts
+                seen.add(int(woken.group(1)))
             continue
-        prev, nxt = _PREV.search(body), _NEXT.search(body)
-        if prev is None or nxt is None:
+        if event != "sched_switch":
             continue
-        cpu = int(m["cpu"])
-        start = open_at.pop(cpu, None)
-        if start is not None and int(prev.group(1)) in pids:
-            slices.append((start, ts))
-        if int(nxt.group(1)) in pids:
-            open_at[cpu] = ts
+        prev_m, next_m = _PREV.search(body), _NEXT.search(body)
+        if prev_m is None or next_m is None:
+            continue
+        prev, nxt, cpu = int(prev_m.group(1)), int(next_m.group(1)), int(m["cpu"])
+        cur = running.pop(cpu, None)
+        if prev in pids:
+            if cur is not None and cur[0] == prev:
+                slices.append((cur[1], ts))
+            elif prev in runnable or (prev not in seen and started):
+                # switch-in not recorded: it ran from when it could (woken,
+                # preempted, or already running when the trace started),
+                # once the CPU's previous recorded occupant had left
+                could = runnable.get(prev, started)
+                slices.append((max(could, cpu_switched.get(cpu, 0)), ts))
+                inferred += 1
+            else:
+                unmatched += 1
+            seen.add(prev)
+            state = _PREV_STATE.search(body)
+            if state and state.group(1).startswith("R"):
+                runnable[prev] = ts  # preempted: still runnable
+            else:
+                runnable.pop(prev, None)
+        cpu_switched[cpu] = ts
+        if nxt in pids:
+            running[cpu] = (nxt, ts)
+            runnable.pop(nxt, None)
+            seen.add(nxt)
     if last is not None:
-        slices.extend((start, last) for start in open_at.values())
+        slices.extend((start, last) for _, start in running.values())
     arr = np.asarray(sorted(slices), dtype=np.int64).reshape(-1, 2) + offset
+    if first is not None and started:
+        first = min(first, started)  # the trace covers from its start on
     span = (first + offset, last + offset) if first is not None and last is not None else (0, 0)
     steady = int(fields.get("steady_from_realtime_ns", "0") or 0)
-    return AgentTrace(arr, frozenset(pids), lost, span, steady)
+    return AgentTrace(arr, frozenset(pids), lost, span, steady, inferred, unmatched)
 
 
 def read_trace(path: Path) -> AgentTrace:
