@@ -48,6 +48,10 @@ typedef struct hm_bench_samples {
     double *own_s;
     size_t n_own, cap_own;
     double delta_final_s; /* window of the last stage (sync only, else NaN) */
+    /* Window of each launch (sync only, n_window == n; --raw's window_s):
+     * how the schedule adapted over a point. */
+    double *window_s;
+    size_t n_window, cap_window;
     int stages;
 } hm_bench_samples;
 
@@ -57,6 +61,7 @@ void hm_bench_samples_free(hm_bench_samples *s);
 int hm_bench_samples_push(hm_bench_samples *s, double local_s, double global_s, bool valid,
                           hm_error *err);
 int hm_bench_samples_push_own(hm_bench_samples *s, double own_s, hm_error *err);
+int hm_bench_samples_push_window(hm_bench_samples *s, double window_s, hm_error *err);
 /* The stop rule on the valid local times (trimmed as reported); with
  * elapsed_ns >= 0 (the same on every rank) and --budget-ms, the budget
  * rule (bench_passes.h). */

@@ -238,6 +238,8 @@ static void write_result(hm_json *j, const hm_bench_opts *o, const hm_bench_resu
         hm_json_object_begin(j);
         write_double_array(j, "local_s", r->samples.local_s, r->samples.n);
         write_double_array(j, "global_s", r->samples.global_s, r->samples.n);
+        if (r->samples.n_window == r->samples.n)
+            write_double_array(j, "window_s", r->samples.window_s, r->samples.n_window);
         hm_json_key(j, "valid");
         hm_json_array_begin(j);
         for (size_t i = 0; i < r->samples.n; i++)

@@ -1,7 +1,10 @@
 #include "bench_schedule.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 void hm_schedule_params_default(hm_schedule_params *p)
 {
@@ -38,11 +41,13 @@ hm_launch_status hm_launch_combine(bool any_late, bool any_overrun)
 }
 
 void hm_schedule_after_warmup(const hm_schedule_params *p, double warmup_span_ns,
-                              double turnaround_ns, hm_delta_state *st)
+                              double typical_ns, double turnaround_ns, hm_delta_state *st)
 {
-    double span = warmup_span_ns > 0 ? warmup_span_ns : 0;
+    double per_launch = warmup_span_ns > 0 ? warmup_span_ns / p->warmup_launches : 0;
+    if (typical_ns > 0)
+        per_launch = typical_ns;
     st->turnaround_ns = turnaround_ns > 0 ? turnaround_ns : 0;
-    st->delta_ns = p->gamma * span / p->warmup_launches + st->turnaround_ns;
+    st->delta_ns = p->gamma * per_launch + st->turnaround_ns;
     st->calm_stages = 0;
 }
 
@@ -53,26 +58,33 @@ int hm_schedule_next_delta(const hm_schedule_params *p, const hm_stage_outcome *
     if (o->turnaround_ns > 0)
         st->turnaround_ns = o->turnaround_ns;
     int counted = p->lateness_grows ? o->invalid : o->invalid - o->not_window;
-    if ((double)counted > p->invalid_fraction * o->launches) {
-        /* The seed's rule; the gamma*delta floor matters when the stage
-         * failed by late starts rather than overruns, so its span stayed
-         * on schedule and the seed's formula alone would barely move. */
-        double by_span = p->gamma * o->span_ns / o->launches;
+    bool failed = (double)counted > p->invalid_fraction * o->launches;
+    bool by_typical = !p->lateness_grows && o->typical_ns > 0;
+    /* The robust form of the seed's span / k (see the header): a failed
+     * stage whose typical launch fitted the window was disturbed, not
+     * scheduled too tightly; it counts as calm. */
+    double need = p->gamma * o->typical_ns + st->turnaround_ns;
+    if (failed && (!by_typical || need > old)) {
+        /* The gamma*delta floor matters when the stage failed by late
+         * starts rather than overruns, so its span stayed on schedule and
+         * the seed's formula alone would barely move. */
         double by_growth = p->gamma * old;
-        st->delta_ns = by_span > by_growth ? by_span : by_growth;
+        double by_need = by_typical ? need : p->gamma * o->span_ns / o->launches;
+        st->delta_ns = by_need > by_growth ? by_need : by_growth;
         st->calm_stages = 0;
     } else {
         st->calm_stages++;
-        if (p->shrink_after_calm > 0 && st->calm_stages >= p->shrink_after_calm &&
-            o->longest_ns > 0) {
-            /* Straight to gamma times the longest valid launch: the window
-             * a clean warm-up would have set. One disturbed stage can blow
+        double longest = o->longest_ns > o->typical_ns ? o->longest_ns : o->typical_ns;
+        if (p->shrink_after_calm > 0 && st->calm_stages >= p->shrink_after_calm && longest > 0) {
+            /* Straight to gamma times the longest valid launch (or the
+             * typical one, if longer or if none was valid): the window a
+             * clean warm-up would have set. One disturbed stage can blow
              * delta up a thousandfold (a scheduler time slice over a
              * microsecond operation); shrinking by gamma per stage would
              * never win that back within a run. The turnaround keeps a
              * launch that used its whole window from making the next one
              * late. */
-            double floor_ns = p->gamma * o->longest_ns + st->turnaround_ns;
+            double floor_ns = p->gamma * longest + st->turnaround_ns;
             st->delta_ns = floor_ns < old ? floor_ns : old;
             st->calm_stages = 0;
         }
@@ -80,6 +92,28 @@ int hm_schedule_next_delta(const hm_schedule_params *p, const hm_stage_outcome *
     if (st->delta_ns > old)
         return 1;
     return st->delta_ns < old ? -1 : 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double hm_stage_typical(const double *launch_times, int k, double invalid_fraction)
+{
+    if (k <= 0)
+        return 0;
+    double *v = malloc((size_t)k * sizeof *v);
+    if (v == NULL)
+        return 0;
+    memcpy(v, launch_times, (size_t)k * sizeof *v);
+    qsort(v, (size_t)k, sizeof *v, cmp_double);
+    double keep = ceil((1 - invalid_fraction) * k - 1e-9);
+    int i = keep < 1 ? 0 : keep > k ? k - 1 : (int)keep - 1;
+    double t = v[i] > 0 ? v[i] : 0;
+    free(v);
+    return t;
 }
 
 bool hm_stop_reached(const hm_stop_rule *r, int n_total, int n_valid, double rse)

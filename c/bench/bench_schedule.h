@@ -5,6 +5,20 @@
  *   a launch is invalid if some rank arrived after its start (late) or
  *   ended after its window (overrun);
  *   more than g of a stage invalid -> delta_{j+1} = gamma*(tau'_j - tau_j)/k;
+ *   (hushmon addition) the span of a failed stage is its mean launch time
+ *   (in a cascade each launch starts when the one before ends), and one
+ *   launch descheduled for milliseconds sets that mean: the window became
+ *   milliseconds wide for a sub-microsecond operation, waits slept, and
+ *   launches after a long wait ran 20-60x slower yet fit the wide window
+ *   and counted as valid (Bcast 64 B: 24 us instead of 0.7 us; a point
+ *   read 20-40x its median in one run of five). So the window grows only
+ *   if it did not hold the stage's typical launch (hm_stage_typical: all
+ *   but g of the launches), to gamma times that plus the turnaround (at
+ *   least gamma*delta); a failure by a few long launches and the late
+ *   starts they caused leaves it as it is and counts as calm: those
+ *   launches are invalid, as the seed wants disturbed launches to be.
+ *   Without a typical time (0), and with `lateness_grows`, the seed's
+ *   span rule applies;
  *   (hushmon addition) invalid here counts overruns and launches that
  *   started late because the rank was still busy with the previous one,
  *   not ranks that woke late from a wait or got the stage start late (a
@@ -14,8 +28,9 @@
  *   seed's count (oversubscribed nodes);
  *   stage 0 (k' launches, delta_0 = 0) only warms up and sets delta_1;
  *   (hushmon addition) after `shrink_after_calm` consecutive stages that
- *   did not need a larger window (at most g invalid), delta shrinks to
- *   gamma times the longest valid launch of the stage plus the turnaround
+ *   did not need a larger window (at most g invalid, or a typical launch
+ *   that fitted), delta shrinks to gamma times the longest valid launch
+ *   of the stage, or its typical launch if longer, plus the turnaround
  *   (never grows that way), so one disturbed stage does not slow the rest
  *   of the run;
  *   (hushmon addition) the turnaround: a rank that ends launch l at the
@@ -89,19 +104,34 @@ typedef struct hm_stage_outcome {
     double turnaround_ns; /* largest gap a rank needed between the end of one launch and
                            * being ready for the next (recording, moving the buffer slot,
                            * reading the clock); 0 if not measured */
+    double typical_ns;    /* the launch time (max over ranks of end - start) that a share
+                           * 1 - g of the stage's launches did not exceed, valid or not
+                           * (hm_stage_typical); 0 if not measured */
 } hm_stage_outcome;
+
+/* The stage's typical launch time: the ceil((1 - g) k)-th smallest of its
+ * k launch times (max over ranks of end - start; in the unit given). The
+ * seed tolerates g of a stage invalid, so this is the window (before
+ * gamma) that would have held all launches but those g. Launches started late still count: a
+ * rank that waited inside the operation for a late partner shows it in
+ * its time. 0 for k <= 0 or on allocation failure. */
+double hm_stage_typical(const double *launch_times, int k, double invalid_fraction);
 
 typedef struct hm_delta_state {
     double delta_ns;      /* window of the next stage */
-    int calm_stages;      /* consecutive stages with at most g invalid */
+    int calm_stages;      /* consecutive stages that needed no larger window */
     double turnaround_ns; /* the launch-to-launch gap a rank needs, as last measured */
 } hm_delta_state;
 
 /* delta_1 from the warm-up stage: gamma * (tau'_0 - tau_0) / k' plus the
  * turnaround a rank needs between two launches (hushmon addition, see
- * hm_schedule_next_delta). */
+ * hm_schedule_next_delta). (hushmon addition) With typical_ns > 0 (the
+ * warm-up launches' hm_stage_typical) gamma * typical_ns replaces the
+ * mean span: one rank descheduled for 17 ms among 4 warm-up launches set
+ * windows of 4.4 ms for a 0.7 us Allgather, and launches after such a
+ * wait ran ~24 us and counted as valid. */
 void hm_schedule_after_warmup(const hm_schedule_params *p, double warmup_span_ns,
-                              double turnaround_ns, hm_delta_state *st);
+                              double typical_ns, double turnaround_ns, hm_delta_state *st);
 
 /* Updates the window after a measured stage (the rules above). Returns
  * +1 if delta grew, -1 if it shrank, 0 if unchanged. */

@@ -14,9 +14,10 @@ void hm_bench_samples_free(hm_bench_samples *s)
     free(s->global_s);
     free(s->valid);
     free(s->own_s);
-    s->local_s = s->global_s = s->own_s = NULL;
+    free(s->window_s);
+    s->local_s = s->global_s = s->own_s = s->window_s = NULL;
     s->valid = NULL;
-    s->n = s->cap = s->n_own = s->cap_own = 0;
+    s->n = s->cap = s->n_own = s->cap_own = s->n_window = s->cap_window = 0;
 }
 
 double *hm_bench_valid_values(const double *v, const bool *valid, size_t n, size_t *count)
@@ -66,6 +67,19 @@ int hm_bench_samples_push_own(hm_bench_samples *s, double own_s, hm_error *err)
         s->own_s = o;
     }
     s->own_s[s->n_own++] = own_s;
+    return 0;
+}
+
+int hm_bench_samples_push_window(hm_bench_samples *s, double window_s, hm_error *err)
+{
+    if (s->n_window == s->cap_window) {
+        double *w =
+            hm_array_grow(s->window_s, &s->cap_window, sizeof *w, 64, SIZE_MAX, "windows", err);
+        if (w == NULL)
+            return -1;
+        s->window_s = w;
+    }
+    s->window_s[s->n_window++] = window_s;
     return 0;
 }
 

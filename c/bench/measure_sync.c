@@ -42,27 +42,42 @@ static int warm_up(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, hm_
     /* A rank that got the stage start late begins late; its lateness is
      * not the operation's duration and must not widen the window. */
     int64_t begin = hm_clock_wait_until_ns(env->clock, tau, env->spin_ns);
-    double turnaround = 0;
-    for (int l = 0; l < p->warmup_launches; l++) {
+    int kw = p->warmup_launches;
+    /* Per rank: each launch's time, the span, the largest turnaround. */
+    double *mine = calloc((size_t)kw + 2, sizeof *mine);
+    double *worst = calloc((size_t)kw + 2, sizeof *worst);
+    int rc = -1;
+    if (mine == NULL || worst == NULL) {
+        hm_error_set(err, "out of memory for %d warm-up launches", kw);
+        goto done;
+    }
+    int64_t ready = begin;
+    for (int l = 0; l < kw; l++) {
         hm_op_ctx_next(ctx);
         if (op->run(ctx, err) != 0)
-            return -1;
+            goto done;
         int64_t end = hm_clock_now_ns(env->clock);
+        mine[l] = (double)(end - ready);
         hm_launch_times times = {end, end, end, end, end};
         volatile hm_launch_status status = hm_launch_classify(&times, env->late_tolerance_ns);
         (void)status;
-        int64_t arrive = hm_clock_now_ns(env->clock);
-        if ((double)(arrive - end) > turnaround)
-            turnaround = (double)(arrive - end);
+        ready = hm_clock_now_ns(env->clock);
+        if ((double)(ready - end) > mine[kw + 1])
+            mine[kw + 1] = (double)(ready - end);
     }
-    double mine[2] = {(double)(hm_clock_now_ns(env->clock) - begin), turnaround}, worst[2];
-    if (hm_op_mpi_check(MPI_Allreduce(mine, worst, 2, MPI_DOUBLE, MPI_MAX, env->comm),
+    mine[kw] = (double)(hm_clock_now_ns(env->clock) - begin);
+    if (hm_op_mpi_check(MPI_Allreduce(mine, worst, kw + 2, MPI_DOUBLE, MPI_MAX, env->comm),
                         "warm-up span reduce", err) != 0)
-        return -1;
+        goto done;
     /* Twice the bare bookkeeping: a measured stage also stores the launch
      * and computes the next start; the stages measure the real gap. */
-    hm_schedule_after_warmup(p, worst[0], 2 * worst[1], st);
-    return 0;
+    hm_schedule_after_warmup(p, worst[kw], hm_stage_typical(worst, kw, p->invalid_fraction),
+                             2 * worst[kw + 1], st);
+    rc = 0;
+done:
+    free(mine);
+    free(worst);
+    return rc;
 }
 
 /* One measured stage. mine/all hold 4k+4 doubles: per launch the local
@@ -120,8 +135,9 @@ static int run_stage(const hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx, i
 }
 
 /* Adds a reduced stage to the samples; fills the outcome for the window. */
-static int record_stage(int k, const double *mine, const double *all, hm_bench_samples *out,
-                        hm_stage_outcome *o, hm_error *err)
+static int record_stage(int k, double invalid_fraction, int64_t delta_ns, const double *mine,
+                        const double *all, hm_bench_samples *out, hm_stage_outcome *o,
+                        hm_error *err)
 {
     o->launches = k;
     o->invalid = 0;
@@ -138,6 +154,7 @@ static int record_stage(int k, const double *mine, const double *all, hm_bench_s
         o->span_ns = 0;
     o->longest_ns = 0;
     o->turnaround_ns = all[4 * k + 2] * 1e9;
+    o->typical_ns = hm_stage_typical(all, k, invalid_fraction) * 1e9;
     for (int l = 0; l < k; l++) {
         hm_launch_status st = hm_launch_combine(all[2 * k + l] > 0, all[3 * k + l] > 0);
         bool valid = st == HM_LAUNCH_VALID;
@@ -155,7 +172,8 @@ static int record_stage(int k, const double *mine, const double *all, hm_bench_s
             o->invalid++;
         if (valid && all[k + l] * 1e9 > o->longest_ns)
             o->longest_ns = all[k + l] * 1e9;
-        if (hm_bench_samples_push(out, all[l], all[k + l], valid, err) != 0)
+        if (hm_bench_samples_push(out, all[l], all[k + l], valid, err) != 0 ||
+            hm_bench_samples_push_window(out, (double)delta_ns * 1e-9, err) != 0)
             return -1;
         if (valid && hm_bench_samples_push_own(out, mine[l], err) != 0)
             return -1;
@@ -189,7 +207,8 @@ int hm_measure_sync(hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx,
         if (stage == 0)
             first_tau = tau;
         hm_stage_outcome o;
-        if (record_stage(k, mine, all, out, &o, err) != 0)
+        if (record_stage(k, env->opts->schedule.invalid_fraction, delta_ns, mine, all, out, &o,
+                         err) != 0)
             goto done;
         out->stages++;
         out->delta_final_s = (double)delta_ns * 1e-9;

@@ -52,15 +52,78 @@ static void test_warmup_sets_delta(hm_test_counts *c)
     hm_schedule_params_default(&p);
     hm_delta_state st = {123, 5, 0};
     /* delta_1 = gamma * (tau'_0 - tau_0) / k' = 1.1 * 4000 / 4 */
-    hm_schedule_after_warmup(&p, 4000, 0, &st);
+    hm_schedule_after_warmup(&p, 4000, 0, 0, &st);
     CHECK_NEAR(c, st.delta_ns, 1100, 1e-9);
     CHECK(c, st.calm_stages == 0);
-    hm_schedule_after_warmup(&p, -5, 0, &st); /* clock oddity: no negative window */
+    hm_schedule_after_warmup(&p, -5, 0, 0, &st); /* clock oddity: no negative window */
     CHECK_NEAR(c, st.delta_ns, 0, 0);
     /* The turnaround is added to the window, not scaled by gamma. */
-    hm_schedule_after_warmup(&p, 4000, 150, &st);
+    hm_schedule_after_warmup(&p, 4000, 0, 150, &st);
     CHECK_NEAR(c, st.delta_ns, 1250, 1e-9);
     CHECK_NEAR(c, st.turnaround_ns, 150, 0);
+    /* A typical warm-up launch replaces the mean span: one rank
+     * descheduled for 17 ms among 4 launches of 0.7 us does not set a
+     * window of milliseconds. */
+    hm_schedule_after_warmup(&p, 17e6, 700, 150, &st);
+    CHECK_NEAR(c, st.delta_ns, 1.1 * 700 + 150, 1e-9);
+}
+
+/* The (1 - g) quantile of a stage's launch times: with g = 0.25 and k = 8
+ * the 6th smallest, whatever the order and the two largest. */
+static void test_stage_typical(hm_test_counts *c)
+{
+    double launches[8] = {21884e3, 7.3e3, 0.26e3, 0.18e3, 0.15e3, 0.16e3, 0.15e3, 0.17e3};
+    CHECK_NEAR(c, hm_stage_typical(launches, 8, 0.25), 0.26e3, 1e-9);
+    double even[8] = {8, 7, 6, 5, 4, 3, 2, 1};
+    CHECK_NEAR(c, hm_stage_typical(even, 8, 0.25), 6, 0);
+    CHECK_NEAR(c, hm_stage_typical(even, 8, 0), 8, 0);
+    CHECK_NEAR(c, hm_stage_typical(even, 8, 0.5), 4, 0);
+    /* 4 warm-up launches: the 3rd smallest. */
+    double warm[4] = {17e6, 700, 650, 720};
+    CHECK_NEAR(c, hm_stage_typical(warm, 4, 0.25), 720, 0);
+    CHECK_NEAR(c, hm_stage_typical(warm, 0, 0.25), 0, 0);
+}
+
+/* A stage that failed because one launch ran for milliseconds and the
+ * rest started late behind it keeps its window and counts as calm: the
+ * typical launch fitted. A stage whose typical launch did not fit grows to
+ * gamma times it. */
+static void test_growth_by_typical_launch(hm_test_counts *c)
+{
+    hm_schedule_params p;
+    hm_schedule_params_default(&p);
+    hm_delta_state st = {1000, 0, 100};
+    hm_stage_outcome cascade = {.launches = 8, .invalid = 7, .span_ns = 21.9e6,
+                                .longest_ns = 0, .typical_ns = 260};
+    CHECK(c, hm_schedule_next_delta(&p, &cascade, &st) == 0);
+    CHECK_NEAR(c, st.delta_ns, 1000, 0);
+    CHECK(c, st.calm_stages == 1);
+    /* A second one: shrinks towards the typical launch (no valid one). */
+    CHECK(c, hm_schedule_next_delta(&p, &cascade, &st) == -1);
+    CHECK_NEAR(c, st.delta_ns, 1.1 * 260 + 100, 1e-9);
+    /* Too small a window: 6 of 8 launches took 1500 ns. */
+    st.delta_ns = 1000;
+    hm_stage_outcome tight = {.launches = 8, .invalid = 7, .span_ns = 12000, .typical_ns = 1500};
+    CHECK(c, hm_schedule_next_delta(&p, &tight, &st) == 1);
+    CHECK_NEAR(c, st.delta_ns, 1.1 * 1500 + 100, 1e-9);
+    CHECK(c, st.calm_stages == 0);
+    /* At least gamma * delta, as with the seed's rule. */
+    st.delta_ns = 1700;
+    tight.typical_ns = 1550;
+    CHECK(c, hm_schedule_next_delta(&p, &tight, &st) == 1);
+    CHECK_NEAR(c, st.delta_ns, 1.1 * 1700, 1e-9);
+    /* The shrink floor takes the typical launch when it is longer than
+     * the longest valid one (launches that overran were not valid). */
+    hm_stage_outcome some = {.launches = 8, .invalid = 2, .longest_ns = 900, .typical_ns = 1200};
+    st.delta_ns = 9000;
+    st.calm_stages = 1;
+    CHECK(c, hm_schedule_next_delta(&p, &some, &st) == -1);
+    CHECK_NEAR(c, st.delta_ns, 1.1 * 1200 + 100, 1e-9);
+    /* Oversubscribed nodes (lateness_grows) keep the seed's span rule. */
+    p.lateness_grows = true;
+    st.delta_ns = 1000;
+    CHECK(c, hm_schedule_next_delta(&p, &cascade, &st) == 1);
+    CHECK_NEAR(c, st.delta_ns, 1.1 * 21.9e6 / 8, 1e-3);
 }
 
 static void test_delta_grows(hm_test_counts *c)
@@ -228,6 +291,8 @@ int main(void)
     test_defaults(&c);
     test_classify(&c);
     test_warmup_sets_delta(&c);
+    test_stage_typical(&c);
+    test_growth_by_typical_launch(&c);
     test_delta_grows(&c);
     test_delta_shrinks_after_calm_stages(&c);
     test_shrink_keeps_turnaround(&c);
