@@ -14,8 +14,9 @@ context on a CPU (6.18.44-fc here: on CPU 1 no switch *from* idle is ever
 recorded, switches *to* idle are), so a task woken onto that idle CPU has
 no switch-in. ``sched_wakeup`` and ``sched_wakeup_new`` of the tree are
 recorded too: a slice whose switch-in is missing starts when its task last
-became runnable (its wake-up, or its preemption), no earlier than the
-CPU's previous recorded switch; such slices are counted
+became runnable (its wake-up, its preemption, or the start of the trace for
+a task already on a CPU then), no earlier than the CPU's previous recorded
+switch; such slices are counted
 (``inferred_starts``), and a switch-out with no known start at all
 (``unmatched_ends``) is reported, never silently dropped. The trace clock
 is ``mono`` (CLOCK_MONOTONIC); the file's first line holds the offset to
