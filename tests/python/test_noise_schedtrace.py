@@ -329,3 +329,12 @@ def test_method_choice_without_tracing(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.setattr(schedtrace, "TRACEFS_DIRS", (fake,))
     noise, how = cli._trace_choice("auto", cmd)
     assert noise.method == "sched_trace" and str(fake) in how
+
+
+def test_the_report_says_how_many_slices_were_left_out() -> None:
+    from hushmon.noise.report import _method_text
+
+    v = {"method": "sched_trace", "agent_cpu_pct": 0.1, "unmatched_trace_slices": 3}
+    assert "3 of the agent's slices left out" in _method_text(v, {"noise_cmd": "x"})
+    quiet = _method_text({**v, "unmatched_trace_slices": 0}, {"noise_cmd": "x"})
+    assert "left out" not in quiet
