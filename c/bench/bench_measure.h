@@ -42,11 +42,17 @@ typedef struct hm_bench_samples {
      * (it ran past its window or was disturbed); a rank was ready but
      * left its wait late (descheduled while spinning). */
     int late_stage_start, late_previous, late_woke;
+    /* Valid launches set aside afterwards for the window they were timed
+     * under (hm_schedule_set_aside_wide; sync only). */
+    int wide_window;
     /* osu / imb: the tool's counts; samples are the ranks' own means. */
     int iterations, warmup;
-    /* This rank's own times of the valid launches, for --per-rank. */
+    /* This rank's own times of the valid launches, for --per-rank; with
+     * own_per_launch, of every launch (n_own == n; valid[] picks them,
+     * since launches can be set aside after they were recorded). */
     double *own_s;
     size_t n_own, cap_own;
+    bool own_per_launch;
     double delta_final_s; /* window of the last stage (sync only, else NaN) */
     /* Window of each launch (sync only, n_window == n; --raw's window_s):
      * how the schedule adapted over a point. */

@@ -13,7 +13,7 @@ const char *const hm_bench_method_names[HM_BENCH_METHODS] = {"sync", "loop", "lo
 
 enum {
     OPT_SYNC = 256, OPT_SYNC_ROUNDS, OPT_SYNC_PING_SHARED, OPT_BCAST_PROBES, OPT_STAGE,
-    OPT_WARMUP, OPT_INVALID, OPT_GAMMA, OPT_SHRINK, OPT_RSE, OPT_MIN_VALID, OPT_MAX_TOTAL,
+    OPT_WARMUP, OPT_INVALID, OPT_GAMMA, OPT_SHRINK, OPT_WIDE, OPT_RSE, OPT_MIN_VALID, OPT_MAX_TOTAL,
     OPT_MAX_VALID, OPT_TRIM, OPT_CI, OPT_LOOP_ITERS, OPT_BUFFERS, OPT_ROTATE, OPT_JSON,
     OPT_PER_RANK, OPT_RAW, OPT_SPIN, OPT_SKEW, OPT_DRIFT_PPM, OPT_CLOCK_SHARE, OPT_LATE_TOL, OPT_QUIET, OPT_LIST, OPT_TIMER, OPT_ROOT, OPT_METHOD, OPT_NPROCS,
     OPT_PASSES, OPT_SEED, OPT_IN_ORDER, OPT_BUDGET, OPT_MAX_LAUNCHES, OPT_DISAGREE,
@@ -40,6 +40,7 @@ static const struct option long_opts[] = {
     {"invalid-fraction", required_argument, NULL, OPT_INVALID},
     {"gamma", required_argument, NULL, OPT_GAMMA},
     {"shrink-after", required_argument, NULL, OPT_SHRINK},
+    {"wide-factor", required_argument, NULL, OPT_WIDE},
     {"rse", required_argument, NULL, OPT_RSE},
     {"min-valid", required_argument, NULL, OPT_MIN_VALID},
     {"max-total", required_argument, NULL, OPT_MAX_TOTAL},
@@ -111,7 +112,9 @@ void hm_bench_print_help(FILE *out)
             "                         (default 0.25)\n"
             "  --gamma X              window growth factor (default 1.1)\n"
             "  --shrink-after N       shrink the window after N calm stages, 0 = never\n"
-            "                         (default 2)\n"
+            "                         (default 1)\n"
+            "  --wide-factor F        set aside valid launches timed under a window more than\n"
+            "                         F times the point's narrowest, 0 = never (default 4)\n"
             "  --rse X                stop at relative standard error <= X ... (default 0.05)\n"
             "  --min-valid N          ... with at least N valid launches (default 10)\n"
             "  --max-total N          or stop beyond N launches (default 100)\n"
@@ -320,6 +323,8 @@ static int apply(hm_bench_opts *o, int c, const char *arg, hm_error *err)
         return parse_dbl(arg, "--gamma", 1.0001, 10.0, &sp->gamma, err);
     case OPT_SHRINK:
         return parse_int(arg, "--shrink-after", 0, 100000, &sp->shrink_after_calm, err);
+    case OPT_WIDE:
+        return parse_dbl(arg, "--wide-factor", 0.0, 1e9, &sp->wide_factor, err);
     case OPT_RSE:
         return parse_dbl(arg, "--rse", 0.0, 1e6, &st->rse_max, err);
     case OPT_MIN_VALID:

@@ -70,6 +70,7 @@ static void write_params(hm_json *j, const hm_bench_opts *o)
     hm_json_kv_double(j, "invalid_fraction", o->schedule.invalid_fraction);
     hm_json_kv_double(j, "gamma", o->schedule.gamma);
     hm_json_kv_int(j, "shrink_after", o->schedule.shrink_after_calm);
+    hm_json_kv_double(j, "wide_factor", o->schedule.wide_factor);
     hm_json_kv_double(j, "rse", o->stop.rse_max);
     hm_json_kv_int(j, "min_valid", o->stop.min_valid);
     hm_json_kv_int(j, "max_total", o->stop.max_total);
@@ -152,12 +153,14 @@ static void write_result(hm_json *j, const hm_bench_opts *o, const hm_bench_resu
     hm_json_kv_uint(j, "n_used", s->n_used);
     hm_json_kv_int(j, "invalid_late_start", r->late);
     hm_json_kv_int(j, "invalid_overrun", r->overrun);
+    hm_json_kv_int(j, "invalid_wide_window", r->wide_window);
     hm_json_key(j, "invalid_causes");
     hm_json_object_begin(j);
     hm_json_kv_int(j, "stage_start_late", r->late_stage_start);
     hm_json_kv_int(j, "previous_launch_late", r->late_previous);
     hm_json_kv_int(j, "woke_late", r->late_woke);
     hm_json_kv_int(j, "overrun", r->overrun);
+    hm_json_kv_int(j, "wide_window", r->wide_window);
     hm_json_object_end(j);
     hm_json_kv_double(j, "mean", s->mean);
     hm_json_kv_double(j, "median", s->median);
@@ -261,7 +264,7 @@ typedef struct point_summary {
     size_t n_values;
     hm_pass_summary passes;
     size_t n_total, n_valid;
-    int late, overrun, late_stage_start, late_previous, late_woke;
+    int late, overrun, late_stage_start, late_previous, late_woke, wide_window;
 } point_summary;
 
 /* The figure of a pass: its mean (for osu / imb the tools' average), NaN
@@ -292,6 +295,7 @@ static bool summarize_point(const hm_bench_opts *o, const hm_bench_result *resul
         p->late_stage_start += r->late_stage_start;
         p->late_previous += r->late_previous;
         p->late_woke += r->late_woke;
+        p->wide_window += r->wide_window;
     }
     if (p->n_results == 0)
         return false;
@@ -381,6 +385,7 @@ static void point_json(void *ctx, const point_summary *p)
     hm_json_kv_int(j, "previous_launch_late", p->late_previous);
     hm_json_kv_int(j, "woke_late", p->late_woke);
     hm_json_kv_int(j, "overrun", p->overrun);
+    hm_json_kv_int(j, "wide_window", p->wide_window);
     hm_json_object_end(j);
     hm_json_object_end(j);
 }

@@ -22,6 +22,7 @@ typedef struct hm_bench_result {
     size_t n_total;
     int late, overrun;
     int late_stage_start, late_previous, late_woke; /* late starts by cause (sync) */
+    int wide_window;          /* valid launches set aside for a wide window (sync) */
     int iterations, warmup;   /* osu / imb: the tool's counts */
     bool rank_samples;        /* samples are the ranks' means (osu, imb) */
     hm_bench_summary local;   /* max over ranks of each rank's own time */

@@ -12,7 +12,8 @@ void hm_schedule_params_default(hm_schedule_params *p)
     p->warmup_launches = 4;
     p->invalid_fraction = 0.25;
     p->gamma = 1.1;
-    p->shrink_after_calm = 2;
+    p->shrink_after_calm = 1;
+    p->wide_factor = 4;
     p->lateness_grows = false;
 }
 
@@ -121,6 +122,22 @@ bool hm_stop_reached(const hm_stop_rule *r, int n_total, int n_valid, double rse
     if (n_total > r->max_total || n_valid > r->max_valid)
         return true;
     return n_valid >= r->min_valid && !isnan(rse) && rse <= r->rse_max;
+}
+
+size_t hm_schedule_set_aside_wide(const double *windows, bool *valid, size_t n, double factor)
+{
+    if (factor <= 0 || n == 0)
+        return 0;
+    double narrowest = windows[0];
+    for (size_t i = 1; i < n; i++)
+        narrowest = windows[i] < narrowest ? windows[i] : narrowest;
+    size_t set_aside = 0;
+    for (size_t i = 0; i < n; i++)
+        if (valid[i] && windows[i] > factor * narrowest) {
+            valid[i] = false;
+            set_aside++;
+        }
+    return set_aside;
 }
 
 bool hm_clock_error_acceptable(double clock_error_ns, double mean_ns, double share,

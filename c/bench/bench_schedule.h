@@ -44,6 +44,7 @@
 #define HM_BENCH_SCHEDULE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct hm_schedule_params {
@@ -51,7 +52,10 @@ typedef struct hm_schedule_params {
     int warmup_launches;     /* k', default 4 */
     double invalid_fraction; /* g, default 0.25 */
     double gamma;            /* default 1.1 */
-    int shrink_after_calm;   /* calm stages before delta shrinks; 0 = never; default 2 */
+    int shrink_after_calm;   /* calm stages before delta shrinks; 0 = never; default 1 */
+    double wide_factor;      /* a valid launch timed under a window more than this times the
+                              * narrowest window of its point is set aside
+                              * (hm_schedule_set_aside_wide); 0 = never; default 4 */
     bool lateness_grows;     /* count late starts a wider window cannot prevent (woke late,
                               * stage start late) towards growth too; default false, true
                               * on oversubscribed nodes, where wider windows are what lets
@@ -137,6 +141,21 @@ void hm_schedule_after_warmup(const hm_schedule_params *p, double warmup_span_ns
  * +1 if delta grew, -1 if it shrank, 0 if unchanged. */
 int hm_schedule_next_delta(const hm_schedule_params *p, const hm_stage_outcome *o,
                            hm_delta_state *st);
+
+/* (hushmon addition) Launches set aside for the window they were timed
+ * under. On this VM a launch's time grows with the idle gap before it:
+ * Bcast/Allreduce/Allgather 8 B took 0.4-0.8 us back to back, 3-5 us in
+ * windows forced to 150 us (spun) and 15-24 us in windows of 2 ms (slept)
+ * — the caches and the partner's state go cold. A window that a disturbed
+ * stage widened (by the rules above, gamma times a typical launch of
+ * milliseconds) thus times launches that fit it, count as valid, and read
+ * 20-40x the point's value. The seed's window is meant to just hold a
+ * launch; so a valid launch timed under a window more than `factor` times
+ * the narrowest window its point used is set aside as `wide_window`
+ * (valid[i] cleared). Returns how many were newly set aside; windows[i]
+ * is launch i's window. factor <= 0 sets none aside. The narrowest window
+ * only falls as a point goes on, so a launch once set aside stays so. */
+size_t hm_schedule_set_aside_wide(const double *windows, bool *valid, size_t n, double factor);
 
 /* Whether a synchronized result survives the clocks it was measured on.
  * Clocks that put the same instant clock_error_ns apart start the ranks'

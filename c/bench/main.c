@@ -84,14 +84,18 @@ static int gather_rank_stats(const hm_bench_env *env, const hm_bench_samples *sm
                              double **out, hm_error *err)
 {
     double mine[3] = {NAN, NAN, NAN};
-    if (smp->n_own > 0) {
-        double sum = 0, lo = INFINITY, hi = -INFINITY;
-        for (size_t i = 0; i < smp->n_own; i++) {
-            sum += smp->own_s[i];
-            lo = smp->own_s[i] < lo ? smp->own_s[i] : lo;
-            hi = smp->own_s[i] > hi ? smp->own_s[i] : hi;
-        }
-        mine[0] = sum / (double)smp->n_own;
+    size_t used = 0;
+    double sum = 0, lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < smp->n_own; i++) {
+        if (smp->own_per_launch && (i >= smp->n || !smp->valid[i]))
+            continue;
+        sum += smp->own_s[i];
+        lo = smp->own_s[i] < lo ? smp->own_s[i] : lo;
+        hi = smp->own_s[i] > hi ? smp->own_s[i] : hi;
+        used++;
+    }
+    if (used > 0) {
+        mine[0] = sum / (double)used;
         mine[1] = lo;
         mine[2] = hi;
     }
@@ -166,6 +170,7 @@ static int measure_case(run_state *s, hm_bench_env *env, const hm_op *op, int64_
     r.late_stage_start = smp.late_stage_start;
     r.late_previous = smp.late_previous;
     r.late_woke = smp.late_woke;
+    r.wide_window = smp.wide_window;
     r.iterations = smp.iterations;
     r.warmup = smp.warmup;
     r.rank_samples = def->rank_samples;

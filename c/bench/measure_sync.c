@@ -175,7 +175,7 @@ static int record_stage(int k, double invalid_fraction, int64_t delta_ns, const 
         if (hm_bench_samples_push(out, all[l], all[k + l], valid, err) != 0 ||
             hm_bench_samples_push_window(out, (double)delta_ns * 1e-9, err) != 0)
             return -1;
-        if (valid && hm_bench_samples_push_own(out, mine[l], err) != 0)
+        if (hm_bench_samples_push_own(out, mine[l], err) != 0)
             return -1;
     }
     return 0;
@@ -194,6 +194,7 @@ int hm_measure_sync(hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx,
     }
     hm_delta_state st;
     int64_t first_tau = 0;
+    out->own_per_launch = true;
     if (warm_up(env, op, ctx, &st, err) != 0)
         goto done;
     for (int stage = 0;; stage++) {
@@ -212,6 +213,10 @@ int hm_measure_sync(hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx,
             goto done;
         out->stages++;
         out->delta_final_s = (double)delta_ns * 1e-9;
+        /* Before the stop rule, so a point whose valid launches were timed
+         * under a window it has since shrunk from goes on launching. */
+        out->wide_window += (int)hm_schedule_set_aside_wide(
+            out->window_s, out->valid, out->n, env->opts->schedule.wide_factor);
         /* hushmon addition: t_bcast is meant as an upper bound; when the
          * start of a stage reached some rank after tau_j, the bound was
          * wrong (a busy or oversubscribed node), so raise it the way delta

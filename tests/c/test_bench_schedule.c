@@ -14,6 +14,8 @@ static void test_defaults(hm_test_counts *c)
     CHECK(c, p.launches_per_stage == 8 && p.warmup_launches == 4);
     CHECK_NEAR(c, p.invalid_fraction, 0.25, 0);
     CHECK_NEAR(c, p.gamma, 1.1, 0);
+    CHECK(c, p.shrink_after_calm == 1);
+    CHECK_NEAR(c, p.wide_factor, 4, 0);
     CHECK_NEAR(c, r.rse_max, 0.05, 0);
     CHECK(c, r.min_valid == 10 && r.max_total == 100 && r.max_valid == 30);
 }
@@ -92,6 +94,7 @@ static void test_growth_by_typical_launch(hm_test_counts *c)
 {
     hm_schedule_params p;
     hm_schedule_params_default(&p);
+    p.shrink_after_calm = 2; /* the calm count is what is tested */
     hm_delta_state st = {1000, 0, 100};
     hm_stage_outcome cascade = {.launches = 8, .invalid = 7, .span_ns = 21.9e6,
                                 .longest_ns = 0, .typical_ns = 260};
@@ -130,6 +133,7 @@ static void test_delta_grows(hm_test_counts *c)
 {
     hm_schedule_params p;
     hm_schedule_params_default(&p);
+    p.shrink_after_calm = 2; /* the calm count is what is tested */
     hm_delta_state st = {1000, 1, 0};
     /* 3 of 8 invalid (> 25 %): delta = gamma * span / k = 1.1 * 16000 / 8. */
     hm_stage_outcome o = {.launches = 8, .invalid = 3, .span_ns = 16000, .longest_ns = 900};
@@ -152,6 +156,7 @@ static void test_delta_shrinks_after_calm_stages(hm_test_counts *c)
 {
     hm_schedule_params p;
     hm_schedule_params_default(&p);
+    p.shrink_after_calm = 2; /* the calm count is what is tested */
     hm_delta_state st = {11000, 0, 0};
     hm_stage_outcome clean = {.launches = 8, .invalid = 0, .span_ns = 88000, .longest_ns = 2000};
     /* First clean stage: wait for a second one. */
@@ -223,6 +228,7 @@ static void test_only_window_causes_grow(hm_test_counts *c)
 {
     hm_schedule_params p;
     hm_schedule_params_default(&p);
+    p.shrink_after_calm = 2; /* the calm count is what is tested */
     CHECK(c, !p.lateness_grows);
     hm_delta_state st = {1000, 0, 0};
     hm_stage_outcome woke = {
@@ -240,6 +246,27 @@ static void test_only_window_causes_grow(hm_test_counts *c)
     woke.not_window = 4;
     st.delta_ns = 1000;
     CHECK(c, hm_schedule_next_delta(&p, &woke, &st) == 1);
+}
+
+/* Valid launches timed under a window more than F times the point's
+ * narrowest are set aside; invalid ones and narrow ones stay as they are. */
+static void test_set_aside_wide(hm_test_counts *c)
+{
+    double windows[6] = {13e6, 13e6, 40e3, 1500, 1400, 5600};
+    bool valid[6] = {true, false, true, true, true, true};
+    CHECK(c, hm_schedule_set_aside_wide(windows, valid, 6, 4) == 2);
+    CHECK(c, !valid[0] && !valid[1] && !valid[2] && valid[3] && valid[4] && valid[5]);
+    /* Nothing new the second time; 5600 = 4 x 1400 is not "more than". */
+    CHECK(c, hm_schedule_set_aside_wide(windows, valid, 6, 4) == 0);
+    /* A narrower window later sets aside more. */
+    windows[5] = 1000;
+    CHECK(c, hm_schedule_set_aside_wide(windows, valid, 6, 1.45) == 1);
+    CHECK(c, !valid[3] && valid[4]);
+    /* 0 turns it off; empty input is fine. */
+    bool all[2] = {true, true};
+    double wide[2] = {1, 1e9};
+    CHECK(c, hm_schedule_set_aside_wide(wide, all, 2, 0) == 0 && all[1]);
+    CHECK(c, hm_schedule_set_aside_wide(wide, all, 0, 4) == 0);
 }
 
 static void test_stop_rules(hm_test_counts *c)
@@ -297,6 +324,7 @@ int main(void)
     test_delta_shrinks_after_calm_stages(&c);
     test_shrink_keeps_turnaround(&c);
     test_only_window_causes_grow(&c);
+    test_set_aside_wide(&c);
     test_stop_rules(&c);
     test_clock_error(&c);
     return hm_test_finish("test_bench_schedule", &c);

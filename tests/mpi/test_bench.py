@@ -48,7 +48,7 @@ RESULT_KEYS = {
     "op", "size", "nprocs", "method", "root", "n_total", "n_valid", "n_used",
     "invalid_late_start", "invalid_overrun", "mean", "median", "se", "min", "max", "ci_level",
     "ci_low", "ci_high", "ci", "global_mean", "global_median", "delta_final_s", "clock_valid",
-    "clock_error_allowed_s",
+    "clock_error_allowed_s", "invalid_wide_window",
 }  # fmt: skip
 
 
@@ -74,13 +74,16 @@ def check_result(r: dict[str, Any]) -> None:
     assert r.keys() >= RESULT_KEYS
     assert r["n_total"] >= r["n_valid"] >= r["n_used"] >= 0
     assert r["n_total"] > 0
-    invalid = r["invalid_late_start"] + r["invalid_overrun"]
+    invalid = r["invalid_late_start"] + r["invalid_overrun"] + r["invalid_wide_window"]
     assert invalid == r["n_total"] - r["n_valid"]
     # Only synchronized results compare clocks across ranks.
     assert isinstance(r["clock_valid"], bool) is (r["method"] == "sync")
     causes = r["invalid_causes"]
     late = causes["stage_start_late"] + causes["previous_launch_late"] + causes["woke_late"]
     assert late == r["invalid_late_start"] and causes["overrun"] == r["invalid_overrun"]
+    assert causes["wide_window"] == r["invalid_wide_window"]
+    if r["method"] != "sync":
+        assert r["invalid_wide_window"] == 0
     if r["n_valid"] == 0:
         assert r["mean"] is None
         return
@@ -97,6 +100,30 @@ def check_result(r: dict[str, Any]) -> None:
     else:
         assert r["global_mean"] is None
         assert r["invalid_late_start"] == r["invalid_overrun"] == 0
+
+
+def check_wide_windows(r: dict[str, Any], factor: float) -> None:
+    """No valid launch was timed under a window wider than factor x the narrowest."""
+    raw = r["raw"]
+    narrowest = min(raw["window_s"])
+    for valid, window in zip(raw["valid"], raw["window_s"], strict=True):
+        assert not valid or window <= factor * narrowest * (1 + 1e-12)
+
+
+def test_wide_windows_set_aside(mpirun: MpiRun) -> None:
+    # A factor just above 1 sets aside every valid launch not timed under
+    # the narrowest window: the windows change within nearly every point
+    # (warm-up estimate, growth, shrink), so this checks the rule, not noise.
+    doc = bench(mpirun, 2, "--op", "bcast,allreduce,gather", "--sizes", "8,512", "--raw",
+                "--wide-factor", "1.0001")  # fmt: skip
+    assert doc["meta"]["params"]["wide_factor"] == 1.0001
+    for r in doc["results"]:
+        check_result(r)
+        check_wide_windows(r, 1.0001)
+        assert r["n_total"] - r["n_valid"] >= r["invalid_causes"]["wide_window"]
+    # Off: nothing set aside.
+    off = bench(mpirun, 2, "--op", "bcast", "--sizes", "8", "--raw", "--wide-factor", "0")
+    assert all(r["invalid_wide_window"] == 0 for r in off["results"])
 
 
 def test_waitpatterns_schema_per_rank_and_raw(mpirun: MpiRun) -> None:
@@ -119,7 +146,9 @@ def test_waitpatterns_schema_per_rank_and_raw(mpirun: MpiRun) -> None:
         assert r["size"] == 0 and r["nprocs"] == 2
         raw = r["raw"]
         assert len(raw["local_s"]) == len(raw["global_s"]) == len(raw["valid"]) == r["n_total"]
+        assert len(raw["window_s"]) == r["n_total"]
         assert sum(raw["valid"]) == r["n_valid"]
+        check_wide_windows(r, meta["params"]["wide_factor"])
         assert [p["rank"] for p in r["per_rank"]] == [0, 1]
     up = results["waitpatternup"]
     assert up["n_valid"] > 0

@@ -24,6 +24,7 @@ CAUSE_LABELS = {
     "previous_launch_late": "previous launch late",
     "woke_late": "woke late",
     "overrun": "overrun",
+    "wide_window": "wide window",
 }
 # Rooted operations: back-to-back loops let successive calls overlap.
 ROOTED = {"bcast", "reduce", "gather", "gatherv", "scatter", "scatterv"}
@@ -161,7 +162,9 @@ def invalid_causes_section(page: Page, run: BenchRun) -> None:
         "launch late: a rank was still busy with the launch before (it ran past its window or "
         "was disturbed; one disturbance makes the rest of its stage late); woke late: a rank "
         "was ready but left its wait late (descheduled while spinning); overrun: the launch "
-        "ended after its window.",
+        "ended after its window; wide window: valid, but timed under a window more than "
+        "--wide-factor times the narrowest its point used (a disturbed stage had widened it, "
+        "and launches after a long idle wait run several times slower here).",
         "meta",
     )
     page.table(

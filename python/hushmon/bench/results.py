@@ -27,7 +27,13 @@ SYNC_METHOD = "sync"
 LOOP_METHODS = ("loop", "loop_barrier", "osu", "imb")
 TOOL_METHODS = ("osu", "imb")
 # Causes of invalid launches, as hushmon-bench names them.
-INVALID_CAUSES = ("stage_start_late", "previous_launch_late", "woke_late", "overrun")
+INVALID_CAUSES = (
+    "stage_start_late",
+    "previous_launch_late",
+    "woke_late",
+    "overrun",
+    "wide_window",
+)
 
 # Statistics every result must carry (seconds or counts); null is allowed
 # for the times (an operation with no valid launch has no mean).
