@@ -70,6 +70,20 @@ def spread(values: list[float]) -> float:
     return (max(vals) - min(vals)) / med if med > 0 else math.nan
 
 
+def run_factors(per_point: dict[tuple[str, int], list[float]]) -> list[float]:
+    """Per round, the median over points of the round's value over the point's median."""
+    rounds = max((len(v) for v in per_point.values()), default=0)
+    out = []
+    for rnd in range(rounds):
+        ratios = []
+        for vals in per_point.values():
+            clean = [v for v in vals if not math.isnan(v)]
+            if rnd < len(vals) and not math.isnan(vals[rnd]) and clean:
+                ratios.append(vals[rnd] / statistics.median(clean))
+        out.append(statistics.median(ratios) if ratios else math.nan)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--np", type=int, default=2)
@@ -114,6 +128,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"load {loads[-1]}",
                 file=sys.stderr,
             )
+    factors = {m: run_factors(values[m]) for m in ("sync", "osu")}
+    for method in ("sync", "osu"):
+        # A shift of a whole run (every point slower) against spread point by point.
+        print(f"{method} run factors (median over points of value / the point's median): "
+              + " ".join(f"{f:.2f}" for f in factors[method]))  # fmt: skip
     rows: list[dict[str, Any]] = []
     print(f"\n{'op':<10} {'size':>6} {'sync_med_us':>11} {'sync_spread%':>12} "
           f"{'osu_med_us':>10} {'osu_spread%':>11} {'osu/sync':>8}")  # fmt: skip
@@ -147,7 +166,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{' + matched --budget-ms' if args.match_wall else ''}")  # fmt: skip
     if args.json:
         small_spread = {"sync": med_sync, "osu": med_osu}
+        per_round = {m: [{"op": k[0], "size": k[1], "values_s": v} for k, v in values[m].items()]
+                     for m in ("sync", "osu")}  # fmt: skip
         jsonio.emit(args.json, {"rows": rows, "walls": walls, "loads": loads,
+                                "per_round": per_round, "run_factors": factors,
                                 "small_median_spread": small_spread, "sync_args": args.sync_args,
                                 "match_wall": args.match_wall})  # fmt: skip
     return 0
