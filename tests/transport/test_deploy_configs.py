@@ -15,6 +15,7 @@ import pytest
 from hushmon.paths import REPO_ROOT
 from hushmon.transport import deploy
 from hushmon.transport import natsserver as ns
+from hushmon.transport import natsusers as nu
 
 DEPLOY = REPO_ROOT / "deploy" / "nats"
 
@@ -24,8 +25,16 @@ def test_the_shipped_files_are_what_the_code_renders() -> None:
     assert (DEPLOY / "README.md").is_file()
 
 
+def server_env(tmp_path: Path) -> dict[str, str]:
+    """The environment a deployed server has: the file `deploy passwords` writes."""
+    folder = tmp_path / "pw"
+    nu.generate_passwords(folder, deploy.HUB_HOSTS, ns.LEAF_PORT)
+    env = dict(line.split("=", 1) for line in (folder / "nats-server.env").read_text().split())
+    return {**os.environ, **env}
+
+
 @pytest.mark.parametrize(("name", "env"), [("hub.conf", "HUB_NAME"), ("leaf.conf", "LEAF_NAME")])
-def test_nats_server_accepts_them(name: str, env: str) -> None:
+def test_nats_server_accepts_them(name: str, env: str, tmp_path: Path) -> None:
     server = shutil.which("nats-server")
     if server is None:
         pytest.skip("nats-server is not installed (scripts/install-deps.sh)")
@@ -33,7 +42,7 @@ def test_nats_server_accepts_them(name: str, env: str) -> None:
         [server, "-t", "-c", str(DEPLOY / name)],
         capture_output=True,
         text=True,
-        env={**os.environ, env: "x1"},
+        env={**server_env(tmp_path), env: "x1"},
         check=False,
     )
     assert ok.returncode == 0, ok.stderr
@@ -70,7 +79,8 @@ def test_leaf_settings_match_natsserver() -> None:
     leaf = (DEPLOY / "leaf.conf").read_text()
     assert "jetstream" not in leaf.split("mappings")[0]  # no JetStream of its own
     assert f'"$JS.API.>": "$JS.{ns.JS_DOMAIN}.API.>"' in leaf
-    assert re.findall(r"nats-leaf://[\w.]+:(\d+)", leaf) == [str(ns.LEAF_PORT)] * 3
+    # the hubs' leaf URLs carry the leaf login: from the servers' environment file
+    assert re.findall(r"\$HM_NATS_HUB(\d)_LEAF_URL", leaf) == ["1", "2", "3"]
     assert _setting(leaf, r'ping_interval: "(\d+)s"') == str(ns.LEAF_PING_INTERVAL_S)
     assert _setting(leaf, r"ping_max: (\d+)") == str(ns.LEAF_PING_MAX)
 

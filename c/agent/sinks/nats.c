@@ -45,6 +45,7 @@
 
 #include "hm_timer.h"
 #include "hm_log.h"
+#include "hm_nats_login.h"
 #include "hm_parse.h"
 #include "nats_outbox.h"
 #include "sink.h"
@@ -569,6 +570,13 @@ static int connect_servers(nats_state *s, const hm_agent_config *cfg, hm_error *
         st = natsOptions_SetServers(s->opts, (const char **)list, n);
     if (st == NATS_OK)
         st = natsOptions_SetName(s->opts, name);
+    char user[HM_NATS_USER_MAX], password[HM_NATS_PASSWORD_MAX];
+    int login = hm_nats_login(user, password, err);
+    if (login < 0)
+        return -1;
+    if (st == NATS_OK && login == 1)
+        st = natsOptions_SetUserInfo(s->opts, user, password);
+    memset(password, 0, sizeof password);
     /* Reconnect forever on its own, every half second, and keep what
      * was being sent meanwhile; the first connection too is retried in
      * the background, so an agent starts while its leaf is down (that

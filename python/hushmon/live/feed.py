@@ -19,6 +19,7 @@ from hushmon.errors import HushmonError
 from hushmon.live.state import LiveState
 from hushmon.transport.connect import reachable
 from hushmon.transport.natsserver import SUM_STREAM
+from hushmon.transport.natsusers import client_auth
 
 SUBJECTS = "hm.sum.>"
 JOB_SUBJECTS = "hm.sum.job.>"
@@ -53,6 +54,7 @@ async def connect(url: str) -> Any:
             max_reconnect_attempts=-1,
             reconnect_time_wait=1,
             error_cb=quiet,
+            **client_auth(),
         )
     except Exception as exc:  # nats-py raises several unrelated types here
         raise HushmonError(

@@ -35,6 +35,7 @@ from hushmon.transport.natsserver import (
     SUM_STREAM,
     SUM_SUBJECTS,
 )
+from hushmon.transport.natsusers import client_auth
 
 RAW_CONSUMER = "collect-raw"
 SUM_CONSUMER = "collect-sum"
@@ -154,6 +155,7 @@ async def _connect(opts: CollectOptions, stop: asyncio.Event) -> Any:
                         max_reconnect_attempts=-1,
                         reconnect_time_wait=1.0,
                         error_cb=quiet,
+                        **client_auth(),
                     ),
                     timeout=4 * CONNECT_TIMEOUT_S,
                 )

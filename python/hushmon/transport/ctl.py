@@ -9,6 +9,7 @@ An answer is one line, ``ok ... host=H period_ms=P sources=a,b ...`` or
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import time
@@ -164,10 +165,53 @@ async def _ask_nats(url: str, request: str, hosts: list[str], timeout_s: float) 
     from nats.errors import NoRespondersError
     from nats.errors import TimeoutError as NatsTimeout
 
+    from hushmon.transport.natsusers import PASSWORD_FILE_ENV, USER_ENV, client_auth
+
     out = Outcome(request, "nats", timeout_s, broadcast=not hosts)
     headers = {UID_HEADER: str(os.getuid())}
-    nc = await nats.connect(url.split(","), connect_timeout=timeout_s, max_reconnect_attempts=0)
+    refused: list[str] = []
+
+    login_refused = asyncio.Event()
+    publish_refused = asyncio.Event()
+
+    async def on_error(exc: Exception) -> None:
+        # The server refuses a publish this login may not make (a
+        # non-admin's hm.ctl.>): nothing reaches the agents, say why.
+        text = str(exc).lower()
+        if "permissions violation" in text:
+            refused.append(str(exc).strip())
+            publish_refused.set()
+        elif "authorization violation" in text:
+            login_refused.set()
+
+    # nats-py tries a refused login again without end: stop at the first.
+    connecting = asyncio.create_task(
+        nats.connect(
+            url.split(","),
+            connect_timeout=timeout_s,
+            max_reconnect_attempts=0,
+            error_cb=on_error,
+            **client_auth(),
+        )
+    )
+    refusal = asyncio.create_task(login_refused.wait())
+    await asyncio.wait({connecting, refusal}, return_when=asyncio.FIRST_COMPLETED)
+    refusal.cancel()
+    if not connecting.done():
+        connecting.cancel()
+        with contextlib.suppress(asyncio.CancelledError, nats.errors.Error, OSError):
+            await connecting
+        raise HushmonError(
+            f"NATS server {url} refused the login (Authorization Violation): set "
+            f"${USER_ENV} and ${PASSWORD_FILE_ENV} (docs/transport.md 'Users and permissions')",
+            exit_code=1,
+        )
     try:
+        nc = connecting.result()
+    except nats.errors.Error as exc:
+        raise HushmonError(f"NATS server {url}: {exc}", exit_code=1) from None
+
+    async def exchange() -> None:
         if hosts:
 
             async def one(host: str) -> None:
@@ -202,8 +246,27 @@ async def _ask_nats(url: str, request: str, hosts: list[str], timeout_s: float) 
                     break
                 text = msg.data.decode(errors="replace")
                 out.answers.append(parse_answer(text, "?", time.monotonic() - t0))
+
+    try:
+        # Ends early when the server refuses the publish (a non-admin login).
+        work = asyncio.create_task(exchange())
+        stop = asyncio.create_task(publish_refused.wait())
+        await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if work.done():
+            work.result()
+        else:
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await work
     finally:
         await nc.close()
+    if refused:
+        raise HushmonError(
+            f"NATS refused the request: {refused[0]}; control requests need the admin login "
+            f"(${USER_ENV}=admin, docs/transport.md 'Users and permissions')",
+            exit_code=1,
+        )
     out.no_answer.sort()
     out.no_agent.sort()
     return out

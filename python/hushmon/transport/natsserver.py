@@ -85,6 +85,11 @@ class NatsServerConfig:
     ping_interval_s: int = 0  # 0: the server's default (2 min)
     ping_max: int = 0  # 0: the server's default (2)
     extra: dict[str, str] = field(default_factory=dict)
+    # Logins (natsusers.render_users): "" = none, anyone may do anything
+    # (the test bed). leaf_login: the hub's leaf port asks rack leaves for
+    # the leaf login (its password from $HM_NATS_PASS_LEAF).
+    users_block: str = ""
+    leaf_login: bool = False
 
     def render(self) -> str:
         """The server's configuration file text."""
@@ -114,14 +119,22 @@ class NatsServerConfig:
                 f'listen: "{self.host}:{self.cluster_port}", routes: [{routes}] }}'
             )
         if self.leaf_listen_port:
-            lines.append(f'leafnodes {{ listen: "{self.host}:{self.leaf_listen_port}" }}')
+            login = ""
+            if self.leaf_login:
+                from hushmon.transport.natsusers import LEAF_PASSWORD_VAR, LEAF_USER
+
+                login = f', authorization {{ user: "{LEAF_USER}", password: ${LEAF_PASSWORD_VAR} }}'
+            lines.append(f'leafnodes {{ listen: "{self.host}:{self.leaf_listen_port}"{login} }}')
         if self.leaf_remotes:
-            urls = ", ".join(f'"{u}"' for u in self.leaf_remotes)
+            # "$VAR": the URL (with the leaf login) comes from the environment
+            urls = ", ".join(u if u.startswith("$") else f'"{u}"' for u in self.leaf_remotes)
             # A leaf reconnects on its own when the hub or the uplink comes back.
             lines.append(
                 f"leafnodes {{ reconnect: {LEAF_RECONNECT_S}, remotes: [ {{ urls: [{urls}] }} ] }}"
             )
         lines += [f"{k}: {v}" for k, v in self.extra.items()]
+        if self.users_block:
+            lines.append(self.users_block)
         return "\n".join(lines) + "\n"
 
     @property
@@ -309,7 +322,11 @@ async def ensure_streams_async(
     from nats.js.api import StorageType, StreamConfig
     from nats.js.errors import NotFoundError
 
-    nc = await nats.connect(url.split(","), connect_timeout=timeout_s, max_reconnect_attempts=0)
+    from hushmon.transport.natsusers import client_auth
+
+    nc = await nats.connect(
+        url.split(","), connect_timeout=timeout_s, max_reconnect_attempts=0, **client_auth()
+    )
     try:
         js = nc.jetstream(timeout=timeout_s)
         lim = limits or StreamLimits()

@@ -24,6 +24,7 @@ import duckdb
 from hushmon.errors import HushmonError
 from hushmon.store.schema import open_store_readonly
 from hushmon.transport.connect import reachable
+from hushmon.transport.natsusers import client_auth
 
 MAX_REASONS = 3
 
@@ -262,7 +263,13 @@ async def _server_status_async(url: str) -> dict[str, Any]:
     if why:
         raise HushmonError(f"cannot reach NATS at {url} ({why})", exit_code=1)
     nc = await asyncio.wait_for(
-        nats.connect(url, connect_timeout=2.0, max_reconnect_attempts=1, allow_reconnect=False),
+        nats.connect(
+            url,
+            connect_timeout=2.0,
+            max_reconnect_attempts=1,
+            allow_reconnect=False,
+            **client_auth(),
+        ),
         timeout=10.0,
     )
     try:
