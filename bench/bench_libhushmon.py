@@ -6,7 +6,12 @@
    per 100 ms) and cycling over 64 names (a batch holds 24: a send every
    24 calls, so a stopped agent's socket fills and the library drops).
 2. The same loop under ``mpirun -np 2`` (slowest rank), agent present vs
-   absent. Costs are the calling thread's CPU time (app_sender reads
+   absent.
+3. The control path (hm_poll every iteration): alone without a callback
+   (poll_unused: what an application that never registers pays) and with
+   one registered (poll_registered: a coarse clock read, a recv every
+   50 ms), and hm_metric + hm_poll against hm_metric alone, side by side.
+   Costs are the calling thread's CPU time (app_sender reads
    CLOCK_THREAD_CPUTIME_ID), so other processes on a loaded machine do not
    inflate them. The MPI loop with the noise detector:
    ``HUSHMON_DETECT_METRIC=NAME hushmon noise detect --noise-cmd AGENT``
@@ -36,8 +41,17 @@ SENDER = BUILD / "tests" / "app_sender"
 AGENT = BUILD / "bin" / "hushmon-agent"
 
 
-def one(env: dict[str, str], calls: int, mpi: int = 0, names: int = 1) -> float:
+def one(
+    env: dict[str, str],
+    calls: int,
+    mpi: int = 0,
+    names: int = 1,
+    poll: str = "",
+    only: bool = False,
+) -> float:
     cmd = [str(SENDER), "--count", str(calls), "--bench", "--names", str(names)]
+    cmd += ["--poll", poll] if poll else []
+    cmd += ["--no-metric"] if only else []
     if mpi:
         cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(mpi), *cmd]
     out = subprocess.run(
@@ -83,6 +97,8 @@ def main() -> int:
         res: dict[str, list[float]] = {
             "present": [], "present_64names": [], "absent": [], "stopped": [],
             "stopped_64names": [], "mpi_present": [], "mpi_absent": [],
+            "poll_unused": [], "poll_registered": [], "present_poll_unused": [],
+            "present_poll_registered": [],
         }  # fmt: skip
         for _ in range(args.reps):  # interleaved, so load changes hit every mode alike
             res["present"].append(one(present, args.calls))
@@ -94,6 +110,10 @@ def main() -> int:
                 res["stopped_64names"].append(one(present, args.calls, names=64))
             finally:
                 os.kill(agent.pid, signal.SIGCONT)
+            res["poll_unused"].append(one(present, args.calls, poll="unused", only=True))
+            res["poll_registered"].append(one(present, args.calls, poll="registered", only=True))
+            res["present_poll_unused"].append(one(present, args.calls, poll="unused"))
+            res["present_poll_registered"].append(one(present, args.calls, poll="registered"))
             res["mpi_present"].append(one(present, args.calls, mpi=2))
             res["mpi_absent"].append(one(absent, args.calls, mpi=2))
     finally:
@@ -109,7 +129,7 @@ def main() -> int:
         "raw": res,
     }
     text = "\n".join(
-        f"{k:12s} median {summary['ns_per_call_median'][k]:8.2f} ns/call"
+        f"{k:24s} median {summary['ns_per_call_median'][k]:8.2f} ns/call"
         f"  min {summary['ns_per_call_min'][k]:8.2f}"
         for k in res
     )

@@ -2,12 +2,14 @@
  * application channel (tests/python/test_libhushmon.py) and
  * bench/bench_libhushmon.py:
  *   app_sender [--count N] [--threads T] [--names K] [--fork] [--phases] [--events]
- *              [--bench] [--sleep-ms MS]
+ *              [--bench] [--sleep-ms MS] [--poll unused|registered] [--no-metric]
  * sends N metrics "iter_time_s" (value = index) per thread (--names K:
  * cycling over K names "iter_time_s.<k>", so batches fill), and prints
  * one JSON line: the library's counters and, with --bench, the mean cost
  * per hm_metric call in ns of the calling thread's CPU time. --fork: a child process sends as well (its
- * own connection); --sleep-ms: pause before closing so the agent reads. */
+ * own connection); --sleep-ms: pause before closing so the agent reads.
+ * --poll: hm_poll() every iteration too, without a control callback
+ * (unused) or with one (registered); --no-metric: hm_poll alone. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,16 @@ static long count = 1000;
 static int nnames = 1;
 static char names[256][24];
 static int phases = 0, events = 0;
+static int poll_mode = 0; /* 0 none, 1 unused, 2 registered */
+static int no_metric = 0;
+
+static int on_control(const char *command, const char *args, void *user)
+{
+    (void)command;
+    (void)args;
+    (void)user;
+    return 0;
+}
 
 /* The thread's CPU time (user + kernel, sends included): on a shared,
  * loaded machine wall-clock time would count other processes' slices. */
@@ -36,8 +48,12 @@ static void *work(void *arg)
 {
     double *cost = arg;
     double t0 = now_ns();
-    for (long i = 0; i < count; i++)
-        hm_metric(nnames == 1 ? "iter_time_s" : names[i % nnames], (double)i);
+    for (long i = 0; i < count; i++) {
+        if (!no_metric)
+            hm_metric(nnames == 1 ? "iter_time_s" : names[i % nnames], (double)i);
+        if (poll_mode)
+            hm_poll();
+    }
     *cost = (now_ns() - t0) / (double)count;
     if (phases) {
         hm_phase_begin("solve");
@@ -70,6 +86,15 @@ int main(int argc, char **argv)
             phases = 1;
         else if (strcmp(argv[i], "--events") == 0)
             events = 1;
+        else if (strcmp(argv[i], "--poll") == 0 && i + 1 < argc) {
+            i++;
+            poll_mode = strcmp(argv[i], "unused") == 0 ? 1 : strcmp(argv[i], "registered") == 0 ? 2 : -1;
+            if (poll_mode < 0) {
+                fprintf(stderr, "app_sender: --poll unused|registered, got '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--no-metric") == 0)
+            no_metric = 1;
         else if (strcmp(argv[i], "--bench") == 0)
             bench = 1;
         else {
@@ -84,6 +109,8 @@ int main(int argc, char **argv)
     for (int k = 0; k < nnames; k++)
         snprintf(names[k], sizeof names[k], "iter_time_s.%d", k);
     int opened = hm_open();
+    if (poll_mode == 2)
+        hm_on_control(on_control, NULL);
     hm_metric("warmup", 1.0); /* first call allocates the thread's buffer */
     pid_t child = -1;
     if (do_fork) {
