@@ -9,6 +9,7 @@ agent's period does not change; a wrong password or none is refused."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import subprocess
@@ -159,3 +160,100 @@ def test_only_the_admin_login_may_steer_the_agents(
         await nc.close()
 
     asyncio.run(roles())
+
+
+T0 = 1_795_000_000_000_000_000
+
+
+def test_reducers_collector_and_viewer_work_with_their_logins(
+    bin_dir: Path, tmp_path: Path, secured: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole path under the logins: batches published as `agent`, rack
+    and top reducers as `reduce`, summaries read as `viewer` (JetStream
+    ordered consumer), the store filled as `collect`."""
+    url, folder = secured
+    for k, v in login(folder, "collect").items():
+        monkeypatch.setenv(k, v)
+    ensure_streams(url)
+
+    async def publish_batches() -> None:
+        pw = (folder / "agent.password").read_text().strip()
+        nc = await nats.connect(url, user="agent", password=pw)
+        js = nc.jetstream()
+        for period in range(4):
+            t = T0 + period * 1_000_000_000
+            for seq_host, host in enumerate(("a1", "a2")):
+                text = f"cpu,host={host},cpu=total user_pct={10 + seq_host}.5 {t}\n"
+                text += f"job,host={host},job=j1 active=1i {t}\n"
+                await js.publish(
+                    f"hm.raw.r1.{host}",
+                    text.encode(),
+                    headers={
+                        "Nats-Msg-Id": f"{host}:7:{period + 1}", "Hm-Host": host,
+                        "Hm-Epoch": "7", "Hm-Seq": str(period + 1), "Hm-Lines": "2",
+                        "Hm-Dropped": "0",
+                    },
+                )  # fmt: skip
+        await nc.close()
+
+    asyncio.run(publish_batches())
+    reducers = []
+    for args in (("--rack", "r1"), ("--top",)):
+        log = tmp_path / f"reduce{len(reducers)}.log"
+        reducers.append(
+            (
+                subprocess.Popen(
+                    [
+                        str(bin_dir / "hushmon-reduce"),
+                        "--url",
+                        url,
+                        "--period-grace-ms",
+                        "300",
+                        *args,
+                    ],
+                    env={**os.environ, **login(folder, "reduce")},
+                    stdout=subprocess.DEVNULL,
+                    stderr=log.open("wb"),
+                ),
+                log,
+            )
+        )
+
+    async def read_summaries() -> list[bytes]:
+        pw = (folder / "viewer.password").read_text().strip()
+        nc = await nats.connect(url, user="viewer", password=pw)
+        js = nc.jetstream()
+        sub = await js.subscribe("hm.sum.job.>", ordered_consumer=True)
+        out = []
+        try:
+            while True:
+                out.append((await sub.next_msg(timeout=1.0)).data)
+        except nats.errors.TimeoutError:
+            pass
+        await nc.close()
+        return out
+
+    try:
+        deadline = time.monotonic() + 30
+        while len(summaries := asyncio.run(read_summaries())) < 3:
+            for proc, log in reducers:
+                assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, [log.read_text()[-1500:] for _, log in reducers]
+        assert all(b'"job": "j1"' in s or b'"job":"j1"' in s for s in summaries), summaries[0]
+    finally:
+        for proc, _ in reducers:
+            proc.terminate()
+            proc.wait(timeout=30)
+    for _, log in reducers:
+        assert "violation" not in log.read_text().lower(), log.read_text()
+
+    r = subprocess.run(
+        [sys.executable, "-m", "hushmon.cli", "collect", "--url", url, "--db",
+         str(tmp_path / "store.duckdb"), "--once", "--json", "-"],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "python"), **login(folder, "collect")},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert (doc["batches_stored"], doc["rejected_batches"]) == (8, 0), doc
+    assert doc["summaries_stored"] >= 3, doc
