@@ -26,11 +26,12 @@ int hm_nats_login(char user[HM_NATS_USER_MAX], char password[HM_NATS_PASSWORD_MA
     line[got ? strcspn(line, "\r\n") : 0] = '\0';
     if (line[0] == '\0')
         return hm_error_set(err, "HUSHMON_NATS_PASSWORD_FILE %s is empty", path);
-    if (strlen(line) >= HM_NATS_PASSWORD_MAX)
+    size_t len = strlen(line);
+    if (len >= HM_NATS_PASSWORD_MAX)
         return hm_error_set(err, "HUSHMON_NATS_PASSWORD_FILE %s: a password of over %d bytes",
                             path, HM_NATS_PASSWORD_MAX - 1);
-    snprintf(user, HM_NATS_USER_MAX, "%s", u);
-    snprintf(password, HM_NATS_PASSWORD_MAX, "%s", line);
+    memcpy(user, u, strlen(u) + 1);
+    memcpy(password, line, len + 1);
     memset(line, 0, sizeof line);
     return 1;
 }
