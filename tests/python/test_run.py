@@ -91,8 +91,13 @@ FAKE_AGENT = textwrap.dedent(
                 jobs.discard(words[2]); reply = "ok"
             elif line == "flush":
                 close_file(); reply = "ok"
+            elif words[:1] == ["period"] and os.environ.get("FAKE_AGENT_USER_ONLY"):
+                reply = "error not authorized: uid 1000 may not change the node's period"
             elif words[:1] == ["period"]:
                 period = int(words[1]) / 1000.0; reply = "ok"
+            elif len(words) == 3 and words[0] == "set" and words[1][4:] in jobs:
+                period = int(words[2].removeprefix("period=").removesuffix("ms")) / 1000.0
+                reply = f"ok applied period_ms={int(period * 1000)} scope=job:{words[1][4:]}"
             else:
                 reply = "error unknown request"
         conn.sendall((reply + "\\n").encode())
@@ -280,6 +285,41 @@ def test_running_agent_is_used_and_left_running(
         if result["ingest"] is not None:
             assert result["ingest"]["spool_dir"] == str(other_spool)
             assert "shared1" in result["ingest"]["jobs"]
+    finally:
+        agent.terminate()
+        agent.wait(timeout=10)
+
+
+def test_a_users_period_on_a_running_agent_is_the_jobs(
+    tmp_path: Path, fake_agent: Path, agent_log: Path
+) -> None:
+    """A standing agent refuses a user's node-wide `period MS` (only root or
+    an admin): the period is then set for the job alone, which the job's
+    owner may and the agent undoes at the job's end; no warning."""
+    data = DataDir(tmp_path / "data").create()
+    spool = tmp_path / "standing-spool"
+    spool.mkdir()
+    agent = subprocess.Popen(
+        [str(fake_agent), "--spool-dir", str(spool), "--socket", str(data.agent_socket),
+         "--period-ms", "100"],
+        env={**os.environ, "FAKE_AGENT_USER_ONLY": "1"},
+    )  # fmt: skip
+    try:
+        client = agent_mod.AgentClient(data.agent_socket)
+        deadline = time.monotonic() + 20
+        while not client.answers() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        summary = tmp_path / "run.json"
+        out = hushmon_run(
+            "--data-dir", str(data.root), "--job", "mine1", "--period", "200", "--no-digest",
+            "--json", str(summary), "--", "sleep", "0.3",
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        assert json.loads(summary.read_text())["warnings"] == []
+        assert requests(agent_log) == [
+            "period 200", "job begin mine1", "set job=mine1 period=200ms", "job end mine1",
+            "flush",
+        ]  # fmt: skip
     finally:
         agent.terminate()
         agent.wait(timeout=10)

@@ -105,6 +105,9 @@ class Monitor:
         self.mode = "none"
         self.period_s = (options.period_ms or DEFAULT_PERIOD_MS) / 1000.0
         self.restore_period_ms: int | None = None
+        # A standing agent refuses a user's node-wide `period MS`: the
+        # period is then asked for the job alone once it is announced.
+        self.job_period_ms: int | None = None
         self.job_open = False
         self.job = ""
         self.spool = options.data.spool  # where this run's samples are written
@@ -157,8 +160,11 @@ class Monitor:
                 client.request(f"period {want}")
                 self.restore_period_ms = current
             except AgentError as exc:
-                self.warn(f"cannot set the running agent's period: {exc}")
                 self.period_s = current / 1000.0
+                if "not authorized" in str(exc):
+                    self.job_period_ms = want  # the job's owner may: set job=ID period=
+                else:
+                    self.warn(f"cannot set the running agent's period: {exc}")
 
     def _wait_sample(self, what: str) -> None:
         if self.client is None:
@@ -183,6 +189,15 @@ class Monitor:
         self.job_open = self._request(f"job begin {job}")
         if not self.job_open and self.client is not None:
             self.warn(f"job {job} was not announced: its samples will not be attributed to it")
+        if self.job_period_ms is not None and self.client is not None:
+            # The agent undoes a job's setting when the job ends.
+            try:
+                if not self.job_open:
+                    raise AgentError("the job was not announced")
+                self.client.request(f"set job={job} period={self.job_period_ms}ms")
+                self.period_s = self.job_period_ms / 1000.0
+            except AgentError as exc:
+                self.warn(f"cannot set the running agent's period: {exc}")
 
     def job_end(self, job: str) -> None:
         if self.client is None:
