@@ -50,12 +50,15 @@ void hm_schedule_after_warmup(const hm_schedule_params *p, double warmup_span_ns
     st->turnaround_ns = turnaround_ns > 0 ? turnaround_ns : 0;
     st->delta_ns = p->gamma * per_launch + st->turnaround_ns;
     st->calm_stages = 0;
+    st->narrowest_ns = 0;
 }
 
 int hm_schedule_next_delta(const hm_schedule_params *p, const hm_stage_outcome *o,
                            hm_delta_state *st)
 {
     double old = st->delta_ns;
+    if (st->narrowest_ns <= 0 || old < st->narrowest_ns)
+        st->narrowest_ns = old;
     if (o->turnaround_ns > 0)
         st->turnaround_ns = o->turnaround_ns;
     int counted = p->lateness_grows ? o->invalid : o->invalid - o->not_window;
@@ -90,6 +93,9 @@ int hm_schedule_next_delta(const hm_schedule_params *p, const hm_stage_outcome *
             st->calm_stages = 0;
         }
     }
+    double cap = p->wide_factor * st->narrowest_ns;
+    if (!p->lateness_grows && p->wide_factor > 0 && st->delta_ns > old && st->delta_ns > cap)
+        st->delta_ns = cap > old ? cap : old;
     if (st->delta_ns > old)
         return 1;
     return st->delta_ns < old ? -1 : 0;

@@ -33,6 +33,12 @@
  *   of the stage, or its typical launch if longer, plus the turnaround
  *   (never grows that way), so one disturbed stage does not slow the rest
  *   of the run;
+ *   (hushmon addition) the window grows to at most `wide_factor` times the
+ *   narrowest window of the point (unless lateness_grows): launches in a
+ *   wider one are set aside anyway (hm_schedule_set_aside_wide), and
+ *   windows of milliseconds made a disturbed point take 6-9 s instead of
+ *   ~1 s; the launches of a disturbed stretch overrun instead and cost
+ *   only their own time;
  *   (hushmon addition) the turnaround: a rank that ends launch l at the
  *   very end of its window still has to record it and read the clock
  *   before it is ready for launch l+1; a window without that gap makes
@@ -125,6 +131,7 @@ typedef struct hm_delta_state {
     double delta_ns;      /* window of the next stage */
     int calm_stages;      /* consecutive stages that needed no larger window */
     double turnaround_ns; /* the launch-to-launch gap a rank needs, as last measured */
+    double narrowest_ns;  /* narrowest window a measured stage used (0: none yet) */
 } hm_delta_state;
 
 /* delta_1 from the warm-up stage: gamma * (tau'_0 - tau_0) / k' plus the
@@ -154,7 +161,9 @@ int hm_schedule_next_delta(const hm_schedule_params *p, const hm_stage_outcome *
  * the narrowest window its point used is set aside as `wide_window`
  * (valid[i] cleared). Returns how many were newly set aside; windows[i]
  * is launch i's window. factor <= 0 sets none aside. The narrowest window
- * only falls as a point goes on, so a launch once set aside stays so. */
+ * only falls as a point goes on, so a launch once set aside stays so.
+ * Not applied on oversubscribed nodes (measure_sync passes 0), where wide
+ * windows are what lets sleeping ranks start on time. */
 size_t hm_schedule_set_aside_wide(const double *windows, bool *valid, size_t n, double factor);
 
 /* Whether a synchronized result survives the clocks it was measured on.

@@ -216,7 +216,8 @@ int hm_measure_sync(hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx,
         /* Before the stop rule, so a point whose valid launches were timed
          * under a window it has since shrunk from goes on launching. */
         out->wide_window += (int)hm_schedule_set_aside_wide(
-            out->window_s, out->valid, out->n, env->opts->schedule.wide_factor);
+            out->window_s, out->valid, out->n,
+            env->oversubscribed ? 0 : env->opts->schedule.wide_factor);
         /* hushmon addition: t_bcast is meant as an upper bound; when the
          * start of a stage reached some rank after tau_j, the bound was
          * wrong (a busy or oversubscribed node), so raise it the way delta

@@ -52,7 +52,7 @@ static void test_warmup_sets_delta(hm_test_counts *c)
 {
     hm_schedule_params p;
     hm_schedule_params_default(&p);
-    hm_delta_state st = {123, 5, 0};
+    hm_delta_state st = {123, 5, 0, 0};
     /* delta_1 = gamma * (tau'_0 - tau_0) / k' = 1.1 * 4000 / 4 */
     hm_schedule_after_warmup(&p, 4000, 0, 0, &st);
     CHECK_NEAR(c, st.delta_ns, 1100, 1e-9);
@@ -95,7 +95,7 @@ static void test_growth_by_typical_launch(hm_test_counts *c)
     hm_schedule_params p;
     hm_schedule_params_default(&p);
     p.shrink_after_calm = 2; /* the calm count is what is tested */
-    hm_delta_state st = {1000, 0, 100};
+    hm_delta_state st = {1000, 0, 100, 0};
     hm_stage_outcome cascade = {.launches = 8, .invalid = 7, .span_ns = 21.9e6,
                                 .longest_ns = 0, .typical_ns = 260};
     CHECK(c, hm_schedule_next_delta(&p, &cascade, &st) == 0);
@@ -134,7 +134,7 @@ static void test_delta_grows(hm_test_counts *c)
     hm_schedule_params p;
     hm_schedule_params_default(&p);
     p.shrink_after_calm = 2; /* the calm count is what is tested */
-    hm_delta_state st = {1000, 1, 0};
+    hm_delta_state st = {1000, 1, 0, 0};
     /* 3 of 8 invalid (> 25 %): delta = gamma * span / k = 1.1 * 16000 / 8. */
     hm_stage_outcome o = {.launches = 8, .invalid = 3, .span_ns = 16000, .longest_ns = 900};
     CHECK(c, hm_schedule_next_delta(&p, &o, &st) == 1);
@@ -157,7 +157,7 @@ static void test_delta_shrinks_after_calm_stages(hm_test_counts *c)
     hm_schedule_params p;
     hm_schedule_params_default(&p);
     p.shrink_after_calm = 2; /* the calm count is what is tested */
-    hm_delta_state st = {11000, 0, 0};
+    hm_delta_state st = {11000, 0, 0, 0};
     hm_stage_outcome clean = {.launches = 8, .invalid = 0, .span_ns = 88000, .longest_ns = 2000};
     /* First clean stage: wait for a second one. */
     CHECK(c, hm_schedule_next_delta(&p, &clean, &st) == 0);
@@ -208,7 +208,7 @@ static void test_shrink_keeps_turnaround(hm_test_counts *c)
 {
     hm_schedule_params p;
     hm_schedule_params_default(&p);
-    hm_delta_state st = {90000, 1, 0};
+    hm_delta_state st = {90000, 1, 0, 0};
     hm_stage_outcome o = {
         .launches = 8, .invalid = 0, .span_ns = 1, .longest_ns = 400, .turnaround_ns = 150};
     CHECK(c, hm_schedule_next_delta(&p, &o, &st) == -1);
@@ -229,8 +229,9 @@ static void test_only_window_causes_grow(hm_test_counts *c)
     hm_schedule_params p;
     hm_schedule_params_default(&p);
     p.shrink_after_calm = 2; /* the calm count is what is tested */
+    p.wide_factor = 0;       /* no cap on growth here */
     CHECK(c, !p.lateness_grows);
-    hm_delta_state st = {1000, 0, 0};
+    hm_delta_state st = {1000, 0, 0, 0};
     hm_stage_outcome woke = {
         .launches = 8, .invalid = 4, .not_window = 4, .span_ns = 80000, .longest_ns = 900};
     CHECK(c, hm_schedule_next_delta(&p, &woke, &st) == 0);
@@ -267,6 +268,37 @@ static void test_set_aside_wide(hm_test_counts *c)
     double wide[2] = {1, 1e9};
     CHECK(c, hm_schedule_set_aside_wide(wide, all, 2, 0) == 0 && all[1]);
     CHECK(c, hm_schedule_set_aside_wide(wide, all, 0, 4) == 0);
+}
+
+/* Growth stops at wide_factor times the narrowest window a stage used:
+ * wider windows would only time launches that are set aside. */
+static void test_growth_capped_by_narrowest(hm_test_counts *c)
+{
+    hm_schedule_params p;
+    hm_schedule_params_default(&p);
+    hm_delta_state st = {1000, 0, 0, 0};
+    /* A burst: 6 of 8 launches took 5 ms. */
+    hm_stage_outcome burst = {.launches = 8, .invalid = 8, .span_ns = 40e6, .typical_ns = 5e6};
+    CHECK(c, hm_schedule_next_delta(&p, &burst, &st) == 1);
+    CHECK_NEAR(c, st.delta_ns, 4000, 1e-9);
+    CHECK_NEAR(c, st.narrowest_ns, 1000, 0);
+    /* At the cap: stays there. */
+    CHECK(c, hm_schedule_next_delta(&p, &burst, &st) == 0);
+    CHECK_NEAR(c, st.delta_ns, 4000, 1e-9);
+    /* A window above the cap (set by the warm-up) is not cut by it. */
+    st.delta_ns = 9000;
+    CHECK(c, hm_schedule_next_delta(&p, &burst, &st) == 0);
+    CHECK_NEAR(c, st.delta_ns, 9000, 0);
+    /* Off with wide_factor 0, and on oversubscribed nodes. */
+    st = (hm_delta_state){1000, 0, 0, 0};
+    p.wide_factor = 0;
+    hm_schedule_next_delta(&p, &burst, &st);
+    CHECK_NEAR(c, st.delta_ns, 1.1 * 5e6, 1e-3);
+    st = (hm_delta_state){1000, 0, 0, 0};
+    p.wide_factor = 4;
+    p.lateness_grows = true;
+    hm_schedule_next_delta(&p, &burst, &st);
+    CHECK_NEAR(c, st.delta_ns, 1.1 * 40e6 / 8, 1e-3);
 }
 
 static void test_stop_rules(hm_test_counts *c)
@@ -325,6 +357,7 @@ int main(void)
     test_shrink_keeps_turnaround(&c);
     test_only_window_causes_grow(&c);
     test_set_aside_wide(&c);
+    test_growth_capped_by_narrowest(&c);
     test_stop_rules(&c);
     test_clock_error(&c);
     return hm_test_finish("test_bench_schedule", &c);
