@@ -91,9 +91,11 @@ def run(args: argparse.Namespace) -> int:
     hosts = expand_hostlist(args.nodes) if args.nodes else []
     if args.nodes and not hosts:
         raise HushmonError(f"--nodes {args.nodes!r} names no host")
-    if args.ctl_command == "app":
-        return run_app(args, hosts)
-    request = build_request(args.ctl_command, getattr(args, "settings", []), args.job)
+    if args.ctl_command == "app" and args.job is None:
+        raise HushmonError("ctl app needs --job ID (the job whose programs get the message)")
+    request = ""
+    if args.ctl_command != "app":
+        request = build_request(args.ctl_command, getattr(args, "settings", []), args.job)
     if args.url and args.job is not None and not hosts:
         # A Slurm job's own nodes, each asked by name: one that does not
         # answer is listed, and the answers end the wait (a broadcast waits
@@ -101,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         from hushmon.transport.slurmjob import job_nodes
 
         hosts = job_nodes(args.job) or []
+    if args.ctl_command == "app":
+        return run_app(args, hosts)
     if args.url:
         outcome = ask_nats(args.url, request, hosts, args.timeout)
     else:
@@ -125,8 +129,6 @@ def run_app(args: argparse.Namespace, hosts: list[str]) -> int:
     from hushmon.errors import HushmonError
     from hushmon.transport.ctl import app_control, build_app_request
 
-    if args.job is None:
-        raise HushmonError("ctl app needs --job ID (the job whose programs get the message)")
     if hosts and not args.url:
         raise HushmonError("--nodes needs --url (NATS); the local socket reaches this node only")
     request = build_app_request(args.job, args.name, args.command, args.args)
