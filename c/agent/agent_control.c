@@ -360,6 +360,16 @@ static void do_job(request *r)
             j->owner_uid = owner;
         snprintf(r->out, r->size, "ok job %s begins", id);
     } else if (strcmp(verb, "end") == 0 && r->argc == 2) {
+        /* Ending a job stops its attribution and undoes its settings: only
+         * its owner (or root, an admin) may, not any uid on the node. */
+        const hm_job *j = hm_jobs_find(&a->jobs, id);
+        if (j != NULL && j->owner_uid >= 0 && j->owner_uid != r->uid &&
+            !uid_is_admin(a, r->uid)) {
+            snprintf(r->out, r->size, "error not authorized: uid %ld may not end job %s (owner "
+                     "%ld); only its owner, root or an admin (control.admin_uids) may", r->uid, id,
+                     j->owner_uid);
+            return;
+        }
         if (hm_jobs_end(&a->jobs, id, HM_JOB_ANNOUNCED, &err) < 0)
             snprintf(r->out, r->size, "error %s", err.msg);
         else

@@ -108,3 +108,15 @@ def test_period_request_needs_root_or_an_admin(bin_dir: Path) -> None:
             assert "period_ms=300 " in a.status()
     finally:
         shutil.rmtree(work)
+
+
+def test_only_the_owner_root_or_an_admin_ends_a_job(agent: RunningAgent) -> None:
+    assert send(agent, f"job begin 60 uid={OWNER}") == "ok job 60 begins"
+    refused = send(agent, "job end 60", OTHER)
+    assert refused.startswith(f"error not authorized: uid {OTHER} may not end job 60 "
+                              f"(owner {OWNER})"), refused  # fmt: skip
+    assert " jobs=60 " in agent.status()
+    assert send(agent, "job end 60", OWNER) == "ok job 60 ends"
+    assert " jobs=- " in agent.status()
+    assert send(agent, f"job begin 61 uid={OWNER}") == "ok job 61 begins"
+    assert send(agent, "job end 61") == "ok job 61 ends"  # root
