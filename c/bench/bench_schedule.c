@@ -62,19 +62,19 @@ int hm_schedule_next_delta(const hm_schedule_params *p, const hm_stage_outcome *
     if (o->turnaround_ns > 0)
         st->turnaround_ns = o->turnaround_ns;
     int counted = p->lateness_grows ? o->invalid : o->invalid - o->not_window;
-    bool failed = (double)counted > p->invalid_fraction * o->launches;
-    bool by_typical = !p->lateness_grows && o->typical_ns > 0;
-    /* The robust form of the seed's span / k (see the header): a failed
-     * stage whose typical launch fitted the window was disturbed, not
-     * scheduled too tightly; it counts as calm. */
-    double need = p->gamma * o->typical_ns + st->turnaround_ns;
-    if (failed && (!by_typical || need > old)) {
-        /* The gamma*delta floor matters when the stage failed by late
-         * starts rather than overruns, so its span stayed on schedule and
-         * the seed's formula alone would barely move. */
+    if ((double)counted > p->invalid_fraction * o->launches) {
+        /* The seed's rule; the gamma*delta floor matters when the stage
+         * failed by late starts rather than overruns, so its span stayed
+         * on schedule and the seed's formula alone would barely move; the
+         * typical launch when most launches did not fit. The span holds
+         * any long launch whole (a rank descheduled for 21 ms), so the
+         * cap below bounds the growth. */
+        double by_span = p->gamma * o->span_ns / o->launches;
         double by_growth = p->gamma * old;
-        double by_need = by_typical ? need : p->gamma * o->span_ns / o->launches;
-        st->delta_ns = by_need > by_growth ? by_need : by_growth;
+        double by_typical = p->gamma * o->typical_ns + st->turnaround_ns;
+        st->delta_ns = by_span > by_growth ? by_span : by_growth;
+        if (o->typical_ns > 0 && by_typical > st->delta_ns)
+            st->delta_ns = by_typical;
         st->calm_stages = 0;
     } else {
         st->calm_stages++;

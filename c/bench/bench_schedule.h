@@ -5,20 +5,9 @@
  *   a launch is invalid if some rank arrived after its start (late) or
  *   ended after its window (overrun);
  *   more than g of a stage invalid -> delta_{j+1} = gamma*(tau'_j - tau_j)/k;
- *   (hushmon addition) the span of a failed stage is its mean launch time
- *   (in a cascade each launch starts when the one before ends), and one
- *   launch descheduled for milliseconds sets that mean: the window became
- *   milliseconds wide for a sub-microsecond operation, waits slept, and
- *   launches after a long wait ran 20-60x slower yet fit the wide window
- *   and counted as valid (Bcast 64 B: 24 us instead of 0.7 us; a point
- *   read 20-40x its median in one run of five). So the window grows only
- *   if it did not hold the stage's typical launch (hm_stage_typical: all
- *   but g of the launches), to gamma times that plus the turnaround (at
- *   least gamma*delta); a failure by a few long launches and the late
- *   starts they caused leaves it as it is and counts as calm: those
- *   launches are invalid, as the seed wants disturbed launches to be.
- *   Without a typical time (0), and with `lateness_grows`, the seed's
- *   span rule applies;
+ *   (hushmon addition) and at least to gamma times the stage's typical
+ *   launch (hm_stage_typical: all but g of its launches) plus the
+ *   turnaround, for stages whose launches mostly did not fit;
  *   (hushmon addition) invalid here counts overruns and launches that
  *   started late because the rank was still busy with the previous one,
  *   not ranks that woke late from a wait or got the stage start late (a
@@ -28,17 +17,22 @@
  *   seed's count (oversubscribed nodes);
  *   stage 0 (k' launches, delta_0 = 0) only warms up and sets delta_1;
  *   (hushmon addition) after `shrink_after_calm` consecutive stages that
- *   did not need a larger window (at most g invalid, or a typical launch
- *   that fitted), delta shrinks to gamma times the longest valid launch
- *   of the stage, or its typical launch if longer, plus the turnaround
+ *   did not need a larger window (at most g invalid), delta shrinks to
+ *   gamma times the longest valid launch of the stage, or its typical
+ *   launch if longer or if none was valid, plus the turnaround
  *   (never grows that way), so one disturbed stage does not slow the rest
  *   of the run;
  *   (hushmon addition) the window grows to at most `wide_factor` times the
- *   narrowest window of the point (unless lateness_grows): launches in a
- *   wider one are set aside anyway (hm_schedule_set_aside_wide), and
- *   windows of milliseconds made a disturbed point take 6-9 s instead of
- *   ~1 s; the launches of a disturbed stretch overrun instead and cost
- *   only their own time;
+ *   narrowest window of the point (unless lateness_grows). The span of a
+ *   failed stage holds any long launch whole, and one launch descheduled
+ *   for milliseconds made the window milliseconds wide for a
+ *   sub-microsecond operation; launches after such a wait ran 20-60x
+ *   slower yet fit the window and counted as valid (Bcast 64 B: 24 us
+ *   instead of 0.7 us; points at 20-40x their median in 1 run of 5), and
+ *   disturbed sync runs took 6-9 s against 1.5-2.9 s for the osu
+ *   procedure. Launches in a wider window would be set aside anyway
+ *   (hm_schedule_set_aside_wide); a disturbed stretch now overruns and
+ *   costs only its own time;
  *   (hushmon addition) the turnaround: a rank that ends launch l at the
  *   very end of its window still has to record it and read the clock
  *   before it is ready for launch l+1; a window without that gap makes
@@ -129,7 +123,7 @@ double hm_stage_typical(const double *launch_times, int k, double invalid_fracti
 
 typedef struct hm_delta_state {
     double delta_ns;      /* window of the next stage */
-    int calm_stages;      /* consecutive stages that needed no larger window */
+    int calm_stages;      /* consecutive stages with at most g invalid */
     double turnaround_ns; /* the launch-to-launch gap a rank needs, as last measured */
     double narrowest_ns;  /* narrowest window a measured stage used (0: none yet) */
 } hm_delta_state;

@@ -226,12 +226,14 @@ int hm_measure_sync(hm_bench_env *env, const hm_op *op, hm_op_ctx *ctx,
         double gamma = env->opts->schedule.gamma;
         if (start_late_ns > 0) {
             env->t_bcast_ns = (int64_t)(gamma * ((double)env->t_bcast_ns + start_late_ns));
-        } else if (env->t_bcast_ns > env->t_bcast_probed_ns) {
-            /* Back towards the probed bound once starts are on time, so
-             * one hiccup does not slow every later stage. */
-            env->t_bcast_ns = (int64_t)((double)env->t_bcast_ns / gamma);
-            if (env->t_bcast_ns < env->t_bcast_probed_ns)
-                env->t_bcast_ns = env->t_bcast_probed_ns;
+        } else {
+            /* Straight back to the probed bound once a start is on time.
+             * Decaying by gamma per stage left a bound raised to ms for
+             * dozens of stages: every launch 0 then followed a wait of ms,
+             * ran ~20 us instead of 0.2 (a launch after a long wait runs
+             * cold here) and made the rest of its stage late (Bcast 64 B:
+             * 13 stages, no valid launch). */
+            env->t_bcast_ns = env->t_bcast_probed_ns;
         }
         hm_schedule_params sp = env->opts->schedule;
         sp.lateness_grows = env->oversubscribed;

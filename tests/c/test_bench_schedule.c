@@ -86,30 +86,26 @@ static void test_stage_typical(hm_test_counts *c)
     CHECK_NEAR(c, hm_stage_typical(warm, 0, 0.25), 0, 0);
 }
 
-/* A stage that failed because one launch ran for milliseconds and the
- * rest started late behind it keeps its window and counts as calm: the
- * typical launch fitted. A stage whose typical launch did not fit grows to
- * gamma times it. */
-static void test_growth_by_typical_launch(hm_test_counts *c)
+/* A failed stage grows the window by the seed's span rule, at least by
+ * gamma, and at least to gamma times its typical launch; the span of a
+ * stage with one launch descheduled for 21 ms is capped at wide_factor
+ * times the narrowest window used. */
+static void test_growth_by_span_typical_and_cap(hm_test_counts *c)
 {
     hm_schedule_params p;
     hm_schedule_params_default(&p);
-    p.shrink_after_calm = 2; /* the calm count is what is tested */
     hm_delta_state st = {1000, 0, 100, 0};
     hm_stage_outcome cascade = {.launches = 8, .invalid = 7, .span_ns = 21.9e6,
                                 .longest_ns = 0, .typical_ns = 260};
-    CHECK(c, hm_schedule_next_delta(&p, &cascade, &st) == 0);
-    CHECK_NEAR(c, st.delta_ns, 1000, 0);
-    CHECK(c, st.calm_stages == 1);
-    /* A second one: shrinks towards the typical launch (no valid one). */
-    CHECK(c, hm_schedule_next_delta(&p, &cascade, &st) == -1);
-    CHECK_NEAR(c, st.delta_ns, 1.1 * 260 + 100, 1e-9);
-    /* Too small a window: 6 of 8 launches took 1500 ns. */
-    st.delta_ns = 1000;
+    CHECK(c, hm_schedule_next_delta(&p, &cascade, &st) == 1);
+    CHECK_NEAR(c, st.delta_ns, 4000, 1e-9); /* not 1.1 * 21.9 ms / 8 */
+    CHECK(c, st.calm_stages == 0);
+    /* Too small a window: 6 of 8 launches took 1500 ns; the typical launch
+     * asks more than the span (1.1 * 12000 / 8 = 1650). */
+    st = (hm_delta_state){1000, 0, 100, 0};
     hm_stage_outcome tight = {.launches = 8, .invalid = 7, .span_ns = 12000, .typical_ns = 1500};
     CHECK(c, hm_schedule_next_delta(&p, &tight, &st) == 1);
     CHECK_NEAR(c, st.delta_ns, 1.1 * 1500 + 100, 1e-9);
-    CHECK(c, st.calm_stages == 0);
     /* At least gamma * delta, as with the seed's rule. */
     st.delta_ns = 1700;
     tight.typical_ns = 1550;
@@ -119,12 +115,16 @@ static void test_growth_by_typical_launch(hm_test_counts *c)
      * the longest valid one (launches that overran were not valid). */
     hm_stage_outcome some = {.launches = 8, .invalid = 2, .longest_ns = 900, .typical_ns = 1200};
     st.delta_ns = 9000;
-    st.calm_stages = 1;
     CHECK(c, hm_schedule_next_delta(&p, &some, &st) == -1);
     CHECK_NEAR(c, st.delta_ns, 1.1 * 1200 + 100, 1e-9);
-    /* Oversubscribed nodes (lateness_grows) keep the seed's span rule. */
+    /* ... or when no launch was valid. */
+    hm_stage_outcome none_valid = {.launches = 8, .invalid = 1, .typical_ns = 300};
+    st.delta_ns = 9000;
+    CHECK(c, hm_schedule_next_delta(&p, &none_valid, &st) == -1);
+    CHECK_NEAR(c, st.delta_ns, 1.1 * 300 + 100, 1e-9);
+    /* Oversubscribed nodes (lateness_grows): the seed's span rule, no cap. */
     p.lateness_grows = true;
-    st.delta_ns = 1000;
+    st = (hm_delta_state){1000, 0, 100, 0};
     CHECK(c, hm_schedule_next_delta(&p, &cascade, &st) == 1);
     CHECK_NEAR(c, st.delta_ns, 1.1 * 21.9e6 / 8, 1e-3);
 }
@@ -351,7 +351,7 @@ int main(void)
     test_classify(&c);
     test_warmup_sets_delta(&c);
     test_stage_typical(&c);
-    test_growth_by_typical_launch(&c);
+    test_growth_by_span_typical_and_cap(&c);
     test_delta_grows(&c);
     test_delta_shrinks_after_calm_stages(&c);
     test_shrink_keeps_turnaround(&c);
