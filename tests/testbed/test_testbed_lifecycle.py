@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from bedlib import DATA_PARENT, bed_unavailable, hushmon
 
-from hushmon.testbed import cgroups, launcher, network
+from hushmon.testbed import cgroups, launcher, network, node_ns
 from hushmon.testbed.slurm import CTLD_PORT, SYSTEM_CONF
 from hushmon.testbed.state import STATE_DIR
 
@@ -45,6 +45,9 @@ def leftovers() -> list[str]:
         found.append(str(SYSTEM_CONF))
     if STATE_DIR.exists():
         found.append(str(STATE_DIR))
+    # the nodes' mount point for their agent's folder (an agent's own folder is not empty)
+    if node_ns.AGENT_RUN_DIR.is_dir() and not any(node_ns.AGENT_RUN_DIR.iterdir()):
+        found.append(str(node_ns.AGENT_RUN_DIR))
     key = str(STATE_DIR).encode()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
