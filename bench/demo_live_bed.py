@@ -190,15 +190,20 @@ def demo(args: argparse.Namespace, data: Path) -> None:
             row, _frame = livecheck.top_app(hub, job, METRIC)
         say(f"  hushmon top --once --job {job}: {row} "
             f"({time.monotonic() - started:.1f} s after the job started)")  # fmt: skip
-        slow = []
+        slow: list[dict[str, object]] = []
         for _ in range(args.acks):
+            if not livecheck.job_running(job):
+                break
             time.sleep(random.random())
             slow.append(livecheck.ctl_set(hub, job, "period=1000ms"))
             slow[-1]["t_s"] = time.monotonic() - started
         change = livecheck.ctl_set(hub, job, "period=100ms")
         change["t_s"] = time.monotonic() - started
-        fast = []
+        fast: list[dict[str, object]] = []
         for _ in range(args.acks):
+            if not livecheck.job_running(job):
+                say(f"  (job {job} ended: {len(fast)} of {args.acks} commands at 100 ms sent)")
+                break
             time.sleep(random.random() * 0.1)
             fast.append(livecheck.ctl_set(hub, job, "period=100ms"))
             fast[-1]["t_s"] = time.monotonic() - started

@@ -62,6 +62,18 @@ def running_job(newer_than: int, timeout_s: float) -> tuple[str, list[str]] | No
     return None
 
 
+def job_running(job: str) -> bool:
+    """Slurm still lists ``job`` as running (not completing: its nodes'
+    epilogs may have told the agents it ended)."""
+    out = subprocess.run(
+        ["squeue", "-h", "-j", job, "-t", "RUNNING", "-o", "%i"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return out.stdout.strip() == job
+
+
 @dataclass
 class AppRow:
     """One application metric as a view shows it: over ranks."""
