@@ -22,7 +22,7 @@ from transport_batches import (
 from hushmon.digest.build import build_digest
 from hushmon.paths import REPO_ROOT
 from hushmon.store.ingest import ingest_spool
-from hushmon.transport.collect_store import read_job_summaries
+from hushmon.transport.collect_summaries import read_job_summaries
 from hushmon.transport.natsserver import LocalNatsServer
 from hushmon.transport.rawsummary import summaries_from_store
 from hushmon.transport.summary import Summary

@@ -8,16 +8,12 @@ exactly as if the spool files had been ingested. A batch is identified by
 A batch whose lines carry another host tag than its ``Hm-Host`` header is
 rejected whole: never stored under another node's name.
 
-Summaries: rack partials are merged into ``job_summaries`` per (job,
-period, sensor); a partial whose sources overlap ones already merged is
-counted and that (job, period) is rebuilt from the raw data the store
-holds, so the stored summary stays exact.
+Summaries: :mod:`hushmon.transport.collect_summaries`.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,69 +26,12 @@ from hushmon.store import lineproto
 from hushmon.store.fastparse import FastBatch, parse_batch
 from hushmon.store.ingest import IngestReport, _Ingester, _Parsed, _SpoolFile, canonical_key
 from hushmon.store.schema import open_store
+from hushmon.transport.collect_records import CollectStats, Event, Message
+from hushmon.transport.collect_summaries import write_summaries
 from hushmon.transport.natsserver import MAX_PAYLOAD_BYTES
-from hushmon.transport.rawsummary import summaries_from_store
-from hushmon.transport.summary import Summary
-from hushmon.transport.wire import (
-    H_HOST,
-    H_MSG_ID,
-    SUM_JOB_PREFIX,
-    SUM_RACK_PREFIX,
-    BatchHeader,
-    SensorKey,
-    parse_batch_header,
-    parse_sensor_key,
-)
+from hushmon.transport.wire import H_HOST, BatchHeader, parse_batch_header
 
-MAX_LOGGED = 200  # reasons kept for the final report; all are in transport_events
-
-
-@dataclass
-class Message:
-    """One JetStream message as the store sees it (no nats-py types here)."""
-
-    subject: str
-    headers: dict[str, str] | None
-    data: bytes
-    stream_seq: int = 0
-    delivered: int = 1
-
-
-@dataclass
-class CollectStats:
-    raw_messages: int = 0
-    batches_stored: int = 0
-    lines_stored: int = 0
-    values_stored: int = 0
-    duplicate_batches: int = 0
-    redelivered: int = 0
-    rejected_batches: int = 0
-    malformed_lines: int = 0
-    summary_messages: int = 0
-    summaries_stored: int = 0
-    summary_duplicates: int = 0
-    summary_overlaps: int = 0
-    summaries_rebuilt: int = 0
-    rejected_summaries: int = 0
-    log: list[str] = field(default_factory=list)
-
-    def note(self, line: str) -> None:
-        if len(self.log) < MAX_LOGGED:
-            self.log.append(line)
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items()}
-
-
-@dataclass
-class _Event:
-    kind: str
-    host: str
-    subject: str
-    epoch: int | None
-    seq: int | None
-    count: int
-    reason: str
+__all__ = ["COLLECT_MEMORY_MIB", "CollectStats", "CollectorStore", "Message"]
 
 
 @dataclass
@@ -139,7 +78,7 @@ class CollectorStore:
         """Stores the batches not stored yet, in one transaction; returns the
         stored batches' bytes (for forwarding). Raises HushmonError when the
         store fails (nothing of the call is then stored, nothing must be acked)."""
-        events: list[_Event] = []
+        events: list[Event] = []
         accepted = self._accept(messages, events)
         fresh = self._not_stored(accepted, events)
         if fresh:
@@ -175,18 +114,16 @@ class CollectorStore:
         self.stats.lines_stored += sum(a.file.lines for a in fresh)
         return [a.message.data for a in fresh]
 
-    def _accept(self, messages: list[Message], events: list[_Event]) -> list[_Accepted]:
+    def _accept(self, messages: list[Message], events: list[Event]) -> list[_Accepted]:
         out: list[_Accepted] = []
         for msg in messages:
             header = parse_batch_header(msg.subject, msg.headers)
             if msg.delivered > 1:
                 host = header.host if isinstance(header, BatchHeader) else _event_host(msg)
-                events.append(
-                    _Event("redelivered", host, msg.subject, None, None, 1, "redelivered")
-                )
+                events.append(Event("redelivered", host, msg.subject, None, None, 1, "redelivered"))
             if isinstance(header, str):
                 events.append(
-                    _Event("rejected", _event_host(msg), msg.subject, None, None, 1, header)
+                    Event("rejected", _event_host(msg), msg.subject, None, None, 1, header)
                 )
                 continue
             reason = ""
@@ -196,9 +133,7 @@ class CollectorStore:
                 reason = "empty batch"
             if reason:
                 events.append(
-                    _Event(
-                        "rejected", header.host, msg.subject, header.epoch, header.seq, 1, reason
-                    )
+                    Event("rejected", header.host, msg.subject, header.epoch, header.seq, 1, reason)
                 )
                 continue
             data = msg.data if msg.data.endswith(b"\n") else msg.data + b"\n"
@@ -206,7 +141,7 @@ class CollectorStore:
             out.append(_Accepted(header, msg, spool))
         return out
 
-    def _not_stored(self, accepted: list[_Accepted], events: list[_Event]) -> list[_Accepted]:
+    def _not_stored(self, accepted: list[_Accepted], events: list[Event]) -> list[_Accepted]:
         if not accepted:
             return []
         keys = pa.table(
@@ -232,13 +167,13 @@ class CollectorStore:
             if key in stored:
                 h = a.header
                 why = "batch already stored (same host, epoch, seq)"
-                events.append(_Event("duplicate", h.host, h.subject, h.epoch, h.seq, 1, why))
+                events.append(Event("duplicate", h.host, h.subject, h.epoch, h.seq, 1, why))
                 continue
             stored.add(key)
             out.append(a)
         return out
 
-    def _drop_liars(self, fresh: list[_Accepted], events: list[_Event]) -> list[_Accepted]:
+    def _drop_liars(self, fresh: list[_Accepted], events: list[Event]) -> list[_Accepted]:
         """Batches whose lines name another host than their header are rejected whole."""
         data = b"".join(a.file.data for a in fresh)
         fast = _fast_or_none(data)
@@ -252,10 +187,10 @@ class CollectorStore:
             lies = _lies_fast(fresh, data, fast)
         for i, why in sorted(lies.items()):
             h = fresh[i].header
-            events.append(_Event("rejected", h.host, h.subject, h.epoch, h.seq, 1, why))
+            events.append(Event("rejected", h.host, h.subject, h.epoch, h.seq, 1, why))
         return [a for i, a in enumerate(fresh) if i not in lies]
 
-    def _ingest(self, fresh: list[_Accepted], events: list[_Event]) -> None:
+    def _ingest(self, fresh: list[_Accepted], events: list[Event]) -> None:
         data = b"".join(a.file.data for a in fresh)
         fast = _fast_or_none(data)
         parsed = _Parsed([a.file for a in fresh], data, fast)
@@ -271,7 +206,7 @@ class CollectorStore:
             for name, reasons in bad.items():
                 h = by_name[name]
                 events.append(
-                    _Event(
+                    Event(
                         "malformed_lines",
                         h.host,
                         h.subject,
@@ -308,7 +243,7 @@ class CollectorStore:
         self._ingester.ingest(parsed, before_commit=record)
         self.stats.values_stored += report.values_stored
 
-    def _insert_events(self, events: list[_Event]) -> None:
+    def _insert_events(self, events: list[Event]) -> None:
         if not events:
             return
         self.con.executemany(
@@ -323,13 +258,12 @@ class CollectorStore:
     # ---- summaries ---------------------------------------------------------
 
     def write_summaries(self, messages: list[Message]) -> None:
-        """Stores the partials in one transaction (see the module's doc)."""
-        events: list[_Event] = []
+        """Stores the summaries in one transaction (collect_summaries.py)."""
+        events: list[Event] = []
         try:
             self._exec("BEGIN TRANSACTION")
             try:
-                for msg in messages:
-                    self._one_summary(msg, events)
+                write_summaries(self.con, messages, self.stats, events)
                 self._insert_events(events)
                 self._exec("COMMIT")
             except BaseException:
@@ -338,219 +272,6 @@ class CollectorStore:
         except duckdb.Error as exc:
             raise HushmonError(f"store {self.db_path}: {str(exc).splitlines()[0]}") from exc
         self.stats.summary_messages += len(messages)
-
-    def _one_summary(self, msg: Message, events: list[_Event]) -> None:
-        msg_id = (msg.headers or {}).get(H_MSG_ID) or f"{msg.subject}#{msg.stream_seq}"
-        parsed = parse_summary(msg.subject, msg.data)
-        if isinstance(parsed, str):
-            self.stats.rejected_summaries += 1
-            self.stats.note(f"rejected summary {msg_id} ({msg.subject}): {parsed}")
-            events.append(_Event("summary_rejected", "", msg.subject, None, None, 1, parsed))
-            return
-        if self._exec("SELECT 1 FROM summary_messages WHERE msg_id = ?", [msg_id]):
-            self.stats.summary_duplicates += 1
-            events.append(
-                _Event("summary_duplicate", "", msg.subject, None, None, 1, f"{msg_id} stored")
-            )
-            return
-        level, job, time_ns = parsed.level, parsed.job, parsed.time_ns
-        overlap = 0
-        if parsed.sources:
-            src = pa.table(
-                {
-                    "host": [s[0] for s in parsed.sources],
-                    "epoch": pa.array([s[1] for s in parsed.sources], pa.int64()),
-                    "seq": pa.array([s[2] for s in parsed.sources], pa.int64()),
-                }
-            )
-            self.con.register("hm_src", src)
-            try:
-                overlap = int(
-                    self._exec(
-                        """SELECT count(*) FROM summary_sources s JOIN hm_src n
-                           USING (host, epoch, seq)
-                           WHERE s.level = ? AND s.job = ? AND s.time_ns = ?""",
-                        [level, job, time_ns],
-                    )[0][0]
-                )
-                self._exec(
-                    "INSERT INTO summary_sources SELECT ?, ?, ?, ?, host, epoch, seq FROM hm_src",
-                    [msg_id, level, job, time_ns],
-                )
-            finally:
-                self.con.unregister("hm_src")
-        self._exec(
-            "INSERT INTO summary_messages (msg_id, subject, level, rack, job, time_ns, sources, "
-            "overlapped) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                msg_id,
-                msg.subject,
-                level,
-                parsed.rack,
-                job,
-                time_ns,
-                len(parsed.sources),
-                overlap > 0,
-            ],
-        )
-        self._insert_summaries("summary_partials", {"msg_id": msg_id}, parsed.sensors, {})
-        self.stats.summaries_stored += 1
-        if level != "rack":
-            return  # job-wide merges are kept as sent; the store builds its own from racks
-        rebuilt = self._exec(
-            "SELECT 1 FROM job_summaries WHERE job = ? AND time_ns = ? AND origin = 'raw' LIMIT 1",
-            [job, time_ns],
-        )
-        if overlap:
-            self.stats.summary_overlaps += 1
-            why = f"{overlap} source batch(es) already in an earlier partial; rebuilt from raw"
-            self.stats.note(f"summary {msg_id} overlaps for job {job} at {time_ns}: {why}")
-            events.append(
-                _Event("summary_overlap", parsed.rack, msg.subject, None, None, overlap, why)
-            )
-        if overlap or rebuilt:
-            self._rebuild(job, time_ns)
-        else:
-            self._merge(job, time_ns, parsed.sensors)
-
-    def _merge(self, job: str, time_ns: int, sensors: dict[SensorKey, Summary]) -> None:
-        current = read_job_summaries(self.con, job, time_ns)
-        for key, part in sensors.items():
-            current.setdefault(key, Summary(sketch=type(part.sketch)(part.sketch.alpha))).merge(
-                part
-            )
-        self._replace(job, time_ns, current, "merged")
-
-    def _rebuild(self, job: str, time_ns: int) -> None:
-        self.stats.summaries_rebuilt += 1
-        self._replace(job, time_ns, summaries_from_store(self.con, job, time_ns), "raw")
-
-    def _replace(
-        self, job: str, time_ns: int, sensors: dict[SensorKey, Summary], origin: str
-    ) -> None:
-        self._exec("DELETE FROM job_summaries WHERE job = ? AND time_ns = ?", [job, time_ns])
-        if not sensors:
-            return
-        self._insert_summaries(
-            "job_summaries", {"job": job, "time_ns": time_ns}, sensors, {"origin": origin}
-        )
-
-    def _insert_summaries(
-        self,
-        table: str,
-        before: dict[str, object],
-        sensors: dict[SensorKey, Summary],
-        after: dict[str, object],
-    ) -> None:
-        """One Arrow insert of a summary row per sensor: DuckDB's executemany
-        goes row by row and took 0.24 s for a partial of 110 sensors."""
-        if not sensors:
-            return
-        n = len(sensors)
-        items = list(sensors.items())
-        columns: dict[str, pa.Array] = {k: pa.array([v] * n) for k, v in before.items()}
-        columns |= {
-            "measurement": pa.array([k.measurement for k, _ in items], pa.string()),
-            "tags": pa.array([k.tags for k, _ in items], pa.string()),
-            "field": pa.array([k.field for k, _ in items], pa.string()),
-            "count": pa.array([s.count for _, s in items], pa.int64()),
-            "sum": pa.array([s.sum for _, s in items], pa.float64()),
-            "mean": pa.array([s.mean for _, s in items], pa.float64()),
-            "m2": pa.array([s.m2 for _, s in items], pa.float64()),
-            "min": pa.array([s.min for _, s in items], pa.float64()),
-            "max": pa.array([s.max for _, s in items], pa.float64()),
-            "sketch": pa.array([s.sketch_text() for _, s in items], pa.string()),
-        }
-        columns |= {k: pa.array([v] * n) for k, v in after.items()}
-        self.con.register("hm_rows", pa.table(columns))
-        try:
-            names = ", ".join(columns)
-            self._exec(f"INSERT INTO {table} ({names}) SELECT {names} FROM hm_rows")
-        finally:
-            self.con.unregister("hm_rows")
-
-
-def read_job_summaries(
-    con: duckdb.DuckDBPyConnection, job: str, time_ns: int
-) -> dict[SensorKey, Summary]:
-    """The store's job-wide summaries of (job, period)."""
-    from hushmon.transport.summary import Sketch
-
-    rows = con.execute(
-        """SELECT measurement, tags, field, count, sum, mean, m2, min, max, sketch
-           FROM job_summaries WHERE job = ? AND time_ns = ?""",
-        [job, time_ns],
-    ).fetchall()
-    return {
-        SensorKey(r[0], r[1], r[2]): Summary(
-            int(r[3]), r[4], r[5], r[6], r[7], r[8], Sketch.from_json(json.loads(r[9]))
-        )
-        for r in rows
-    }
-
-
-@dataclass
-class ParsedSummary:
-    level: str
-    rack: str
-    job: str
-    time_ns: int
-    sources: list[tuple[str, int, int]]
-    sensors: dict[SensorKey, Summary]
-
-
-def parse_summary(subject: str, data: bytes) -> ParsedSummary | str:
-    """A summary message of the contract, or why it breaks it."""
-    try:
-        obj = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return f"not JSON ({exc})"
-    if not isinstance(obj, dict):
-        return "payload is not a JSON object"
-    if obj.get("v") != 1:
-        return f"unknown payload version {obj.get('v')!r}"
-    level = obj.get("level")
-    job, rack = obj.get("job"), obj.get("rack", "")
-    if not isinstance(job, str) or not job or not isinstance(rack, str):
-        return "job (or rack) missing or not a string"
-    if level == "rack":
-        if subject != SUM_RACK_PREFIX + rack:
-            return f"rack partial of rack {rack!r} on subject {subject}"
-    elif level == "job":
-        if subject != SUM_JOB_PREFIX + job:
-            return f"job summary of job {job!r} on subject {subject}"
-    else:
-        return f"unknown level {level!r}"
-    time_ns = obj.get("time_ns")
-    if not isinstance(time_ns, int) or isinstance(time_ns, bool):
-        return "time_ns missing or not an integer"
-    sources: list[tuple[str, int, int]] = []
-    for s in obj.get("sources", []):
-        if (
-            not isinstance(s, list)
-            or len(s) != 3
-            or not isinstance(s[0], str)
-            or not all(isinstance(v, int) and not isinstance(v, bool) for v in s[1:])
-        ):
-            return f"source {s!r} is not [host, epoch, seq]"
-        sources.append((s[0], s[1], s[2]))
-    raw_sensors = obj.get("sensors")
-    if not isinstance(raw_sensors, dict):
-        return "sensors missing or not an object"
-    sensors: dict[SensorKey, Summary] = {}
-    for text, value in raw_sensors.items():
-        key = parse_sensor_key(text)
-        if isinstance(key, str):
-            return key
-        try:
-            summary = Summary.from_json(value)
-        except ValueError as exc:
-            return f"sensor {text!r}: {exc}"
-        if key in sensors:
-            sensors[key].merge(summary)  # same sensor with tags in another order
-        else:
-            sensors[key] = summary
-    return ParsedSummary(level, rack, job, time_ns, sources, sensors)
 
 
 # ---- helpers of the raw path ----------------------------------------------

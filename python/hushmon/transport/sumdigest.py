@@ -18,7 +18,7 @@ from typing import Any
 from hushmon import jsonio
 from hushmon.errors import HushmonError
 from hushmon.store.schema import open_store_readonly
-from hushmon.transport.collect_store import read_job_summaries
+from hushmon.transport.collect_summaries import read_job_summaries
 from hushmon.transport.summary import Summary, merge_all
 from hushmon.transport.wire import SensorKey
 

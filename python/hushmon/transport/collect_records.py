@@ -1,0 +1,59 @@
+"""What the collector's two write paths (raw batches, summaries) share: the
+message as the store sees it, the counters, and the events it records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_LOGGED = 200  # reasons kept for the final report; all are in transport_events
+
+
+@dataclass
+class Message:
+    """One JetStream message as the store sees it (no nats-py types here)."""
+
+    subject: str
+    headers: dict[str, str] | None
+    data: bytes
+    stream_seq: int = 0
+    delivered: int = 1
+
+
+@dataclass
+class CollectStats:
+    raw_messages: int = 0
+    batches_stored: int = 0
+    lines_stored: int = 0
+    values_stored: int = 0
+    duplicate_batches: int = 0
+    redelivered: int = 0
+    rejected_batches: int = 0
+    malformed_lines: int = 0
+    summary_messages: int = 0
+    summaries_stored: int = 0
+    summary_duplicates: int = 0
+    summary_overlaps: int = 0
+    summaries_rebuilt: int = 0
+    rejected_summaries: int = 0
+    log: list[str] = field(default_factory=list)
+
+    def note(self, line: str) -> None:
+        if len(self.log) < MAX_LOGGED:
+            self.log.append(line)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+@dataclass
+class Event:
+    """A row of transport_events: a message not stored (or stored otherwise), and why."""
+
+    kind: str
+    host: str
+    subject: str
+    epoch: int | None
+    seq: int | None
+    count: int
+    reason: str
