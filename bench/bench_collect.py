@@ -7,6 +7,10 @@ nats-server, then collected by ``hushmon collect --once`` in a fresh
 process. Printed: batches/s, lines/s and values/s of the collector; the
 publish rate of this script (nats-py, one JetStream ack per batch, for
 scale only); ``hushmon ingest`` of the same lines as spool files as a ratio.
+Then the summary path in this process: a rack partial per (rack, period)
+of the same job, as the rack reducers send them (every sensor summarized
+over the rack's nodes), stored into the collected store in groups of 64
+by the collector's own code: summaries per CPU-s.
 The machine is shared: the load average is printed with the figures.
 
     .venv/bin/python bench/bench_collect.py [--nodes 64 --seconds 120]
@@ -28,8 +32,16 @@ import nats
 
 from hushmon.store.ingest import ingest_spool
 from hushmon.store.synthetic import Scenario, node_lines, write_spool
+from hushmon.transport.collect_store import CollectorStore, Message
 from hushmon.transport.natsserver import LocalNatsServer, NatsServerConfig, ensure_streams
-from hushmon.transport.wire import batch_headers, raw_subject
+from hushmon.transport.summary import Summary
+from hushmon.transport.wire import (
+    H_SEQ,
+    SUM_RACK_PREFIX,
+    batch_headers,
+    parse_sensor_key,
+    raw_subject,
+)
 
 EPOCH = 1
 
@@ -67,6 +79,56 @@ async def publish(url: str, items: list[tuple[str, str, bytes, dict[str, str]]])
     return seconds
 
 
+def rack_partials(items: list[tuple[str, str, bytes, dict[str, str]]]) -> list[Message]:
+    """The rack reducers' partials of the synthetic job: per (rack, period)
+    every sensor over the rack's nodes, with the batches as sources."""
+    groups: dict[tuple[str, int], list[tuple[str, bytes, dict[str, str]]]] = {}
+    for rack, host, data, headers in items:
+        t = int(data.split(b"\n", 1)[0].rsplit(b" ", 1)[1])
+        groups.setdefault((rack, t), []).append((host, data, headers))
+    out = []
+    for (rack, t), members in sorted(groups.items(), key=lambda g: (g[0][1], g[0][0])):
+        values: dict[str, list[float]] = {}
+        job = ""
+        for _host, data, _h in members:
+            for line in data.decode().splitlines():
+                key, fields, _t = line.rsplit(" ", 2)
+                if key.startswith("job,"):
+                    job = key.split("job=", 1)[1].split(",", 1)[0]
+                    continue
+                for f in fields.split(","):
+                    name, v = f.split("=", 1)
+                    values.setdefault(f"{key} {name}", []).append(float(v.rstrip("i")))
+        sensors: dict[str, object] = {}
+        for text, vs in values.items():
+            k = parse_sensor_key(text)
+            assert not isinstance(k, str), k
+            sensors[k.wire()] = Summary.of(vs).to_json()
+        sources = [[h, EPOCH, int(x[H_SEQ])] for h, _d, x in members]
+        payload = {"v": 1, "level": "rack", "rack": rack, "job": job, "time_ns": t,
+                   "sources": sources, "sensors": sensors}  # fmt: skip
+        out.append(
+            Message(
+                SUM_RACK_PREFIX + rack, {"Nats-Msg-Id": f"{rack}:{t}"}, json.dumps(payload).encode()
+            )
+        )
+    return out
+
+
+def summary_rate(db: Path, partials: list[Message], group: int = 64) -> float:
+    """Summaries per CPU-s of the collector's summary path into db."""
+    store = CollectorStore(db)
+    try:
+        cpu0 = time.process_time()
+        for i in range(0, len(partials), group):
+            store.write_summaries(partials[i : i + group])
+        cpu = time.process_time() - cpu0
+        assert store.stats.summaries_stored == len(partials), store.stats
+    finally:
+        store.close()
+    return len(partials) / cpu
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=64)
@@ -99,6 +161,8 @@ def main() -> int:
             report = json.loads(done.stdout)
         finally:
             server.stop()
+        partials = rack_partials(items)
+        sums_per_cpu_s = summary_rate(tmp / "collected.duckdb", partials)
         write_spool(sc, tmp / "spool")
         ing = ingest_spool(tmp / "ingested.duckdb", tmp / "spool")
     load = os.getloadavg()
@@ -115,6 +179,11 @@ def main() -> int:
     print(
         f"hushmon ingest (same lines as spool files): {ing.values_per_s:,.0f} values/s; "
         f"collect / ingest = {report['values_stored'] / report['seconds'] / ing.values_per_s:.2f}"
+    )
+    nsens = len(json.loads(partials[0].data)["sensors"])
+    print(
+        f"summaries: {len(partials)} rack partials of {nsens} sensors, groups of 64: "
+        f"{sums_per_cpu_s:,.0f} per CPU-s ({len(partials) / len(items):.2f} per batch here)"
     )
     print(
         f"load average while measured: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} "
