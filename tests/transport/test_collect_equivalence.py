@@ -14,8 +14,8 @@ from transport_batches import (
     hushmon,
     publish,
     publish_raw_messages,
+    rack_partial,
     spool_batches,
-    summary_payload,
     synthetic_batch,
 )
 
@@ -25,7 +25,6 @@ from hushmon.store.ingest import ingest_spool
 from hushmon.transport.collect_summaries import read_job_summaries
 from hushmon.transport.natsserver import LocalNatsServer
 from hushmon.transport.rawsummary import summaries_from_store
-from hushmon.transport.summary import Summary
 
 BED = REPO_ROOT / "tests" / "fixtures" / "spool" / "testbed-4n2r"
 RACKS = {"n1": "r1", "n2": "r1", "n3": "r2", "n4": "r2"}
@@ -88,20 +87,7 @@ def test_job_summaries_equal_the_raw_truth_even_when_partials_overlap(
     for i in range(3):
         for rack in ("r1", "r2"):
             mine = [b for b in batches if b.rack == rack and b.seq == i + 1]
-            sensors: dict[str, Summary] = {}
-            for b in mine:
-                for line in b.data.decode().splitlines():
-                    key, fields, _t = line.split(" ")
-                    if key.startswith("job,"):
-                        continue
-                    tags = ",".join(t for t in key.split(",") if not t.startswith("host="))
-                    for f in fields.split(","):
-                        name, v = f.split("=")
-                        sensors.setdefault(f"{tags} {name}", Summary()).merge(
-                            Summary.of([float(v)])
-                        )
-            sources = [(b.host, b.epoch, b.seq) for b in mine]
-            payload = summary_payload("rack", rack, "j1", t0 + i * 10**9, sources, sensors)
+            payload = rack_partial(mine, rack, "j1", t0 + i * 10**9)
             partials.append((f"hm.sum.rack.{rack}", payload, {"Nats-Msg-Id": f"{rack}:{i}"}))
     publish_raw_messages(nats_server.url, partials)
     r = hushmon("collect", "--url", nats_server.url, "--db", str(db), "--once")

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from transport_batches import Batch, summary_payload, synthetic_batch
+from transport_batches import Batch, rack_partial, synthetic_batch
 
 from hushmon.transport.collect_store import CollectorStore, Message
 from hushmon.transport.collect_summaries import read_job_summaries
 from hushmon.transport.rawsummary import summaries_from_store
-from hushmon.transport.summary import Summary
 
 T0 = 1_795_000_000_000_000_000
 HOSTS = {"n1": "r1", "n2": "r1", "n3": "r2"}
@@ -25,19 +24,7 @@ def _raw(b: Batch, seq: int) -> Message:
 
 
 def _partial(batches: list[Batch], rack: str, t: int, msg_id: str, seq: int) -> Message:
-    """What a rack reducer sends for (j1, t): its rack's batches merged."""
-    sensors: dict[str, Summary] = {}
-    for b in batches:
-        for line in b.data.decode().splitlines():
-            key, fields, _t = line.split(" ")
-            if key.startswith("job,"):
-                continue
-            tags = ",".join(x for x in key.split(",") if not x.startswith("host="))
-            for f in fields.split(","):
-                name, v = f.split("=")
-                sensors.setdefault(f"{tags} {name}", Summary()).merge(Summary.of([float(v)]))
-    sources = [(b.host, b.epoch, b.seq) for b in batches]
-    payload = summary_payload("rack", rack, "j1", t, sources, sensors)
+    payload = rack_partial(batches, rack, "j1", t)
     return Message(f"hm.sum.rack.{rack}", {"Nats-Msg-Id": msg_id}, payload, stream_seq=seq)
 
 

@@ -122,6 +122,23 @@ def summary_payload(
     ).encode()
 
 
+def rack_partial(batches: Sequence[Batch], rack: str, job: str, time_ns: int) -> bytes:
+    """What a rack reducer sends for (job, period): its rack's batches
+    merged per sensor (job lines are not sensors), the batches as sources."""
+    sensors: dict[str, Summary] = {}
+    for b in batches:
+        for line in b.data.decode().splitlines():
+            key, fields, _t = line.split(" ")
+            if key.startswith("job,"):
+                continue
+            tags = ",".join(t for t in key.split(",") if not t.startswith("host="))
+            for f in fields.split(","):
+                name, v = f.split("=")
+                sensors.setdefault(f"{tags} {name}", Summary()).merge(Summary.of([float(v)]))
+    sources = [(b.host, b.epoch, b.seq) for b in batches]
+    return summary_payload("rack", rack, job, time_ns, sources, sensors)
+
+
 def publish_raw_messages(url: str, messages: Sequence[tuple[str, bytes, dict[str, str]]]) -> None:
     async def run() -> None:
         nc = await nats.connect(url)
