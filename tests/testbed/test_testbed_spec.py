@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hushmon.errors import HushmonError
+from hushmon.store.schema import open_store
 from hushmon.testbed import cgroups, launcher, slurm
 from hushmon.testbed.spec import (
     BedSpec,
@@ -165,6 +166,24 @@ def test_slurm_topology_names_racks_and_uplink_rate(tmp_path: Path) -> None:
     text = slurm.topology_conf(bed)
     assert "SwitchName=r1 Nodes=n1,n2 LinkSpeed=1000" in text
     assert "SwitchName=core Switches=r1,r2 LinkSpeed=200" in text
+
+
+def test_slurm_job_ids_go_on_after_the_stores_newest(tmp_path: Path) -> None:
+    bed = _bed(tmp_path, BedSpec(nodes=2, racks=1))
+    store = bed.store
+    assert slurm.first_job_id(store) == 1  # a new data folder
+    store.parent.mkdir(parents=True)
+    con = open_store(store)
+    con.execute(
+        "INSERT INTO job_activity (host, job, time_ns) VALUES "
+        "('n1', '7', 1), ('n2', '41', 2), ('n1', 'mpirun-3', 3)"
+    )
+    con.close()
+    assert slurm.first_job_id(store) == 42
+    assert "FirstJobId=42\n" in slurm.write_conf(bed).read_text()
+    store.write_text("not a store")
+    with pytest.raises(HushmonError, match="cannot read the job ids"):
+        slurm.first_job_id(store)
 
 
 @pytest.mark.parametrize("action", ["up", "down"])

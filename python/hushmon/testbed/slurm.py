@@ -137,6 +137,7 @@ def write_conf(bed: Bed) -> Path:
         f"Epilog={bed.bin / 'slurm-epilog'}",
         # Finished jobs stay visible an hour, so `hushmon run` can find them.
         "MinJobAge=3600",
+        f"FirstJobId={first_job_id(bed.store)}",
         "SlurmctldTimeout=30",
         "SlurmdTimeout=30",
         "InactiveLimit=0",
@@ -160,6 +161,30 @@ def write_conf(bed: Bed) -> Path:
     (path.parent / "topology.conf").write_text(topology_conf(bed))
     _write_prolog_scripts(bed)
     return path
+
+
+def first_job_id(store: Path) -> int:
+    """Where this bed's job numbers start. Slurm numbers from 1 on every new
+    bed (its state is on /run); a data folder used again would then hold two
+    jobs "1", their samples mixed in one digest. Numbers go on after the
+    highest numeric job id the bed's store holds."""
+    if not store.is_file():
+        return 1
+    import duckdb
+
+    try:
+        con = duckdb.connect(str(store), read_only=True)
+        try:
+            row = con.execute("SELECT max(TRY_CAST(job AS BIGINT)) FROM job_activity").fetchone()
+        finally:
+            con.close()
+    except duckdb.Error as exc:
+        raise HushmonError(
+            f"cannot read the job ids in {store} ({str(exc).splitlines()[0]}): "
+            "is another program writing it? (job numbers would start at 1 again)"
+        ) from exc
+    newest = row[0] if row else None
+    return 1 if newest is None or newest < 1 else int(newest) + 1
 
 
 def topology_conf(bed: Bed) -> str:
