@@ -47,15 +47,42 @@ def login(folder: Path, user: str, password_file: Path | None = None) -> dict[st
     }
 
 
-def hushmon_ctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def hushmon_as(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """A hushmon command with exactly the login in env (none if empty)."""
     full = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "python"), **env}
     for k in ("HUSHMON_NATS_USER", "HUSHMON_NATS_PASSWORD_FILE"):
         if k not in env:
             full.pop(k, None)
     return subprocess.run(
-        [sys.executable, "-m", "hushmon.cli", "ctl", *args],
+        [sys.executable, "-m", "hushmon.cli", *args],
         capture_output=True, text=True, timeout=60, check=False, env=full,
     )  # fmt: skip
+
+
+def hushmon_ctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return hushmon_as(env, "ctl", *args)
+
+
+def test_a_refused_login_is_one_line_for_every_client(
+    secured: tuple[str, Path], tmp_path: Path
+) -> None:
+    # nats-py tries a refused login again without end: the collector (which
+    # waits for a server with --wait), the status and the live view would
+    # have waited silently
+    url, folder = secured
+    bad = tmp_path / "wrong.password"
+    bad.write_text("notthepassword\n")
+    for args in (
+        ("collect", "--url", url, "--db", str(tmp_path / "c.duckdb"), "--wait"),
+        ("transport", "status", "--url", url, "--db", str(tmp_path / "c.duckdb")),
+        ("top", "--url", url, "--once"),
+    ):
+        r = hushmon_as(login(folder, "viewer", bad), *args)
+        assert r.returncode == 1, (args, r.stderr)
+        # the error is the last line (the collector logs what NATS said before it)
+        last = r.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"hushmon: NATS server {url} refused the login of user 'viewer'")
+        assert "Traceback" not in r.stderr, r.stderr
 
 
 async def publish_refused(url: str, folder: Path, user: str, subject: str) -> str:

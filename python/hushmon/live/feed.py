@@ -19,7 +19,7 @@ from hushmon.errors import HushmonError
 from hushmon.live.state import LiveState
 from hushmon.transport.connect import reachable
 from hushmon.transport.natsserver import SUM_STREAM
-from hushmon.transport.natsusers import client_auth
+from hushmon.transport.natsusers import connect_logged_in
 
 SUBJECTS = "hm.sum.>"
 JOB_SUBJECTS = "hm.sum.job.>"
@@ -33,7 +33,6 @@ async def connect(url: str) -> Any:
     may list several servers of one cluster, comma-separated (as `hushmon
     ctl --url` and `hushmon testbed status` give the bed's hub): one that
     answers is enough."""
-    import nats
 
     servers = [u.strip() for u in url.split(",") if u.strip()]
     why = ""
@@ -48,14 +47,15 @@ async def connect(url: str) -> Any:
         return None
 
     try:
-        return await nats.connect(
+        return await connect_logged_in(
             servers,
+            quiet,
             connect_timeout=CONNECT_TIMEOUT_S,
             max_reconnect_attempts=-1,
             reconnect_time_wait=1,
-            error_cb=quiet,
-            **client_auth(),
         )
+    except HushmonError:
+        raise
     except Exception as exc:  # nats-py raises several unrelated types here
         raise HushmonError(
             f"cannot connect to the NATS server at {url}: {exc}", exit_code=1

@@ -35,7 +35,7 @@ from hushmon.transport.natsserver import (
     SUM_STREAM,
     SUM_SUBJECTS,
 )
-from hushmon.transport.natsusers import client_auth
+from hushmon.transport.natsusers import connect_logged_in
 
 RAW_CONSUMER = "collect-raw"
 SUM_CONSUMER = "collect-sum"
@@ -149,13 +149,12 @@ async def _connect(opts: CollectOptions, stop: asyncio.Event) -> Any:
         if not why:
             try:
                 return await asyncio.wait_for(
-                    nats.connect(
+                    connect_logged_in(
                         opts.url,
+                        quiet,
                         connect_timeout=CONNECT_TIMEOUT_S,
                         max_reconnect_attempts=-1,
                         reconnect_time_wait=1.0,
-                        error_cb=quiet,
-                        **client_auth(),
                     ),
                     timeout=4 * CONNECT_TIMEOUT_S,
                 )

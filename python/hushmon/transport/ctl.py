@@ -165,49 +165,25 @@ async def _ask_nats(url: str, request: str, hosts: list[str], timeout_s: float) 
     from nats.errors import NoRespondersError
     from nats.errors import TimeoutError as NatsTimeout
 
-    from hushmon.transport.natsusers import PASSWORD_FILE_ENV, USER_ENV, client_auth
+    from hushmon.transport.natsusers import USER_ENV, connect_logged_in
 
     out = Outcome(request, "nats", timeout_s, broadcast=not hosts)
     headers = {UID_HEADER: str(os.getuid())}
     refused: list[str] = []
 
-    login_refused = asyncio.Event()
     publish_refused = asyncio.Event()
 
     async def on_error(exc: Exception) -> None:
         # The server refuses a publish this login may not make (a
         # non-admin's hm.ctl.>): nothing reaches the agents, say why.
-        text = str(exc).lower()
-        if "permissions violation" in text:
+        if "permissions violation" in str(exc).lower():
             refused.append(str(exc).strip())
             publish_refused.set()
-        elif "authorization violation" in text:
-            login_refused.set()
 
-    # nats-py tries a refused login again without end: stop at the first.
-    connecting = asyncio.create_task(
-        nats.connect(
-            url.split(","),
-            connect_timeout=timeout_s,
-            max_reconnect_attempts=0,
-            error_cb=on_error,
-            **client_auth(),
-        )
-    )
-    refusal = asyncio.create_task(login_refused.wait())
-    await asyncio.wait({connecting, refusal}, return_when=asyncio.FIRST_COMPLETED)
-    refusal.cancel()
-    if not connecting.done():
-        connecting.cancel()
-        with contextlib.suppress(asyncio.CancelledError, nats.errors.Error, OSError):
-            await connecting
-        raise HushmonError(
-            f"NATS server {url} refused the login (Authorization Violation): set "
-            f"${USER_ENV} and ${PASSWORD_FILE_ENV} (docs/transport.md 'Users and permissions')",
-            exit_code=1,
-        )
     try:
-        nc = connecting.result()
+        nc = await connect_logged_in(
+            url.split(","), on_error, connect_timeout=timeout_s, max_reconnect_attempts=0
+        )
     except nats.errors.Error as exc:
         raise HushmonError(f"NATS server {url}: {exc}", exit_code=1) from None
 

@@ -18,10 +18,12 @@ read. A client's user: ``$HUSHMON_NATS_USER``, its password file:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import secrets
 import string
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -147,6 +149,47 @@ def client_auth() -> dict[str, Any]:
     if not password:
         raise HushmonError(f"{PASSWORD_FILE_ENV} {path} is empty")
     return {"user": user, "password": password}
+
+
+async def connect_logged_in(
+    servers: str | list[str],
+    error_cb: Callable[[Exception], Awaitable[None]] | None = None,
+    **options: Any,
+) -> Any:
+    """nats.connect() with this process's login that stops at the first
+    refused login with one line: nats-py tries a refused login again without
+    end (and a collector reconnecting for ever would wait silently)."""
+    import nats
+
+    refused = asyncio.Event()
+
+    async def on_error(exc: Exception) -> None:
+        if "authorization violation" in str(exc).lower():
+            refused.set()
+        if error_cb is not None:
+            await error_cb(exc)
+
+    connecting = asyncio.create_task(
+        nats.connect(servers, error_cb=on_error, **options, **client_auth())
+    )
+    refusal = asyncio.create_task(refused.wait())
+    await asyncio.wait({connecting, refusal}, return_when=asyncio.FIRST_COMPLETED)
+    refusal.cancel()
+    failed = connecting.done() and not connecting.cancelled() and connecting.exception()
+    if not connecting.done() or "authorization violation" in str(failed).lower():
+        connecting.cancel()
+        with contextlib.suppress(asyncio.CancelledError, nats.errors.Error, OSError):
+            await connecting
+        shown = servers if isinstance(servers, str) else ",".join(servers)
+        user = os.environ.get(USER_ENV, "")
+        raise HushmonError(
+            f"NATS server {shown} refused the login"
+            + (f" of user {user!r}" if user else " (no user given)")
+            + f" (Authorization Violation): set ${USER_ENV} and ${PASSWORD_FILE_ENV} "
+            "(docs/transport.md 'Users and permissions')",
+            exit_code=1,
+        )
+    return connecting.result()
 
 
 def new_password() -> str:

@@ -24,7 +24,7 @@ import duckdb
 from hushmon.errors import HushmonError
 from hushmon.store.schema import open_store_readonly
 from hushmon.transport.connect import reachable
-from hushmon.transport.natsusers import client_auth
+from hushmon.transport.natsusers import connect_logged_in
 
 MAX_REASONS = 3
 
@@ -253,7 +253,6 @@ def _utc(t_s: float) -> str:
 
 
 async def _server_status_async(url: str) -> dict[str, Any]:
-    import nats
     from nats.js.errors import NotFoundError
 
     from hushmon.transport.collector import RAW_CONSUMER, SUM_CONSUMER
@@ -263,12 +262,8 @@ async def _server_status_async(url: str) -> dict[str, Any]:
     if why:
         raise HushmonError(f"cannot reach NATS at {url} ({why})", exit_code=1)
     nc = await asyncio.wait_for(
-        nats.connect(
-            url,
-            connect_timeout=2.0,
-            max_reconnect_attempts=1,
-            allow_reconnect=False,
-            **client_auth(),
+        connect_logged_in(
+            url, connect_timeout=2.0, max_reconnect_attempts=1, allow_reconnect=False
         ),
         timeout=10.0,
     )
