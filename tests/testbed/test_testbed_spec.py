@@ -180,7 +180,7 @@ def test_slurm_job_ids_go_on_after_the_stores_newest(tmp_path: Path) -> None:
     )
     con.close()
     assert slurm.first_job_id(store) == 42
-    assert "FirstJobId=42\n" in slurm.write_conf(bed).read_text()
+    assert "FirstJobId=42\n" in slurm.write_conf(bed, slurm.first_job_id(store)).read_text()
     store.write_text("not a store")
     with pytest.raises(HushmonError, match="cannot read the job ids"):
         slurm.first_job_id(store)

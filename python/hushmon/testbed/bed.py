@@ -86,6 +86,8 @@ def up(spec: BedSpec, data_root: Path, say: Say = _quiet, root: Path = STATE_DIR
 
 def _build(bed: Bed, say: Say) -> None:
     spec = bed.spec
+    # Read before the collector opens the store for writing (DuckDB: one writer, no readers).
+    first_job_id = slurm.first_job_id(bed.store) if spec.slurm else 1
     bed.root.mkdir(parents=True, exist_ok=True)
     bed.logs.mkdir(parents=True, exist_ok=True)
     bed.save()  # from here on, `down` knows what to look for
@@ -123,7 +125,7 @@ def _build(bed: Bed, say: Say) -> None:
     if spec.slurm:
         say("slurm: munge, slurmctld on the head, slurmd on every node")
         slurm.start_munge(bed)
-        bed.slurm_conf = slurm.write_conf(bed)
+        bed.slurm_conf = slurm.write_conf(bed, first_job_id)
         bed.save()
         slurm.link_system_conf(bed)
         slurm.start(bed)

@@ -99,7 +99,7 @@ def start_munge(bed: Bed) -> None:
     bed.daemons["munged"] = int((own / "munged.pid").read_text().split()[0])
 
 
-def write_conf(bed: Bed) -> Path:
+def write_conf(bed: Bed, first_job_id: int = 1) -> Path:
     d = slurm_dir(bed)
     (d / "ctld").mkdir(parents=True, exist_ok=True)
     for node in bed.nodes():
@@ -137,7 +137,7 @@ def write_conf(bed: Bed) -> Path:
         f"Epilog={bed.bin / 'slurm-epilog'}",
         # Finished jobs stay visible an hour, so `hushmon run` can find them.
         "MinJobAge=3600",
-        f"FirstJobId={first_job_id(bed.store)}",
+        f"FirstJobId={first_job_id}",
         "SlurmctldTimeout=30",
         "SlurmdTimeout=30",
         "InactiveLimit=0",
