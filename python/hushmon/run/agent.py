@@ -32,6 +32,23 @@ class AgentError(Exception):
     """The agent is missing, does not answer, or refused a request."""
 
 
+def exchange_line(path: str, line: str, timeout_s: float) -> bytes:
+    """One request line to an agent's control socket and its one-line answer
+    (the bytes up to and with the newline, or what came before the close).
+    Raises OSError, or TimeoutError when the agent does not answer in time."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout_s)
+        sock.connect(path)
+        sock.sendall(line.encode() + b"\n")
+        reply = b""
+        while not reply.endswith(b"\n"):
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+    return reply
+
+
 @dataclass
 class AgentClient:
     """Request/response over the agent's Unix control socket: one line each way."""
@@ -42,16 +59,7 @@ class AgentClient:
     def request(self, line: str) -> str:
         """Sends one request; returns the text after ``ok`` or raises AgentError."""
         try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                sock.settimeout(self.timeout_s)
-                sock.connect(str(self.socket_path))
-                sock.sendall(line.encode() + b"\n")
-                reply = b""
-                while not reply.endswith(b"\n"):
-                    chunk = sock.recv(4096)
-                    if not chunk:
-                        break
-                    reply += chunk
+            reply = exchange_line(str(self.socket_path), line, self.timeout_s)
         except (OSError, TimeoutError) as exc:
             raise AgentError(f"control socket {self.socket_path}: {exc}") from exc
         text = reply.decode(errors="replace").strip()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hushmon.errors import HushmonError
+from hushmon.run.agent import exchange_line
 
 SUBJECT_HOST = "hm.ctl.host.{host}"
 SUBJECT_ALL = "hm.ctl.all"
@@ -140,16 +141,7 @@ def ask_socket(path: str, request: str, timeout_s: float) -> Outcome:
     out = Outcome(request, "socket", timeout_s)
     t0 = time.monotonic()
     try:
-        with socket.socket(socket.AF_UNIX) as s:
-            s.settimeout(timeout_s)
-            s.connect(path)
-            s.sendall(request.encode() + b"\n")
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
+        data = exchange_line(path, request, timeout_s)
     except TimeoutError:
         out.no_answer.append(socket.gethostname().split(".")[0])
         return out
