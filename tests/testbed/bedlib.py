@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hushmon.paths import REPO_ROOT
+from hushmon.testbed import livecheck
 
-HUSHMON = [sys.executable, "-m", "hushmon.cli"]
+HUSHMON = livecheck.HUSHMON
 # Nodes have private /tmp: the bed's data must live elsewhere.
 DATA_PARENT = Path("/var/tmp")
 
@@ -39,15 +38,7 @@ def bed_unavailable() -> str | None:
 def hushmon(
     *args: str, timeout: float = 180, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*HUSHMON, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        cwd=REPO_ROOT,
-        env={**os.environ, **(env or {})},
-    )
+    return livecheck.cli(*args, timeout=timeout, env=env)
 
 
 @contextmanager

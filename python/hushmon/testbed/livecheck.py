@@ -28,7 +28,10 @@ from hushmon.testbed.state import Bed
 HUSHMON = [sys.executable, "-m", "hushmon.cli"]
 
 
-def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`hushmon ARGS` from the repository, output captured; env adds to this process's."""
     return subprocess.run(
         [*HUSHMON, *args],
         capture_output=True,
@@ -36,7 +39,7 @@ def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         timeout=timeout,
         check=False,
         cwd=REPO_ROOT,
-        env=dict(os.environ),
+        env={**os.environ, **(env or {})},
     )
 
 
