@@ -15,6 +15,8 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -251,6 +253,29 @@ def test_sigterm_is_forwarded_to_the_whole_group(tmp_path: Path) -> None:
     assert not running(grandchild)
 
 
+@contextmanager
+def standing_agent(
+    fake_agent: Path, data: DataDir, spool: Path, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """The stand-in agent already running on the data folder's socket (100 ms
+    period), answering before the block starts; stopped after it."""
+    spool.mkdir()
+    agent = subprocess.Popen(
+        [str(fake_agent), "--spool-dir", str(spool), "--socket", str(data.agent_socket),
+         "--period-ms", "100"],
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    try:
+        client = agent_mod.AgentClient(data.agent_socket)
+        deadline = time.monotonic() + 20
+        while not client.answers() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        yield agent
+    finally:
+        agent.terminate()
+        agent.wait(timeout=10)
+
+
 def test_running_agent_is_used_and_left_running(
     tmp_path: Path, fake_agent: Path, agent_log: Path
 ) -> None:
@@ -259,16 +284,7 @@ def test_running_agent_is_used_and_left_running(
     ours to stop."""
     data = DataDir(tmp_path / "data").create()
     other_spool = tmp_path / "standing-spool"
-    other_spool.mkdir()
-    agent = subprocess.Popen(
-        [str(fake_agent), "--spool-dir", str(other_spool), "--socket", str(data.agent_socket),
-         "--period-ms", "100"],
-    )  # fmt: skip
-    try:
-        client = agent_mod.AgentClient(data.agent_socket)
-        deadline = time.monotonic() + 20
-        while not client.answers() and time.monotonic() < deadline:
-            time.sleep(0.05)
+    with standing_agent(fake_agent, data, other_spool) as agent:
         summary = tmp_path / "run.json"
         out = hushmon_run(
             "--data-dir", str(data.root), "--job", "shared1", "--period", "200", "--no-digest",
@@ -285,9 +301,6 @@ def test_running_agent_is_used_and_left_running(
         if result["ingest"] is not None:
             assert result["ingest"]["spool_dir"] == str(other_spool)
             assert "shared1" in result["ingest"]["jobs"]
-    finally:
-        agent.terminate()
-        agent.wait(timeout=10)
 
 
 def test_a_users_period_on_a_running_agent_is_the_jobs(
@@ -298,17 +311,7 @@ def test_a_users_period_on_a_running_agent_is_the_jobs(
     owner may and the agent undoes at the job's end; no warning."""
     data = DataDir(tmp_path / "data").create()
     spool = tmp_path / "standing-spool"
-    spool.mkdir()
-    agent = subprocess.Popen(
-        [str(fake_agent), "--spool-dir", str(spool), "--socket", str(data.agent_socket),
-         "--period-ms", "100"],
-        env={**os.environ, "FAKE_AGENT_USER_ONLY": "1"},
-    )  # fmt: skip
-    try:
-        client = agent_mod.AgentClient(data.agent_socket)
-        deadline = time.monotonic() + 20
-        while not client.answers() and time.monotonic() < deadline:
-            time.sleep(0.05)
+    with standing_agent(fake_agent, data, spool, {"FAKE_AGENT_USER_ONLY": "1"}):
         summary = tmp_path / "run.json"
         out = hushmon_run(
             "--data-dir", str(data.root), "--job", "mine1", "--period", "200", "--no-digest",
@@ -320,9 +323,6 @@ def test_a_users_period_on_a_running_agent_is_the_jobs(
             "period 200", "job begin mine1", "set job=mine1 period=200ms", "job end mine1",
             "flush",
         ]  # fmt: skip
-    finally:
-        agent.terminate()
-        agent.wait(timeout=10)
 
 
 def test_agent_that_cannot_start_leaves_the_command_running(
