@@ -68,8 +68,10 @@ def write_summaries(
     fresh = _not_stored(con, _parsed(messages, stats, events), stats, events)
     if not fresh:
         return
-    _count_overlaps(con, fresh)
-    _insert_sources(con, fresh)
+    sources = _source_columns(fresh)
+    _count_overlaps(con, fresh, sources)
+    if len(sources["idx"]):
+        _insert_rows(con, "summary_sources", {k: v for k, v in sources.items() if k != "idx"})
     _insert_rows(
         con,
         "summary_messages",
@@ -158,7 +160,9 @@ def _source_columns(fresh: list[_Fresh]) -> dict[str, Any]:
     }
 
 
-def _count_overlaps(con: duckdb.DuckDBPyConnection, fresh: list[_Fresh]) -> None:
+def _count_overlaps(
+    con: duckdb.DuckDBPyConnection, fresh: list[_Fresh], sources: dict[str, Any]
+) -> None:
     """How many of each message's sources an earlier summary of the same
     (level, job, period) already had: in the store or earlier in this group."""
     times = [f.summary.time_ns for f in fresh]
@@ -166,7 +170,7 @@ def _count_overlaps(con: duckdb.DuckDBPyConnection, fresh: list[_Fresh]) -> None
         _with_table(
             con,
             "hm_src",
-            _source_columns(fresh),
+            sources,
             """SELECT n.idx, count(*) FROM summary_sources s
                JOIN hm_src n USING (level, job, time_ns, host, epoch, seq)
                WHERE s.time_ns BETWEEN ? AND ? GROUP BY n.idx""",
@@ -179,13 +183,6 @@ def _count_overlaps(con: duckdb.DuckDBPyConnection, fresh: list[_Fresh]) -> None
         mine = {(p.level, p.job, p.time_ns, *s) for s in p.sources}
         f.overlap = int(in_store.get(i, 0)) + len(mine & seen)
         seen |= mine
-
-
-def _insert_sources(con: duckdb.DuckDBPyConnection, fresh: list[_Fresh]) -> None:
-    cols = _source_columns(fresh)
-    if len(cols["idx"]):
-        del cols["idx"]
-        _insert_rows(con, "summary_sources", cols)
 
 
 def _merge_rack_partials(
