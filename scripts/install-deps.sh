@@ -18,6 +18,10 @@ packages=(
   slurmctld slurmd slurm-client munge # real Slurm on the test bed
 )
 
+# Settings a test of this script points elsewhere (tests/python/test_install_deps.py).
+policy_rc=${HUSHMON_POLICY_RC:-/usr/sbin/policy-rc.d}
+systemd_dir=${HUSHMON_SYSTEMD_DIR:-/run/systemd/system}
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -45,19 +49,34 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # The services these packages bring must not start on install: tests and
 # benchmarks start their own instances with their own config.
-printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-chmod +x /usr/sbin/policy-rc.d
-trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+printf '#!/bin/sh\nexit 101\n' > "$policy_rc"
+chmod +x "$policy_rc"
+trap 'rm -f "$policy_rc"' EXIT
 # pcp's postinst calls systemctl itself (not through policy-rc.d) and fails
-# where PID 1 is not systemd (containers): a no-op systemctl first on PATH.
-shim_path=$PATH
-if [ ! -d /run/systemd/system ]; then
+# where PID 1 is not systemd (containers, small VMs): a no-op systemctl first
+# on the PATH that dpkg gives maintainer scripts. apt runs dpkg with its own
+# PATH (APT's DPkg::Path), not ours, so the shim goes there.
+dpkg_path=$(apt-config dump DPkg::Path --format '%v%n' 2>/dev/null | head -n 1)
+dpkg_path=${dpkg_path:-/usr/sbin:/usr/bin:/sbin:/bin}
+apt_opts=()
+if [ ! -d "$systemd_dir" ]; then
   shim=$(mktemp -d)
   printf '#!/bin/sh\nexit 0\n' > "$shim/systemctl"
-  chmod +x "$shim/systemctl"
-  shim_path=$shim:$PATH
-  trap 'rm -f /usr/sbin/policy-rc.d; rm -rf "$shim"' EXIT
+  chmod 755 "$shim" "$shim/systemctl"
+  apt_opts=(-o "DPkg::Path=$shim:$dpkg_path")
+  trap 'rm -f "$policy_rc"; rm -rf "$shim"' EXIT
 fi
-PATH=$shim_path apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+log=$(mktemp "${TMPDIR:-/tmp}/hushmon-install-deps.XXXXXX")
+# A package left half-configured by an earlier run (the failure above, before
+# this fix) makes apt refuse everything until dpkg finishes it.
+if [ -n "$(dpkg-query -W -f='${Status}\n' 2>/dev/null | grep -v -e 'ok installed' -e 'not-installed' -e 'config-files' || true)" ]; then
+  PATH=${shim:+$shim:}$dpkg_path dpkg --configure -a >>"$log" 2>&1 || true
+fi
+if ! apt-get install -y -qq --no-install-recommends "${apt_opts[@]}" "${missing[@]}" >>"$log" 2>&1; then
+  tail -n 20 "$log" >&2
+  echo "install-deps: apt-get install failed (full log: $log)" >&2
+  exit 1
+fi
+rm -f "$log"
 pcp_pmns
 echo "install-deps: done"
