@@ -169,8 +169,9 @@ def demo(args: argparse.Namespace, data: Path) -> None:
     assert bed is not None
     say(f"bed up in {time.monotonic() - t0:.1f} s: 4 nodes in 2 racks, NATS hub {hub}")
     port = free_port()
+    token_file, token = livecheck.serve_token(data)
     serve = subprocess.Popen([*HUSHMON, "serve", "--url", hub, "--port", str(port),
-                              "--history-s", "0"], cwd=REPO_ROOT,
+                              "--history-s", "0", "--token-file", str(token_file)], cwd=REPO_ROOT,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     app = [str(build_bin_dir() / "butterfly"), "--cycles", str(args.cycles), "--comm-ms", "300",
            "--compute-ms", "700", "--length", "64K"]  # fmt: skip
@@ -211,8 +212,8 @@ def demo(args: argparse.Namespace, data: Path) -> None:
         ack_figures("period=1000ms at a 1 s period", slow, nodes)
         ack_figures("the change to period=100ms", [change], nodes)
         ack_figures("period=100ms at a 100 ms period", fast, nodes)
-        if livecheck.wait_http(f"http://127.0.0.1:{port}", 10):
-            srow = livecheck.serve_app(f"http://127.0.0.1:{port}", job, METRIC, 8)
+        if livecheck.wait_http(f"http://127.0.0.1:{port}", token, 10):
+            srow = livecheck.serve_app(f"http://127.0.0.1:{port}", token, job, METRIC, 8)
             say(f"  hushmon serve /events: {srow}")
         out, err = run.communicate(timeout=600)
         if run.returncode != 0:

@@ -77,9 +77,11 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
         hub = str(info["transport"]["hub_url"])
         port = free_port()
         serve_log = tmp_path_factory.mktemp("serve") / "serve.log"
+        token_file, token = livecheck.serve_token(serve_log.parent)
         with serve_log.open("w") as log:
             serve = subprocess.Popen(
-                [*HUSHMON, "serve", "--url", hub, "--port", str(port), "--history-s", "0"],
+                [*HUSHMON, "serve", "--url", hub, "--port", str(port), "--history-s", "0",
+                 "--token-file", str(token_file)],
                 cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
         base = f"http://127.0.0.1:{port}"
@@ -97,8 +99,8 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
             while seen.top is None and time.monotonic() < deadline:
                 seen.top, seen.top_frame = livecheck.top_app(hub, seen.job, METRIC)
             seen.ctl = livecheck.ctl_set(hub, seen.job, "period=100ms")
-            assert livecheck.wait_http(base, 10), f"hushmon serve: {serve_log.read_text()}"
-            seen.serve = livecheck.serve_app(base, seen.job, METRIC, 8)
+            assert livecheck.wait_http(base, token, 10), f"hushmon serve: {serve_log.read_text()}"
+            seen.serve = livecheck.serve_app(base, token, seen.job, METRIC, 8)
             out, seen.run_stderr = run.communicate(timeout=240)
             seen.run = json.loads(out) if run.returncode == 0 else {}
             seen.periods = livecheck.periods_seen(bed, seen.job, seen.ctl["sent_ns"])

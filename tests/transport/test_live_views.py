@@ -31,6 +31,7 @@ from hushmon.transport.natsserver import LocalNatsServer, free_port
 pytest.importorskip("nats")
 
 HUSHMON = [sys.executable, "-m", "hushmon.cli"]
+TOKEN = "live-views-test-token-0123456789"
 
 
 def hushmon(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -123,9 +124,13 @@ def run_chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[
 
 @contextlib.contextmanager
 def serving(url: str, log: Path, *args: str) -> Iterator[str]:
-    """``hushmon serve`` on a free port: its base URL while it runs."""
+    """``hushmon serve`` on a free port, with :data:`TOKEN`: its base URL while it runs."""
+    token_file = log.with_suffix(".token")
+    token_file.write_text(TOKEN + "\n")
+    token_file.chmod(0o600)
     with log.open("w") as f:
-        proc = subprocess.Popen([*HUSHMON, "serve", "--url", url, "--port", "0", *args], stderr=f)
+        proc = subprocess.Popen([*HUSHMON, "serve", "--url", url, "--port", "0",
+                                 "--token-file", str(token_file), *args], stderr=f)  # fmt: skip
     try:
         deadline = time.monotonic() + 30
         while not (m := re.search(r"(http://\S+/)", log.read_text())):
@@ -144,8 +149,14 @@ def served(traffic: str, tmp_path: Path) -> Iterator[str]:
         yield base
 
 
+def open_url(url: str) -> Any:
+    """GET with the token, as a script or a reverse proxy sends it."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {TOKEN}"})
+    return urllib.request.urlopen(request, timeout=10)
+
+
 def get_json(url: str) -> Any:
-    return json.loads(urllib.request.urlopen(url, timeout=10).read())
+    return json.loads(open_url(url).read())
 
 
 def test_serve_starts_with_the_periods_before_it(traffic: str, tmp_path: Path) -> None:
@@ -160,18 +171,18 @@ def test_serve_starts_with_the_periods_before_it(traffic: str, tmp_path: Path) -
 
 
 def test_serve_page_renders_and_updates_in_headless_chromium(served: str, tmp_path: Path) -> None:
-    page = urllib.request.urlopen(served, timeout=10).read().decode()
+    page = open_url(served).read().decode()
     # offline: nothing fetched from elsewhere
     assert not re.search(r"""(src|href)=|https?://(?!127)""", page.replace(served, "")), page
-    state = json.loads(urllib.request.urlopen(served + "state", timeout=10).read())
+    state = json.loads(open_url(served + "state").read())
     assert [j["job"] for j in state["jobs"]] == [JOB]
     with pytest.raises(urllib.error.HTTPError, match="404"):
-        urllib.request.urlopen(served + "nothing", timeout=10)
+        open_url(served + "nothing")
     with pytest.raises(urllib.error.HTTPError, match="400"):
-        urllib.request.urlopen(served + "events?max=0", timeout=10)
+        open_url(served + "events?max=0")
 
-    dom = run_chromium(["--virtual-time-budget=30000", "--dump-dom", served + "?max=5"],
-                       tmp_path / "p1").stdout  # fmt: skip
+    dom = run_chromium(["--virtual-time-budget=30000", "--dump-dom",
+                        f"{served}?token={TOKEN}&max=5"], tmp_path / "p1").stdout  # fmt: skip
     assert re.search(r'id="updates">5<', dom), dom[-3000:]
     before = re.search(r'id="history">(\d+)<', dom)
     shown = re.search(rf"job {JOB}: 4 node\(s\) n1 n2 n3 n4, (\d+) period\(s\) shown", dom)
@@ -183,7 +194,8 @@ def test_serve_page_renders_and_updates_in_headless_chromium(served: str, tmp_pa
 
     png = tmp_path / "live.png"
     shot = run_chromium(["--window-size=1400,1000", "--virtual-time-budget=30000",
-                         f"--screenshot={png}", served + "?max=3"], tmp_path / "p2")  # fmt: skip
+                         f"--screenshot={png}", f"{served}?token={TOKEN}&max=3"],
+                        tmp_path / "p2")  # fmt: skip
     assert shot.returncode == 0 and png.stat().st_size > 20_000, shot.stderr[-2000:]
 
 
@@ -217,7 +229,7 @@ def test_serve_follows_a_server_killed_and_restarted(
     nats_server: LocalNatsServer, served: str
 ) -> None:
     def newest() -> int:
-        state = json.loads(urllib.request.urlopen(served + "state", timeout=10).read())
+        state = json.loads(open_url(served + "state").read())
         return max((j["time_ns"] for j in state["jobs"]), default=0)
 
     before = newest()

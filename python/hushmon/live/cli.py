@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 from typing import Any
 
 DESCRIPTION_TOP = (
@@ -46,6 +47,21 @@ def register_serve(subparsers: Any) -> None:
         "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: use a tunnel)"
     )
     p.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="FILE",
+        help="the token every request must carry, first line of FILE (mode 0600); default: "
+        "one made at the start and printed once on stderr, in the page's URL",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a name the Host header may give besides localhost and the bound address "
+        "(a reverse proxy's; repeatable)",
+    )
+    p.add_argument(
         "--history-s",
         type=float,
         default=300.0,
@@ -72,10 +88,14 @@ def run_top(args: argparse.Namespace) -> int:
 
 def run_serve(args: argparse.Namespace) -> int:
     from hushmon.errors import HushmonError
-    from hushmon.live.serve import serve
+    from hushmon.live.serve import ServeOptions, read_token_file, serve
 
     if not 0 <= args.port <= 65535:
         raise HushmonError(f"--port {args.port} is not a TCP port")
     if not args.history_s >= 0:
         raise HushmonError("--history-s must be 0 or positive")
-    return serve(args.url, args.host, args.port, _stale(args), args.history_s)
+    if args.token_file is not None:
+        read_token_file(args.token_file)  # a bad file is refused before connecting
+    opts = ServeOptions(args.url, args.host, args.port, _stale(args), args.history_s,
+                        args.token_file, args.allow_host)  # fmt: skip
+    return serve(opts)

@@ -5,10 +5,16 @@ stops after N), reads ``/history``
 once (the periods before it opened), keeps the last :data:`HISTORY` periods
 per job in the browser and draws each key sensor
 and application metric on a canvas: the average over nodes as a line, the
-min-max over nodes as a band."""
+min-max over nodes as a band.
+
+Job ids, sensor and metric names come from the wire: they are keys of
+``Map``s (or of objects without a prototype), never of plain objects, so
+a job called ``constructor`` or ``__proto__`` is a job like any other; they
+reach the page as text (``textContent``, ``setAttribute``), never as HTML."""
 
 from __future__ import annotations
 
+from hushmon.display import without_credentials
 from hushmon.live.state import HISTORY
 
 PAGE = """<!doctype html>
@@ -39,7 +45,8 @@ messages <span id="messages">0</span>
 <script>
 "use strict";
 const HISTORY = __HISTORY__;
-const hist = {};  // job -> {t: [], series: {name: [[min, avg, max], ...]}}
+// job -> {t: [], series: Map name -> [[min, avg, max], ...], units: Map name -> unit}
+const hist = new Map();
 let updates = 0;
 function num(x, unit) {
   if (x === null || x === undefined) return "-";
@@ -63,31 +70,33 @@ function el(tag, attrs, text) {
   return e;
 }
 // entry: {time_ns, series: {name: [min, avg, max]}, units: {name: unit}}
-// (what /history sends, and what record() makes of a snapshot's job)
+// (what /history sends, and what record() makes of a snapshot's job);
+// only its own keys are read (Object.keys), as JSON.parse makes them
 function recordEntry(jobId, entry) {
-  const h = hist[jobId] || (hist[jobId] = {t: [], series: {}, units: {}});
+  let h = hist.get(jobId);
+  if (!h) hist.set(jobId, h = {t: [], series: new Map(), units: new Map()});
   const last = h.t.length ? h.t[h.t.length - 1] : -Infinity;
   if (entry.time_ns < last) return;
   if (entry.time_ns === last) {  // the same period, merged further meanwhile
-    for (const name in h.series) h.series[name].pop();
+    for (const ser of h.series.values()) ser.pop();
     h.t.pop();
   }
   h.t.push(entry.time_ns);
-  for (const name in entry.series) {
-    const ser = h.series[name] || (h.series[name] = []);
+  for (const name of Object.keys(entry.series)) {
+    let ser = h.series.get(name);
+    if (!ser) h.series.set(name, ser = []);
     while (ser.length < h.t.length - 1) ser.push(null);
     ser.push(entry.series[name]);
-    h.units[name] = entry.units[name];
+    h.units.set(name, entry.units[name]);
   }
-  for (const name in h.series) {
-    const ser = h.series[name];
+  for (const ser of h.series.values()) {
     while (ser.length < h.t.length) ser.push(null);
     if (ser.length > HISTORY) ser.splice(0, ser.length - HISTORY);
   }
   if (h.t.length > HISTORY) h.t.splice(0, h.t.length - HISTORY);
 }
 function record(job) {
-  const entry = {time_ns: job.time_ns, series: {}, units: {}};
+  const entry = {time_ns: job.time_ns, series: Object.create(null), units: Object.create(null)};
   for (const s of job.sensors) {
     entry.series[s.label] = [s.min, s.avg, s.max];
     entry.units[s.label] = s.unit;
@@ -152,27 +161,27 @@ function render(snap) {
     const tr = el("tr", {"data-job": job.job});
     tr.append(el("td", {class: "text"}, job.job), el("td", {}, job.nodes.length),
               el("td", {}, hhmmss(job.time_ns)), el("td", {}, job.age_s.toFixed(1)));
-    const by = {}; for (const s of job.sensors) by[s.label] = s;
-    for (const l of labels) tr.append(el("td", {"data-sensor": l}, cellText(by[l])));
+    const by = new Map(job.sensors.map(s => [s.label, s]));
+    for (const l of labels) tr.append(el("td", {"data-sensor": l}, cellText(by.get(l))));
     tbody.append(tr);
   }
   const panels = document.getElementById("panels");
   panels.replaceChildren();
   if (!snap.jobs.length) panels.append(el("p", {class: "meta"}, "no summaries yet"));
   for (const job of snap.jobs) {
-    const h = hist[job.job];
+    const h = hist.get(job.job);
     panels.append(el("h2", {}, "job " + job.job + ": " + job.nodes.length + " node(s) " +
       job.nodes.join(" ") + ", " + h.t.length + " period(s) shown"));
     const plots = el("div", {class: "plots"});
-    for (const name in h.series) {
+    for (const [name, ser] of h.series) {
       const box = el("div", {class: "plot"});
-      const unit = h.units[name];
+      const unit = h.units.get(name);
       box.append(el("div", {class: "t"}, name + (unit ? " [" + unit + "]" : "") +
         ": avg over nodes (line), min-max (band)"));
       const c = el("canvas", {width: 340, height: 120, "data-series": name});
       box.append(el("br"), c);
       plots.append(box);
-      draw(c, h.t, h.series[name], unit);
+      draw(c, h.t, ser, unit);
     }
     panels.append(plots);
     if (job.racks.length) {
@@ -185,8 +194,8 @@ function render(snap) {
         const r = el("tr", {"data-rack": rack.rack});
         r.append(el("td", {class: "text"}, rack.rack), el("td", {class: "text"},
           rack.nodes.join(" ")), el("td", {}, hhmmss(rack.time_ns)));
-        const by = {}; for (const s of rack.sensors) by[s.label] = s;
-        for (const l of labels) r.append(el("td", {}, cellText(by[l])));
+        const by = new Map(rack.sensors.map(s => [s.label, s]));
+        for (const l of labels) r.append(el("td", {}, cellText(by.get(l))));
         t.append(r);
       }
       panels.append(t);
@@ -232,7 +241,9 @@ function live() {
 // the periods before this page opened, then the live flow
 fetch("/history").then(r => r.json()).then(h => {
   let n = 0;
-  for (const job in h) for (const entry of h[job]) { recordEntry(job, entry); n++; }
+  for (const [job, entries] of Object.entries(h)) {
+    for (const entry of entries) { recordEntry(job, entry); n++; }
+  }
   document.getElementById("history").textContent = n;
 }).catch(() => {}).finally(live);
 </script>
@@ -243,4 +254,5 @@ fetch("/history").then(r => r.json()).then(h => {
 def page(url: str) -> str:
     import html
 
-    return PAGE.replace("__URL__", html.escape(url)).replace("__HISTORY__", str(HISTORY))
+    shown = html.escape(without_credentials(url))
+    return PAGE.replace("__URL__", shown).replace("__HISTORY__", str(HISTORY))

@@ -8,17 +8,34 @@
   once when it opens, so its plots start filled).
 
 Read-only, no state of its own beyond the live summaries; binds to
-127.0.0.1 unless told otherwise (reach it through an SSH tunnel)."""
+127.0.0.1 unless told otherwise (reach it through an SSH tunnel).
+
+Every request needs the token (:class:`Access`): ``--token-file``'s, or
+one made at the start and printed once on stderr in the page's URL. A
+browser shows it once (``/?token=T``: a cookie is set and the address loses
+the token); scripts and a site's reverse proxy send ``Authorization: Bearer
+T``. The Host header must name this server (loopback names, the bound
+address, ``--allow-host``), so a page elsewhere that rebinds its DNS name to
+127.0.0.1 cannot read the data with the browser's cookie either. Refusals
+are counted and logged on stderr with the peer's address."""
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import os
+import secrets
+import stat
 import sys
 import time
+from dataclasses import dataclass, field
+from http.cookies import CookieError, SimpleCookie
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
+from hushmon.display import printable, without_credentials
 from hushmon.errors import HushmonError
 from hushmon.live.feed import connect, subscribe
 from hushmon.live.page import page
@@ -26,6 +43,102 @@ from hushmon.live.sensors import KEY_SENSORS
 from hushmon.live.state import LiveState
 
 MAX_REQUEST_BYTES = 8192
+COOKIE = "hushmon_token"
+MIN_TOKEN_CHARS = 16
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+WILDCARD_ADDRESSES = ("", "0.0.0.0", "::")
+
+
+def read_token_file(path: Path) -> str:
+    """The token in ``path`` (its first line), which only its owner may read."""
+    try:
+        st = path.stat()
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise HushmonError(f"--token-file {path}: {why}") from exc
+    if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise HushmonError(
+            f"--token-file {path} is readable by others (mode {stat.S_IMODE(st.st_mode):04o}): "
+            f"chmod 600 {path}"
+        )
+    lines = text.splitlines()
+    token = lines[0].strip() if lines else ""
+    if len(token) < MIN_TOKEN_CHARS or not token.isascii() or not token.isprintable():
+        raise HushmonError(
+            f"--token-file {path}: the token (first line) must be at least {MIN_TOKEN_CHARS} "
+            "printable ASCII characters (e.g. python3 -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))')"
+        )
+    return token
+
+
+def _host_name(host_header: str) -> str:
+    """The name in a Host header, without its port: ``[::1]:80`` -> ``::1``."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
+@dataclass
+class Access:
+    """Who may read: the token, and the names the Host header may give
+    (None: any, when bound to every address with no ``--allow-host``)."""
+
+    token: str
+    hosts: frozenset[str] | None
+    refused: int = 0
+    by_reason: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def for_bind(cls, token: str, bind: str, allow_hosts: list[str]) -> Access:
+        if bind in WILDCARD_ADDRESSES and not allow_hosts:
+            return cls(token, None)
+        names = {*LOOPBACK_NAMES, *(h.lower() for h in allow_hosts)}
+        if bind not in WILDCARD_ADDRESSES:
+            names.add(bind.lower())
+        return cls(token, frozenset(names))
+
+    def _given(self, headers: dict[str, str], query: dict[str, str]) -> tuple[str, str]:
+        """The token a request carries and where: header, cookie or query."""
+        scheme, _, value = headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and value.strip():
+            return value.strip(), "header"
+        try:
+            jar = SimpleCookie(headers.get("cookie", ""))
+        except CookieError:
+            jar = SimpleCookie()
+        if COOKIE in jar:
+            return jar[COOKIE].value, "cookie"
+        return query.get("token", ""), "query"
+
+    def check(self, headers: dict[str, str], query: dict[str, str]) -> tuple[str, str]:
+        """("", where the token was) when allowed, else (why refused, "")."""
+        if self.hosts is not None and _host_name(headers.get("host", "")) not in self.hosts:
+            return "Host not allowed", ""
+        given, where = self._given(headers, query)
+        if not given:
+            return "no token", ""
+        # compare_digest: the time taken does not tell how much of a guess was right
+        if not hmac.compare_digest(given.encode("utf-8", "replace"), self.token.encode()):
+            return "wrong token", ""
+        return "", where
+
+    def refuse(self, reason: str, peer: str, request_line: str) -> None:
+        self.refused += 1
+        self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
+        print(f"hushmon serve: refused {printable(request_line)} from {peer}: {reason} "
+              f"({self.refused} refused so far)", file=sys.stderr, flush=True)  # fmt: skip
+
+
+def _headers(head: bytes) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in head.decode("latin-1").split("\r\n")[1:]:
+        name, colon, value = line.partition(":")
+        if colon:
+            out[name.strip().lower()] = value.strip()
+    return out
 
 
 def snapshot_json(state: LiveState, stale_s: float) -> str:
@@ -44,20 +157,33 @@ def _max_events(query: str) -> int | None:
     return sys.maxsize
 
 
-def _response(status: str, ctype: str, body: bytes) -> bytes:
+def _response(status: str, ctype: str, body: bytes, extra: str = "") -> bytes:
     head = (
         f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-        "Cache-Control: no-store\r\nConnection: close\r\n\r\n"
+        f"Cache-Control: no-store\r\nConnection: close\r\n{extra}\r\n"
     )
     return head.encode() + body
 
 
+def _to_cookie(token: str, query: list[tuple[str, str]]) -> bytes:
+    """The page asked for with ``?token=``: the token becomes a cookie (the
+    page's own requests carry it) and the browser goes to the same address
+    without it, so it stays out of the address bar and the history."""
+    rest = urlencode([(k, v) for k, v in query if k != "token"])
+    cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
+    extra = f"Location: /{'?' + rest if rest else ''}\r\nSet-Cookie: {cookie}\r\n"
+    return _response("303 See Other", "text/plain", b"", extra)
+
+
 class LiveServer:
-    def __init__(self, url: str, state: LiveState, stale_s: float, interval_s: float) -> None:
+    def __init__(
+        self, url: str, state: LiveState, stale_s: float, interval_s: float, access: Access
+    ) -> None:
         self.url = url
         self.state = state
         self.stale_s = stale_s
         self.interval_s = interval_s
+        self.access = access
         self.nc: Any = None
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -66,10 +192,24 @@ class LiveServer:
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, OSError):
             writer.close()
             return
-        parts = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+        request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+        parts = request_line.split()
         path, _, query = parts[1].partition("?") if len(parts) >= 2 else ("", "", "")
+        pairs = parse_qsl(query, keep_blank_values=True)
+        why, where = self.access.check(_headers(head), dict(pairs))
         try:
-            if len(parts) < 2 or parts[0] != "GET":
+            if why:
+                peer = writer.get_extra_info("peername")
+                self.access.refuse(why, f"{peer[0]}:{peer[1]}" if peer else "?", request_line)
+                status = "403 Forbidden" if why == "Host not allowed" else "401 Unauthorized"
+                body = (
+                    f"{why}: open the URL hushmon serve printed at its start, or send "
+                    "'Authorization: Bearer TOKEN'\n"
+                ).encode()
+                writer.write(_response(status, "text/plain", body))
+            elif where == "query" and path in ("/", "/index.html"):
+                writer.write(_to_cookie(self.access.token, pairs))
+            elif len(parts) < 2 or parts[0] != "GET":
                 writer.write(_response("405 Method Not Allowed", "text/plain", b"GET only\n"))
             elif path in ("/", "/index.html"):
                 body = page(self.url).encode()
@@ -111,21 +251,38 @@ class LiveServer:
         writer.write(b"event: end\ndata: {}\n\n")
 
 
-async def run_serve(
-    url: str, host: str, port: int, stale_s: float, history_s: float, interval_s: float = 1.0
-) -> int:
+@dataclass
+class ServeOptions:
+    url: str
+    host: str
+    port: int
+    stale_s: float
+    history_s: float
+    token_file: Path | None = None
+    allow_hosts: list[str] = field(default_factory=list)
+    interval_s: float = 1.0
+
+
+async def run_serve(opts: ServeOptions) -> int:
+    url, host, port = opts.url, opts.host, opts.port
+    token = read_token_file(opts.token_file) if opts.token_file else secrets.token_urlsafe(32)
+    access = Access.for_bind(token, host, opts.allow_hosts)
     state = LiveState()
     nc = await connect(url)
     try:
-        await subscribe(nc, state, history_s)
-        srv = LiveServer(url, state, stale_s, interval_s)
+        await subscribe(nc, state, opts.history_s)
+        srv = LiveServer(url, state, opts.stale_s, opts.interval_s, access)
         try:
             server = await asyncio.start_server(srv.handle, host, port, limit=MAX_REQUEST_BYTES)
         except OSError as exc:
             why = os.strerror(exc.errno) if exc.errno else str(exc)
             raise HushmonError(f"cannot listen on {host}:{port}: {why}") from exc
         bound = server.sockets[0].getsockname()
-        print(f"hushmon serve: http://{bound[0]}:{bound[1]}/ (summaries from {url})",
+        # The made token is shown this once; one from a file is the caller's already.
+        query = "" if opts.token_file else f"?token={token}"
+        where = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+        shown = without_credentials(url)
+        print(f"hushmon serve: http://{where}:{bound[1]}/{query} (summaries from {shown})",
               file=sys.stderr, flush=True)  # fmt: skip
         async with server:
             await server.serve_forever()
@@ -134,8 +291,8 @@ async def run_serve(
     return 0
 
 
-def serve(url: str, host: str, port: int, stale_s: float, history_s: float) -> int:
+def serve(opts: ServeOptions) -> int:
     try:
-        return asyncio.run(run_serve(url, host, port, stale_s, history_s))
+        return asyncio.run(run_serve(opts))
     except KeyboardInterrupt:
         return 0

@@ -1,5 +1,8 @@
 """``hushmon top``'s frame: plain text from a snapshot (state.py), redrawn
-each second with ANSI codes; ``--once`` prints one frame."""
+each second with ANSI codes; ``--once`` prints one frame. Every name in it
+came over NATS, so every cell and line goes through
+:func:`~hushmon.display.printable`: the only escape codes a frame holds are
+top's own."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from hushmon.display import printable, without_credentials
 from hushmon.live.feed import connect, settle, subscribe
 from hushmon.live.sensors import KEY_SENSORS
 from hushmon.live.state import LiveState
@@ -51,6 +55,7 @@ def _cells(sensors: list[dict[str, Any]]) -> list[str]:
 
 def table(rows: list[list[str]], indent: str = "") -> list[str]:
     """Columns as wide as their widest cell, two spaces apart."""
+    rows = [[printable(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
             for r in rows]  # fmt: skip
@@ -60,7 +65,7 @@ def render(snap: dict[str, Any], url: str, job: str | None = None, width: int = 
     now = clock(snap["now_ns"])
     jobs = [j for j in snap["jobs"] if job is None or j["job"] == job]
     lines = [
-        f"hushmon top  {url}  {now} UTC  jobs {len(jobs)}  "
+        f"hushmon top  {without_credentials(url)}  {now} UTC  jobs {len(jobs)}  "
         f"messages {snap['messages']} (bad {snap['bad']}, late {snap['late']})"
     ]
     if snap["stale_jobs"]:
@@ -74,7 +79,7 @@ def render(snap: dict[str, Any], url: str, job: str | None = None, width: int = 
             if job is not None
             else "no summaries yet (hushmon-reduce publishes hm.sum.job.<job> each period)"
         )
-        return "\n".join(ln[:width] for ln in lines) + "\n"
+        return _frame(lines, width)
     lines.append("")
     rows = [["JOB", "NODES", "PERIOD", "AGE", *_heads()]]
     for j in jobs:
@@ -105,7 +110,11 @@ def render(snap: dict[str, Any], url: str, job: str | None = None, width: int = 
                 vals = [num(a[k], a["unit"]) for k in ("min", "avg", "max")]
                 rows.append([a["name"] + unit, str(a["ranks"]), *vals])
             lines += table(rows, "  ")
-    return "\n".join(ln[:width] for ln in lines) + "\n"
+    return _frame(lines, width)
+
+
+def _frame(lines: list[str], width: int) -> str:
+    return "\n".join(printable(ln)[:width] for ln in lines) + "\n"
 
 
 def terminal_width(out: TextIO) -> int:
@@ -140,7 +149,7 @@ async def run_top(
             width = terminal_width(out)
             frame = render(state.snapshot(time.time_ns(), stale_s), url, job, width)
             if not nc.is_connected:
-                frame = f"(reconnecting to {url} ...)\n" + frame
+                frame = f"(reconnecting to {without_credentials(url)} ...)\n" + frame
             out.write(CLEAR + frame)
             out.flush()
             await asyncio.sleep(interval_s)

@@ -11,12 +11,14 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import secrets
 import statistics
 import subprocess
 import sys
 import time
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -106,22 +108,36 @@ def top_app(url: str, job: str, metric: str) -> tuple[AppRow | None, str]:
     return None, frame
 
 
-def wait_http(base_url: str, timeout_s: float) -> bool:
+def serve_token(folder: Path) -> tuple[Path, str]:
+    """A token for `hushmon serve --token-file FILE` (mode 0600): the file and the token."""
+    token = secrets.token_urlsafe(32)
+    path = folder / "serve.token"
+    path.write_text(token + "\n")
+    path.chmod(0o600)
+    return path, token
+
+
+def _request(url: str, token: str) -> urllib.request.Request:
+    return urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+
+
+def wait_http(base_url: str, token: str, timeout_s: float) -> bool:
     """True once ``base_url``/state answers (`hushmon serve` is listening)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(f"{base_url}/state", timeout=2):
+            with urllib.request.urlopen(_request(f"{base_url}/state", token), timeout=2):
                 return True
         except OSError:
             time.sleep(0.2)
     return False
 
 
-def serve_app(base_url: str, job: str, metric: str, events: int) -> AppRow | None:
+def serve_app(base_url: str, token: str, job: str, metric: str, events: int) -> AppRow | None:
     """The metric in `hushmon serve`'s server-sent events (the page's feed):
     the first of ``events`` snapshots (one a second) whose job holds it."""
-    with urllib.request.urlopen(f"{base_url}/events?max={events}", timeout=events + 10) as resp:
+    request = _request(f"{base_url}/events?max={events}", token)
+    with urllib.request.urlopen(request, timeout=events + 10) as resp:
         for raw in resp:
             line = raw.decode(errors="replace").strip()
             if not line.startswith("data: "):
