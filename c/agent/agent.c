@@ -235,6 +235,30 @@ int hm_agent_set_sources(hm_agent *a, const char *sources, hm_error *err)
     return 0;
 }
 
+int hm_agent_apply_socket_settings(hm_agent *a, hm_error *err)
+{
+    const hm_agent_config *cfg = &a->cfg;
+    long admin_gid, socket_gid;
+    if (hm_config_group_id("control.admin_group", cfg->admin_group, &admin_gid, err) < 0 ||
+        hm_config_group_id("control.socket_group", cfg->socket_group, &socket_gid, err) < 0)
+        return -1;
+    a->admin_gid = admin_gid;
+    hm_control_settings *c = &a->control.settings;
+    if (a->control.listen_fd >= 0 &&
+        (c->socket_mode != hm_config_socket_mode(cfg) || c->socket_gid != socket_gid))
+        hm_log_warn("reload: the control socket's new mode or group takes effect at restart");
+    else
+        *c = (hm_control_settings){.socket_mode = hm_config_socket_mode(cfg),
+                                   .socket_gid = socket_gid};
+    c->client_idle_ms = cfg->control_client_idle_ms;
+    c->clients_per_uid = cfg->control_clients_per_uid;
+    a->app.limits = (hm_app_limits){.clients_per_uid = cfg->app_clients_per_uid,
+                                    .idle_ms = cfg->app_idle_ms,
+                                    .series_per_job = cfg->app_series_per_job,
+                                    .records_per_client = cfg->app_records_per_client};
+    return 0;
+}
+
 int hm_agent_init(hm_agent *a, const hm_agent_config *cfg, const hm_config_override *overrides,
                   size_t n_overrides, hm_error *err)
 {
@@ -243,15 +267,14 @@ int hm_agent_init(hm_agent *a, const hm_agent_config *cfg, const hm_config_overr
     a->overrides = overrides;
     a->n_overrides = n_overrides;
     a->timer_fd = a->signal_fd = -1;
-    a->control.listen_fd = -1;
-    a->control.peer_uid = -1;
+    hm_control_init(&a->control);
     hm_app_init(&a->app);
     a->start_ns = hm_realtime_ns();
     a->self.cpu_us = NAN;
     a->self.jitter_us = NAN;
     a->self.period_ms = cfg->period_ms;
-    for (int i = 0; i < HM_CONTROL_CLIENTS; i++)
-        a->control.client[i].fd = -1;
+    if (hm_agent_apply_socket_settings(a, err) < 0)
+        return -1;
     if (hm_lp_init(&a->lp, (size_t)cfg->batch_bytes, cfg->host, err) < 0)
         return -1;
     if (open_sources(a, err) < 0 || hm_sink_open(&a->sink, &a->cfg, a->start_ns, err) < 0) {
@@ -270,6 +293,7 @@ int hm_agent_cycle(hm_agent *a, int64_t ts_ns, int64_t mono_ns, hm_error *err)
         .period_index = a->measure_cost ? (int64_t)a->samples : ts_ns / period_ns,
     };
     a->self.samples_dropped = a->missed_periods + a->sink.ops->dropped_lines(a->sink.state);
+    memcpy(a->self.control_refused, a->control.refused, sizeof a->self.control_refused);
     a->self.period_ms = a->cfg.period_ms;
     /* Applications' data queued since the last period (node's own: no scope tag). */
     hm_lp_set_scope(&a->lp, NULL);
@@ -410,6 +434,8 @@ int hm_agent_reload(hm_agent *a, hm_error *err)
     strcpy(cfg.socket_path, a->cfg.socket_path);
     close_sources(a);
     a->cfg = cfg;
+    if (hm_agent_apply_socket_settings(a, err) < 0)
+        return -1;
     if (open_sources(a, err) < 0)
         return -1;
     hm_log_notice("config reloaded: period %lld ms, %zu sources", (long long)cfg.period_ms, a->nsources);

@@ -39,6 +39,7 @@ typedef struct hm_agent {
     hm_lp lp;
     hm_sink sink;
     hm_control control;
+    long admin_gid;          /* control.admin_group, -1 none */
     hm_app app;              /* libhushmon clients (app_channel.h); opened by hm_agent_run */
     int64_t start_ns;
     uint64_t samples;
@@ -82,6 +83,10 @@ int hm_agent_edit_sources(const char *current, const char *edit, char *out, size
  * added ones open (one that cannot is logged and left off), removed ones
  * close. Nothing changes on a bad list. */
 int hm_agent_set_sources(hm_agent *a, const char *sources, hm_error *err);
+/* The sockets' settings from a->cfg: the control socket's mode and group
+ * (for when it is made), its deadline and cap, the app channel's limits,
+ * the admin group. */
+int hm_agent_apply_socket_settings(hm_agent *a, hm_error *err);
 int hm_agent_init(hm_agent *a, const hm_agent_config *cfg, const hm_config_override *overrides,
                   size_t n_overrides, hm_error *err);
 /* One cycle: reads every source and hands the batch to the sink.
@@ -101,8 +106,16 @@ int hm_agent_reload(hm_agent *a, hm_error *err);
 /* Arms the timer for the next aligned instant of the current period. */
 int hm_agent_reschedule(hm_agent *a, hm_error *err);
 /* Handles one control request from the control socket (agent_control.c);
- * the client's uid is the socket's SO_PEERCRED. */
+ * the client is the socket's peer (SO_PEERCRED, SO_PEERGROUPS). */
 void hm_agent_control(void *agent, const char *request, char *response, size_t size);
+/* The one rule of who is an admin: root, the agent's own uid, a uid in
+ * control.admin_uids, a member of control.admin_group (groups: the
+ * peer's, NULL when not known, as over NATS). */
+bool hm_agent_is_admin(const hm_agent *a, long uid, const hm_control_peer *groups);
+/* For hm_control_serve: hm_agent_is_admin of a socket's peer. */
+bool hm_agent_peer_is_admin(void *agent, const hm_control_peer *peer);
+/* A request of the agent itself (SIGHUP's reload): as its own uid. */
+void hm_agent_control_self(hm_agent *a, const char *request, char *response, size_t size);
 /* The same for a request over the sink's connection (NATS): only status
  * and set; the uid is the request's claim (-1 none), which the server's
  * publish permissions vouch for (docs/agent.md, "Control channel"). */

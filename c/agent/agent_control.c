@@ -1,11 +1,13 @@
 /* The control requests (docs/formats.md, "Control socket"; docs/agent.md,
  * "Control channel"): one line in, one line out, starting with "ok" or
  * "error". One table lists them for the control socket and for requests
- * over NATS (sinks/nats.c), which may use only the entries marked remote. */
+ * over NATS (sinks/nats.c), which may use only the entries marked remote.
+ * Who may do what is one rule, authorized() below (docs/security.md). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "hm_parse.h"
@@ -17,7 +19,9 @@
 typedef struct request {
     hm_agent *a;
     long uid;          /* the client's uid: SO_PEERCRED, or the NATS request's claim */
+    long pid;          /* the client's pid (socket), -1 unknown */
     bool remote;       /* over NATS */
+    bool admin;        /* hm_agent_is_admin, once per request */
     int argc;          /* arguments after the command name */
     char *argv[ARGS_MAX];
     char *out;
@@ -79,6 +83,84 @@ static void do_status(request *r)
            (unsigned long long)a->self.samples_dropped);
 }
 
+bool hm_agent_is_admin(const hm_agent *a, long uid, const hm_control_peer *groups)
+{
+    if (uid < 0)
+        return false;
+    /* root, and the agent's own user (an agent a user started for
+     * `hushmon run` is theirs to steer; they could stop it anyway) */
+    if (uid == 0 || uid == (long)geteuid())
+        return true;
+    if (groups != NULL && a->admin_gid >= 0) {
+        if (groups->gid == a->admin_gid)
+            return true;
+        for (size_t i = 0; i < groups->ngroups; i++)
+            if ((long)groups->groups[i] == a->admin_gid)
+                return true;
+    }
+    char list[sizeof a->cfg.admin_uids];
+    snprintf(list, sizeof list, "%s", a->cfg.admin_uids);
+    char *save = NULL;
+    for (char *t = strtok_r(list, ", ", &save); t != NULL; t = strtok_r(NULL, ", ", &save)) {
+        char *end = NULL;
+        long v = strtol(t, &end, 10);
+        if (end != t && *end == '\0' && v == uid)
+            return true;
+    }
+    return false;
+}
+
+bool hm_agent_peer_is_admin(void *agent, const hm_control_peer *peer)
+{
+    return hm_agent_is_admin(agent, peer->uid, peer);
+}
+
+/* A refused request: counted, logged with the uid, and answered
+ * "error [prefix]not authorized: WHY". */
+static void refuse(request *r, const char *prefix, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void refuse(request *r, const char *prefix, const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    hm_refuse(&r->a->control.log, &r->a->control.refused[HM_CONTROL_UNAUTHORIZED], 1,
+              "control", "refused uid %ld%s (pid %ld): %s", r->uid,
+              r->remote ? " (claimed, over NATS)" : "", r->pid, why);
+    snprintf(r->out, r->size, "error %snot authorized: %s", prefix, why);
+}
+
+#define ADMINS "root or an admin (control.admin_uids, control.admin_group)"
+
+/* The one rule: root and admins may do anything; the owner of job (the
+ * uid the Slurm prolog named) may act on that job; nobody else may. job
+ * NULL: an action on the node (announcing, node-wide settings, reload).
+ * action says what for the answer ("end it", "change the node's period").
+ * A job that does not run here is answered so, not counted as refused. */
+static bool authorized(request *r, const char *prefix, const char *job, const char *action)
+{
+    if (r->admin)
+        return true;
+    if (job == NULL) {
+        refuse(r, prefix, "uid %ld may not %s: only " ADMINS " may", r->uid, action);
+        return false;
+    }
+    const hm_job *j = hm_jobs_find(&r->a->jobs, job);
+    if (j == NULL) {
+        snprintf(r->out, r->size, "error %sjob %s does not run on %s", prefix, job,
+                 r->a->cfg.host);
+        return false;
+    }
+    if (r->uid < 0 || j->owner_uid != r->uid) {
+        refuse(r, prefix, "uid %ld is not the owner of job %s (owner %ld); only its owner or "
+               ADMINS " may %s", r->uid, job, j->owner_uid, action);
+        return false;
+    }
+    return true;
+}
+
 static int set_period(hm_agent *a, int64_t ms, char *out, size_t size)
 {
     hm_error err;
@@ -92,19 +174,16 @@ static int set_period(hm_agent *a, int64_t ms, char *out, size_t size)
     return 0;
 }
 
-static bool uid_is_admin(const hm_agent *a, long uid);
-
 /* The older form of `set period=` (hushmon run, scripts): node-wide, so
  * under the same rule as a node-wide set: root or an admin. */
 static void do_period(request *r)
 {
     hm_error err;
     int64_t ms;
-    if (!uid_is_admin(r->a, r->uid)) {
-        snprintf(r->out, r->size, "error not authorized: uid %ld may not change the node's period "
-                 "('period MS' is node-wide: root or an admin, control.admin_uids); a job's owner "
-                 "uses 'set job=ID period=DUR' (hushmon ctl set --job ID)", r->uid);
-    } else if (r->argc != 1) {
+    if (!authorized(r, "", NULL, "change the node's period ('period MS' is node-wide; a job's "
+                    "owner uses 'set job=ID period=DUR', hushmon ctl set --job ID)"))
+        return;
+    if (r->argc != 1) {
         snprintf(r->out, r->size, "error usage: period MS");
     } else if (hm_parse_int64(r->argv[0], 10, 3600000, 0, &ms, &err) < 0) {
         snprintf(r->out, r->size, "error period: %s (10 .. 3600000 ms)", err.msg);
@@ -138,52 +217,6 @@ static int parse_duration_ms(const char *text, int64_t *ms, hm_error *err)
                                  "(e.g. 200ms, 1s, 2m)", text);
     *ms = (int64_t)total;
     return 0;
-}
-
-static bool uid_is_admin(const hm_agent *a, long uid)
-{
-    if (uid == 0)
-        return true;
-    if (uid < 0)
-        return false;
-    char list[sizeof a->cfg.admin_uids];
-    snprintf(list, sizeof list, "%s", a->cfg.admin_uids);
-    char *save = NULL;
-    for (char *t = strtok_r(list, ", ", &save); t != NULL; t = strtok_r(NULL, ", ", &save)) {
-        char *end = NULL;
-        long v = strtol(t, &end, 10);
-        if (end != t && *end == '\0' && v == uid)
-            return true;
-    }
-    return false;
-}
-
-/* Whether uid may change the node's measurement for job id: it owns the
- * job, and every job on the node is its own (a change reaches every job
- * on the node, so a shared node needs root or an admin). */
-static bool job_owner_may(hm_agent *a, long uid, const char *id, char *why, size_t size)
-{
-    hm_job *j = hm_jobs_find(&a->jobs, id);
-    if (j == NULL) {
-        snprintf(why, size, "job %s does not run on %s", id, a->cfg.host);
-        return false;
-    }
-    if (uid < 0 || j->owner_uid != uid) {
-        snprintf(why, size, "uid %ld is not the owner of job %s (owner %ld); only root, an admin "
-                 "(control.admin_uids) or the job's owner may change its measurement", uid, id,
-                 j->owner_uid);
-        return false;
-    }
-    for (size_t i = 0; i < HM_JOBS_MAX; i++) {
-        const hm_job *o = &a->jobs.job[i];
-        if (o->used && o->owner_uid != uid) {
-            snprintf(why, size, "job %s shares %s with job %s (owner %ld); on a shared node only "
-                     "root or an admin may change the measurement", id, a->cfg.host, o->id,
-                     o->owner_uid);
-            return false;
-        }
-    }
-    return true;
 }
 
 /* set [job=ID] [period=DUR] [sources=+a,-b|a,b] [apps=-NAME,+NAME]:
@@ -241,21 +274,23 @@ static void do_set(request *r)
         snprintf(r->out, r->size, "error set: %s", err.msg);
         return;
     }
-    bool admin = uid_is_admin(a, r->uid);
-    char why[256];
-    if (job != NULL && !admin && !job_owner_may(a, r->uid, job, why, sizeof why)) {
-        snprintf(r->out, r->size, "error not authorized: %s", why);
+    if (!authorized(r, "", job, job != NULL ? "change its measurement"
+                                            : "change the node's measurement (a job's owner "
+                                              "names it: job=ID)"))
         return;
-    }
-    if (job != NULL && admin && hm_jobs_find(&a->jobs, job) == NULL) {
+    if (job != NULL && hm_jobs_find(&a->jobs, job) == NULL) {
         snprintf(r->out, r->size, "error set: job %s does not run on %s", job, a->cfg.host);
         return;
     }
-    if (job == NULL && !admin) {
-        snprintf(r->out, r->size, "error not authorized: uid %ld may change only its own job's "
-                 "measurement (job=ID); node-wide changes need root or an admin "
-                 "(control.admin_uids)", r->uid);
-        return;
+    /* A change reaches every job on the node: an owner may make it only
+     * where every job is theirs. */
+    for (size_t i = 0; i < HM_JOBS_MAX && !r->admin; i++) {
+        const hm_job *o = &a->jobs.job[i];
+        if (o->used && o->owner_uid != r->uid) {
+            refuse(r, "", "job %s shares %s with job %s (owner %ld); on a shared node only "
+                   ADMINS " may change the measurement", job, a->cfg.host, o->id, o->owner_uid);
+            return;
+        }
     }
     /* A job-scoped change remembers the settings it replaced; a node-wide
      * one makes the current settings the node's own. */
@@ -341,35 +376,36 @@ static void do_job(request *r)
                 return;
             }
         }
-        /* A Slurm prolog runs as root and announces the user's job: only
-         * root may name another owner than itself. */
-        if (owner_given && r->uid != 0) {
-            snprintf(r->out, r->size, "error not authorized: only root may announce a job for "
-                     "a uid (uid=); uid %ld announces its own jobs without it", r->uid);
+        /* The Slurm prolog (root) announces a user's job, with its
+         * cgroup and owner; the owner may then confirm that it runs
+         * (hushmon run inside the job), and change nothing. Anyone else
+         * announcing could re-point another user's job, take a job found
+         * from Slurm's cgroups, or fill the table of jobs. */
+        hm_job *j = hm_jobs_find(&a->jobs, id);
+        if (!r->admin && j != NULL && cgroup == NULL && !owner_given && r->uid >= 0 &&
+            j->owner_uid == r->uid) {
+            snprintf(r->out, r->size, "ok job %s runs already (owner %ld)", id, j->owner_uid);
             return;
         }
+        char action[128];
+        snprintf(action, sizeof action, "announce job %.64s or name a job's cgroup or owner", id);
+        if (!authorized(r, "", NULL, action))
+            return;
         if (hm_jobs_begin(&a->jobs, id, cgroup, HM_JOB_ANNOUNCED, &err) < 0) {
             snprintf(r->out, r->size, "error %s", err.msg);
             return;
         }
-        /* The owner (the announcer, or uid= from root): that uid's
-         * libhushmon clients may claim the job (app_channel.c), and it may
-         * `set job=ID`. */
-        hm_job *j = hm_jobs_find(&a->jobs, id);
+        /* The owner (the announcer, or uid=): that uid's libhushmon
+         * clients may claim the job (app_channel.c), and it may `set
+         * job=ID`. */
+        j = hm_jobs_find(&a->jobs, id);
         if (j != NULL && (j->owner_uid < 0 || owner_given))
             j->owner_uid = owner;
         snprintf(r->out, r->size, "ok job %s begins", id);
     } else if (strcmp(verb, "end") == 0 && r->argc == 2) {
-        /* Ending a job stops its attribution and undoes its settings: only
-         * its owner (or root, an admin) may, not any uid on the node. */
-        const hm_job *j = hm_jobs_find(&a->jobs, id);
-        if (j != NULL && j->owner_uid >= 0 && j->owner_uid != r->uid &&
-            !uid_is_admin(a, r->uid)) {
-            snprintf(r->out, r->size, "error not authorized: uid %ld may not end job %s (owner "
-                     "%ld); only its owner, root or an admin (control.admin_uids) may", r->uid, id,
-                     j->owner_uid);
+        /* Ending a job stops its attribution and undoes its settings. */
+        if (hm_jobs_find(&a->jobs, id) != NULL && !authorized(r, "", id, "end it"))
             return;
-        }
         if (hm_jobs_end(&a->jobs, id, HM_JOB_ANNOUNCED, &err) < 0)
             snprintf(r->out, r->size, "error %s", err.msg);
         else
@@ -392,20 +428,13 @@ static void do_app(request *r)
     const char *verb = r->argc >= 1 ? r->argv[0] : "";
     if (strcmp(verb, "send") == 0 && r->argc >= 4) {
         const char *job = r->argv[1], *name = r->argv[2];
-        char why[256];
-        if (!uid_is_admin(a, r->uid) && hm_jobs_find(&a->jobs, job) != NULL) {
-            hm_job *j = hm_jobs_find(&a->jobs, job);
-            if (r->uid < 0 || j->owner_uid != r->uid) {
-                snprintf(r->out, r->size, "error host=%s not authorized: uid %ld is not the owner "
-                         "of job %s (owner %ld); only root, an admin (control.admin_uids) or "
-                         "the job's owner may send to its programs", a->cfg.host, r->uid, job,
-                         j->owner_uid);
-                return;
-            }
-        }
+        char prefix[96];
+        snprintf(prefix, sizeof prefix, "host=%s ", a->cfg.host);
+        if (!authorized(r, prefix, job, "send to its programs"))
+            return;
         if (hm_jobs_find(&a->jobs, job) == NULL) {
-            snprintf(why, sizeof why, "job %s does not run on %s", job, a->cfg.host);
-            snprintf(r->out, r->size, "error host=%s %s", a->cfg.host, why);
+            snprintf(r->out, r->size, "error host=%s job %s does not run on %s", a->cfg.host, job,
+                     a->cfg.host);
             return;
         }
         char text[HM_APP_CTL_TEXT_MAX + 1] = "";
@@ -439,6 +468,14 @@ static void do_app(request *r)
 static void do_flush(request *r)
 {
     hm_error err;
+    /* Closing the spool file serves a job's own data (hushmon run flushes
+     * so ingest sees it): the owner of a job on the node may. */
+    const char *own = NULL;
+    for (size_t i = 0; i < HM_JOBS_MAX && own == NULL && r->uid >= 0; i++)
+        if (r->a->jobs.job[i].used && r->a->jobs.job[i].owner_uid == r->uid)
+            own = r->a->jobs.job[i].id;
+    if (!authorized(r, "", own, "flush the spool (the owner of a job on this node may)"))
+        return;
     if (r->argc != 0)
         snprintf(r->out, r->size, "error usage: flush");
     else if (r->a->sink.ops->flush(r->a->sink.state, &err) < 0)
@@ -451,6 +488,8 @@ static void do_reload(request *r)
 {
     hm_agent *a = r->a;
     hm_error err;
+    if (!authorized(r, "", NULL, "reload the config"))
+        return;
     if (r->argc != 0) {
         snprintf(r->out, r->size, "error usage: reload");
     } else if (hm_agent_reload(a, &err) < 0) {
@@ -480,11 +519,14 @@ static const struct {
     {"reload", "reload", false, do_reload},
 };
 
-static void handle(hm_agent *a, long uid, bool remote, const char *line, char *out, size_t size)
+/* peer: the socket's, or NULL (remote: uid claimed; the agent itself). */
+static void handle(hm_agent *a, long uid, const hm_control_peer *peer, bool remote,
+                   const char *line, char *out, size_t size)
 {
     char buf[HM_CONTROL_LINE_MAX];
     snprintf(buf, sizeof buf, "%s", line);
-    request r = {.a = a, .uid = uid, .remote = remote, .out = out, .size = size};
+    request r = {.a = a, .uid = uid, .pid = peer != NULL ? peer->pid : -1, .remote = remote,
+                 .admin = hm_agent_is_admin(a, uid, peer), .out = out, .size = size};
     out[0] = '\0';
     char *save = NULL;
     char *cmd = strtok_r(buf, " \t", &save);
@@ -516,11 +558,17 @@ static void handle(hm_agent *a, long uid, bool remote, const char *line, char *o
 void hm_agent_control(void *agent, const char *request, char *response, size_t size)
 {
     hm_agent *a = agent;
-    handle(a, a->control.peer_uid, false, request, response, size);
+    const hm_control_peer *peer = a->control.peer;
+    handle(a, peer != NULL ? peer->uid : -1, peer, false, request, response, size);
 }
 
 void hm_agent_control_remote(void *agent, long claimed_uid, const char *request, char *response,
                              size_t size)
 {
-    handle(agent, claimed_uid, true, request, response, size);
+    handle(agent, claimed_uid, NULL, true, request, response, size);
+}
+
+void hm_agent_control_self(hm_agent *a, const char *request, char *response, size_t size)
+{
+    handle(a, (long)geteuid(), NULL, false, request, response, size);
 }

@@ -57,11 +57,14 @@ int hm_agent_run(hm_agent *a, hm_error *err)
     a->timer_fd = timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK);
     if (a->timer_fd < 0)
         return hm_error_errno(err, "timerfd_create");
-    if (hm_control_open(&a->control, a->cfg.socket_path, err) < 0)
+    hm_control_settings settings = a->control.settings;
+    if (hm_control_open(&a->control, a->cfg.socket_path, &settings, err) < 0)
         return -1;
     hm_error app_err; /* no application channel is not a reason to stop monitoring */
+    hm_app_limits limits = a->app.limits;
     if (hm_app_open(&a->app, a->cfg.socket_path, &app_err) < 0)
         hm_log_warn("application channel off: %s", app_err.msg);
+    a->app.limits = limits;
     int64_t period_ns = a->cfg.period_ms * 1000000;
     int64_t offset_ns = a->cfg.offset_ms * 1000000;
     int64_t next = hm_agent_next_boundary(hm_realtime_ns(), period_ns, offset_ns);
@@ -75,7 +78,8 @@ int hm_agent_run(hm_agent *a, hm_error *err)
         fds[0] = (struct pollfd){.fd = a->timer_fd, .events = POLLIN};
         fds[1] = (struct pollfd){.fd = a->signal_fd, .events = POLLIN};
         size_t n = 2 + hm_control_pollfds(&a->control, fds + 2);
-        if (poll(fds, (nfds_t)n, -1) < 0) {
+        /* Woken for the first control client's deadline too. */
+        if (poll(fds, (nfds_t)n, hm_control_timeout_ms(&a->control)) < 0) {
             if (errno == EINTR)
                 continue;
             return hm_error_errno(err, "poll");
@@ -85,7 +89,7 @@ int hm_agent_run(hm_agent *a, hm_error *err)
             while (read(a->signal_fd, &si, sizeof si) == (ssize_t)sizeof si) {
                 if (si.ssi_signo == SIGHUP) {
                     char resp[HM_CONTROL_LINE_MAX];
-                    hm_agent_control(a, "reload", resp, sizeof resp);
+                    hm_agent_control_self(a, "reload", resp, sizeof resp);
                 } else {
                     a->stop = true;
                 }
@@ -139,8 +143,7 @@ int hm_agent_run(hm_agent *a, hm_error *err)
             if (arm_timer(a, next, err) < 0)
                 return -1;
         }
-        if (n > 2)
-            hm_control_serve(&a->control, fds + 2, n - 2, hm_agent_control, a);
+        hm_control_serve(&a->control, fds + 2, n - 2, hm_agent_control, hm_agent_peer_is_admin, a);
         hm_agent_control_tick(a);
         /* A `period` request or a reload may have changed the schedule. */
         if (a->cfg.period_ms * 1000000 != period_ns || a->cfg.offset_ms * 1000000 != offset_ns) {

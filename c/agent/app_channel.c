@@ -10,15 +10,22 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "control.h"
 #include "hm_log.h"
+#include "hm_timer.h"
 
 void hm_app_init(hm_app *app)
 {
     memset(app, 0, sizeof *app);
     app->listen_fd = -1;
+    app->limits = (hm_app_limits){.clients_per_uid = HM_APP_CLIENTS_PER_UID,
+                                  .idle_ms = HM_APP_IDLE_MS,
+                                  .series_per_job = HM_APP_SERIES_PER_JOB,
+                                  .records_per_client = HM_APP_RECORDS_PER_CLIENT};
 }
 
 static void free_tables(hm_app *app)
@@ -27,6 +34,8 @@ static void free_tables(hm_app *app)
     free(app->series);
     free(app->used);
     free(app->msg);
+    free(app->pidpoll);
+    app->pidpoll = NULL;
     app->client = NULL;
     app->series = NULL;
     app->used = NULL;
@@ -38,50 +47,29 @@ int hm_app_open(hm_app *app, const char *control_path, hm_error *err)
     hm_app_init(app);
     if (control_path[0] == '\0')
         return 0;
-    struct sockaddr_un addr;
-    memset(&addr, 0, sizeof addr);
-    addr.sun_family = AF_UNIX;
     const char *slash = strrchr(control_path, '/');
     size_t dirlen = slash != NULL ? (size_t)(slash - control_path + 1) : 0;
-    if (dirlen + strlen("app.sock") >= sizeof addr.sun_path)
+    if (dirlen + strlen("app.sock") >= sizeof app->path)
         return hm_error_set(err, "application socket path beside %s too long", control_path);
-    memcpy(addr.sun_path, control_path, dirlen);
-    strcpy(addr.sun_path + dirlen, "app.sock");
+    memcpy(app->path, control_path, dirlen);
+    strcpy(app->path + dirlen, "app.sock");
     app->client = calloc(HM_APP_CLIENTS_MAX, sizeof *app->client);
     app->series = calloc(HM_APP_SERIES_MAX, sizeof *app->series);
     app->used = calloc(HM_APP_SERIES_MAX, sizeof *app->used);
     app->msg = malloc(HM_APP_MSG_MAX);
-    if (app->client == NULL || app->series == NULL || app->used == NULL || app->msg == NULL) {
+    app->pidpoll = calloc(HM_APP_CLIENTS_MAX, sizeof *app->pidpoll);
+    if (app->client == NULL || app->series == NULL || app->used == NULL || app->msg == NULL ||
+        app->pidpoll == NULL) {
         free_tables(app);
         return hm_error_set(err, "out of memory for the application channel");
     }
-    int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (probe < 0) {
-        free_tables(app);
-        return hm_error_errno(err, "socket");
-    }
-    if (connect(probe, (struct sockaddr *)&addr, sizeof addr) == 0) {
-        close(probe);
-        free_tables(app);
-        return hm_error_set(err, "another agent is listening on %s", addr.sun_path);
-    }
-    close(probe);
-    unlink(addr.sun_path);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) {
-        free_tables(app);
-        return hm_error_errno(err, "socket");
-    }
-    /* Backlog: every rank of a node may connect within one period. */
-    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) < 0 || listen(fd, 1024) < 0 ||
-        chmod(addr.sun_path, 0666) < 0) {
-        hm_error_errno(err, "listening on %s", addr.sun_path);
-        close(fd);
+    /* 0666: any user's program may connect. Backlog: every rank of a node
+     * may connect within one period. */
+    app->listen_fd = hm_socket_listen_safely(SOCK_SEQPACKET, app->path, 0666, -1, 1024, err);
+    if (app->listen_fd < 0) {
         free_tables(app);
         return -1;
     }
-    app->listen_fd = fd;
-    strcpy(app->path, addr.sun_path);
     return 0;
 }
 
@@ -89,6 +77,8 @@ static void drop_client(hm_app *app, size_t i)
 {
     app->lib_dropped_closed += app->client[i].lib_dropped;
     close(app->client[i].fd);
+    if (app->client[i].pidfd >= 0)
+        close(app->client[i].pidfd);
     app->client[i] = app->client[--app->nclients];
 }
 
@@ -154,38 +144,68 @@ int hm_app_attribute(const hm_jobs *jobs, const char *cgroup_text, const char *c
     return -1;
 }
 
-static void attribute(hm_app *app, hm_app_client *cl, const hm_jobs *jobs)
+/* Whether the process that connected has ended: from then on its pid
+ * may be another's, and /proc/PID says nothing about the client. */
+static bool process_ended(const hm_app_client *cl)
 {
-    char path[PATH_MAX], text[4096] = "";
-    snprintf(path, sizeof path, "%s/proc/%d/cgroup", app->proc_root, (int)cl->pid);
+    if (cl->pidfd < 0)
+        return false;
+    struct pollfd p = {.fd = cl->pidfd, .events = POLLIN};
+    return poll(&p, 1, 0) > 0;
+}
+
+/* Reads the file at <proc_root>/proc/PID/NAME into text (NUL-ended, ""
+ * when unreadable). */
+static void read_proc(const hm_app *app, pid_t pid, const char *name, char *text, size_t size)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/proc/%d/%s", app->proc_root, (int)pid, name);
+    text[0] = '\0';
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t n = read(fd, text, sizeof text - 1);
-        text[n > 0 ? n : 0] = '\0';
-        close(fd);
-    }
-    bool rejected;
-    int j = hm_app_attribute(jobs, text, cl->claim, cl->uid, &rejected);
-    if (rejected) {
-        app->total.rejected_claims++;
-        hm_log_warn("application pid %d uid %ld claims job '%s': %s", (int)cl->pid, cl->uid,
-                    cl->claim,
-                    j >= 0 ? "its cgroup is another job's, attributed there"
-                           : "not its owner or outside the job's cgroup, not attributed");
-    }
-    cl->job = j;
-    snprintf(cl->job_id, sizeof cl->job_id, "%s", j >= 0 ? jobs->job[j].id : "");
-    snprintf(path, sizeof path, "%s/proc/%d/comm", app->proc_root, (int)cl->pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    cl->comm[0] = '\0';
-    if (fd >= 0) {
-        ssize_t n = read(fd, cl->comm, sizeof cl->comm - 1);
-        cl->comm[n > 0 ? n : 0] = '\0';
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, text, size - 1);
+    text[n > 0 ? n : 0] = '\0';
+    close(fd);
+}
+
+/* Which job cl's data goes to, from its process's cgroup and its claim.
+ * Once its process has ended (ended), /proc/PID may be another process's:
+ * only the claim and the uid count then. A client stays with the first
+ * job it was attributed to: it is never moved to another (its pid reused,
+ * its process moved). Returns whether its process has ended. */
+static bool attribute(hm_app *app, hm_app_client *cl, const hm_jobs *jobs, bool ended)
+{
+    char text[4096] = "";
+    if (!ended) {
+        read_proc(app, cl->pid, "cgroup", text, sizeof text);
+        read_proc(app, cl->pid, "comm", cl->comm, sizeof cl->comm);
         cl->comm[strcspn(cl->comm, "\n")] = '\0';
-        close(fd);
+        ended = process_ended(cl); /* after the reads: they were its own if it still ran */
+        if (ended)
+            text[0] = '\0';
     }
     cl->jobs_generation = jobs->generation;
     cl->attributed_once = true;
+    bool rejected;
+    int j = hm_app_attribute(jobs, text, cl->claim, cl->uid, &rejected);
+    if (rejected)
+        hm_refuse(&app->log, &app->total.rejected_claims, 1, "app socket",
+                  "uid %ld pid %d claims job '%s': %s", cl->uid, (int)cl->pid, cl->claim,
+                  j >= 0 ? "its cgroup is another job's, attributed there"
+                         : "not its owner or outside the job's cgroup, not attributed");
+    if (j >= 0 && cl->first_job_id[0] != '\0' && strcmp(jobs->job[j].id, cl->first_job_id) != 0) {
+        hm_refuse(&app->log, &app->total.job_moves_refused, 1, "app socket",
+                  "uid %ld pid %d was job %s's when it connected and is now in job %s: its "
+                  "data goes to neither", cl->uid, (int)cl->pid, cl->first_job_id,
+                  jobs->job[j].id);
+        j = -1;
+    }
+    cl->job = j;
+    snprintf(cl->job_id, sizeof cl->job_id, "%s", j >= 0 ? jobs->job[j].id : "");
+    if (j >= 0 && cl->first_job_id[0] == '\0')
+        snprintf(cl->first_job_id, sizeof cl->first_job_id, "%s", cl->job_id);
+    return ended;
 }
 
 static uint32_t hash_key(uint8_t kind, int32_t rank, const char *job, const char *name)
@@ -201,16 +221,23 @@ static uint32_t hash_key(uint8_t kind, int32_t rank, const char *job, const char
 }
 
 /* The series of (kind, rank, job, name) this period; NULL when the table
- * is three quarters full (probing stays short; the rest is counted). */
-static hm_app_series *series_for(hm_app *app, uint8_t kind, int32_t rank, const char *job,
-                                 const char *name)
+ * is three quarters full (probing stays short; the rest is counted), or
+ * when job_slot has its quota of series (*over_quota). */
+static hm_app_series *series_for(hm_app *app, uint8_t kind, int32_t rank, int job_slot,
+                                 const char *job, const char *name, bool *over_quota)
 {
     uint32_t i = hash_key(kind, rank, job, name) % HM_APP_SERIES_MAX;
+    *over_quota = false;
     for (;;) {
         hm_app_series *s = &app->series[i];
         if (s->kind == 0) {
+            if (app->job_series[job_slot] >= (uint64_t)app->limits.series_per_job) {
+                *over_quota = true;
+                return NULL;
+            }
             if (app->nused >= HM_APP_SERIES_MAX * 3 / 4)
                 return NULL;
+            app->job_series[job_slot]++;
             s->kind = kind;
             s->rank = rank;
             snprintf(s->job, sizeof s->job, "%s", job);
@@ -257,6 +284,16 @@ static void take_control_record(hm_app *app, hm_app_client *cl, const unsigned c
         cl->listens = true;
         return;
     }
+    /* Only a client the message went to acknowledges it, once. */
+    uint32_t *awaited = &cl->awaiting[id % HM_APP_CTL_PENDING];
+    if (*awaited != id) {
+        hm_refuse(&app->log, &app->total.acks_refused, 1, "app socket",
+                  "uid %ld pid %d acknowledges control message %llu, which was not sent to it "
+                  "(or was acknowledged already): not counted", cl->uid, (int)cl->pid,
+                  (unsigned long long)id);
+        return;
+    }
+    *awaited = 0;
     for (size_t i = 0; i < HM_APP_CTL_PENDING; i++) {
         hm_app_ctl_pending *c = &app->ctl[i];
         if (c->id == id && c->acked < c->sent) {
@@ -277,6 +314,7 @@ static bool take_message(hm_app *app, hm_app_client *cl, size_t n)
         return false;
     cl->lib_dropped = h.dropped_total;
     size_t off = sizeof h;
+    uint64_t over_budget = 0, over_quota = 0;
     for (unsigned r = 0; r < h.records; r++) {
         if (off + HM_APP_REC_FIXED > n)
             return false;
@@ -305,9 +343,19 @@ static bool take_message(hm_app *app, hm_app_client *cl, size_t n)
             app->total.unattributed += count;
             continue;
         }
+        if (cl->records_this_period >= (uint64_t)app->limits.records_per_client) {
+            over_budget += count;
+            continue;
+        }
+        cl->records_this_period++;
         char name[HM_APP_NAME_MAX + 1];
         clean_name(name, p + HM_APP_REC_FIXED, nlen);
-        hm_app_series *s = series_for(app, type, h.rank, cl->job_id, name);
+        bool quota;
+        hm_app_series *s = series_for(app, type, h.rank, cl->job, cl->job_id, name, &quota);
+        if (s == NULL && quota) {
+            over_quota += count;
+            continue;
+        }
         if (s == NULL) {
             app->total.series_full += count;
             continue;
@@ -324,11 +372,30 @@ static bool take_message(hm_app *app, hm_app_client *cl, size_t n)
             s->max = max > s->max ? max : s->max;
         }
     }
+    if (over_budget > 0)
+        hm_refuse(&app->log, &app->total.records_over_budget, over_budget, "app socket",
+                  "uid %ld pid %d (job %s) sent more than app.records_per_client = %lld records "
+                  "this period: %llu values dropped", cl->uid, (int)cl->pid, cl->job_id,
+                  (long long)app->limits.records_per_client, (unsigned long long)over_budget);
+    if (over_quota > 0)
+        hm_refuse(&app->log, &app->total.series_quota, over_quota, "app socket",
+                  "uid %ld pid %d: job %s has its app.series_per_job = %lld series this period: "
+                  "%llu values of new series dropped", cl->uid, (int)cl->pid, cl->job_id,
+                  (long long)app->limits.series_per_job, (unsigned long long)over_quota);
     return off == n;
+}
+
+static size_t clients_of_uid(const hm_app *app, long uid)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < app->nclients; i++)
+        n += app->client[i].uid == uid;
+    return n;
 }
 
 static void accept_clients(hm_app *app)
 {
+    int64_t now = hm_monotonic_ns();
     for (;;) {
         int fd = accept4(app->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
@@ -341,30 +408,63 @@ static void accept_clients(hm_app *app)
             close(fd);
             continue;
         }
+        if (clients_of_uid(app, (long)cred.uid) >= (size_t)app->limits.clients_per_uid) {
+            hm_refuse(&app->log, &app->total.clients_refused_uid, 1, "app socket",
+                      "refused uid %ld pid %d: it holds app.clients_per_uid = %lld connections",
+                      (long)cred.uid, (int)cred.pid, (long long)app->limits.clients_per_uid);
+            close(fd);
+            continue;
+        }
+        /* The process itself, not its number: its end is seen even when
+         * the pid is reused (pidfd, Linux 5.3). One that has ended before
+         * we came (a short program) is read, attributed by its claim. */
+        int pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
         hm_app_client *cl = &app->client[app->nclients++];
         memset(cl, 0, sizeof *cl);
         cl->fd = fd;
+        cl->pidfd = pidfd;
+        cl->ended_at_accept = pidfd < 0 && errno == ESRCH;
         cl->pid = cred.pid;
         cl->uid = (long)cred.uid;
         cl->job = -1;
+        cl->last_message_ns = now;
         app->total.connections++;
     }
 }
 
+/* Marks ended[i] for the clients whose process has ended (one poll). */
+static void find_ended(hm_app *app, bool *ended)
+{
+    for (size_t i = 0; i < app->nclients; i++) {
+        app->pidpoll[i] = (struct pollfd){.fd = app->client[i].pidfd, .events = POLLIN};
+        ended[i] = app->client[i].ended_at_accept;
+    }
+    if (app->nclients == 0 || poll(app->pidpoll, (nfds_t)app->nclients, 0) <= 0)
+        return;
+    for (size_t i = 0; i < app->nclients; i++)
+        ended[i] = ended[i] || app->pidpoll[i].revents != 0;
+}
+
 static void read_clients(hm_app *app, hm_jobs *jobs)
 {
+    int64_t now = hm_monotonic_ns();
+    bool ended[HM_APP_CLIENTS_MAX];
+    find_ended(app, ended);
     for (size_t i = 0; i < app->nclients;) {
         hm_app_client *cl = &app->client[i];
-        bool gone = false;
+        bool gone = false, drained = false;
         for (int k = 0; k < HM_APP_READS_PER_PERIOD; k++) {
             ssize_t n = recv(cl->fd, app->msg, HM_APP_MSG_MAX, MSG_DONTWAIT | MSG_TRUNC);
             if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
                 gone = true;
                 break;
             }
-            if (n < 0)
+            if (n < 0) {
+                drained = true;
                 break;
+            }
             app->total.messages++;
+            cl->last_message_ns = now;
             if ((size_t)n > HM_APP_MSG_MAX) {
                 app->total.malformed++;
                 continue;
@@ -378,16 +478,34 @@ static void read_clients(hm_app *app, hm_jobs *jobs)
                 if (!cl->attributed_once || strcmp(h.job_claim, cl->claim) != 0 ||
                     cl->jobs_generation != jobs->generation) {
                     memcpy(cl->claim, h.job_claim, sizeof cl->claim);
-                    attribute(app, cl, jobs);
+                    ended[i] = attribute(app, cl, jobs, ended[i]);
                 }
             }
             if (!take_message(app, cl, (size_t)n))
                 app->total.malformed++;
         }
-        if (gone)
+        /* What the process sent before it ended is read; a connection it
+         * left open (held by another process) is not kept. */
+        if (!gone && ended[i] && drained) {
+            hm_refuse(&app->log, &app->total.clients_pid_gone, 1, "app socket",
+                      "dropped uid %ld pid %d: the process that connected has ended and "
+                      "another holds its connection", cl->uid, (int)cl->pid);
+            gone = true;
+        }
+        if (!gone && app->limits.idle_ms > 0 &&
+            now - cl->last_message_ns > app->limits.idle_ms * 1000000) {
+            hm_refuse(&app->log, &app->total.clients_idle, 1, "app socket",
+                      "dropped uid %ld pid %d: nothing sent for app.idle_ms = %lld ms (it "
+                      "reconnects when it sends again)", cl->uid, (int)cl->pid,
+                      (long long)app->limits.idle_ms);
+            gone = true;
+        }
+        if (gone) {
             drop_client(app, i);
-        else
+            ended[i] = ended[app->nclients]; /* drop_client moved the last one here */
+        } else {
             i++;
+        }
     }
 }
 
@@ -464,6 +582,9 @@ static void emit(hm_app *app, hm_lp *out)
         s->kind = 0;
     }
     app->nused = 0;
+    memset(app->job_series, 0, sizeof app->job_series);
+    for (size_t i = 0; i < app->nclients; i++)
+        app->client[i].records_this_period = 0;
     if (app->total.connections == 0)
         return; /* no application ever came: no line */
     uint64_t lib_dropped = app->lib_dropped_closed;
@@ -480,6 +601,13 @@ static void emit(hm_app *app, hm_lp *out)
     hm_lp_field_i64(out, "series_full", (int64_t)app->total.series_full);
     hm_lp_field_i64(out, "clients_refused", (int64_t)app->total.clients_refused);
     hm_lp_field_i64(out, "lib_dropped", (int64_t)lib_dropped);
+    hm_lp_field_i64(out, "clients_refused_uid", (int64_t)app->total.clients_refused_uid);
+    hm_lp_field_i64(out, "clients_idle", (int64_t)app->total.clients_idle);
+    hm_lp_field_i64(out, "clients_pid_gone", (int64_t)app->total.clients_pid_gone);
+    hm_lp_field_i64(out, "series_quota", (int64_t)app->total.series_quota);
+    hm_lp_field_i64(out, "records_over_budget", (int64_t)app->total.records_over_budget);
+    hm_lp_field_i64(out, "job_moves_refused", (int64_t)app->total.job_moves_refused);
+    hm_lp_field_i64(out, "acks_refused", (int64_t)app->total.acks_refused);
     hm_lp_end(out);
 }
 
@@ -518,8 +646,11 @@ int hm_app_control_send(hm_app *app, hm_jobs *jobs, const char *job, const char 
             (strcmp(name, "*") != 0 && strcmp(cl->comm, name) != 0))
             continue;
         /* Never waits: a client whose socket is full does not get it. */
-        if (send(cl->fd, msg, sizeof h + tlen, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)(sizeof h + tlen))
+        if (send(cl->fd, msg, sizeof h + tlen, MSG_DONTWAIT | MSG_NOSIGNAL) ==
+            (ssize_t)(sizeof h + tlen)) {
             slot->sent++;
+            cl->awaiting[slot->id % HM_APP_CTL_PENDING] = slot->id;
+        }
     }
     *id = slot->id;
     *sent = slot->sent;

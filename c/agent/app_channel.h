@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <poll.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -22,6 +23,7 @@
 #include "hm_error.h"
 #include "jobs.h"
 #include "lp.h"
+#include "refusals.h"
 
 #define HM_APP_CLIENTS_MAX 512
 #define HM_APP_SERIES_MAX 2048      /* (job, rank, kind, name) per period */
@@ -29,12 +31,31 @@
 #define HM_APP_READS_PER_PERIOD 64  /* messages read per client per period */
 #define HM_APP_MUTED_MAX 32         /* names the control channel unsubscribed */
 
+/* Defaults of the per-user limits (config.c, app.*). */
+#define HM_APP_CLIENTS_PER_UID 128
+#define HM_APP_IDLE_MS 300000
+#define HM_APP_SERIES_PER_JOB 512
+/* A libhushmon client sends at most 24 records a message, and the agent
+ * reads 64 messages a client a period: a budget above 1536 never cuts a
+ * real client, and bounds one that packs 496 into each. */
+#define HM_APP_RECORDS_PER_CLIENT 4096
+
+/* A control message sent to applications (`app send`), until its
+ * acknowledgements are asked for (`app acks ID`); the oldest is reused. */
+#define HM_APP_CTL_PENDING 16
+
 typedef struct hm_app_client {
     int fd;
+    int pidfd;                /* the connecting process (pidfd_open): its end is the client's */
+    bool ended_at_accept;     /* it had ended before the agent accepted (pidfd_open: ESRCH) */
     pid_t pid;
     long uid;
     int job;                  /* slot in hm_jobs, -1 unattributed */
     char job_id[HM_JOB_ID_MAX];
+    char first_job_id[HM_JOB_ID_MAX]; /* the first job it was attributed to: never another */
+    int64_t last_message_ns;  /* for app.idle_ms */
+    uint64_t records_this_period; /* for app.records_per_client */
+    uint32_t awaiting[HM_APP_CTL_PENDING]; /* control message ids sent to it, not yet acked */
     uint64_t jobs_generation; /* of the attribution; re-done when jobs change */
     bool attributed_once;
     char claim[HM_APP_JOB_MAX];
@@ -43,9 +64,7 @@ typedef struct hm_app_client {
     char comm[16];            /* its program's name (/proc/PID/comm), for `app send` */
 } hm_app_client;
 
-/* A control message sent to applications (`app send`), until its
- * acknowledgements are asked for (`app acks ID`); the oldest is reused. */
-#define HM_APP_CTL_PENDING 16
+/* A control message sent (`app send`), kept until newer ones take its slot. */
 typedef struct hm_app_ctl_pending {
     uint32_t id;              /* 0 = free */
     uint32_t sent, acked, failed;
@@ -61,10 +80,27 @@ typedef struct hm_app_series {
     char text[HM_APP_EVENT_TEXT_MAX];
 } hm_app_series;
 
+/* Totals since the agent started (the app_channel line; docs/formats.md,
+ * docs/security.md for the refusals). Records dropped are counted in
+ * records (values), clients and acks one each. */
 typedef struct hm_app_counters {
     uint64_t connections, messages, records, malformed, unattributed, rejected_claims,
         series_full, lib_dropped, clients_refused;
+    uint64_t clients_refused_uid; /* its uid held app.clients_per_uid connections */
+    uint64_t clients_idle;        /* dropped after app.idle_ms of silence */
+    uint64_t clients_pid_gone;    /* its process ended (or was gone at connect): dropped */
+    uint64_t series_quota;        /* records past the job's app.series_per_job */
+    uint64_t records_over_budget; /* records past the client's app.records_per_client */
+    uint64_t job_moves_refused;   /* re-attributions to another job than its first */
+    uint64_t acks_refused;        /* acks of a message id not sent to that client */
 } hm_app_counters;
+
+typedef struct hm_app_limits {
+    int64_t clients_per_uid;
+    int64_t idle_ms;              /* 0: never */
+    int64_t series_per_job;
+    int64_t records_per_client;
+} hm_app_limits;
 
 /* Application names left out of the batches (`set apps=-NAME`, the
  * control channel): their values still arrive and are aggregated, and are
@@ -89,14 +125,20 @@ typedef struct hm_app {
     hm_app_muted muted;
     hm_app_ctl_pending ctl[HM_APP_CTL_PENDING];
     uint32_t ctl_next_id;
+    hm_app_limits limits;
+    uint32_t job_series[HM_JOBS_MAX]; /* series each job slot filled this period */
+    struct pollfd *pidpoll;   /* one per client: whose process has ended */
+    hm_refusal_log log;
 } hm_app;
 
-/* Nothing open; hm_app_collect and hm_app_close are no-ops. */
+/* Nothing open; hm_app_collect and hm_app_close are no-ops; the default
+ * limits. */
 void hm_app_init(hm_app *app);
 /* Listens on <directory of control_path>/app.sock ("" control path: no
  * channel). A live agent already there is an error; a stale file is
  * replaced. The socket is 0666: any local user's program may connect;
- * what it sends is attributed by its credentials, not by the message. */
+ * what it sends is attributed by its credentials, not by the message, and
+ * each uid, job and client gets a bounded share (app.limits). */
 int hm_app_open(hm_app *app, const char *control_path, hm_error *err);
 void hm_app_close(hm_app *app);
 /* Accepts, reads what is queued, writes this period's lines. */

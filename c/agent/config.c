@@ -4,6 +4,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <grp.h>
+#include <stdlib.h>
+
+#include "app_channel.h"
+#include "control.h"
 #include "hm_parse.h"
 #include "toml.h"
 
@@ -42,7 +47,16 @@ static const option_def options[] = {
     {"nats.rack", "--nats-rack", STR(nats_rack), 0, 0, NULL, "sink nats: rack name, subject hm.raw.<rack>.<host> (default r0)"},
     {"nats.publish_every_ms", "--nats-publish-every-ms", INT(nats_publish_every_ms), 0, 1000, NULL, "sink nats: publish at most this often, periods in between wait (default 1000)"},
     {"control.socket", "--socket", STR(socket_path), 0, 0, NULL, "control socket path, '' for none (default /run/hushmon/agent.sock)"},
-    {"control.admin_uids", "--admin-uids", STR(admin_uids), 0, 0, NULL, "uids besides root that may change the measurement (`set`) node-wide, e.g. '1000,1001' (default none)"},
+    {"control.admin_uids", "--admin-uids", STR(admin_uids), 0, 0, NULL, "uids besides root that may do everything (announce jobs, change the measurement node-wide, reload), e.g. '1000,1001' (default none)"},
+    {"control.admin_group", "--admin-group", STR(admin_group), 0, 0, NULL, "members of this group (name or gid) are admins too (default none)"},
+    {"control.socket_mode", "--socket-mode", STR(socket_mode), 0, 0, NULL, "control socket's mode, octal; whoever may connect may ask status and act on their own jobs (default 0660)"},
+    {"control.socket_group", "--socket-group", STR(socket_group), 0, 0, NULL, "control socket's group, name or gid, e.g. the job users' group (default: the agent's)"},
+    {"control.client_idle_ms", "--control-client-idle-ms", INT(control_client_idle_ms), 10, 600000, NULL, "drop a control client whose request line is not complete this long after it connected or got its last answer (default 2000)"},
+    {"control.clients_per_uid", "--control-clients-per-uid", INT(control_clients_per_uid), 1, HM_CONTROL_CLIENTS - HM_CONTROL_ADMIN_SLOTS, NULL, "control connections one uid may hold at once; root and admins are not capped (default 2)"},
+    {"app.clients_per_uid", "--app-clients-per-uid", INT(app_clients_per_uid), 1, HM_APP_CLIENTS_MAX, NULL, "libhushmon connections one uid may hold at once (default 128)"},
+    {"app.idle_ms", "--app-idle-ms", INT(app_idle_ms), 0, 86400000, NULL, "drop a libhushmon client that sent nothing this long (it reconnects when it sends); 0 = never (default 300000)"},
+    {"app.series_per_job", "--app-series-per-job", INT(app_series_per_job), 1, HM_APP_SERIES_MAX, NULL, "series (rank, kind, name) one job may fill per period; the rest counted as dropped (default 512)"},
+    {"app.records_per_client", "--app-records-per-client", INT(app_records_per_client), 1, INT64_C(1) << 30, NULL, "records taken from one libhushmon client per period; the rest counted as dropped (default 4096)"},
     {"pmu.mode", "--pmu", STR(pmu_mode), 0, 0, "none|kernel|rotate", "hardware counters: none, kernel multiplexing, agent rotation (default kernel)"},
     {"pmu.backend", "--pmu-backend", STR(pmu_backend), 0, 0, "perf|sim", "perf_event_open, or the simulated PMU (default perf)"},
     {"pmu.profile", "--pmu-profile", STR(pmu_profile), 0, 0, NULL, "event profile name, or 'auto' from /proc/cpuinfo"},
@@ -96,6 +110,13 @@ void hm_config_defaults(hm_agent_config *cfg)
     strcpy(cfg->nats_rack, "r0");
     cfg->nats_publish_every_ms = 1000;
     strcpy(cfg->socket_path, "/run/hushmon/agent.sock");
+    snprintf(cfg->socket_mode, sizeof cfg->socket_mode, "%04o", HM_CONTROL_SOCKET_MODE);
+    cfg->control_client_idle_ms = HM_CONTROL_CLIENT_IDLE_MS;
+    cfg->control_clients_per_uid = HM_CONTROL_CLIENTS_PER_UID;
+    cfg->app_clients_per_uid = HM_APP_CLIENTS_PER_UID;
+    cfg->app_idle_ms = HM_APP_IDLE_MS;
+    cfg->app_series_per_job = HM_APP_SERIES_PER_JOB;
+    cfg->app_records_per_client = HM_APP_RECORDS_PER_CLIENT;
     strcpy(cfg->pmu_mode, "kernel");
     strcpy(cfg->pmu_backend, "perf");
     strcpy(cfg->pmu_profile, "auto");
@@ -247,6 +268,29 @@ static int check_url_list(const char *urls, hm_error *err)
     return 0;
 }
 
+int hm_config_group_id(const char *key, const char *group, long *gid, hm_error *err)
+{
+    *gid = -1;
+    if (group[0] == '\0')
+        return 0;
+    char *end = NULL;
+    long v = strtol(group, &end, 10);
+    if (end != group && *end == '\0' && v >= 0) {
+        *gid = v;
+        return 0;
+    }
+    const struct group *g = getgrnam(group);
+    if (g == NULL)
+        return hm_error_set(err, "%s: no group '%s' on this host", key, group);
+    *gid = (long)g->gr_gid;
+    return 0;
+}
+
+unsigned hm_config_socket_mode(const hm_agent_config *cfg)
+{
+    return (unsigned)strtoul(cfg->socket_mode, NULL, 8);
+}
+
 int hm_config_check(const hm_agent_config *cfg, hm_error *err)
 {
     if (cfg->offset_ms >= cfg->period_ms)
@@ -267,6 +311,17 @@ int hm_config_check(const hm_agent_config *cfg, hm_error *err)
         return hm_error_set(err, "sink.total_bytes must be at least twice sink.file_bytes");
     if (strstr(cfg->scope_cgroup, "..") != NULL)
         return hm_error_set(err, "scope.cgroup must not contain '..' (a path under cgroup_root)");
+    size_t digits = strspn(cfg->socket_mode, "01234567");
+    if (digits == 0 || cfg->socket_mode[digits] != '\0' || hm_config_socket_mode(cfg) > 0777)
+        return hm_error_set(err, "control.socket_mode '%s' is not an octal mode (0600 .. 0777)",
+                            cfg->socket_mode);
+    if ((hm_config_socket_mode(cfg) & 0600) != 0600)
+        return hm_error_set(err, "control.socket_mode %s: the agent's own user needs rw (06xx)",
+                            cfg->socket_mode);
+    long gid;
+    if (hm_config_group_id("control.admin_group", cfg->admin_group, &gid, err) < 0 ||
+        hm_config_group_id("control.socket_group", cfg->socket_group, &gid, err) < 0)
+        return -1;
     return 0;
 }
 

@@ -27,7 +27,16 @@ typedef struct hm_agent_config {
     char nats_rack[64];           /* sink nats: subject token hm.raw.<rack>.<host> */
     int64_t nats_publish_every_ms; /* sink nats: publish at most this often (batches wait) */
     char socket_path[PATH_MAX];   /* "" = no control socket */
-    char admin_uids[256];         /* uids allowed every `set` besides root, "1000,1001" */
+    char admin_uids[256];         /* uids allowed everything besides root, "1000,1001" */
+    char admin_group[64];         /* its members are admins too (name or gid); "" none */
+    char socket_mode[8];          /* control socket's mode, octal ("0660") */
+    char socket_group[64];        /* control socket's group (name or gid); "" the agent's */
+    int64_t control_client_idle_ms; /* a request line must come within this */
+    int64_t control_clients_per_uid; /* control connections one user uid may hold */
+    int64_t app_clients_per_uid;  /* app.sock connections one uid may hold */
+    int64_t app_idle_ms;          /* an app client silent this long is dropped; 0 never */
+    int64_t app_series_per_job;   /* series one job may fill per period */
+    int64_t app_records_per_client; /* records taken from one client per period */
     int64_t batch_bytes;          /* capacity of one period's batch */
     char pmu_mode[16];            /* none | kernel | rotate */
     char pmu_backend[16];         /* perf | sim */
@@ -64,6 +73,12 @@ int hm_config_build(hm_agent_config *out, const char *config_path,
                     const hm_config_override *overrides, size_t n_overrides, hm_error *err);
 /* Cross-field checks (offset < period, known modes). */
 int hm_config_check(const hm_agent_config *cfg, hm_error *err);
+
+/* A group given by name or number ("" -> -1); an unknown name is an
+ * error naming the key. */
+int hm_config_group_id(const char *key, const char *group, long *gid, hm_error *err);
+/* control.socket_mode as a number (checked by hm_config_check). */
+unsigned hm_config_socket_mode(const hm_agent_config *cfg);
 
 /* Finds the option key for a long flag ("--period-ms" -> "period_ms");
  * NULL if unknown. */

@@ -13,32 +13,58 @@
 #include "hm_timer.h"
 #include "hm_log.h"
 
-int hm_control_open(hm_control *c, const char *path, hm_error *err)
+const char *const hm_control_refusal_names[HM_CONTROL_REFUSALS] = {
+    [HM_CONTROL_UNAUTHORIZED] = "unauthorized", [HM_CONTROL_BUSY] = "busy",
+    [HM_CONTROL_UID_CAP] = "uid_cap",           [HM_CONTROL_IDLE] = "idle",
+    [HM_CONTROL_LONG_LINE] = "long_line",
+};
+
+void hm_control_default_settings(hm_control_settings *s)
+{
+    *s = (hm_control_settings){.socket_mode = HM_CONTROL_SOCKET_MODE,
+                               .socket_gid = -1,
+                               .client_idle_ms = HM_CONTROL_CLIENT_IDLE_MS,
+                               .clients_per_uid = HM_CONTROL_CLIENTS_PER_UID};
+}
+
+void hm_control_init(hm_control *c)
 {
     memset(c, 0, sizeof *c);
     c->listen_fd = -1;
-    c->peer_uid = -1;
+    hm_control_default_settings(&c->settings);
     for (int i = 0; i < HM_CONTROL_CLIENTS; i++)
         c->client[i].fd = -1;
-    if (path[0] == '\0')
-        return 0;
+}
+
+int hm_socket_listen_safely(int type, const char *path, unsigned mode, long gid, int backlog,
+                            hm_error *err)
+{
     struct sockaddr_un addr;
     memset(&addr, 0, sizeof addr);
     addr.sun_family = AF_UNIX;
     if (strlen(path) >= sizeof addr.sun_path)
-        return hm_error_set(err, "control socket path %s too long (max %zu)", path,
+        return hm_error_set(err, "socket path %s too long (max %zu)", path,
                             sizeof addr.sun_path - 1);
     strcpy(addr.sun_path, path);
-    /* Create the parent directory (e.g. /run/hushmon) if needed. */
+    /* In a folder anyone may write to, another user could remove our file
+     * and put theirs (or a link) in its place: nothing would be safe. */
     char dir[sizeof addr.sun_path];
     strcpy(dir, path);
     char *slash = strrchr(dir, '/');
-    if (slash != NULL && slash != dir) {
+    if (slash == dir)
+        slash[1] = '\0';
+    else if (slash != NULL)
         *slash = '\0';
-        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-            return hm_error_errno(err, "creating %s", dir);
-    }
-    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    else
+        strcpy(dir, ".");
+    struct stat st;
+    if (stat(dir, &st) < 0)
+        return hm_error_errno(err, "folder of %s", path);
+    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+        return hm_error_set(err, "refusing to listen on %s: anyone may write to %s (mode %04o, "
+                            "no sticky bit), so another user could replace the socket",
+                            path, dir, (unsigned)(st.st_mode & 07777));
+    int probe = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
     if (probe < 0)
         return hm_error_errno(err, "socket");
     if (connect(probe, (struct sockaddr *)&addr, sizeof addr) == 0) {
@@ -46,18 +72,63 @@ int hm_control_open(hm_control *c, const char *path, hm_error *err)
         return hm_error_set(err, "another agent is listening on %s", path);
     }
     close(probe);
-    unlink(path); /* stale socket from a dead agent */
-    c->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (c->listen_fd < 0)
+    if (unlink(path) < 0 && errno != ENOENT) /* stale socket from a dead agent */
+        return hm_error_errno(err, "removing the stale %s", path);
+    int fd = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
         return hm_error_errno(err, "socket");
-    if (bind(c->listen_fd, (struct sockaddr *)&addr, sizeof addr) < 0 ||
-        listen(c->listen_fd, 8) < 0) {
-        hm_error_errno(err, "listening on %s", path);
-        close(c->listen_fd);
-        c->listen_fd = -1;
+    /* bind() creates the file at 0777 & ~umask: with this umask it has its
+     * final mode from the start (the agent has one thread, so the umask is
+     * ours for these lines). Nobody can connect before listen(), by which
+     * time its group is set too. */
+    mode_t old = umask((mode_t)(~mode & 0777));
+    int rc = bind(fd, (struct sockaddr *)&addr, sizeof addr);
+    umask(old);
+    if (rc < 0) {
+        hm_error_errno(err, "binding %s", path);
+        close(fd);
         return -1;
     }
-    chmod(path, 0660);
+    if (gid >= 0 && lchown(path, (uid_t)-1, (gid_t)gid) < 0) {
+        hm_error_errno(err, "giving %s to group %ld", path, gid);
+        close(fd);
+        unlink(path);
+        return -1;
+    }
+    if (listen(fd, backlog) < 0) {
+        hm_error_errno(err, "listening on %s", path);
+        close(fd);
+        unlink(path);
+        return -1;
+    }
+    return fd;
+}
+
+int hm_control_open(hm_control *c, const char *path, const hm_control_settings *s,
+                    hm_error *err)
+{
+    hm_control_init(c);
+    c->settings = *s;
+    if (path[0] == '\0')
+        return 0;
+    if (strlen(path) >= sizeof c->path)
+        return hm_error_set(err, "control socket path %s too long (max %zu)", path,
+                            sizeof c->path - 1);
+    /* Create the parent directory (e.g. /run/hushmon) if needed. */
+    char dir[sizeof c->path];
+    strcpy(dir, path);
+    char *slash = strrchr(dir, '/');
+    if (slash != NULL && slash != dir) {
+        *slash = '\0';
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+            return hm_error_errno(err, "creating %s", dir);
+    }
+    /* A backlog that a burst of refused connections does not fill before
+     * the loop accepts (and refuses) them. */
+    c->listen_fd = hm_socket_listen_safely(SOCK_STREAM, path, s->socket_mode, s->socket_gid, 64,
+                                           err);
+    if (c->listen_fd < 0)
+        return hm_error_wrap(err, "control socket");
     strcpy(c->path, path);
     return 0;
 }
@@ -93,6 +164,18 @@ size_t hm_control_pollfds(const hm_control *c, struct pollfd *fds)
     return n;
 }
 
+int hm_control_timeout_ms(const hm_control *c)
+{
+    int64_t first = INT64_MAX;
+    for (int i = 0; i < HM_CONTROL_CLIENTS; i++)
+        if (c->client[i].fd >= 0 && c->client[i].deadline_ns < first)
+            first = c->client[i].deadline_ns;
+    if (first == INT64_MAX)
+        return -1;
+    int64_t left = first - hm_monotonic_ns();
+    return left > 0 ? (int)((left + 999999) / 1000000) : 0;
+}
+
 /* Sends one response line; a client that does not read it is dropped
  * rather than allowed to block the agent. */
 static bool respond(hm_control_client *cl, const char *text)
@@ -109,7 +192,8 @@ static bool respond(hm_control_client *cl, const char *text)
     return w == n;
 }
 
-static void serve_client(hm_control_client *cl, hm_control_handler handler, void *arg)
+static void serve_client(hm_control *c, hm_control_client *cl, hm_control_handler handler,
+                         void *arg)
 {
     ssize_t n = recv(cl->fd, cl->buf + cl->len, sizeof cl->buf - 1 - cl->len, MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
@@ -127,7 +211,9 @@ static void serve_client(hm_control_client *cl, hm_control_handler handler, void
         if (nl > cl->buf && nl[-1] == '\r')
             nl[-1] = '\0';
         char response[HM_CONTROL_LINE_MAX];
+        c->peer = &cl->peer;
         handler(arg, cl->buf, response, sizeof response);
+        c->peer = NULL;
         size_t used = (size_t)(nl + 1 - cl->buf);
         memmove(cl->buf, nl + 1, cl->len - used);
         cl->len -= used;
@@ -135,48 +221,120 @@ static void serve_client(hm_control_client *cl, hm_control_handler handler, void
             drop_client(cl);
             return;
         }
+        /* The next line has the same time again, from this answer. */
+        cl->deadline_ns = hm_monotonic_ns() + c->settings.client_idle_ms * 1000000;
     }
     if (cl->len == sizeof cl->buf - 1) {
+        hm_refuse(&c->log, &c->refused[HM_CONTROL_LONG_LINE], 1, "control socket",
+                  "dropped uid %ld (pid %ld): a request line longer than %d bytes", cl->peer.uid,
+                  cl->peer.pid, HM_CONTROL_LINE_MAX - 2);
         respond(cl, "error request line too long");
         drop_client(cl);
     }
 }
 
+/* The kernel's word on who connected. */
+static void read_peer(int fd, hm_control_peer *p)
+{
+    *p = (hm_control_peer){.uid = -1, .gid = -1, .pid = -1};
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+        p->uid = (long)cred.uid;
+        p->gid = (long)cred.gid;
+        p->pid = (long)cred.pid;
+    }
+    gid_t groups[HM_CONTROL_GROUPS_MAX];
+    len = sizeof groups;
+    /* A peer in more groups than we keep answers ERANGE: then only its
+     * primary group counts (an admin group should be among its first). */
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) == 0) {
+        p->ngroups = len / sizeof groups[0];
+        for (size_t i = 0; i < p->ngroups; i++)
+            p->groups[i] = (uint32_t)groups[i];
+    }
+}
+
+/* A new connection: refused when its uid holds its share of slots, or
+ * every slot it may take is held; the reason is its answer. */
+static void accept_client(hm_control *c, int fd, hm_control_admin_test is_admin, void *arg)
+{
+    hm_control_peer peer;
+    read_peer(fd, &peer);
+    bool admin = peer.uid >= 0 && is_admin(arg, &peer);
+    int free_slot = -1, held_by_uid = 0, held_by_users = 0;
+    for (int k = 0; k < HM_CONTROL_CLIENTS; k++) {
+        const hm_control_client *o = &c->client[k];
+        if (o->fd < 0) {
+            if (free_slot < 0)
+                free_slot = k;
+            continue;
+        }
+        held_by_users += !o->admin;
+        held_by_uid += o->peer.uid == peer.uid;
+    }
+    const char *refusal = NULL;
+    int reason = -1;
+    if (!admin && held_by_uid >= c->settings.clients_per_uid) {
+        reason = HM_CONTROL_UID_CAP;
+        refusal = "error too many control clients of this uid (control.clients_per_uid)\n";
+    } else if (free_slot < 0 ||
+               (!admin && held_by_users >= HM_CONTROL_CLIENTS - HM_CONTROL_ADMIN_SLOTS)) {
+        reason = HM_CONTROL_BUSY;
+        refusal = "error too many control clients\n";
+    }
+    if (refusal != NULL) {
+        hm_refuse(&c->log, &c->refused[reason], 1, "control socket",
+                  "refused uid %ld (pid %ld): %s", peer.uid, peer.pid,
+                  reason == HM_CONTROL_UID_CAP ? "it holds control.clients_per_uid connections"
+                                               : "every slot users may take is held");
+        ssize_t ignored = send(fd, refusal, strlen(refusal), MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)ignored;
+        close(fd);
+        return;
+    }
+    hm_control_client *slot = &c->client[free_slot];
+    slot->fd = fd;
+    slot->len = 0;
+    slot->peer = peer;
+    slot->admin = admin;
+    slot->deadline_ns = hm_monotonic_ns() + c->settings.client_idle_ms * 1000000;
+}
+
 void hm_control_serve(hm_control *c, const struct pollfd *fds, size_t n,
-                      hm_control_handler handler, void *arg)
+                      hm_control_handler handler, hm_control_admin_test is_admin, void *arg)
 {
     for (size_t i = 0; i < n; i++) {
         if (fds[i].revents == 0)
             continue;
         if (fds[i].fd == c->listen_fd) {
-            int fd = accept4(c->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-            if (fd < 0)
-                continue;
-            hm_control_client *slot = NULL;
-            for (int k = 0; k < HM_CONTROL_CLIENTS && slot == NULL; k++)
-                if (c->client[k].fd < 0)
-                    slot = &c->client[k];
-            if (slot == NULL) {
-                const char *busy = "error too many control clients\n";
-                ssize_t ignored = send(fd, busy, strlen(busy), MSG_DONTWAIT | MSG_NOSIGNAL);
-                (void)ignored;
-                close(fd);
-                continue;
+            /* Everything queued, so a flood of connections is refused as
+             * fast as it comes and the backlog stays open for the prolog. */
+            for (int k = 0; k < 256; k++) {
+                int fd = accept4(c->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                if (fd < 0)
+                    break;
+                accept_client(c, fd, is_admin, arg);
             }
-            slot->fd = fd;
-            slot->len = 0;
-            struct ucred cred;
-            socklen_t clen = sizeof cred;
-            slot->uid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 ? (long)cred.uid
-                                                                                  : -1;
             continue;
         }
         for (int k = 0; k < HM_CONTROL_CLIENTS; k++)
-            if (c->client[k].fd == fds[i].fd) {
-                c->peer_uid = c->client[k].uid;
-                serve_client(&c->client[k], handler, arg);
-                c->peer_uid = -1;
-            }
+            if (c->client[k].fd == fds[i].fd)
+                serve_client(c, &c->client[k], handler, arg);
+    }
+    int64_t now = hm_monotonic_ns();
+    for (int k = 0; k < HM_CONTROL_CLIENTS; k++) {
+        hm_control_client *cl = &c->client[k];
+        if (cl->fd < 0 || now < cl->deadline_ns)
+            continue;
+        hm_refuse(&c->log, &c->refused[HM_CONTROL_IDLE], 1, "control socket",
+                  "dropped uid %ld (pid %ld): no complete request line within %lld ms "
+                  "(control.client_idle_ms; %zu bytes of one were sent)", cl->peer.uid,
+                  cl->peer.pid, (long long)c->settings.client_idle_ms, cl->len);
+        const char *gone = "error no complete request line in time\n";
+        ssize_t ignored = send(cl->fd, gone, strlen(gone), MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)ignored;
+        drop_client(cl);
     }
 }
 

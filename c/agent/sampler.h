@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "control.h"
 #include "hm_error.h"
 #include "jobs.h"
 #include "lp.h"
@@ -49,6 +50,7 @@ typedef struct hm_self_stats {
     double jitter_us;         /* this wake-up minus its scheduled instant */
     uint64_t rss_bytes;       /* filled in by the self source */
     uint64_t samples_dropped; /* total: missed periods + lines lost to spool bounds */
+    uint64_t control_refused[HM_CONTROL_REFUSALS]; /* control socket refusals by reason */
     int64_t period_ms;
 } hm_self_stats;
 

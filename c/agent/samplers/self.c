@@ -1,7 +1,8 @@
 /* self: the agent's own cost, every period (hushmon_agent measurement):
  * CPU time of the previous complete cycle, lateness of this wake-up,
  * resident size (from /proc/self/statm, always the real one, not under
- * --root), samples dropped so far. */
+ * --root), samples dropped so far, the control socket's refusals. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -53,6 +54,12 @@ static int self_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_err
     hm_lp_field_i64(out, "rss_bytes", (int64_t)ctx->self->rss_bytes);
     hm_lp_field_i64(out, "samples_dropped", (int64_t)ctx->self->samples_dropped);
     hm_lp_field_i64(out, "period_ms", ctx->self->period_ms);
+    /* Refusals on the control socket by reason (docs/security.md). */
+    for (int r = 0; r < HM_CONTROL_REFUSALS; r++) {
+        char field[48];
+        snprintf(field, sizeof field, "control_%s", hm_control_refusal_names[r]);
+        hm_lp_field_i64(out, field, (int64_t)ctx->self->control_refused[r]);
+    }
     hm_lp_end(out);
     return 0;
 }
@@ -61,7 +68,8 @@ const hm_sampler_ops hm_sampler_self = {
     .name = "self",
     .reads = "/proc/self/statm and the loop's own clocks",
     .measurement = "hushmon_agent",
-    .fields = "cpu_us (previous cycle) jitter_us rss_bytes samples_dropped period_ms",
+    .fields = "cpu_us (previous cycle) jitter_us rss_bytes samples_dropped period_ms "
+              "control_unauthorized control_busy control_uid_cap control_idle control_long_line",
     .default_on = true,
     .node_local = true,
     .open = self_open,
