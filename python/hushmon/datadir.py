@@ -9,14 +9,90 @@ user can find, copy or delete everything in one place:
     <data>/run/agent.sock      the embedded agent's control socket
 
 <data> is --data-dir, else $HUSHMON_DATA, else ~/.local/share/hushmon.
+
+Everything there holds job data (every job's measurements, the
+applications' event text), so it is its owner's only: the folder is made
+0700, and the commands that write the store and reports do it under
+:func:`owner_only`. A job id or host name comes from the data (an agent,
+the wire) and becomes a folder name only through :func:`path_component`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
+import hashlib
 import os
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+# Kept as they are in a file name; everything else is written %XX. Slurm's
+# job ids (42, 42_7 for arrays, 42+1 for heterogeneous jobs) and host names
+# pass unchanged.
+_PLAIN = re.compile(r"[A-Za-z0-9_.+=,@-]")
+# Below NAME_MAX (255 bytes) with room for a suffix such as ".parquet".
+MAX_COMPONENT_BYTES = 200
+_HASH_CHARS = 16
+
+
+def path_component(name: str) -> str:
+    """``name`` (a job id, a host: data from an agent or the wire) as one
+    file name that stays inside its folder: '/', NUL, a leading '.' (so
+    never '.' or '..') and every character outside a small plain set are
+    written %XX (their UTF-8 bytes), '%' too, so two names never share a
+    folder. A name longer than :data:`MAX_COMPONENT_BYTES` keeps its start
+    and ends in '~' and a hash of the whole."""
+    out = []
+    for i, ch in enumerate(name):
+        if _PLAIN.fullmatch(ch) and not (i == 0 and ch == "."):
+            out.append(ch)
+        else:
+            out += [f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass")]
+    text = "".join(out) or "%"  # '%' alone: no other name encodes to it
+    if len(text) > MAX_COMPONENT_BYTES:
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
+        text = text[: MAX_COMPONENT_BYTES - _HASH_CHARS - 1] + "~" + digest[:_HASH_CHARS]
+    return text
+
+
+@contextlib.contextmanager
+def owner_only() -> Iterator[None]:
+    """Files and folders this process makes meanwhile are its owner's only
+    (umask 077): the store, its write-ahead log (which DuckDB makes again
+    after every checkpoint), reports and exports. Programs started meanwhile
+    inherit it, so a job is never run inside."""
+    previous = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def writes_job_data(command: Command) -> Command:
+    """A command that writes the store, reports or exports runs :func:`owner_only`."""
+
+    @functools.wraps(command)
+    def private(args: argparse.Namespace) -> int:
+        with owner_only():
+            return command(args)
+
+    return private
+
+
+def drop_world_access(path: Path) -> None:
+    """Takes the world's read/write bits off a file of ours made before
+    hushmon kept job data private (a store made 0644); a group a site gave
+    on purpose keeps its bits."""
+    with contextlib.suppress(FileNotFoundError):
+        st = path.stat()
+        if st.st_uid == os.geteuid() and st.st_mode & 0o007:
+            path.chmod(st.st_mode & 0o7770)
 
 
 @dataclass(frozen=True)
@@ -39,11 +115,19 @@ class DataDir:
     def agent_socket(self) -> Path:
         return self.run / "agent.sock"
 
+    @property
+    def reports_root(self) -> Path:
+        return self.root / "reports"
+
     def reports(self, job: str) -> Path:
-        return self.root / "reports" / job
+        """A job's report folder; ``job`` may come from the data."""
+        return self.reports_root / path_component(job)
 
     def create(self) -> DataDir:
-        for path in (self.root, self.spool, self.run):
+        # Only a folder made here is made private; one that exists keeps its mode.
+        self.root.parent.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, exist_ok=True)
+        for path in (self.spool, self.run):
             path.mkdir(parents=True, exist_ok=True)
         return self
 

@@ -24,6 +24,11 @@
 #include "spool_files.h"
 #include "write_all.h"
 
+/* Spool files hold every job's measurements and the applications' event
+ * text: the agent's user (root on a cluster) reads them, no one else. */
+#define SPOOL_FILE_MODE 0600
+#define SPOOL_DIR_MODE 0700 /* the spool folder itself; folders above it 0755 */
+
 struct hm_spool {
     char dir[PATH_MAX];
     char host[64];
@@ -60,7 +65,7 @@ static int mkdir_p(const char *path, hm_error *err)
             return hm_error_errno(err, "creating %s", tmp);
         *p = '/';
     }
-    if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+    if (mkdir(tmp, SPOOL_DIR_MODE) < 0 && errno != EEXIST)
         return hm_error_errno(err, "creating %s", tmp);
     return 0;
 }
@@ -267,13 +272,15 @@ static int open_next(spool_state *s, hm_error *err)
                      (long long)s->start_ns, (unsigned long long)s->seq);
     if (n < 0 || (size_t)n >= sizeof s->open_path)
         return hm_error_set(err, "spool path too long");
-    s->fd = open(s->open_path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    s->fd = open(s->open_path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
+                 SPOOL_FILE_MODE);
     if (s->fd < 0 && errno == ENOENT) {
         /* Someone removed the spool directory: make it again. */
         if (mkdir_p(s->dir, err) < 0)
             return -1;
         hm_log_warn("spool directory %s was missing; created it again", s->dir);
-        s->fd = open(s->open_path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+        s->fd = open(s->open_path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
+                 SPOOL_FILE_MODE);
     }
     if (s->fd < 0)
         return hm_error_errno(err, "creating %s", s->open_path);

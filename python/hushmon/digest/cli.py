@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hushmon import jsonio
-from hushmon.datadir import add_data_dir_options, from_args
+from hushmon.datadir import add_data_dir_options, from_args, writes_job_data
 
 
 def register(subparsers: Any) -> None:
@@ -42,6 +42,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+@writes_job_data
 def run(args: argparse.Namespace) -> int:
     # imported here: matplotlib and scipy would slow every hushmon command's start
     from hushmon.digest.build import build_digest

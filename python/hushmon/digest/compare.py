@@ -29,6 +29,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from hushmon import __version__, jsonio
+from hushmon.datadir import path_component
 from hushmon.digest.build import attach_fabric
 from hushmon.digest.factors import (
     FACTORS,
@@ -264,7 +265,7 @@ def compare_runs(
     runs: list[Run] = []
     for job_id, size, label in parsed:
         job = load_job(db_path, job_id)
-        previous = reports / job_id / "digest.json" if reports is not None else None
+        previous = reports / path_component(job_id) / "digest.json" if reports else None
         attach_fabric(job, topology, previous if previous and previous.exists() else None)
         run = _measure(job, size if size is not None else float(len(job.hosts)))
         run.label = label

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hushmon import jsonio
-from hushmon.datadir import add_data_dir_options, from_args
+from hushmon.datadir import add_data_dir_options, from_args, writes_job_data
 
 
 def register(subparsers: Any) -> None:
@@ -40,12 +40,13 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+@writes_job_data
 def run(args: argparse.Namespace) -> int:
     from hushmon.digest.compare import compare_runs, parse_run
 
     dd, db = from_args(args)
     jobs = [parse_run(r)[0] for r in args.runs]
-    out = args.out or dd.root / "reports" / ("compare-" + "-".join(jobs))[:120]
+    out = args.out or dd.reports("compare-" + "-".join(jobs))
     cmp = compare_runs(
         db,
         args.runs,
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         size_label="processes" if args.size_is == "processes" else "problem size",
         work_per_process_falls_with_size=args.size_is == "processes",
         topology=args.topology,
-        reports=dd.root / "reports",
+        reports=dd.reports_root,
     )
     human = jsonio.human_stream(args.json)
     for line in cmp.summary_lines():

@@ -257,8 +257,8 @@ def _compare(data: DataDir, specs: list[str], name: str, what: str) -> dict[str,
         cmp = compare_runs(
             data.database,
             specs,
-            data.root / "reports" / name,
-            reports=data.root / "reports",
+            data.reports(name),
+            reports=data.reports_root,
         )
     except HushmonError as exc:
         _say(f"compare failed: {exc}")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hushmon.datadir import DataDir
+from hushmon.datadir import DataDir, owner_only
 from hushmon.errors import HushmonError
 from hushmon.run.agent import AgentClient, AgentError, EmbeddedAgent, remove_stale_socket
 from hushmon.run.agent import running_agent as find_running_agent
@@ -256,6 +256,17 @@ def analyse(
     ``collected``: the data is in a store the online transport's collector
     wrote (the test bed with NATS); nothing is ingested, the digest is
     built there while the context holds it."""
+    with owner_only():  # after the job: its own files keep the user's umask
+        _analyse(outcome, options, spool, warn, collected)
+
+
+def _analyse(
+    outcome: RunOutcome,
+    options: RunOptions,
+    spool: Path,
+    warn: Warn,
+    collected: AbstractContextManager[Path] | None,
+) -> None:
     if collected is not None:
         try:
             with collected as db:

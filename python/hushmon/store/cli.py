@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from hushmon import jsonio
-from hushmon.datadir import add_data_dir_options, from_args
+from hushmon.datadir import add_data_dir_options, from_args, writes_job_data
 from hushmon.errors import HushmonError
 
 EXPORT_FORMATS = ("parquet", "csv")  # hushmon.store.query.EXPORT_FORMATS (kept light to import)
@@ -34,6 +34,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+@writes_job_data
 def run(args: argparse.Namespace) -> int:
     # imported here so that 'hushmon --help' does not load duckdb and pyarrow
     from hushmon.store.ingest import ingest_spool

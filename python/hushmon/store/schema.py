@@ -12,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 
+from hushmon.datadir import drop_world_access
 from hushmon.errors import HushmonError
 
 SCHEMA_VERSION = 2
@@ -173,6 +174,9 @@ def open_store(path: Path, create: bool = True) -> duckdb.DuckDBPyConnection:
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
     con = _connect(path, read_only=False)
+    # A store made before job data was kept private (0644) is made so now.
+    for made in (path, path.with_name(path.name + ".wal")):
+        drop_world_access(made)
     version = _check_version(con, path)
     if version is None or version < SCHEMA_VERSION:
         # A new store gets every table; an older one the tables added since

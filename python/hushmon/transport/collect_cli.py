@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hushmon import jsonio
-from hushmon.datadir import add_data_dir_options, from_args
+from hushmon.datadir import add_data_dir_options, from_args, writes_job_data
 
 
 def register(subparsers: Any) -> None:
@@ -55,6 +55,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+@writes_job_data
 def run(args: argparse.Namespace) -> int:
     from hushmon.errors import HushmonError
     from hushmon.transport.collector import CollectOptions, collect
