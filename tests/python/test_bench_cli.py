@@ -205,7 +205,8 @@ def test_missing_program_says_how_to_build(tmp_path: Path, monkeypatch, capsys) 
     ("argv", "expected"),
     [
         (["bench", "bogus"], "unexpected argument 'bogus'"),
-        (["bench", "--np", "0"], "--np must be at least 1"),
+        (["bench", "--np", "0"], "--np must be 1 .. "),
+        (["bench", "--np", "100000000"], "(64 per CPU of this machine, where mpirun starts"),
         (["bench", "--timeout", "0"], "--timeout must be positive"),
         (["bench", "--method", "sync,,loop"], "--method: empty name"),
     ],

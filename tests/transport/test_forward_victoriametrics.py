@@ -108,3 +108,34 @@ def test_a_full_queue_drops_and_counts_and_a_dead_server_fails_counted() -> None
     assert stats.dropped_queue_full > 0
     assert stats.failed_batches + stats.dropped_queue_full == 50 and stats.retries >= 1
     assert stats.posted_batches == 0 and stats.last_error
+
+
+def test_the_queue_is_bounded_by_bytes_and_counts_what_it_drops() -> None:
+    """Large batches to a server that takes connections but never answers:
+    the queue holds at most queue_bytes (a count bound alone would hold
+    10,000 of them); the rest is dropped, counted in batches and bytes."""
+    import socket
+
+    stalled = socket.socket()
+    stalled.bind(("127.0.0.1", 0))
+    stalled.listen(64)  # never accepted: every post waits for an answer
+    mib = 1 << 20
+    forwarder = LineForwarder(
+        f"http://127.0.0.1:{stalled.getsockname()[1]}",
+        queue_bytes=4 * mib,
+        retry_delays_s=(0.01,),
+    )
+    try:
+        batch = b"cpu,host=n1 v=1 1\n" * (mib // 18)
+        for _ in range(40):
+            forwarder.offer(batch)
+            assert forwarder.queued_bytes() <= 4 * mib
+        stats = forwarder.stats
+        assert stats.queued <= 5  # 4 queued, and maybe 1 the posting thread took
+        assert stats.dropped_queue_full == 40 - stats.queued
+        assert stats.dropped_bytes == stats.dropped_queue_full * len(batch)
+        forwarder.offer(b"x" * (5 * mib))  # one batch larger than the bound
+        assert stats.dropped_queue_full == 41 - stats.queued
+    finally:
+        stalled.close()  # the stuck post fails, the thread drains the queue
+        forwarder.close(timeout_s=30)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,10 @@ from hushmon.errors import HushmonError
 # different shapes (one-to-all, all-to-all reduce, all-to-all, sync), both
 # methods so the loop error shows, and the two timer checks.
 DEMO_NPROCS = 2
+# hushmon bench launches every rank on this machine (mpirun, oversubscribed
+# past the cores): beyond this many per CPU the machine thrashes or runs out
+# of processes, and the timings mean nothing.
+MAX_RANKS_PER_CPU = 64
 DEMO_OPS = "bcast,allreduce,alltoall,barrier,waitpatternup,waitpatternnull"
 DEMO_SIZES = "1:64K:x2"
 DEMO_METHOD = "both"
@@ -140,8 +145,12 @@ def run_bench(args: argparse.Namespace, extra: list[str]) -> int:
             if getattr(args, name) is None:
                 setattr(args, name, value)
     nprocs = args.np if args.np is not None else DEMO_NPROCS
-    if nprocs < 1:
-        raise HushmonError(f"--np must be at least 1, got {nprocs}")
+    most = MAX_RANKS_PER_CPU * (os.cpu_count() or 1)
+    if not 1 <= nprocs <= most:
+        raise HushmonError(
+            f"--np must be 1 .. {most} ({MAX_RANKS_PER_CPU} per CPU of this machine, where "
+            f"mpirun starts every rank), got {nprocs}; across nodes run hushmon-bench under srun"
+        )
     if args.timeout is not None and args.timeout <= 0:
         raise HushmonError(f"--timeout must be positive, got {args.timeout:g}")
     out_dir = Path(args.out) if args.out else default_out_dir()

@@ -2,7 +2,9 @@
 InfluxDB-compatible ``/write``), for sites that use Grafana.
 
 It never blocks the store path: the collector offers each stored batch to a
-bounded queue and goes on; when the queue is full the batch is dropped for
+queue bounded by bytes (a batch may be up to the server's max payload, so a
+count alone could hold gigabytes while the forward target is slow) and by
+count, and goes on; when either is reached the batch is dropped for
 forwarding only (it is in the store) and counted. A thread posts what is
 queued in bodies of up to ``max_body_bytes``, retrying a failed post with
 back-off before counting it as failed.
@@ -18,6 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 
 QUEUE_BATCHES = 10_000
+QUEUE_BYTES = 64 << 20
 MAX_BODY_BYTES = 4 << 20
 RETRY_DELAYS_S = (0.2, 0.5, 1.0, 2.0)
 POST_TIMEOUT_S = 10.0
@@ -27,7 +30,8 @@ POST_TIMEOUT_S = 10.0
 class ForwardStats:
     url: str
     queued: int = 0
-    dropped_queue_full: int = 0
+    dropped_queue_full: int = 0  # by count or by bytes
+    dropped_bytes: int = 0
     posted_batches: int = 0
     posted_bytes: int = 0
     posts: int = 0
@@ -43,28 +47,44 @@ class LineForwarder:
         self,
         base_url: str,
         queue_batches: int = QUEUE_BATCHES,
+        queue_bytes: int = QUEUE_BYTES,
         max_body_bytes: int = MAX_BODY_BYTES,
         retry_delays_s: tuple[float, ...] = RETRY_DELAYS_S,
     ) -> None:
         self.write_url = base_url.rstrip("/") + "/write"
         self.stats = ForwardStats(self.write_url)
         self.max_body_bytes = max_body_bytes
+        self.queue_bytes = queue_bytes
         self.retry_delays_s = retry_delays_s
         self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=queue_batches)
         self._stats_lock = threading.Lock()
+        self._queued_bytes = 0  # of the batches in _queue; under _stats_lock
         self._thread = threading.Thread(target=self._run, name="hushmon-forward", daemon=True)
         self._thread.start()
 
     def offer(self, batch: bytes) -> None:
         """Queues a batch without waiting; a full queue drops it (counted)."""
-        try:
-            self._queue.put_nowait(batch)
-        except queue.Full:
-            with self._stats_lock:
-                self.stats.dropped_queue_full += 1
-            return
         with self._stats_lock:
+            fits = self._queued_bytes + len(batch) <= self.queue_bytes
+            if fits:
+                try:
+                    self._queue.put_nowait(batch)
+                except queue.Full:
+                    fits = False
+            if not fits:
+                self.stats.dropped_queue_full += 1
+                self.stats.dropped_bytes += len(batch)
+                return
+            self._queued_bytes += len(batch)
             self.stats.queued += 1
+
+    def queued_bytes(self) -> int:
+        with self._stats_lock:
+            return self._queued_bytes
+
+    def _taken(self, batch: bytes) -> None:
+        with self._stats_lock:
+            self._queued_bytes -= len(batch)
 
     def close(self, timeout_s: float = 30.0) -> ForwardStats:
         """Posts what is queued (up to ``timeout_s``) and stops the thread."""
@@ -84,6 +104,7 @@ class LineForwarder:
             item = self._queue.get()
             if item is None:
                 return
+            self._taken(item)
             body, count = [item], 1
             size = len(item)
             # take what else is queued, up to one body
@@ -95,6 +116,7 @@ class LineForwarder:
                 if nxt is None:
                     stop = True
                     break
+                self._taken(nxt)
                 body.append(nxt)
                 size += len(nxt)
                 count += 1
