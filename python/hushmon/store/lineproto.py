@@ -9,8 +9,15 @@ invalid one with a reason.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
+# ASCII only: int() and float() also take other scripts' digits, '_' and
+# surrounding spaces, and a timestamp above int64 cannot be stored.
+_FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_INTEGER = re.compile(r"[+-]?[0-9]{1,20}")
+_TIMESTAMP = re.compile(r"[0-9]{1,19}")
+TIME_NS_MAX = 2**63 - 1
 _TRUE = frozenset(("t", "T", "true", "True", "TRUE"))
 _FALSE = frozenset(("f", "F", "false", "False", "FALSE"))
 
@@ -70,11 +77,15 @@ def parse_value(raw: str) -> float | str:
         return 1.0
     if raw in _FALSE:
         return 0.0
-    text = raw[:-1] if raw[-1] in "iu" else raw
+    integer = raw[-1] in "iu"
+    text = raw[:-1] if integer else raw
+    if not (_INTEGER if integer else _FLOAT).fullmatch(text):
+        non_finite = not integer and text.lower().lstrip("+-") in ("nan", "inf", "infinity")
+        raise LineError(f"{'non-finite value' if non_finite else 'bad number'} {raw[:40]!r}")
     try:
-        value = int(text) if raw[-1] in "iu" else float(text)
-    except ValueError:
-        raise LineError(f"bad number {raw!r}") from None
+        value = int(text) if integer else float(text)
+    except (ValueError, OverflowError):
+        raise LineError(f"bad number {raw[:40]!r}") from None
     if raw[-1] == "u" and value < 0:
         raise LineError(f"negative unsigned value {raw!r}")
     value = float(value)
@@ -120,10 +131,9 @@ def parse_line(line: str) -> ParsedLine:
         )
     key, field_text, time_text = sections
     measurement, tags = parse_key(key)
-    try:
-        time_ns = int(time_text)
-    except ValueError:
-        raise LineError(f"bad timestamp {time_text!r}") from None
+    if not _TIMESTAMP.fullmatch(time_text) or int(time_text) > TIME_NS_MAX:
+        raise LineError(f"bad timestamp {time_text[:40]!r} (ns since 1970, below 2^63)")
+    time_ns = int(time_text)
     fields: dict[str, float] = {}
     strings: list[str] = []
     for part in _split_escaped(field_text, ",", quotes=True):

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hushmon.transport.wire import H_HOST, bad_name
+
 MAX_LOGGED = 200  # reasons kept for the final report; all are in transport_events
 
 
@@ -42,6 +44,14 @@ class CollectStats:
         if len(self.log) < MAX_LOGGED:
             self.log.append(line)
 
+    def add(self, other: CollectStats) -> None:
+        """Adds another's counters and log (a group counted apart)."""
+        for name, value in other.__dict__.items():
+            if isinstance(value, int):
+                setattr(self, name, getattr(self, name) + value)
+        for line in other.log:
+            self.note(line)
+
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
 
@@ -57,3 +67,13 @@ class Event:
     seq: int | None
     count: int
     reason: str
+
+
+def sender_of(msg: Message) -> str:
+    """Who a message says it comes from, safe to store and print: a raw
+    batch's Hm-Host header, else its subject's last token (a node, a rack
+    reducer's rack, the top reducer's job), escaped when it is not a name."""
+    host = (msg.headers or {}).get(H_HOST, "") or msg.subject.rsplit(".", 1)[-1]
+    if bad_name("sender", host):
+        return host[:40].encode("unicode_escape").decode("ascii") or "?"
+    return host

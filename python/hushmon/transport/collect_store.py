@@ -13,6 +13,7 @@ Summaries: :mod:`hushmon.transport.collect_summaries`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from hushmon.store import lineproto
 from hushmon.store.fastparse import FastBatch, parse_batch
 from hushmon.store.ingest import IngestReport, _Ingester, _Parsed, _SpoolFile, canonical_key
 from hushmon.store.schema import open_store
-from hushmon.transport.collect_records import CollectStats, Event, Message
+from hushmon.transport.collect_records import CollectStats, Event, Message, sender_of
 from hushmon.transport.collect_summaries import write_summaries
 from hushmon.transport.natsserver import MAX_PAYLOAD_BYTES
 from hushmon.transport.wire import H_HOST, BatchHeader, parse_batch_header
@@ -39,12 +40,6 @@ class _Accepted:
     header: BatchHeader
     message: Message
     file: _SpoolFile
-
-
-def _event_host(msg: Message) -> str:
-    """The node a bad message claims to come from: its header, else its subject."""
-    host = (msg.headers or {}).get(H_HOST, "")
-    return host or msg.subject.rsplit(".", 1)[-1]
 
 
 # DuckDB's buffer manager may take 80 % of the machine's memory by default:
@@ -77,27 +72,28 @@ class CollectorStore:
     def write_raw(self, messages: list[Message]) -> list[bytes]:
         """Stores the batches not stored yet, in one transaction; returns the
         stored batches' bytes (for forwarding). Raises HushmonError when the
-        store fails (nothing of the call is then stored, nothing must be acked)."""
+        store fails (nothing of the call is then stored, nothing must be acked).
+        A message that breaks the group any other way is set aside alone:
+        the rest is stored, it is counted as rejected (:meth:`_set_aside`)."""
+        try:
+            return self._write_raw_group(messages)
+        except Exception as exc:  # noqa: BLE001 - a store failure or a poison message
+            self._after_failed_group(exc)
+            if len(messages) == 1:
+                self._set_aside(messages[0], exc, "rejected")
+                return []
+            return [data for m in messages for data in self.write_raw([m])]
+
+    def _write_raw_group(self, messages: list[Message]) -> list[bytes]:
         events: list[Event] = []
         accepted = self._accept(messages, events)
         fresh = self._not_stored(accepted, events)
         if fresh:
             fresh = self._drop_liars(fresh, events)
-        try:
-            if fresh:
-                self._ingest(fresh, events)
-            elif events:
-                self._exec("BEGIN TRANSACTION")
-                try:
-                    self._insert_events(events)
-                    self._exec("COMMIT")
-                except BaseException:
-                    self._exec("ROLLBACK")
-                    raise
-        except duckdb.Error as exc:
-            # the ingester's series cache may hold ids of the rolled-back batch
-            self._ingester = _Ingester(self.con, IngestReport(self.db_path, Path("-")), False)
-            raise HushmonError(f"store {self.db_path}: {str(exc).splitlines()[0]}") from exc
+        if fresh:
+            self._ingest(fresh, events)
+        elif events:
+            self._in_transaction(lambda: self._insert_events(events))
         self.stats.raw_messages += len(messages)
         for e in events:
             if e.kind == "duplicate":
@@ -114,17 +110,52 @@ class CollectorStore:
         self.stats.lines_stored += sum(a.file.lines for a in fresh)
         return [a.message.data for a in fresh]
 
+    def _after_failed_group(self, exc: Exception) -> None:
+        """The group was rolled back: a failure of the store itself stops the
+        call (nothing is acked); any other error is a message's, and the
+        caller writes the group's messages one at a time to find it."""
+        # the ingester's series cache may hold ids of the rolled-back group
+        self._ingester = _Ingester(self.con, IngestReport(self.db_path, Path("-")), False)
+        if _store_failure(exc):
+            raise HushmonError(f"store {self.db_path}: {str(exc).splitlines()[0]}") from exc
+
+    def _set_aside(self, msg: Message, exc: Exception, kind: str) -> None:
+        """A message that fails alone is poison: recorded with its sender and
+        acked, so it can neither stop collection nor hold back the valid
+        messages fetched with it (unacked, it came back on every restart)."""
+        sender = sender_of(msg)
+        why = f"not storable ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+        event = Event(kind, sender, msg.subject[:200], None, None, 1, why)
+        try:
+            self._in_transaction(lambda: self._insert_events([event]))
+        except Exception as again:
+            raise HushmonError(f"store {self.db_path}: {again}") from again
+        if kind == "rejected":
+            self.stats.raw_messages += 1
+            self.stats.rejected_batches += 1
+        else:
+            self.stats.summary_messages += 1
+            self.stats.rejected_summaries += 1
+        self.stats.note(f"set aside a message from {sender} ({msg.subject[:80]}): {why}")
+
+    def _in_transaction(self, body: Callable[[], None]) -> None:
+        self._exec("BEGIN TRANSACTION")
+        try:
+            body()
+            self._exec("COMMIT")
+        except BaseException:
+            self._exec("ROLLBACK")
+            raise
+
     def _accept(self, messages: list[Message], events: list[Event]) -> list[_Accepted]:
         out: list[_Accepted] = []
         for msg in messages:
             header = parse_batch_header(msg.subject, msg.headers)
             if msg.delivered > 1:
-                host = header.host if isinstance(header, BatchHeader) else _event_host(msg)
+                host = header.host if isinstance(header, BatchHeader) else sender_of(msg)
                 events.append(Event("redelivered", host, msg.subject, None, None, 1, "redelivered"))
             if isinstance(header, str):
-                events.append(
-                    Event("rejected", _event_host(msg), msg.subject, None, None, 1, header)
-                )
+                events.append(Event("rejected", sender_of(msg), msg.subject, None, None, 1, header))
                 continue
             reason = ""
             if len(msg.data) > self.max_batch_bytes:
@@ -258,20 +289,48 @@ class CollectorStore:
     # ---- summaries ---------------------------------------------------------
 
     def write_summaries(self, messages: list[Message]) -> None:
-        """Stores the summaries in one transaction (collect_summaries.py)."""
-        events: list[Event] = []
+        """Stores the summaries in one transaction (collect_summaries.py); a
+        message that breaks the group is set aside as in write_raw."""
         try:
-            self._exec("BEGIN TRANSACTION")
-            try:
-                write_summaries(self.con, messages, self.stats, events)
-                self._insert_events(events)
-                self._exec("COMMIT")
-            except BaseException:
-                self._exec("ROLLBACK")
-                raise
-        except duckdb.Error as exc:
-            raise HushmonError(f"store {self.db_path}: {str(exc).splitlines()[0]}") from exc
+            self._write_summary_group(messages)
+        except Exception as exc:  # noqa: BLE001 - a store failure or a poison message
+            self._after_failed_group(exc)
+            if len(messages) == 1:
+                self._set_aside(messages[0], exc, "summary_rejected")
+                return
+            for m in messages:
+                self.write_summaries([m])
+
+    def _write_summary_group(self, messages: list[Message]) -> None:
+        # counted apart and added after the commit: a group that fails is
+        # written again one message at a time and must not count twice
+        stats = CollectStats()
+        events: list[Event] = []
+
+        def body() -> None:
+            write_summaries(self.con, messages, stats, events)
+            self._insert_events(events)
+
+        self._in_transaction(body)
+        self.stats.add(stats)
         self.stats.summary_messages += len(messages)
+
+
+def _store_failure(exc: BaseException) -> bool:
+    """Errors of the store itself (disk, memory, a lock, a closed or broken
+    connection), not of a message: nothing may be acked."""
+    return isinstance(
+        exc,
+        OSError
+        | MemoryError
+        | duckdb.IOException
+        | duckdb.OutOfMemoryException
+        | duckdb.FatalException
+        | duckdb.TransactionException
+        | duckdb.ConnectionException
+        | duckdb.PermissionException
+        | duckdb.InterruptException,
+    )
 
 
 # ---- helpers of the raw path ----------------------------------------------

@@ -24,7 +24,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from hushmon.transport.collect_records import CollectStats, Event, Message
+from hushmon.transport.collect_records import CollectStats, Event, Message, sender_of
+from hushmon.transport.natsserver import MAX_PAYLOAD_BYTES
 from hushmon.transport.rawsummary import summaries_from_store
 from hushmon.transport.summary import Sketch, Summary
 from hushmon.transport.wire import (
@@ -32,6 +33,9 @@ from hushmon.transport.wire import (
     SUM_JOB_PREFIX,
     SUM_RACK_PREFIX,
     SensorKey,
+    bad_job,
+    bad_name,
+    int64_reason,
     parse_sensor_key,
 )
 
@@ -104,8 +108,10 @@ def _parsed(
         parsed = parse_summary(msg.subject, msg.data)
         if isinstance(parsed, str):
             stats.rejected_summaries += 1
-            stats.note(f"rejected summary {msg_id} ({msg.subject}): {parsed}")
-            events.append(Event("summary_rejected", "", msg.subject, None, None, 1, parsed))
+            stats.note(f"rejected summary {msg_id[:80]!r} from {sender_of(msg)}: {parsed}")
+            events.append(
+                Event("summary_rejected", sender_of(msg), msg.subject[:200], None, None, 1, parsed)
+            )
         else:
             out.append((msg_id, msg, parsed))
     return out
@@ -138,7 +144,15 @@ def _not_stored(
         if msg_id in stored:
             stats.summary_duplicates += 1
             events.append(
-                Event("summary_duplicate", "", msg.subject, None, None, 1, f"{msg_id} stored")
+                Event(
+                    "summary_duplicate",
+                    sender_of(msg),
+                    msg.subject,
+                    None,
+                    None,
+                    1,
+                    f"{msg_id} stored",
+                )
             )
             continue
         stored.add(msg_id)
@@ -347,38 +361,54 @@ def _with_table(
 
 def parse_summary(subject: str, data: bytes) -> ParsedSummary | str:
     """A summary message of the contract, or why it breaks it."""
+    if len(data) > MAX_PAYLOAD_BYTES:
+        return f"oversized: {len(data)} bytes > {MAX_PAYLOAD_BYTES}"
     try:
         obj = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return f"not JSON ({exc})"
+    except RecursionError:
+        return "not JSON (nested too deep)"
     if not isinstance(obj, dict):
         return "payload is not a JSON object"
     if obj.get("v") != 1:
-        return f"unknown payload version {obj.get('v')!r}"
+        return f"unknown payload version {str(obj.get('v'))[:20]!r}"
     level = obj.get("level")
     job, rack = obj.get("job"), obj.get("rack", "")
-    if not isinstance(job, str) or not job or not isinstance(rack, str):
-        return "job (or rack) missing or not a string"
+    why = (
+        bad_job(job)
+        or ("" if isinstance(rack, str) else "rack is not a string")
+        or (bad_name("rack", rack) if rack or level == "rack" else "")
+    )
+    if why:
+        return why
+    assert isinstance(job, str)  # bad_job says so otherwise
     if level == "rack":
         if subject != SUM_RACK_PREFIX + rack:
-            return f"rack partial of rack {rack!r} on subject {subject}"
+            return f"rack partial of rack {rack!r} on subject {subject[:80]!r}"
     elif level == "job":
         if subject != SUM_JOB_PREFIX + job:
-            return f"job summary of job {job!r} on subject {subject}"
+            return f"job summary of job {job!r} on subject {subject[:80]!r}"
     else:
-        return f"unknown level {level!r}"
+        return f"unknown level {str(level)[:20]!r}"
     time_ns = obj.get("time_ns")
-    if not isinstance(time_ns, int) or isinstance(time_ns, bool):
-        return "time_ns missing or not an integer"
+    why = int64_reason("time_ns", time_ns, 1)
+    if why:
+        return why
+    raw_sources = obj.get("sources", [])
+    if not isinstance(raw_sources, list):
+        return "sources is not a list"
     sources: list[tuple[str, int, int]] = []
-    for s in obj.get("sources", []):
-        if (
-            not isinstance(s, list)
-            or len(s) != 3
-            or not isinstance(s[0], str)
-            or not all(isinstance(v, int) and not isinstance(v, bool) for v in s[1:])
-        ):
-            return f"source {s!r} is not [host, epoch, seq]"
+    for s in raw_sources:
+        if not isinstance(s, list) or len(s) != 3:
+            return f"source {str(s)[:80]!r} is not [host, epoch, seq]"
+        why = (
+            bad_name("source host", s[0])
+            or int64_reason("source epoch", s[1])
+            or int64_reason("source seq", s[2], 1)
+        )
+        if why:
+            return why
         sources.append((s[0], s[1], s[2]))
     raw_sensors = obj.get("sensors")
     if not isinstance(raw_sensors, dict):
@@ -391,9 +421,10 @@ def parse_summary(subject: str, data: bytes) -> ParsedSummary | str:
         try:
             summary = Summary.from_json(value)
         except ValueError as exc:
-            return f"sensor {text!r}: {exc}"
+            return f"sensor {text[:80]!r}: {exc}"
         if key in sensors:
             sensors[key].merge(summary)  # same sensor with tags in another order
         else:
             sensors[key] = summary
+    assert isinstance(time_ns, int)  # int64_reason says so otherwise
     return ParsedSummary(level, rack, job, time_ns, sources, sensors)

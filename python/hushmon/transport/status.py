@@ -61,7 +61,7 @@ class NodeStatus:
 class TransportStatus:
     now: str
     nodes: list[NodeStatus]
-    summaries: dict[str, int]
+    summaries: dict[str, Any]
     server: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -119,6 +119,10 @@ class TransportStatus:
             f"job summaries: {s['job_periods']} (job, period)s, {s['rebuilt_from_raw']} rebuilt "
             "from raw data"
         )
+        out.extend(
+            f"summaries rejected from {r['subject']}: x{r['rejected']}: {r['reason']}"
+            for r in s.get("rejected_by_sender", [])
+        )
         if self.server:
             for name, c in self.server.get("consumers", {}).items():
                 out.append(
@@ -170,7 +174,9 @@ def store_status(db: Path, now_s: float | None = None) -> TransportStatus:
         )
         events = con.execute(
             """SELECT host, kind, sum(count), epoch_ms(max(seen_at)) FROM transport_events
-               WHERE host <> '' GROUP BY host, kind"""
+               WHERE host <> '' AND kind IN ('duplicate', 'redelivered', 'rejected',
+                                            'malformed_lines')
+               GROUP BY host, kind"""
         ).fetchall()
         reasons = con.execute(
             """SELECT host, kind, reason, sum(count) FROM transport_events
@@ -224,7 +230,7 @@ def store_status(db: Path, now_s: float | None = None) -> TransportStatus:
     return TransportStatus(_utc(now_s), sorted(nodes.values(), key=lambda n: n.host), summaries)
 
 
-def _summary_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+def _summary_counts(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     row = con.execute(
         """SELECT count(*), count(*) FILTER (WHERE overlapped) FROM summary_messages"""
     ).fetchall()[0]
@@ -234,6 +240,12 @@ def _summary_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
                WHERE kind IN ('summary_duplicate', 'summary_rejected') GROUP BY kind"""
         ).fetchall()
     )
+    # the reducers (a rack's, the top's) whose summaries were rejected, by subject
+    senders = con.execute(
+        """SELECT subject, sum(count), any_value(reason) FROM transport_events
+           WHERE kind = 'summary_rejected' GROUP BY subject ORDER BY 2 DESC, 1 LIMIT ?""",
+        [MAX_REASONS],
+    ).fetchall()
     jp = con.execute(
         """SELECT count(*), count(*) FILTER (WHERE origin = 'raw') FROM
            (SELECT job, time_ns, min(origin) AS origin FROM job_summaries GROUP BY job, time_ns)"""
@@ -245,6 +257,9 @@ def _summary_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
         "rejected": int(ev.get("summary_rejected", 0) or 0),
         "job_periods": int(jp[0]),
         "rebuilt_from_raw": int(jp[1]),
+        "rejected_by_sender": [
+            {"subject": subj, "rejected": int(n), "reason": why} for subj, n, why in senders
+        ],
     }
 
 

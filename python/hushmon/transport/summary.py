@@ -13,13 +13,21 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from hushmon.transport.wire import INT64_MAX, int64_reason
+
 ALPHA = 0.01
+# A double's buckets at the smallest alpha the reducers use need ~10^5
+# indices; a key beyond this or more buckets than this is not a sketch.
+SKETCH_MAX_INDEX = 1 << 20
+SKETCH_MAX_BUCKETS = 1 << 16
+_BUCKET_KEY = re.compile(r"-?[0-9]{1,7}")
 
 
 def gamma_of(alpha: float) -> float:
@@ -95,7 +103,10 @@ class Sketch:
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Sketch:
-        alpha = float(obj.get("alpha", ALPHA))
+        """A sketch from the contract's JSON; ValueError says what is wrong."""
+        if not isinstance(obj, Mapping):
+            raise ValueError("sketch is not an object")
+        alpha = _finite("sketch alpha", obj.get("alpha", ALPHA))
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"sketch alpha {alpha} outside (0, 1)")
 
@@ -103,15 +114,39 @@ class Sketch:
             raw = obj.get(name, {})
             if not isinstance(raw, Mapping):
                 raise ValueError(f"sketch {name} is not an object")
-            out = {int(k): int(v) for k, v in raw.items()}
-            if any(v < 0 for v in out.values()):
-                raise ValueError(f"sketch {name} has a negative count")
+            if len(raw) > SKETCH_MAX_BUCKETS:
+                raise ValueError(f"sketch {name} has {len(raw)} buckets (> {SKETCH_MAX_BUCKETS})")
+            out: dict[int, int] = {}
+            for k, v in raw.items():
+                if not isinstance(k, str) or not _BUCKET_KEY.fullmatch(k):
+                    raise ValueError(f"sketch {name} bucket {str(k)[:20]!r} is not an index")
+                index = int(k)
+                if abs(index) > SKETCH_MAX_INDEX:
+                    raise ValueError(f"sketch {name} bucket {index} beyond {SKETCH_MAX_INDEX}")
+                why = int64_reason(f"sketch {name} count", v)
+                if why:
+                    raise ValueError(why)
+                out[index] = v
             return out
 
-        zero = int(obj.get("zero", 0))
-        if zero < 0:
-            raise ValueError("sketch zero count is negative")
-        return cls(alpha, zero, buckets("pos"), buckets("neg"))
+        zero = obj.get("zero", 0)
+        why = int64_reason("sketch zero count", zero)
+        if why:
+            raise ValueError(why)
+        sketch = cls(alpha, zero, buckets("pos"), buckets("neg"))
+        if sketch.count > INT64_MAX:
+            raise ValueError("sketch counts add up beyond 2^63-1")
+        return sketch
+
+
+def _finite(what: str, value: object) -> float:
+    """A JSON number as a finite float (no bool, no string, no NaN or infinity)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{what} is not a number")
+    out = float(value) if not isinstance(value, int) or abs(value) < 2**1000 else math.inf
+    if not math.isfinite(out):
+        raise ValueError(f"{what} is not finite")
+    return out
 
 
 @dataclass
@@ -183,22 +218,24 @@ class Summary:
         that show no quantiles skip 3/4 of the time per message."""
         if not isinstance(obj, Mapping):
             raise ValueError("a sensor's summary is not an object")
-        try:
-            out = cls(
-                count=int(obj["count"]),
-                sum=float(obj["sum"]),
-                mean=float(obj["mean"]),
-                m2=float(obj["m2"]),
-                min=float(obj["min"]),
-                max=float(obj["max"]),
-                sketch=Sketch.from_json(obj.get("sketch", {})) if with_sketch else Sketch(),
-            )
-        except KeyError as exc:
-            raise ValueError(f"summary without {exc.args[0]!r}") from exc
-        except (TypeError, AttributeError) as exc:
-            raise ValueError(f"summary has a value of the wrong type ({exc})") from exc
-        if out.count <= 0:
-            raise ValueError(f"summary count {out.count} is not positive")
+        missing = [k for k in ("count", "sum", "mean", "m2", "min", "max") if k not in obj]
+        if missing:
+            raise ValueError(f"summary without {missing[0]!r}")
+        count = obj["count"]
+        why = int64_reason("summary count", count, 1)
+        if why:
+            raise ValueError(why)
+        out = cls(
+            count=count,
+            sum=_finite("summary sum", obj["sum"]),
+            mean=_finite("summary mean", obj["mean"]),
+            m2=_finite("summary m2", obj["m2"]),
+            min=_finite("summary min", obj["min"]),
+            max=_finite("summary max", obj["max"]),
+            sketch=Sketch.from_json(obj.get("sketch", {})) if with_sketch else Sketch(),
+        )
+        if out.min > out.max:
+            raise ValueError(f"summary min {out.min} > max {out.max}")
         if out.sketch.count not in (0, out.count):
             raise ValueError(f"sketch holds {out.sketch.count} values, count is {out.count}")
         return out

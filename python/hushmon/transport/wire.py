@@ -9,6 +9,7 @@ collector can count and log the message and go on.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 from hushmon.store import lineproto
@@ -25,6 +26,51 @@ H_SEQ = "Hm-Seq"
 H_LINES = "Hm-Lines"
 H_DROPPED = "Hm-Dropped"
 H_REPLAY = "Hm-Replay"
+
+# Bounds of what the wire may carry. Every counter is stored as BIGINT, and a
+# header above it (or in digits of another script, which int() takes) once
+# raised in the middle of a group and stopped the collector for good.
+INT64_MAX = 2**63 - 1
+_DECIMAL = re.compile(r"[0-9]{1,19}")
+# A host or rack is one NATS subject token and a host name label: what the
+# agent's config accepts, less what no host name holds (slashes, quotes,
+# control and non-ASCII characters), so it is safe in a path or a terminal.
+NAME_MAX = 128
+_NAME = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9_+-]{{0,{NAME_MAX - 1}}}")
+
+
+def bad_name(what: str, value: object) -> str:
+    """Why ``value`` is not a host or rack name; empty when it is one."""
+    if not isinstance(value, str):
+        return f"{what} is not a string"
+    if not _NAME.fullmatch(value):
+        shown = value[:40].encode("unicode_escape").decode("ascii")
+        return f"{what} {shown!r} is not a name ([A-Za-z0-9_+-], at most {NAME_MAX})"
+    return ""
+
+
+_JOB = re.compile(rf"[A-Za-z0-9_.:+-]{{1,{NAME_MAX}}}")
+
+
+def bad_job(value: object) -> str:
+    """Why ``value`` is not a job id (the agent's characters, Slurm's array
+    and het-job ids, ``-`` for none); empty when it is one. Never a path of
+    its own: not only dots."""
+    if not isinstance(value, str):
+        return "job is not a string"
+    if not _JOB.fullmatch(value) or not value.strip("."):
+        shown = value[:40].encode("unicode_escape").decode("ascii")
+        return f"job {shown!r} is not a job id ([A-Za-z0-9_.:+-], at most {NAME_MAX})"
+    return ""
+
+
+def int64_reason(what: str, value: object, minimum: int = 0) -> str:
+    """Why a JSON value is not an integer in [minimum, INT64_MAX]; empty when it is."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return f"{what} is not an integer"
+    if not minimum <= value <= INT64_MAX:
+        return f"{what}={value} outside [{minimum}, 2^63-1]"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -74,26 +120,29 @@ def _count(headers: dict[str, str], name: str, minimum: int) -> int | str:
     raw = headers.get(name)
     if raw is None:
         return f"header {name} missing"
-    try:
-        value = int(raw)
-    except ValueError:
-        return f"header {name}={raw!r} is not a decimal integer"
-    if value < minimum:
-        return f"header {name}={value} below {minimum}"
-    return value
+    if not _DECIMAL.fullmatch(raw):
+        shown = raw[:40].encode("unicode_escape").decode("ascii")
+        return f"header {name}={shown!r} is not a decimal integer below 2^63"
+    value = int(raw)
+    why = int64_reason(f"header {name}", value, minimum)
+    return why or value
 
 
 def parse_batch_header(subject: str, headers: dict[str, str] | None) -> BatchHeader | str:
     """The batch's header, or the reason it breaks the contract."""
     parts = subject.split(".")
-    if len(parts) != 4 or not subject.startswith(RAW_PREFIX) or not all(parts):
-        return f"subject {subject!r} is not hm.raw.<rack>.<host>"
+    if len(parts) != 4 or not subject.startswith(RAW_PREFIX):
+        shown = subject[:80].encode("unicode_escape").decode("ascii")
+        return f"subject {shown!r} is not hm.raw.<rack>.<host>"
+    why = bad_name("the subject's rack", parts[2]) or bad_name("the subject's host", parts[3])
+    if why:
+        return why
     headers = headers or {}
     host = headers.get(H_HOST, "")
     if not host:
         return f"header {H_HOST} missing"
     if host != parts[3]:
-        return f"header {H_HOST}={host} but subject names host {parts[3]}"
+        return f"header {H_HOST}={host[:40]!r} but subject names host {parts[3]}"
     values: list[int] = []
     for name, minimum in ((H_EPOCH, 0), (H_SEQ, 1), (H_LINES, 0)):
         v = _count(headers, name, minimum)
