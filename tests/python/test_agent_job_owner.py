@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from agentproc import RunningAgent, running_agent
-from hushmon.paths import REPO_ROOT
+from test_slurm_scripts import install
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="two uids need root (setpriv)")
 
@@ -51,17 +51,17 @@ def send(agent: RunningAgent, request: str, uid: int | None = None) -> str:
 
 
 def test_root_announces_a_users_job_and_only_that_user_steers_it(
-    bin_dir: Path, agent: RunningAgent
+    bin_dir: Path, agent: RunningAgent, tmp_path: Path
 ) -> None:
     env = {
         "SLURM_JOB_ID": "4243",
         "SLURM_JOB_UID": str(OWNER),
         "SLURMD_NODENAME": "n1",
-        "HUSHMON_AGENT": str(bin_dir / "hushmon-agent"),
         "HUSHMON_AGENT_SOCKET": str(agent.sock),
     }
+    scripts = install(tmp_path / "slurm", f"agent={bin_dir / 'hushmon-agent'}\n")
     proc = subprocess.run(
-        [str(REPO_ROOT / "c/agent/slurm/prolog.sh")],
+        [str(scripts / "prolog.sh")],
         env=env, capture_output=True, text=True, timeout=30, check=False,
     )  # fmt: skip
     assert (proc.returncode, proc.stderr) == (0, "")

@@ -8,9 +8,11 @@
 # the agent is down, missing or refuses, the reason is logged to syslog
 # (tag hushmon-slurm) and to stderr, and the job goes on.
 
-# slurmd runs prologs without a search path; the usual places come after
-# any PATH it was given.
-PATH="${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# This runs as root. slurmd gives prologs no search path, and a PATH or
+# HUSHMON_AGENT that came with the environment may name a user's program:
+# the search path is fixed, and the agent is found from root's files only
+# (hushmon-job.conf beside this script, else the fixed PATH).
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 
 event=${1:-}
@@ -37,15 +39,29 @@ if [ -z "$job" ]; then
     exit 0
 fi
 
-agent=${HUSHMON_AGENT:-$(command -v hushmon-agent 2>/dev/null || :)}
+# hushmon-job.conf beside this script: KEY=VALUE lines, read (never run):
+#   agent=/usr/local/bin/hushmon-agent    the agent binary
+#   agent_config=/etc/hushmon/agent.toml  the agent's config (its control.socket)
+conf_agent= conf_agent_config=
+case $0 in */*) conf="${0%/*}/hushmon-job.conf" ;; *) conf=./hushmon-job.conf ;; esac
+if [ -r "$conf" ]; then
+    while IFS="=" read -r key value || [ -n "$key" ]; do
+        case $key in
+        agent) conf_agent=$value ;;
+        agent_config) conf_agent_config=$value ;;
+        esac
+    done <"$conf"
+fi
+
+agent=${conf_agent:-$(command -v hushmon-agent 2>/dev/null || :)}
 if [ -z "$agent" ] || [ ! -x "$agent" ]; then
-    log "hushmon-agent not found (HUSHMON_AGENT='${HUSHMON_AGENT:-}', PATH=$PATH); the job runs unmonitored"
+    log "hushmon-agent not found (agent= in $conf: '${conf_agent}', PATH=$PATH); the job runs unmonitored"
     exit 0
 fi
 
 # Where the agent listens: $HUSHMON_AGENT_SOCKET, else control.socket from
 # the agent's config file, else the agent's default (/run/hushmon/agent.sock).
-config=${HUSHMON_AGENT_CONFIG:-/etc/hushmon/agent.toml}
+config=${conf_agent_config:-/etc/hushmon/agent.toml}
 if [ -n "${HUSHMON_AGENT_SOCKET:-}" ]; then
     set -- --socket "$HUSHMON_AGENT_SOCKET"
 elif [ -r "$config" ]; then

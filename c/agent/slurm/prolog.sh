@@ -3,8 +3,8 @@
 # begins on this node (the agent gets `job begin ID uid=UID`).
 # hushmon-job.sh, installed beside this file, does the work; exits 0 always
 # (a failing prolog drains the node). See README.md.
-# slurmd gives prologs no search path: no external command before PATH is set.
-PATH="${PATH:+$PATH:}/usr/local/bin:/usr/bin:/bin"
+# Runs as root: a fixed search path, never one from the environment.
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 case $0 in */*) helper="${0%/*}/hushmon-job.sh" ;; *) helper=./hushmon-job.sh ;; esac
 if [ -r "$helper" ]; then

@@ -34,8 +34,7 @@ SLURMD_PORT = 16818
 START_TIMEOUT_S = 45.0
 MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
 SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
-PROLOG = REPO_ROOT / "c" / "agent" / "slurm" / "prolog.sh"
-EPILOG = REPO_ROOT / "c" / "agent" / "slurm" / "epilog.sh"
+SLURM_SCRIPTS = REPO_ROOT / "c" / "agent" / "slurm"
 
 
 def slurm_dir(bed: Bed) -> Path:
@@ -207,18 +206,23 @@ def topology_conf(bed: Bed) -> str:
 
 
 def _write_prolog_scripts(bed: Bed) -> None:
-    """The project's prolog/epilog, told where this bed's agents listen."""
-    agent = build_bin_dir() / "hushmon-agent"
-    for name, target in (("slurm-prolog", PROLOG), ("slurm-epilog", EPILOG)):
+    """The project's prolog/epilog installed as a site installs them (the
+    three scripts and hushmon-job.conf naming the agent, in a folder of
+    root's), and run by wrappers that tell them where this bed's agents
+    listen."""
+    installed = bed.bin / "slurm"
+    installed.mkdir(parents=True, exist_ok=True)
+    for name in ("prolog.sh", "epilog.sh", "hushmon-job.sh"):
+        write_script(installed / name, (SLURM_SCRIPTS / name).read_text())
+    conf = f"# Written by 'hushmon testbed up'.\nagent={build_bin_dir() / 'hushmon-agent'}\n"
+    (installed / "hushmon-job.conf").write_text(conf)
+    for name, target in (("slurm-prolog", "prolog.sh"), ("slurm-epilog", "epilog.sh")):
         write_script(
             bed.bin / name,
             f"""#!/bin/sh
 # The test bed's {name}: each node's agent listens in the node's own folder.
 export HUSHMON_AGENT_SOCKET="{bed.root / "nodes"}/$SLURMD_NODENAME/agent.sock"
-export HUSHMON_AGENT="{agent}"
-# A prolog that fails drains the node: a missing script is logged, not fatal.
-if [ ! -x "{target}" ]; then echo "{name}: {target} missing" >&2; exit 0; fi
-exec "{target}" "$@"
+exec "{installed / target}" "$@"
 """,
         )
 
