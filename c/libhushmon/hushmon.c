@@ -443,6 +443,13 @@ static void append(tbuf *b, int type, const char *name, size_t nlen, const char 
 {
     if (!(value - value == 0))
         return; /* NaN or infinite: not a measurement */
+    if (nlen == 0) {
+        /* No name is no series: the agent would refuse the record, and
+         * with it the rest of the message. Counted, as a full buffer is. */
+        atomic_fetch_add_explicit(&g.records, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&g.dropped, 1, memory_order_relaxed);
+        return;
+    }
     uint32_t h = 2166136261u ^ (uint32_t)type;
     for (size_t i = 0; i < nlen; i++)
         h = (h ^ (uint8_t)name[i]) * 16777619u;

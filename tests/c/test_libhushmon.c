@@ -196,6 +196,22 @@ int main(void)
     CHECK(&tc, strstr(out, "metric=after count=1i") != NULL);
     CHECK(&tc, strstr(out, want) != NULL);
 
+    /* No name: that one call is dropped and counted; the records after it
+     * in the same message still arrive (the agent refused the message). */
+    hm_stats_get(&st);
+    uint64_t dropped_before_empty = st.dropped_records;
+    hm_metric("before_empty", 3.0);
+    hm_metric("", 1.0);
+    hm_phase_begin("");
+    hm_phase_end("");
+    hm_metric("after_empty", 4.0);
+    hm_stats_get(&st);
+    CHECK(&tc, st.dropped_records == dropped_before_empty + 2);
+    hm_flush();
+    out = collect(&app, &jobs, &lp);
+    CHECK(&tc, strstr(out, "metric=before_empty count=1i,mean=3") != NULL);
+    CHECK(&tc, strstr(out, "metric=after_empty count=1i,mean=4") != NULL);
+
     /* A malformed message is counted, not taken. */
     int raw = socket(AF_UNIX, SOCK_SEQPACKET, 0);
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
