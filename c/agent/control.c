@@ -275,13 +275,12 @@ static void accept_client(hm_control *c, int fd, hm_control_admin_test is_admin,
     }
     const char *refusal = NULL;
     int reason = -1;
-    if (!admin && held_by_uid >= c->settings.clients_per_uid) {
-        reason = HM_CONTROL_UID_CAP;
-        refusal = "error too many control clients of this uid (control.clients_per_uid)\n";
-    } else if (free_slot < 0 ||
-               (!admin && held_by_users >= HM_CONTROL_CLIENTS - HM_CONTROL_ADMIN_SLOTS)) {
+    if (free_slot < 0 || (!admin && held_by_users >= HM_CONTROL_CLIENTS - HM_CONTROL_ADMIN_SLOTS)) {
         reason = HM_CONTROL_BUSY;
         refusal = "error too many control clients\n";
+    } else if (!admin && held_by_uid >= c->settings.clients_per_uid) {
+        reason = HM_CONTROL_UID_CAP;
+        refusal = "error too many control clients of this uid (control.clients_per_uid)\n";
     }
     if (refusal != NULL) {
         hm_refuse(&c->log, &c->refused[reason], 1, "control socket",

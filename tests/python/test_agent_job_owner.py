@@ -76,9 +76,7 @@ def test_root_announces_a_users_job_and_only_that_user_steers_it(
 
 def test_only_root_or_an_admin_announces_jobs(agent: RunningAgent) -> None:
     refused = send(agent, f"job begin 55 uid={OTHER}", OWNER)
-    assert refused.startswith(f"error not authorized: uid {OWNER} may not announce job 55"), (
-        refused
-    )
+    assert refused.startswith(f"error not authorized: uid {OWNER} may not announce job 55"), refused
     assert send(agent, "job begin 56", OWNER).startswith("error not authorized")
     assert " jobs=- " in agent.status()
     for bad in ("uid=-3", "uid=x", "owner=1"):
