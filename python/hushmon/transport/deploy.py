@@ -67,6 +67,32 @@ socket = "/run/hushmon/agent.sock"
 #   Environment=HUSHMON_NATS_PASSWORD_FILE=/etc/hushmon/nats/agent.password
 """
 
+# Every service runs as a user of its own (DynamicUser: no root, no login,
+# no file of anyone else's), gains nothing (no capabilities, setuid or new
+# privileges) and writes only its state folder; what it makes is its own.
+HARDENING = """\
+DynamicUser=true
+NoNewPrivileges=true
+CapabilityBoundingSet=
+RestrictSUIDSGID=true
+ProtectSystem=strict
+ProtectHome=true
+PrivateTmp=true
+PrivateDevices=true
+ProtectKernelTunables=true
+ProtectKernelModules=true
+ProtectKernelLogs=true
+ProtectControlGroups=true
+ProtectClock=true
+ProtectHostname=true
+RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
+RestrictNamespaces=true
+RestrictRealtime=true
+LockPersonality=true
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+UMask=0077"""
+
 REDUCE_RACK_UNIT = """\
 # hushmon-reduce@RACK.service: a rack reducer, on the rack's leaf server
 # (two machines per rack run it: they share the durable consumer
@@ -85,7 +111,7 @@ Restart=always
 RestartSec=1
 KillSignal=SIGTERM
 TimeoutStopSec=15
-DynamicUser=true
+{hardening}
 MemoryMax=256M
 
 [Install]
@@ -109,7 +135,7 @@ Restart=always
 RestartSec=1
 KillSignal=SIGTERM
 TimeoutStopSec=15
-DynamicUser=true
+{hardening}
 MemoryMax=256M
 
 [Install]
@@ -136,7 +162,9 @@ Restart=always
 RestartSec=2
 KillSignal=SIGTERM
 TimeoutStopSec=60
+{hardening}
 StateDirectory=hushmon
+StateDirectoryMode=0700
 
 [Install]
 WantedBy=multi-user.target
@@ -170,9 +198,13 @@ def render() -> dict[str, str]:
         "hub.conf": _HUB_HEAD + hub_config().render(),
         "leaf.conf": _LEAF_HEAD + leaf_config().render(),
         "agent.toml": AGENT_TOML.format(port=port),
-        "hushmon-reduce@.service": REDUCE_RACK_UNIT.format(port=port),
-        "hushmon-reduce-top.service": REDUCE_TOP_UNIT.format(hub=hub, port=port),
-        "hushmon-collect.service": COLLECT_UNIT.format(hub=hub, port=port, replicas=replicas),
+        "hushmon-reduce@.service": REDUCE_RACK_UNIT.format(port=port, hardening=HARDENING),
+        "hushmon-reduce-top.service": REDUCE_TOP_UNIT.format(
+            hub=hub, port=port, hardening=HARDENING
+        ),
+        "hushmon-collect.service": COLLECT_UNIT.format(
+            hub=hub, port=port, replicas=replicas, hardening=HARDENING
+        ),
     }
 
 
