@@ -21,6 +21,7 @@ packages=(
 # Settings a test of this script points elsewhere (tests/python/test_install_deps.py).
 policy_rc=${HUSHMON_POLICY_RC:-/usr/sbin/policy-rc.d}
 systemd_dir=${HUSHMON_SYSTEMD_DIR:-/run/systemd/system}
+pmns_dir=${HUSHMON_PCP_PMNS:-/var/lib/pcp/pmns}
 
 missing=()
 for p in "${packages[@]}"; do
@@ -30,8 +31,8 @@ done
 # pmcd reads the PMNS that its service script builds at first start; the
 # noise study starts pmcd itself, so build it here (root only).
 pcp_pmns() {
-  if [ "$(id -u)" -eq 0 ] && [ -x /var/lib/pcp/pmns/Rebuild ] && [ ! -e /var/lib/pcp/pmns/root ]; then
-    (cd /var/lib/pcp/pmns && ./Rebuild -u)
+  if [ "$(id -u)" -eq 0 ] && [ -x "$pmns_dir/Rebuild" ] && [ ! -e "$pmns_dir/root" ]; then
+    (cd "$pmns_dir" && ./Rebuild -u)
   fi
 }
 
