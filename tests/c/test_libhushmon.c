@@ -2,11 +2,14 @@
  * absent agent = no-op, the per-period aggregates, phases, events,
  * threads, fork, drops counted when the socket is full, malformed
  * messages, and the attribution rules (claims checked against owners and
- * cgroups). */
+ * cgroups; a client never moves to another job, seen through a /proc tree
+ * of our own where this process's cgroup is what the test says). */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -61,9 +64,90 @@ static void test_attribution(void)
     CHECK(&tc, hm_app_attribute(&jobs, "4:cpu:/slurm/job_1\n", "", 5, &rej) == cg1);
 }
 
+/* One metric record named name, claiming no job, on a raw connection. */
+static void send_metric(int fd, const char *name)
+{
+    unsigned char msg[sizeof(hm_app_header) + HM_APP_REC_FIXED + 16];
+    hm_app_header h = {.magic = HM_APP_MAGIC, .version = HM_APP_VERSION, .records = 1,
+                       .rank = 0, .size = 1};
+    memcpy(msg, &h, sizeof h);
+    unsigned char *r = msg + sizeof h;
+    memset(r, 0, HM_APP_REC_FIXED);
+    uint8_t nlen = (uint8_t)strlen(name);
+    uint32_t count = 1;
+    double one = 1.0;
+    r[0] = HM_APP_METRIC;
+    r[1] = nlen;
+    memcpy(r + 4, &count, 4);
+    memcpy(r + 8, &one, 8);
+    memcpy(r + 16, &one, 8);
+    memcpy(r + 24, &one, 8);
+    memcpy(r + HM_APP_REC_FIXED, name, nlen);
+    CHECK(&tc, send(fd, msg, sizeof h + HM_APP_REC_FIXED + nlen, 0) ==
+                   (ssize_t)(sizeof h + HM_APP_REC_FIXED + nlen));
+}
+
+static void set_cgroup(const char *file, const char *cgroup)
+{
+    FILE *f = fopen(file, "w");
+    CHECK(&tc, f != NULL && fprintf(f, "0::/%s\n", cgroup) > 0 && fclose(f) == 0);
+}
+
+/* A process whose cgroup becomes another job's (a reused pid reads so
+ * too) keeps its first job or none: its data never goes to the other. */
+static void test_no_move_to_another_job(void)
+{
+    char dir[] = "/tmp/hm_libmove_XXXXXX";
+    CHECK(&tc, mkdtemp(dir) != NULL);
+    char ctl[96], sock[96], procdir[160], cgfile[200];
+    snprintf(ctl, sizeof ctl, "%s/agent.sock", dir);
+    snprintf(sock, sizeof sock, "%s/app.sock", dir);
+    snprintf(procdir, sizeof procdir, "%s/proc/%d", dir, (int)getpid());
+    snprintf(cgfile, sizeof cgfile, "%s/cgroup", procdir);
+    char mk[256];
+    snprintf(mk, sizeof mk, "mkdir -p %s", procdir);
+    CHECK(&tc, system(mk) == 0);
+    set_cgroup(cgfile, "slurm/job_a");
+    hm_app app;
+    hm_error err;
+    CHECK(&tc, hm_app_open(&app, ctl, &err) == 0);
+    snprintf(app.proc_root, sizeof app.proc_root, "%s", dir);
+    hm_jobs jobs;
+    memset(&jobs, 0, sizeof jobs);
+    CHECK(&tc, hm_jobs_begin(&jobs, "a", "slurm/job_a", HM_JOB_ANNOUNCED, &err) == 0);
+    CHECK(&tc, hm_jobs_begin(&jobs, "b", "slurm/job_b", HM_JOB_ANNOUNCED, &err) == 0);
+    hm_lp lp;
+    CHECK(&tc, hm_lp_init(&lp, 1 << 20, "n1", &err) == 0);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock);
+    CHECK(&tc, connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0);
+    send_metric(fd, "first");
+    const char *out = collect(&app, &jobs, &lp);
+    CHECK(&tc, strstr(out, "app,host=n1,job=a,rank=0,metric=first count=1i") != NULL);
+    set_cgroup(cgfile, "slurm/job_b");
+    CHECK(&tc, hm_jobs_begin(&jobs, "c", NULL, HM_JOB_ANNOUNCED, &err) == 0); /* re-attribute */
+    send_metric(fd, "moved");
+    out = collect(&app, &jobs, &lp);
+    CHECK(&tc, strstr(out, "metric=moved") == NULL);
+    CHECK(&tc, strstr(out, "job_moves_refused=1i") != NULL && strstr(out, "unattributed=1i"));
+    set_cgroup(cgfile, "slurm/job_a"); /* back in its own job: its data counts again */
+    CHECK(&tc, hm_jobs_end(&jobs, "c", HM_JOB_ANNOUNCED, &err) == 0);
+    send_metric(fd, "back");
+    out = collect(&app, &jobs, &lp);
+    CHECK(&tc, strstr(out, "app,host=n1,job=a,rank=0,metric=back count=1i") != NULL);
+    close(fd);
+    hm_app_close(&app);
+    hm_lp_free(&lp);
+    char rm[160];
+    snprintf(rm, sizeof rm, "rm -rf %s", dir);
+    CHECK(&tc, system(rm) == 0);
+}
+
 int main(void)
 {
     test_attribution();
+    test_no_move_to_another_job();
 
     /* Absent agent: every call a no-op, nothing counted. */
     char dir[] = "/tmp/hm_libtest_XXXXXX";
