@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hushmon.errors import HushmonError
+from hushmon.paths import build_bin_dir
 from hushmon.run.agent import AgentError
 from hushmon.testbed import (
     agents,
@@ -25,8 +26,6 @@ from hushmon.testbed.spec import BedSpec, node_cpus
 from hushmon.testbed.state import STATE_DIR, Bed, load
 
 STOP_WAIT_S = 8.0
-# Folders each node has a private copy of (node_ns): shared data cannot live there.
-PRIVATE_DIRS = (Path("/tmp"), Path("/dev/shm"))
 Say = Callable[[str], None]
 
 
@@ -65,12 +64,19 @@ def up(spec: BedSpec, data_root: Path, say: Say = _quiet, root: Path = STATE_DIR
     if spec.transport == "nats":
         transport.check_programs()
     data_root = data_root.resolve()
-    for private in PRIVATE_DIRS:
+    for private in node_ns.PRIVATE_DIRS:
         if data_root == private or private in data_root.parents:
             raise HushmonError(
                 f"--data-dir {data_root}: every node has its own {private}, so the nodes' "
                 "agents could not write there; use a folder outside it (e.g. /var/tmp/...)"
             )
+    closed = node_ns.closed_to_others(build_bin_dir().resolve())
+    if closed is not None:
+        say(
+            f"note: {closed} is closed to other users, so jobs of users other than root cannot "
+            f"start the programs in {build_bin_dir()}: use a checkout they can reach "
+            "(e.g. under /opt or /srv) for them"
+        )
     bed = Bed(spec, data_root, cgroups.detect(), root=root)
     try:
         _build(bed, say)
