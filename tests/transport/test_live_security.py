@@ -197,7 +197,7 @@ def test_bad_token_files_are_refused_in_one_line(hostile: str, tmp_path: Path) -
     short.chmod(0o600)
     for path, why in (
         (loose, "is readable by others (mode 0644): chmod 600"),
-        (short, "must be at least 16 printable ASCII characters"),
+        (short, "must be at least 16 letters, digits or -._~+/="),
         (tmp_path / "none", "No such file or directory"),
     ):
         r = hushmon("serve", "--url", hostile, "--port", "0", "--token-file", str(path))

@@ -25,6 +25,7 @@ import asyncio
 import hmac
 import json
 import os
+import re
 import secrets
 import stat
 import sys
@@ -64,10 +65,11 @@ def read_token_file(path: Path) -> str:
         )
     lines = text.splitlines()
     token = lines[0].strip() if lines else ""
-    if len(token) < MIN_TOKEN_CHARS or not token.isascii() or not token.isprintable():
+    # It travels in a header, a cookie and a query: letters, digits and -._~+/= only.
+    if len(token) < MIN_TOKEN_CHARS or not re.fullmatch(r"[A-Za-z0-9._~+/=-]+", token):
         raise HushmonError(
             f"--token-file {path}: the token (first line) must be at least {MIN_TOKEN_CHARS} "
-            "printable ASCII characters (e.g. python3 -c 'import secrets; "
+            "letters, digits or -._~+/= (e.g. python3 -c 'import secrets; "
             "print(secrets.token_urlsafe(32))')"
         )
     return token
@@ -128,7 +130,7 @@ class Access:
     def refuse(self, reason: str, peer: str, request_line: str) -> None:
         self.refused += 1
         self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
-        print(f"hushmon serve: refused {printable(request_line)} from {peer}: {reason} "
+        print(f"hushmon serve: refused {printable(request_line[:200])} from {peer}: {reason} "
               f"({self.refused} refused so far)", file=sys.stderr, flush=True)  # fmt: skip
 
 
