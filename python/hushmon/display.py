@@ -22,11 +22,15 @@ _HIDDEN = frozenset({"Cc", "Cf", "Cs"})
 
 def printable(text: str) -> str:
     """``text`` with every control, format or surrogate character written
-    as its Python escape (``\\x1b``, ``\\u202e``): visible, never obeyed."""
+    as its Python escape (``\\x1b``, ``\\u202e``, ``\\n``): visible, never
+    obeyed. A tab is kept: tables of lines use it, and it moves only to the
+    next tab stop."""
     if text.isprintable():
         return text
     return "".join(
-        ch.encode("unicode_escape").decode("ascii") if unicodedata.category(ch) in _HIDDEN else ch
+        ch.encode("unicode_escape").decode("ascii")
+        if ch != "\t" and unicodedata.category(ch) in _HIDDEN
+        else ch
         for ch in text
     )
 

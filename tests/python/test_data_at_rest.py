@@ -143,3 +143,13 @@ def test_agent_spool_files_are_unreadable_to_another_uid(bin_dir: Path, open_fol
         refused = other_uid_reads(f)
         assert refused.returncode != 0 and "Permission denied" in refused.stderr
         assert f.read_text().count("\n") >= 1  # its owner reads it
+
+
+def test_ingest_list_shows_a_hostile_job_id_escaped(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    write_spool(Scenario(job="j\x1b]0;owned\x07\x1b[2J", nodes=1, seconds=3), data / "spool")
+    assert hushmon("ingest", "--data-dir", str(data)).returncode == 0
+    r = hushmon("ingest", "--list", "--data-dir", str(data))
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stdout + r.stderr and "\x07" not in r.stdout + r.stderr
+    assert r"j\x1b]0;owned\x07\x1b[2J" + "\t1 node(s)" in r.stdout + r.stderr

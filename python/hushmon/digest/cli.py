@@ -9,6 +9,7 @@ from typing import Any
 
 from hushmon import jsonio
 from hushmon.datadir import add_data_dir_options, from_args, writes_job_data
+from hushmon.display import printable
 
 
 def register(subparsers: Any) -> None:
@@ -54,14 +55,14 @@ def run(args: argparse.Namespace) -> int:
         small = digest_from_summaries(db, args.job, args.out or dd.reports(args.job))
         human = jsonio.human_stream(args.json)
         for line in small.summary_lines():
-            print(line, file=human)
+            print(printable(line), file=human)
         if args.json:
             jsonio.emit(args.json, json.loads(small.json_path.read_text(encoding="utf-8")))
         return 0
     digest = build_digest(db, args.job, args.out or dd.reports(args.job), args.topology)
     human = jsonio.human_stream(args.json)
     for line in digest.summary_lines():
-        print(line, file=human)
+        print(printable(line), file=human)
     if args.json:
         jsonio.emit(args.json, json.loads(digest.json_path.read_text(encoding="utf-8")))
     return 0

@@ -8,6 +8,7 @@ from typing import Any
 
 from hushmon import jsonio
 from hushmon.datadir import add_data_dir_options, from_args, writes_job_data
+from hushmon.display import printable
 from hushmon.errors import HushmonError
 
 EXPORT_FORMATS = ("parquet", "csv")  # hushmon.store.query.EXPORT_FORMATS (kept light to import)
@@ -51,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
             con.close()
         for j in jobs:
             hosts = ",".join(j.hosts[:8])
-            print(f"{j.job}\t{len(j.hosts)} node(s)\t{j.duration_s:.0f} s\t{hosts}", file=human)
+            line = f"{j.job}\t{len(j.hosts)} node(s)\t{j.duration_s:.0f} s\t{hosts}"
+            print(printable(line), file=human)
         if args.json:
             jsonio.emit(args.json, {"jobs": [j.__dict__ for j in jobs]})
         return 0
@@ -68,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         raise HushmonError(f"spool folder {spool} does not exist")
     report = ingest_spool(db, spool)
     for line in report.summary_lines():
-        print(line, file=human)
+        print(printable(line), file=human)
     if args.json:
         jsonio.emit(args.json, report.to_json())
     return 0

@@ -7,6 +7,7 @@ from typing import Any
 
 from hushmon import jsonio
 from hushmon.datadir import add_data_dir_options, from_args
+from hushmon.display import printable
 
 
 def register(subparsers: Any) -> None:
@@ -40,7 +41,7 @@ def run_status(args: argparse.Namespace) -> int:
         status.server = server_status(args.url)
     human = jsonio.human_stream(args.json)
     for line in status.table_lines():
-        print(line, file=human)
+        print(printable(line), file=human)
     if args.json:
         jsonio.emit(args.json, status.to_json())
     return 0

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from hushmon import jsonio
+from hushmon.display import printable
 
 DEFAULT_SOCKET = "/run/hushmon/agent.sock"
 
@@ -120,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         ]
     human = jsonio.human_stream(args.json)
     for line in outcome.lines():
-        print(line, file=human)
+        print(printable(line), file=human)
     jsonio.emit(args.json, outcome.to_json())
     return outcome.exit_code()
 
@@ -135,6 +136,6 @@ def run_app(args: argparse.Namespace, hosts: list[str]) -> int:
     outcome = app_control(request, args.timeout, args.socket, args.url or "", hosts)
     human = jsonio.human_stream(args.json)
     for line in outcome.lines():
-        print(line, file=human)
+        print(printable(line), file=human)
     jsonio.emit(args.json, outcome.to_json())
     return outcome.exit_code()
