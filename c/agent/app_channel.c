@@ -328,12 +328,20 @@ static bool take_message(hm_app *app, hm_app_client *cl, size_t n)
         memcpy(&sum, p + 8, 8);
         memcpy(&min, p + 16, 8);
         memcpy(&max, p + 24, 8);
-        if (nlen == 0 || nlen > HM_APP_NAME_MAX || tlen > HM_APP_TEXT_MAX || count == 0 ||
-            off + HM_APP_REC_FIXED + nlen + tlen > n ||
-            (type != HM_APP_METRIC && type != HM_APP_PHASE && type != HM_APP_EVENT &&
-             type != HM_APP_CONTROL))
+        /* A record that overruns the message leaves no way to find the
+         * next one: the message is malformed. One whose own fields are bad
+         * (no name, an unknown type, a value that is not finite) is skipped
+         * by its lengths, and the message's other records are kept. */
+        if (off + HM_APP_REC_FIXED + (size_t)nlen + tlen > n)
             return false;
         off += HM_APP_REC_FIXED + nlen + tlen;
+        if (nlen == 0 || nlen > HM_APP_NAME_MAX || tlen > HM_APP_TEXT_MAX || count == 0 ||
+            (type != HM_APP_METRIC && type != HM_APP_PHASE && type != HM_APP_EVENT &&
+             type != HM_APP_CONTROL) ||
+            !(sum - sum == 0) || !(min - min == 0) || !(max - max == 0)) {
+            app->total.records_malformed++;
+            continue;
+        }
         if (type == HM_APP_CONTROL) {
             take_control_record(app, cl, p + HM_APP_REC_FIXED, nlen, sum);
             continue;
@@ -596,6 +604,7 @@ static void emit(hm_app *app, hm_lp *out)
     hm_lp_field_i64(out, "messages", (int64_t)app->total.messages);
     hm_lp_field_i64(out, "records", (int64_t)app->total.records);
     hm_lp_field_i64(out, "malformed", (int64_t)app->total.malformed);
+    hm_lp_field_i64(out, "records_malformed", (int64_t)app->total.records_malformed);
     hm_lp_field_i64(out, "unattributed", (int64_t)app->total.unattributed);
     hm_lp_field_i64(out, "rejected_claims", (int64_t)app->total.rejected_claims);
     hm_lp_field_i64(out, "series_full", (int64_t)app->total.series_full);

@@ -93,6 +93,7 @@ typedef struct hm_app_counters {
     uint64_t records_over_budget; /* records past the client's app.records_per_client */
     uint64_t job_moves_refused;   /* re-attributions to another job than its first */
     uint64_t acks_refused;        /* acks of a message id not sent to that client */
+    uint64_t records_malformed;   /* records skipped in a well-framed message (no name...) */
 } hm_app_counters;
 
 typedef struct hm_app_limits {

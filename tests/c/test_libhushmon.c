@@ -305,6 +305,38 @@ int main(void)
                          "garbage-garbage-garbage-garbage-garbage", 100, 0) == 100);
     out = collect(&app, &jobs, &lp);
     CHECK(&tc, strstr(out, "malformed=1i") != NULL);
+
+    /* A bad record inside a well-framed message (another library, a
+     * hostile client): that record is skipped and counted, the others kept. */
+    unsigned char msg[256];
+    hm_app_header hdr = {.magic = HM_APP_MAGIC, .version = HM_APP_VERSION, .records = 4,
+                         .rank = 0, .size = 1};
+    snprintf(hdr.job_claim, sizeof hdr.job_claim, "j1");
+    memcpy(msg, &hdr, sizeof hdr);
+    size_t off = sizeof hdr;
+    const char *rec_names[] = {"raw_first", "", "raw_nan", "raw_last"};
+    for (int r = 0; r < 4; r++) {
+        unsigned char *p = msg + off;
+        uint8_t nlen = (uint8_t)strlen(rec_names[r]);
+        uint16_t tlen = 0;
+        uint32_t count = 1;
+        double v = r == 2 ? 0.0 / 0.0 : 7.0;
+        p[0] = HM_APP_METRIC;
+        p[1] = nlen;
+        memcpy(p + 2, &tlen, 2);
+        memcpy(p + 4, &count, 4);
+        memcpy(p + 8, &v, 8);
+        memcpy(p + 16, &v, 8);
+        memcpy(p + 24, &v, 8);
+        memcpy(p + HM_APP_REC_FIXED, rec_names[r], nlen);
+        off += HM_APP_REC_FIXED + nlen;
+    }
+    CHECK(&tc, send(raw, msg, off, 0) == (ssize_t)off);
+    out = collect(&app, &jobs, &lp);
+    CHECK(&tc, strstr(out, "metric=raw_first count=1i,mean=7") != NULL);
+    CHECK(&tc, strstr(out, "metric=raw_last count=1i,mean=7") != NULL);
+    CHECK(&tc, strstr(out, "raw_nan") == NULL);
+    CHECK(&tc, strstr(out, "malformed=1i,records_malformed=2i") != NULL);
     close(raw);
 
     hm_close();
