@@ -41,7 +41,9 @@ FAKE_AGENT = textwrap.dedent(
     if os.environ.get("FAKE_AGENT_FAIL"):
         print("fake-agent: cannot open /proc/stat: simulated", file=sys.stderr)
         sys.exit(3)
-    jobs, samples, lock = set(), [0], threading.Lock()
+    # jobs announced before (as Slurm's prolog does on a real node)
+    jobs = set(filter(None, os.environ.get("FAKE_AGENT_JOBS", "").split(",")))
+    samples, lock = [0], threading.Lock()
     state = {"seq": 0, "file": None}
     def open_file():
         name = f"fake-{time.time_ns()}-{state['seq']}.lp.open"
@@ -87,6 +89,8 @@ FAKE_AGENT = textwrap.dedent(
             if line == "status":
                 reply = (f"ok period_ms={int(period * 1000)} samples={samples[0]} "
                          f"jobs={','.join(sorted(jobs)) or '-'} spool={spool}")
+            elif words[:2] == ["job", "begin"] and words[2] in jobs:
+                reply = f"ok job {words[2]} runs already (owner 1000)"
             elif words[:2] == ["job", "begin"]:
                 jobs.add(words[2]); reply = "ok"
             elif words[:2] == ["job", "end"]:
@@ -323,6 +327,24 @@ def test_a_users_period_on_a_running_agent_is_the_jobs(
             "period 200", "job begin mine1", "set job=mine1 period=200ms", "job end mine1",
             "flush",
         ]  # fmt: skip
+
+
+def test_a_job_the_prolog_announced_is_left_for_its_epilog_to_end(
+    tmp_path: Path, fake_agent: Path, agent_log: Path
+) -> None:
+    """Under Slurm the prolog announced the job (as root): hushmon run's
+    `job begin` is answered 'runs already', and the job is not hushmon run's
+    to end: its other steps still run, the epilog ends it."""
+    data = DataDir(tmp_path / "data").create()
+    spool = tmp_path / "standing-spool"
+    with standing_agent(fake_agent, data, spool, {"FAKE_AGENT_JOBS": "77"}):
+        out = hushmon_run(
+            "--data-dir", str(data.root), "--job", "77", "--no-digest", "--", "sleep", "0.3",
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        assert "job begin 77" in requests(agent_log)
+        assert "job end 77" not in requests(agent_log)
+        assert agent_mod.AgentClient(data.agent_socket).status()["jobs"] == "77"
 
 
 def test_agent_that_cannot_start_leaves_the_command_running(

@@ -109,6 +109,7 @@ class Monitor:
         # period is then asked for the job alone once it is announced.
         self.job_period_ms: int | None = None
         self.job_open = False
+        self.job_ours = False
         self.job = ""
         self.spool = options.data.spool  # where this run's samples are written
 
@@ -175,18 +176,25 @@ class Monitor:
             self.warn(f"{what}: {exc}")
 
     def _request(self, line: str) -> bool:
+        return self._answer(line) is not None
+
+    def _answer(self, line: str) -> str | None:
+        """The agent's answer after ``ok``; None (warned) when refused."""
         if self.client is None:
-            return False
+            return None
         try:
-            self.client.request(line)
+            return self.client.request(line)
         except AgentError as exc:
             self.warn(str(exc))
-            return False
-        return True
+            return None
 
     def job_begin(self, job: str) -> None:
         self.job = job
-        self.job_open = self._request(f"job begin {job}")
+        answer = self._answer(f"job begin {job}")
+        self.job_open = answer is not None
+        # Announced before us (Slurm's prolog, as root): its end is the
+        # epilog's, after every step of the job, not this command's.
+        self.job_ours = answer is not None and "runs already" not in answer
         if not self.job_open and self.client is not None:
             self.warn(f"job {job} was not announced: its samples will not be attributed to it")
         if self.job_period_ms is not None and self.client is not None:
@@ -205,7 +213,7 @@ class Monitor:
         # The interval in which the command ended belongs to the job: wait
         # for the sample that closes it before ending the job.
         self._wait_sample("waiting for the job's last sample")
-        if self.job_open:
+        if self.job_ours:
             self._request(f"job end {job}")
         if self.restore_period_ms is not None:
             self._request(f"period {self.restore_period_ms}")
