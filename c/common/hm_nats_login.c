@@ -35,3 +35,78 @@ int hm_nats_login(char user[HM_NATS_USER_MAX], char password[HM_NATS_PASSWORD_MA
     memset(line, 0, sizeof line);
     return 1;
 }
+
+/* The host of "scheme://user:pw@host:port" (or "host:port", "[v6]:port"). */
+static int url_host(const char *url, char *out, size_t size)
+{
+    const char *p = strstr(url, "://");
+    p = p != NULL ? p + 3 : url;
+    const char *end = p + strcspn(p, ",/");
+    const char *at = memchr(p, '@', (size_t)(end - p));
+    if (at != NULL)
+        p = at + 1;
+    size_t len;
+    if (*p == '[') {
+        const char *close = memchr(p, ']', (size_t)(end - p));
+        if (close == NULL)
+            return -1;
+        p++;
+        len = (size_t)(close - p);
+    } else {
+        len = strcspn(p, ":,/");
+    }
+    if (len == 0 || len >= size)
+        return -1;
+    memcpy(out, p, len);
+    out[len] = '\0';
+    return 0;
+}
+
+static int readable(const char *var, const char *path, hm_error *err)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return hm_error_errno(err, "%s %s", var, path);
+    fclose(f);
+    return 0;
+}
+
+static int copy_env(const char *var, char *out, size_t size, hm_error *err)
+{
+    const char *v = getenv(var);
+    out[0] = '\0';
+    if (v == NULL || *v == '\0')
+        return 0;
+    if (strlen(v) >= size)
+        return hm_error_set(err, "%s is over %zu bytes", var, size - 1);
+    memcpy(out, v, strlen(v) + 1);
+    return 1;
+}
+
+int hm_nats_tls_files(hm_nats_tls *tls, const char *first_url, hm_error *err)
+{
+    memset(tls, 0, sizeof *tls);
+    int ca = copy_env("HUSHMON_NATS_CA_FILE", tls->ca_file, sizeof tls->ca_file, err);
+    int cert = copy_env("HUSHMON_NATS_CERT_FILE", tls->cert_file, sizeof tls->cert_file, err);
+    int key = copy_env("HUSHMON_NATS_KEY_FILE", tls->key_file, sizeof tls->key_file, err);
+    int host = copy_env("HUSHMON_NATS_TLS_HOSTNAME", tls->hostname, sizeof tls->hostname, err);
+    if (ca < 0 || cert < 0 || key < 0 || host < 0)
+        return -1;
+    if (ca == 0) {
+        if (cert || key)
+            return hm_error_set(err, "HUSHMON_NATS_CERT_FILE and HUSHMON_NATS_KEY_FILE need "
+                                     "HUSHMON_NATS_CA_FILE");
+        return 0;
+    }
+    if (cert != key)
+        return hm_error_set(err, "set both HUSHMON_NATS_CERT_FILE and HUSHMON_NATS_KEY_FILE "
+                                 "(or neither)");
+    if (readable("HUSHMON_NATS_CA_FILE", tls->ca_file, err) < 0 ||
+        (cert && (readable("HUSHMON_NATS_CERT_FILE", tls->cert_file, err) < 0 ||
+                  readable("HUSHMON_NATS_KEY_FILE", tls->key_file, err) < 0)))
+        return -1;
+    if (host == 0 && url_host(first_url, tls->hostname, sizeof tls->hostname) < 0)
+        return hm_error_set(err, "no host name in '%s' to check the server's certificate "
+                                 "against: set HUSHMON_NATS_TLS_HOSTNAME", first_url);
+    return 1;
+}

@@ -8,6 +8,7 @@
 #ifndef HM_NATS_LOGIN_H
 #define HM_NATS_LOGIN_H
 
+#include <limits.h>
 #include <stddef.h>
 
 #include "hm_error.h"
@@ -18,5 +19,19 @@
 /* 1 with user and password filled, 0 when neither variable is set, -1
  * with the reason (one set without the other, file unreadable or empty). */
 int hm_nats_login(char user[HM_NATS_USER_MAX], char password[HM_NATS_PASSWORD_MAX], hm_error *err);
+
+/* TLS files of a NATS client (hm_nats_client.h says which variables). */
+typedef struct {
+    char ca_file[PATH_MAX];
+    char cert_file[PATH_MAX]; /* "" = no client certificate */
+    char key_file[PATH_MAX];
+    char hostname[256];       /* the server certificate must carry this name */
+} hm_nats_tls;
+
+/* 1 with tls filled ($HUSHMON_NATS_CA_FILE set; the host name from
+ * $HUSHMON_NATS_TLS_HOSTNAME or else the host of first_url), 0 when TLS
+ * is off (no CA named), -1 with the reason (a certificate without its
+ * key, a file that cannot be read, a URL without a host). */
+int hm_nats_tls_files(hm_nats_tls *tls, const char *first_url, hm_error *err);
 
 #endif

@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "hm_log.h"
-#include "hm_nats_login.h"
+#include "hm_nats_client.h"
 #include "hm_parse.h"
 
 static int nats_fail(hm_error *err, natsStatus s, jsErrCode jerr, const char *what)
@@ -38,15 +38,10 @@ int hm_nats_connect(hm_nats *n, const char *url, const char *name, hm_error *err
         s = natsOptions_SetServers(opts, (const char **)list, count);
     if (s == NATS_OK)
         s = natsOptions_SetName(opts, name);
-    char user[HM_NATS_USER_MAX], password[HM_NATS_PASSWORD_MAX];
-    int login = hm_nats_login(user, password, err);
-    if (login < 0) {
+    if (s == NATS_OK && hm_nats_client_setup(opts, list[0], err) < 0) {
         natsOptions_Destroy(opts);
         return -1;
     }
-    if (s == NATS_OK && login == 1)
-        s = natsOptions_SetUserInfo(opts, user, password);
-    memset(password, 0, sizeof password);
     /* Keep trying for ever: the reducer is a service, the server comes back. */
     if (s == NATS_OK)
         s = natsOptions_SetMaxReconnect(opts, -1);

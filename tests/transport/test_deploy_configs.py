@@ -25,12 +25,19 @@ def test_the_shipped_files_are_what_the_code_renders() -> None:
     assert (DEPLOY / "README.md").is_file()
 
 
-def server_env(tmp_path: Path) -> dict[str, str]:
-    """The environment a deployed server has: the file `deploy passwords` writes."""
-    folder = tmp_path / "pw"
-    nu.generate_passwords(folder, deploy.HUB_HOSTS, ns.LEAF_PORT)
+def deployed(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A server's folder as deployed (`deploy secrets`, the server's own pair
+    as tls/server.pem and .key, the configs rendered for that folder) and
+    its environment (nats-server.env)."""
+    folder = tmp_path / "nats"
+    nu.generate_secrets(folder, deploy.HUB_HOSTS, ["leaf1.example"], ["n1", "n2"], ns.LEAF_PORT)
+    tls = folder / nu.TLS_DIR
+    for ext in ("pem", "key"):
+        shutil.copy(tls / f"server-{deploy.HUB_HOSTS[0]}.{ext}", tls / f"server.{ext}")
+    for name, text in deploy.render(folder).items():
+        (folder / name).write_text(text)
     env = dict(line.split("=", 1) for line in (folder / "nats-server.env").read_text().split())
-    return {**os.environ, **env}
+    return folder, {**os.environ, **env}
 
 
 @pytest.mark.parametrize(("name", "env"), [("hub.conf", "HUB_NAME"), ("leaf.conf", "LEAF_NAME")])
@@ -38,24 +45,34 @@ def test_nats_server_accepts_them(name: str, env: str, tmp_path: Path) -> None:
     server = shutil.which("nats-server")
     if server is None:
         pytest.skip("nats-server is not installed (scripts/install-deps.sh)")
+    folder, server_env = deployed(tmp_path)
+    # the shipped file is the rendered one but for the secrets' folder
+    shipped = (DEPLOY / name).read_text()
+    assert (folder / name).read_text().replace(str(folder), str(deploy.SECRETS_DIR)) == shipped
     ok = subprocess.run(
-        [server, "-t", "-c", str(DEPLOY / name)],
+        [server, "-t", "-c", str(folder / name)],
         capture_output=True,
         text=True,
-        env={**server_env(tmp_path), env: "x1"},
+        env={**server_env, env: "x1"},
         check=False,
     )
     assert ok.returncode == 0, ok.stderr
     # A broken file is refused (so the check above can fail).
+    (folder / "broken.conf").write_text((folder / name).read_text() + "cluster {\n")
     bad = subprocess.run(
-        [server, "-t", "-c", "/dev/stdin"],
-        input=(DEPLOY / name).read_text() + "cluster {\n",
+        [server, "-t", "-c", str(folder / "broken.conf")],
         capture_output=True,
         text=True,
-        env={**os.environ, env: "x1"},
+        env={**server_env, env: "x1"},
         check=False,
     )
     assert bad.returncode != 0
+    # Every listener speaks TLS and checks its peers; the monitor is local.
+    text = (folder / name).read_text()
+    assert text.count("verify: true") + text.count("verify_cert_and_check_known_urls") >= (
+        3 if name == "hub.conf" else 1
+    )
+    assert 'include "users.conf"' in text and "password" not in text
 
 
 def _setting(text: str, pattern: str) -> str:
@@ -81,6 +98,7 @@ def test_leaf_settings_match_natsserver() -> None:
     assert f'"$JS.API.>": "$JS.{ns.JS_DOMAIN}.API.>"' in leaf
     # the hubs' leaf URLs carry the leaf login: from the servers' environment file
     assert re.findall(r"\$HM_NATS_HUB(\d)_LEAF_URL", leaf) == ["1", "2", "3"]
+    assert "tls {" in leaf.split("remotes")[1]  # the uplink is TLS too
     assert _setting(leaf, r'ping_interval: "(\d+)s"') == str(ns.LEAF_PING_INTERVAL_S)
     assert _setting(leaf, r"ping_max: (\d+)") == str(ns.LEAF_PING_MAX)
 

@@ -1,16 +1,17 @@
 """The NATS logins of the deploy configs (python/hushmon/transport/natsusers.py)
-on a real nats-server: over NATS the uid in a control request is only a
-claim, so the server must keep steering to the admin login. A real agent
-logged in as "agent" publishes its batches (acknowledged by JetStream) and
-answers the admin's `hushmon ctl`; the agent, viewer and reduce logins are
-refused when they publish a control request, with a clear error, and the
-agent's period does not change; a wrong password or none is refused."""
+on a real nats-server with TLS on, set up as `deploy secrets` sets up a site
+(tests/transport/natssite.py): over NATS the uid in a control request is
+only a claim, so the server must keep steering to the admin login. A real
+agent logged in as its node publishes its batches (acknowledged by
+JetStream) and answers the admin's `hushmon ctl`; the node, viewer, reduce
+and collect logins are refused when they publish a control request, with a
+clear error, and the agent's period does not change; a wrong password or
+none is refused."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import subprocess
 import sys
@@ -20,39 +21,21 @@ from pathlib import Path
 
 import nats
 import pytest
+from natssite import Site, client_env, secure_site
 
 from hushmon.paths import REPO_ROOT
-from hushmon.transport.natsserver import LocalNatsServer, NatsServerConfig, ensure_streams
-from hushmon.transport.natsusers import generate_passwords, render_users
+from hushmon.transport.natsserver import ensure_streams
 
 
 @pytest.fixture
-def secured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Path]]:
-    """A JetStream server with the deploy configs' logins; the passwords
-    folder as `deploy passwords` writes it."""
-    folder = tmp_path / "pw"
-    generate_passwords(folder, ["127.0.0.1"], 7422)
-    for line in (folder / "nats-server.env").read_text().split():
-        key, value = line.split("=", 1)
-        monkeypatch.setenv(key, value)  # the server's EnvironmentFile
-    cfg = NatsServerConfig(name="secured", store_dir=tmp_path / "js", users_block=render_users())
-    with LocalNatsServer(cfg, tmp_path) as server:
-        yield server.url, folder
-
-
-def login(folder: Path, user: str, password_file: Path | None = None) -> dict[str, str]:
-    return {
-        "HUSHMON_NATS_USER": user,
-        "HUSHMON_NATS_PASSWORD_FILE": str(password_file or folder / f"{user}.password"),
-    }
+def site(tmp_path: Path) -> Iterator[Site]:
+    with secure_site(tmp_path) as s:
+        yield s
 
 
 def hushmon_as(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """A hushmon command with exactly the login in env (none if empty)."""
-    full = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "python"), **env}
-    for k in ("HUSHMON_NATS_USER", "HUSHMON_NATS_PASSWORD_FILE"):
-        if k not in env:
-            full.pop(k, None)
+    full = {**client_env(env), "PYTHONPATH": str(REPO_ROOT / "python")}
     return subprocess.run(
         [sys.executable, "-m", "hushmon.cli", *args],
         capture_output=True, text=True, timeout=60, check=False, env=full,
@@ -63,13 +46,11 @@ def hushmon_ctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[
     return hushmon_as(env, "ctl", *args)
 
 
-def test_a_refused_login_is_one_line_for_every_client(
-    secured: tuple[str, Path], tmp_path: Path
-) -> None:
+def test_a_refused_login_is_one_line_for_every_client(site: Site, tmp_path: Path) -> None:
     # nats-py tries a refused login again without end: the collector (which
     # waits for a server with --wait), the status and the live view would
     # have waited silently
-    url, folder = secured
+    url = site.url
     bad = tmp_path / "wrong.password"
     bad.write_text("notthepassword\n")
     for args in (
@@ -77,7 +58,7 @@ def test_a_refused_login_is_one_line_for_every_client(
         ("transport", "status", "--url", url, "--db", str(tmp_path / "c.duckdb")),
         ("top", "--url", url, "--once"),
     ):
-        r = hushmon_as(login(folder, "viewer", bad), *args)
+        r = hushmon_as(site.env("viewer", bad), *args)
         assert r.returncode == 1, (args, r.stderr)
         # the error is the last line (the collector logs what NATS said before it)
         last = r.stderr.strip().splitlines()[-1]
@@ -85,20 +66,14 @@ def test_a_refused_login_is_one_line_for_every_client(
         assert "Traceback" not in r.stderr, r.stderr
 
 
-async def publish_refused(url: str, folder: Path, user: str, subject: str) -> str:
+async def publish_refused(site: Site, user: str, subject: str) -> str:
     """The server's error for this login publishing there ('' when allowed)."""
-    errors: list[str] = []
-
-    async def on_error(exc: Exception) -> None:
-        errors.append(str(exc))
-
-    pw = (folder / f"{user}.password").read_text().strip()
-    nc = await nats.connect(url, user=user, password=pw, error_cb=on_error)
+    nc = await site.connect(user)
     await nc.publish(subject, b"x")
     await nc.flush()
     await asyncio.sleep(0.3)  # the -ERR comes after the PONG
     await nc.close()
-    return " ".join(errors)
+    return " ".join(site.errors.pop(user, []))
 
 
 def agent_status(bin_dir: Path, sock: Path) -> str:
@@ -111,19 +86,19 @@ def agent_status(bin_dir: Path, sock: Path) -> str:
 
 
 def test_only_the_admin_login_may_steer_the_agents(
-    bin_dir: Path, tmp_path: Path, secured: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+    bin_dir: Path, tmp_path: Path, site: Site, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url, folder = secured
-    for k, v in login(folder, "collect").items():
+    url = site.url
+    for k, v in site.env("admin").items():
         monkeypatch.setenv(k, v)
-    ensure_streams(url)  # the collect login declares the streams
+    ensure_streams(url)  # declaring the streams is the admin's step
     sock = tmp_path / "agent.sock"
     log = tmp_path / "agent.log"
     agent = subprocess.Popen(
         [str(bin_dir / "hushmon-agent"), "--socket", str(sock), "--host", "n1", "--sources",
          "self", "--period-ms", "300", "--sink", "nats", "--nats-url", url,
          "--spool-dir", str(tmp_path / "spool")],
-        env={**os.environ, **login(folder, "agent")},
+        env=client_env(site.env("n1")),
         stdout=subprocess.DEVNULL, stderr=log.open("wb"),
     )  # fmt: skip
     try:
@@ -137,25 +112,27 @@ def test_only_the_admin_login_may_steer_the_agents(
             assert time.monotonic() < deadline, status + log.read_text()
             time.sleep(0.1)
 
-        admin = login(folder, "admin")
+        admin = site.env("admin")
         r = hushmon_ctl(admin, "set", "period=500ms", "--nodes", "n1", "--url", url)
         assert r.returncode == 0 and "n1\tok\tperiod_ms=500" in r.stdout, r.stdout + r.stderr
-        for user in ("agent", "viewer", "reduce", "collect"):
-            r = hushmon_ctl(login(folder, user), "set", "period=200ms", "--nodes", "n1",
+        for user in ("n1", "n2", "viewer", "reduce", "collect"):
+            r = hushmon_ctl(site.env(user), "set", "period=200ms", "--nodes", "n1",
                             "--url", url)  # fmt: skip
             assert r.returncode == 1, (user, r.stdout, r.stderr)
             assert "NATS refused the request" in r.stderr, (user, r.stderr)
-            assert 'permissions violation for publish to "hm.ctl.host.n1"' in r.stderr.lower()
+            # a node may not even read the reply inbox ctl subscribes to
+            what = "subscription to" if user in ("n1", "n2") else 'publish to "hm.ctl.host.n1"'
+            assert f"permissions violation for {what}" in r.stderr.lower(), r.stderr
             assert "Traceback" not in r.stderr
-        r = hushmon_ctl(login(folder, "viewer"), "app", "*", "dump", "--job", "1", "--url", url)
+        r = hushmon_ctl(site.env("viewer"), "app", "*", "dump", "--job", "1", "--url", url)
         assert r.returncode == 1 and "NATS refused the request" in r.stderr, r.stderr
         assert "period_ms=500 " in agent_status(bin_dir, sock)  # unchanged
 
         bad = tmp_path / "wrong.password"
         bad.write_text("notthepassword\n")
-        r = hushmon_ctl(login(folder, "admin", bad), "status", "--nodes", "n1", "--url", url)
+        r = hushmon_ctl(site.env("admin", bad), "status", "--nodes", "n1", "--url", url)
         assert r.returncode == 1 and "authorization violation" in r.stderr.lower(), r.stderr
-        r = hushmon_ctl({}, "status", "--nodes", "n1", "--url", url)
+        r = hushmon_ctl(site.tls_files("admin").env(), "status", "--nodes", "n1", "--url", url)
         assert r.returncode == 1 and "authorization violation" in r.stderr.lower(), r.stderr
     finally:
         agent.terminate()
@@ -163,23 +140,21 @@ def test_only_the_admin_login_may_steer_the_agents(
 
     async def roles() -> None:
         # what each role needs is allowed, steering is not
-        assert await publish_refused(url, folder, "reduce", "hm.sum.rack.r1") == ""
-        assert await publish_refused(url, folder, "agent", "hm.raw.r1.n1") == ""
+        assert await publish_refused(site, "reduce", "hm.sum.rack.r1") == ""
+        assert await publish_refused(site, "n1", "hm.raw.r1.n1") == ""
         for user, subject in (
-            ("agent", "hm.ctl.all"),
+            ("n1", "hm.ctl.all"),
             ("reduce", "hm.ctl.all"),
             ("viewer", "hm.sum.rack.r1"),  # a viewer cannot forge summaries either
-            ("agent", "hm.sum.rack.r1"),
+            ("n1", "hm.sum.rack.r1"),
             ("viewer", "$JS.API.STREAM.DELETE.HM_RAW"),
         ):
-            why = await publish_refused(url, folder, user, subject)
+            why = await publish_refused(site, user, subject)
             assert "permissions violation" in why.lower(), (user, subject, why)
         # a viewer reads the agents' batches
-        pw = (folder / "viewer.password").read_text().strip()
-        nc = await nats.connect(url, user="viewer", password=pw)
+        nc = await site.connect("viewer")
         sub = await nc.subscribe("hm.raw.>")
-        apw = (folder / "agent.password").read_text().strip()
-        nc2 = await nats.connect(url, user="agent", password=apw)
+        nc2 = await site.connect("n1")
         await nc2.publish("hm.raw.r1.n1", b"cpu x=1")
         msg = await sub.next_msg(timeout=5)
         assert msg.data == b"cpu x=1"
@@ -193,23 +168,23 @@ T0 = 1_795_000_000_000_000_000
 
 
 def test_reducers_collector_and_viewer_work_with_their_logins(
-    bin_dir: Path, tmp_path: Path, secured: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+    bin_dir: Path, tmp_path: Path, site: Site, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The whole path under the logins: batches published as `agent`, rack
-    and top reducers as `reduce`, summaries read as `viewer` (JetStream
-    ordered consumer), the store filled as `collect`."""
-    url, folder = secured
-    for k, v in login(folder, "collect").items():
+    """The whole path under the logins, over TLS: batches published by two
+    nodes (each its own login), rack and top reducers as `reduce`,
+    summaries read as `viewer` (JetStream ordered consumer), the store
+    filled as `collect`."""
+    url = site.url
+    for k, v in site.env("admin").items():
         monkeypatch.setenv(k, v)
     ensure_streams(url)
 
     async def publish_batches() -> None:
-        pw = (folder / "agent.password").read_text().strip()
-        nc = await nats.connect(url, user="agent", password=pw)
-        js = nc.jetstream()
-        for period in range(4):
-            t = T0 + period * 1_000_000_000
-            for seq_host, host in enumerate(("a1", "a2")):
+        for seq_host, host in enumerate(("a1", "a2")):
+            nc = await site.connect(host)
+            js = nc.jetstream()
+            for period in range(4):
+                t = T0 + period * 1_000_000_000
                 text = f"cpu,host={host},cpu=total user_pct={10 + seq_host}.5 {t}\n"
                 text += f"job,host={host},job=j1 active=1i {t}\n"
                 await js.publish(
@@ -221,7 +196,7 @@ def test_reducers_collector_and_viewer_work_with_their_logins(
                         "Hm-Dropped": "0",
                     },
                 )  # fmt: skip
-        await nc.close()
+            await nc.close()
 
     asyncio.run(publish_batches())
     reducers = []
@@ -238,7 +213,7 @@ def test_reducers_collector_and_viewer_work_with_their_logins(
                         "300",
                         *args,
                     ],
-                    env={**os.environ, **login(folder, "reduce")},
+                    env=client_env(site.env("reduce")),
                     stdout=subprocess.DEVNULL,
                     stderr=log.open("wb"),
                 ),
@@ -247,8 +222,7 @@ def test_reducers_collector_and_viewer_work_with_their_logins(
         )
 
     async def read_summaries() -> list[bytes]:
-        pw = (folder / "viewer.password").read_text().strip()
-        nc = await nats.connect(url, user="viewer", password=pw)
+        nc = await site.connect("viewer")
         js = nc.jetstream()
         sub = await js.subscribe("hm.sum.job.>", ordered_consumer=True)
         out = []
@@ -278,7 +252,7 @@ def test_reducers_collector_and_viewer_work_with_their_logins(
         [sys.executable, "-m", "hushmon.cli", "collect", "--url", url, "--db",
          str(tmp_path / "store.duckdb"), "--once", "--json", "-"],
         capture_output=True, text=True, timeout=120, check=False,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "python"), **login(folder, "collect")},
+        env={**client_env(site.env("collect")), "PYTHONPATH": str(REPO_ROOT / "python")},
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)

@@ -45,7 +45,7 @@
 
 #include "hm_timer.h"
 #include "hm_log.h"
-#include "hm_nats_login.h"
+#include "hm_nats_client.h"
 #include "hm_parse.h"
 #include "nats_outbox.h"
 #include "sink.h"
@@ -88,7 +88,7 @@ typedef struct nats_state {
     /* control requests: hm.ctl.host.<host> and hm.ctl.all (docs/transport.md) */
     natsSubscription *ctl[2];
     bool serviced; /* service() ran since the last serve_requests */
-    char inbox[128];
+    char inbox[sizeof "_INBOX.." + 64 + 32]; /* _INBOX.<host>.<unique>: host[64] below */
     char subject[256];
     char host[64];
     char epoch[24];
@@ -570,13 +570,9 @@ static int connect_servers(nats_state *s, const hm_agent_config *cfg, hm_error *
         st = natsOptions_SetServers(s->opts, (const char **)list, n);
     if (st == NATS_OK)
         st = natsOptions_SetName(s->opts, name);
-    char user[HM_NATS_USER_MAX], password[HM_NATS_PASSWORD_MAX];
-    int login = hm_nats_login(user, password, err);
-    if (login < 0)
+    int secure = st == NATS_OK ? hm_nats_client_setup(s->opts, list[0], err) : 0;
+    if (secure < 0)
         return -1;
-    if (st == NATS_OK && login == 1)
-        st = natsOptions_SetUserInfo(s->opts, user, password);
-    memset(password, 0, sizeof password);
     /* Reconnect forever on its own, every half second, and keep what
      * was being sent meanwhile; the first connection too is retried in
      * the background, so an agent starts while its leaf is down (that
@@ -597,8 +593,11 @@ static int connect_servers(nats_state *s, const hm_agent_config *cfg, hm_error *
         st = natsOptions_SetSendAsap(s->opts, true);
     if (st == NATS_OK)
         st = natsOptions_SetRetryOnFailedConnect(s->opts, true, on_reconnected, s);
-    /* Read and written by the agent's thread (see the top comment). */
-    s->evloop = cfg->period_ms <= EVLOOP_PERIOD_MAX_MS;
+    /* Read and written by the agent's thread (see the top comment). Not
+     * with TLS: the agent's one recv(2) per period cannot see records
+     * OpenSSL has already read and holds, and the agent stalled (measured:
+     * no sample after the first few); libnats' own reader thread drains them. */
+    s->evloop = cfg->period_ms <= EVLOOP_PERIOD_MAX_MS && secure == 0;
     if (st == NATS_OK && s->evloop)
         st = natsOptions_SetEventLoop(s->opts, s, ev_attach, ev_read, ev_write, ev_detach);
     if (st == NATS_OK)
@@ -608,11 +607,15 @@ static int connect_servers(nats_state *s, const hm_agent_config *cfg, hm_error *
     st = natsConnection_Connect(&s->nc, s->opts);
     if (st != NATS_OK && st != NATS_NOT_YET_CONNECTED)
         return hm_error_set(err, "connecting to %s: %s", cfg->nats_url, nats_err(st));
+    /* The acks come to _INBOX.<host>.<unique>: a node's login may read
+     * its own inbox only, not the replies and pulled batches of others
+     * (python/hushmon/transport/natsusers.py, node_role). */
     natsInbox *inbox = NULL;
     st = natsInbox_Create(&inbox);
     if (st != NATS_OK)
         return hm_error_set(err, "nats inbox: %s", nats_err(st));
-    snprintf(s->inbox, sizeof s->inbox, "%s", (const char *)inbox);
+    const char *unique = strchr((const char *)inbox, '.');
+    snprintf(s->inbox, sizeof s->inbox, "_INBOX.%s%s", s->host, unique != NULL ? unique : ".x");
     natsInbox_Destroy(inbox);
     char acks[sizeof s->inbox + 4];
     snprintf(acks, sizeof acks, "%s.*", s->inbox);

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hushmon.errors import HushmonError
+from hushmon.transport.natstls import HANDSHAKE_TIMEOUT_S, TlsFiles
 
 RAW_STREAM = "HM_RAW"
 RAW_SUBJECTS = "hm.raw.>"
@@ -85,11 +86,27 @@ class NatsServerConfig:
     ping_interval_s: int = 0  # 0: the server's default (2 min)
     ping_max: int = 0  # 0: the server's default (2)
     extra: dict[str, str] = field(default_factory=dict)
-    # Logins (natsusers.render_users): "" = none, anyone may do anything
-    # (the test bed). leaf_login: the hub's leaf port asks rack leaves for
-    # the leaf login (its password from $HM_NATS_PASS_LEAF).
+    # Logins (natsusers.render_users), in the file or included from a file
+    # next to it (users_include: a site's secrets, never in git); neither =
+    # none, anyone may do anything (the test bed, most tests). A rack leaf
+    # logs in to the hub's leaf port as the user "leaf" of these, whose
+    # permissions bound what crosses its uplink.
     users_block: str = ""
-    leaf_login: bool = False
+    users_include: str = ""
+    # TLS (natstls): this server's certificate, key and the CA it trusts.
+    # Every listener then speaks TLS only and verifies its peers: clients
+    # (when verify_clients) and route and leaf peers must present a
+    # certificate of the CA. None: plain (most tests).
+    tls: TlsFiles | None = None
+    verify_clients: bool = True
+
+    def _tls_block(self, *settings: str) -> str:
+        assert self.tls is not None
+        parts = [f'ca_file: "{self.tls.ca_file}"']
+        if self.tls.cert_file is not None:
+            parts += [f'cert_file: "{self.tls.cert_file}"', f'key_file: "{self.tls.key_file}"']
+        parts += [*settings, f"timeout: {HANDSHAKE_TIMEOUT_S}"]
+        return "tls { " + ", ".join(parts) + " }"
 
     def render(self) -> str:
         """The server's configuration file text."""
@@ -102,7 +119,10 @@ class NatsServerConfig:
             f"max_payload: {MAX_PAYLOAD_BYTES}",
         ]
         if self.monitor_port:
-            lines.append(f'http: "{self.host}:{self.monitor_port}"')
+            # /connz and /subsz list every client and subject: this host only.
+            lines.append(f'http: "127.0.0.1:{self.monitor_port}"')
+        if self.tls is not None:
+            lines.append(self._tls_block(*(["verify: true"] if self.verify_clients else [])))
         if self.ping_interval_s:
             lines.append(f'ping_interval: "{self.ping_interval_s}s"')
         if self.ping_max:
@@ -114,32 +134,37 @@ class NatsServerConfig:
             lines.append(f'mappings {{ "$JS.API.>": "$JS.{self.js_api_to_domain}.API.>" }}')
         if self.cluster_name:
             routes = ", ".join(f'"{r}"' for r in self.routes)
+            # Routes have no login: with TLS only a holder of a server
+            # certificate whose names are in the route list joins the cluster.
+            tls = ""
+            if self.tls is not None:
+                tls = ", " + self._tls_block("verify_cert_and_check_known_urls: true")
             lines.append(
                 f'cluster {{ name: "{self.cluster_name}", '
-                f'listen: "{self.host}:{self.cluster_port}", routes: [{routes}] }}'
+                f'listen: "{self.host}:{self.cluster_port}", routes: [{routes}]{tls} }}'
             )
         if self.leaf_listen_port:
-            login = ""
-            if self.leaf_login:
-                from hushmon.transport.natsusers import LEAF_PASSWORD_VAR, LEAF_USER
-
-                login = f', authorization {{ user: "{LEAF_USER}", password: ${LEAF_PASSWORD_VAR} }}'
-            lines.append(f'leafnodes {{ listen: "{self.host}:{self.leaf_listen_port}"{login} }}')
+            tls = ", " + self._tls_block("verify: true") if self.tls is not None else ""
+            lines.append(f'leafnodes {{ listen: "{self.host}:{self.leaf_listen_port}"{tls} }}')
         if self.leaf_remotes:
             # "$VAR": the URL (with the leaf login) comes from the environment
             urls = ", ".join(u if u.startswith("$") else f'"{u}"' for u in self.leaf_remotes)
             # A leaf reconnects on its own when the hub or the uplink comes back.
+            tls = ", " + self._tls_block() if self.tls is not None else ""
             lines.append(
-                f"leafnodes {{ reconnect: {LEAF_RECONNECT_S}, remotes: [ {{ urls: [{urls}] }} ] }}"
+                f"leafnodes {{ reconnect: {LEAF_RECONNECT_S}, "
+                f"remotes: [ {{ urls: [{urls}]{tls} }} ] }}"
             )
         lines += [f"{k}: {v}" for k, v in self.extra.items()]
         if self.users_block:
-            lines.append(self.users_block)
+            lines.append(self.users_block.rstrip("\n"))
+        if self.users_include:
+            lines.append(f'include "{self.users_include}"')
         return "\n".join(lines) + "\n"
 
     @property
     def client_url(self) -> str:
-        return f"nats://{self.host}:{self.port}"
+        return f"{'tls' if self.tls is not None else 'nats'}://{self.host}:{self.port}"
 
 
 def hub_configs(

@@ -1,97 +1,156 @@
-"""Who may do what on hushmon's NATS servers (docs/transport.md, "Users and
-permissions"), and how a hushmon client proves who it is.
+"""Who may do what on hushmon's NATS servers (docs/security.md, "NATS:
+TLS, identities, roles"), and how a hushmon client proves who it is.
 
 Over NATS the uid in a control request (Hm-Uid) is only a claim, so the
 servers themselves must keep steering to the admins: every client logs in
-as one of the roles below and the server enforces the role's subjects.
+as one of the service roles below or as its node (one login per node,
+allowed its own subjects only) and the server enforces the permissions.
 
 Passwords, not nkeys or JWT creds: nats-py and libnats take a user and a
 password with no extra package or tool (nkeys need the Python ``nkeys``
 module and a key generator, creds files the operator/JWT mode and its
-resolver); the servers read the passwords from their environment (an
-EnvironmentFile the admin generates with ``python -m
-hushmon.transport.deploy passwords``), so the configuration files in git
-hold none, and each client reads its own from a file only its service can
-read. A client's user: ``$HUSHMON_NATS_USER``, its password file:
+resolver). ``python -m hushmon.transport.deploy secrets`` makes them with
+the TLS certificates; the servers include the logins from a file only
+they read, so the configuration files in git hold none, and each client
+reads its own password from a file only its service can read. A client's
+user: ``$HUSHMON_NATS_USER``, its password file:
 ``$HUSHMON_NATS_PASSWORD_FILE``; with neither it connects without a user
-(the test bed, a server without authorization)."""
+(a server without authorization: the test bed, most tests)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import secrets
 import string
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hushmon.errors import HushmonError
+from hushmon.transport.natstls import client_context, client_files_from_env
 
 USER_ENV = "HUSHMON_NATS_USER"
 PASSWORD_FILE_ENV = "HUSHMON_NATS_PASSWORD_FILE"
 
-# JetStream's API as a leaf's clients reach it, and the hub's domain form.
-_JS_API = ("$JS.API.>", "$JS.hub.API.>")
-# What no role but admin may do: steer the agents, drop the buffered data.
-_NEVER = (
-    "hm.ctl.>",
-    "$JS.API.STREAM.DELETE.>",
-    "$JS.API.STREAM.PURGE.>",
-    "$JS.hub.API.STREAM.DELETE.>",
-    "$JS.hub.API.STREAM.PURGE.>",
-)
+RAW = "HM_RAW"
+SUM = "HM_SUM"
+# The durable consumers (c/transport, collector.py): each service role may
+# use its own and no other's.
+COLLECT_RAW, COLLECT_SUM, REDUCE_TOP = "collect-raw", "collect-sum", "reduce-top"
+
+
+def _api(*tails: str) -> tuple[str, ...]:
+    """JetStream API subjects as a hub's clients send them and as a leaf
+    forwards them (its clients' $JS.API.> mapped to the hub's domain)."""
+    return tuple(f"{prefix}.{t}" for t in tails for prefix in ("$JS.API", "$JS.hub.API"))
+
+
+# Reading stream and consumer state: nothing here changes anything.
+_READ_API = _api(
+    "INFO", "STREAM.NAMES", "STREAM.LIST", "STREAM.INFO.*",
+    "CONSUMER.NAMES.*", "CONSUMER.LIST.*", "CONSUMER.INFO.*.*",
+)  # fmt: skip
+
+
+def _own_consumer(stream: str, name: str) -> tuple[str, ...]:
+    """Create (every form clients use: legacy durable, named, named with a
+    filter), read and pull one durable consumer, and ack its messages. No
+    DELETE: a consumer removed loses its place for every instance."""
+    return (
+        *_api(
+            f"CONSUMER.DURABLE.CREATE.{stream}.{name}",
+            f"CONSUMER.CREATE.{stream}.{name}",
+            f"CONSUMER.CREATE.{stream}.{name}.>",
+            f"CONSUMER.MSG.NEXT.{stream}.{name}",
+        ),
+        f"$JS.ACK.{stream}.{name}.>",
+    )
 
 
 @dataclass(frozen=True)
 class Role:
     """A login and the subjects it may publish and subscribe to (empty
-    allow lists with admin=True: everything)."""
+    allow lists with admin=True: everything). Allow lists only: what a role
+    does not list it may not do; ``publish_deny`` cuts holes in a wildcard."""
 
     name: str
     why: str
     publish: tuple[str, ...] = ()
-    publish_deny: tuple[str, ...] = _NEVER
+    publish_deny: tuple[str, ...] = ()
     subscribe: tuple[str, ...] = ("_INBOX.>",)
     allow_responses: bool = False  # may answer requests it received (reply subjects)
     admin: bool = False
 
-    @property
-    def password_var(self) -> str:
-        return f"HM_NATS_PASS_{self.name.upper()}"
 
+# Rack reducers are named reduce-<rack> (racks are a site's): any consumer
+# of HM_RAW but the collector's.
+_REDUCE_RACK = (*_own_consumer(RAW, "*"), *_own_consumer(SUM, REDUCE_TOP))
+_NOT_THE_COLLECTORS = _own_consumer(RAW, COLLECT_RAW)
 
-# One table: a new client kind is a new line (docs/transport.md lists them).
+# One table: a new client kind is a new line (docs/security.md lists them).
 ROLES: tuple[Role, ...] = (
-    Role(
-        "agent",
-        "node agents: publish their batches, take control requests for their host or all, "
-        "answer them",
-        publish=("hm.raw.>",),
-        subscribe=("hm.ctl.host.*", "hm.ctl.all", "_INBOX.>"),
-        allow_responses=True,
-    ),
     Role(
         "reduce",
         "hushmon-reduce (rack and top): pull raw batches or partials, publish summaries",
-        publish=("hm.sum.>", "$JS.ACK.>", *_JS_API),
+        publish=("hm.sum.rack.*", "hm.sum.job.*", *_READ_API, *_REDUCE_RACK),
+        publish_deny=_NOT_THE_COLLECTORS,
     ),
     Role(
         "collect",
-        "hushmon collect: declares the streams, pulls both into the store",
-        publish=("$JS.ACK.>", *_JS_API),
-        publish_deny=("hm.ctl.>",),
+        "hushmon collect: pulls both streams into the store through its own consumers",
+        publish=(*_READ_API, *_own_consumer(RAW, COLLECT_RAW), *_own_consumer(SUM, COLLECT_SUM)),
     ),
     Role(
         "viewer",
-        "hushmon top, serve, transport status: read summaries and batches, cannot steer",
-        publish=_JS_API,
+        "hushmon top, serve, transport status: read summaries, batches and stream state; "
+        "an ephemeral ordered consumer of HM_SUM (its flow control answers)",
+        publish=(*_READ_API, *_api(f"CONSUMER.CREATE.{SUM}"), "$JS.FC.>"),
         subscribe=("hm.sum.>", "hm.raw.>", "_INBOX.>"),
     ),
-    Role("admin", "hushmon ctl (and everything else): the only role that may steer", admin=True),
+    Role(
+        "leaf",
+        "a rack leaf's uplink to the hub (publish: what it may send in; subscribe: what the "
+        "hub sends it): its agents' batches and answers, its reducers' partials and pulls",
+        publish=("hm.raw.*.*", "hm.sum.rack.*", "_INBOX.>", *_READ_API, *_REDUCE_RACK),
+        publish_deny=_NOT_THE_COLLECTORS,
+        subscribe=("hm.ctl.>", "_INBOX.>"),
+    ),
+    Role(
+        "admin",
+        "hushmon ctl, `deploy streams` (stream creation and limits): the only role that may "
+        "steer agents or change streams",
+        admin=True,
+    ),
 )
+
+
+def node_role(host: str) -> Role:
+    """A node's own login (user = its host name): publish its own batches
+    only (the subject is the proof of the sender, checked against the
+    batch's Hm-Host and host tags by the reducers and the collector), take
+    control requests for itself or all, answer them; its JetStream acks come
+    to its own inbox prefix (_INBOX.<host>.: c/agent/sinks/nats.c), so it
+    cannot read the replies and pulled batches meant for others."""
+    check_host(host)
+    return Role(
+        host,
+        "a node's agent",
+        publish=(f"hm.raw.*.{host}",),
+        subscribe=(f"hm.ctl.host.{host}", "hm.ctl.all", f"_INBOX.{host}.>"),
+        allow_responses=True,
+    )
+
+
+def check_host(host: str) -> None:
+    """A host name is a subject token and a login: letters, digits, - and _."""
+    if not host or not all(c.isalnum() or c in "-_" for c in host) or not host.isascii():
+        raise HushmonError(f"node name {host!r}: use letters, digits, '-' and '_'")
+    if any(host == r.name for r in ROLES):
+        raise HushmonError(f"node name {host!r} is a service role's login")
 
 
 def role(name: str) -> Role:
@@ -105,12 +164,16 @@ def _quoted(subjects: Sequence[str]) -> str:
     return "[" + ", ".join(f'"{s}"' for s in subjects) + "]"
 
 
-def render_users(roles: Sequence[Role] = ROLES) -> str:
-    """An ``authorization`` block: each role's password from the server's
-    environment ($HM_NATS_PASS_<ROLE>), its permissions."""
+def render_users(roles: Sequence[Role], passwords: Mapping[str, str]) -> str:
+    """An ``authorization`` block: each role's password (``passwords``, by
+    user; letters only, see new_password) and permissions. The servers
+    include it from a file only they read (``deploy secrets``)."""
     lines = ["authorization {", "  users = ["]
     for r in roles:
-        entry = f'    {{ user: "{r.name}", password: ${r.password_var}'
+        pw = passwords[r.name]
+        if not pw.isalnum():
+            raise HushmonError(f"the password of {r.name!r} has characters other than letters")
+        entry = f'    {{ user: "{r.name}", password: "{pw}"'
         if not r.admin:
             pub = f"allow: {_quoted(r.publish)}"
             if r.publish_deny:
@@ -121,11 +184,10 @@ def render_users(roles: Sequence[Role] = ROLES) -> str:
             entry += f", permissions: {{ {perms} }}"
         lines.append(entry + " }")
     lines += ["  ]", "}"]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
 
 
 LEAF_USER = "leaf"
-LEAF_PASSWORD_VAR = "HM_NATS_PASS_LEAF"
 
 
 def leaf_url_var(k: int) -> str:
@@ -135,11 +197,14 @@ def leaf_url_var(k: int) -> str:
 
 def client_auth() -> dict[str, Any]:
     """nats.connect() keyword arguments for this process's login (none when
-    $HUSHMON_NATS_USER is unset)."""
+    $HUSHMON_NATS_USER is unset) and TLS (when $HUSHMON_NATS_CA_FILE is set:
+    the server's certificate is checked against that CA and the URL's host)."""
+    tls = client_files_from_env()
+    out: dict[str, Any] = {} if tls is None else {"tls": client_context(tls)}
     user = os.environ.get(USER_ENV, "")
     path = os.environ.get(PASSWORD_FILE_ENV, "")
     if not user and not path:
-        return {}
+        return out
     if not user or not path:
         raise HushmonError(f"set both {USER_ENV} and {PASSWORD_FILE_ENV} (or neither)")
     try:
@@ -148,7 +213,20 @@ def client_auth() -> dict[str, Any]:
         raise HushmonError(f"{PASSWORD_FILE_ENV} {path}: {exc.strerror or exc}") from None
     if not password:
         raise HushmonError(f"{PASSWORD_FILE_ENV} {path} is empty")
-    return {"user": user, "password": password}
+    return {**out, "user": user, "password": password}
+
+
+class _QuietTlsClose(logging.Filter):
+    """asyncio warns 'returning true from eof_received() has no effect when
+    using ssl' each time a TLS server closes a nats-py connection (a
+    refused login, a server stopping): noise on a user's terminal, not a
+    fault, since nats-py reconnects or reports the close itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "eof_received()" not in record.getMessage()
+
+
+_QUIET_TLS_CLOSE = _QuietTlsClose()
 
 
 async def connect_logged_in(
@@ -161,6 +239,7 @@ async def connect_logged_in(
     end (and a collector reconnecting for ever would wait silently)."""
     import nats
 
+    logging.getLogger("asyncio").addFilter(_QUIET_TLS_CLOSE)  # once: a set
     refused = asyncio.Event()
 
     async def on_error(exc: Exception) -> None:
@@ -193,32 +272,80 @@ async def connect_logged_in(
 
 
 def new_password() -> str:
-    """32 random letters (182 bits). Letters only: nats-server reads an
-    environment variable's value as configuration text, and a value such as
-    "4-2x..." is taken for a date or a number and refused."""
+    """32 random letters (182 bits). Letters only: nats-server reads a
+    value in its configuration (or its environment, the leaf URLs) as
+    configuration text, and a value such as "4-2x..." is taken for a date
+    or a number and refused."""
     return "".join(secrets.choice(string.ascii_letters) for _ in range(32))
 
 
-def generate_passwords(folder: Path, hubs: Sequence[str], leaf_port: int) -> list[Path]:
-    """One random password per role (``<role>.password``, 0600) and the
-    servers' environment file (``nats-server.env``: every password and the
-    hubs' leaf URLs with the leaf login). Refuses to overwrite: a second run
-    would lock every client out."""
+USERS_FILE = "users.conf"
+SERVER_ENV_FILE = "nats-server.env"
+TLS_DIR = "tls"
+NODES_DIR = "nodes"
+
+
+def site_roles(nodes: Sequence[str]) -> list[Role]:
+    """Every login of a site: the service roles, then one per node."""
+    if len(set(nodes)) != len(nodes):
+        raise HushmonError("a node is named twice")
+    return [*ROLES, *(node_role(n) for n in nodes)]
+
+
+def generate_secrets(
+    folder: Path,
+    hubs: Sequence[str],
+    leaves: Sequence[str],
+    nodes: Sequence[str],
+    leaf_port: int,
+) -> list[Path]:
+    """What a site's servers and clients prove who they are with, all new:
+
+    - ``tls/``: the CA (``ca.pem``; ``ca.key``, to keep offline), a server
+      certificate per hub and leaf (``server-<name>``), a client certificate
+      per node (``node-<host>``) and per service role (``role-<role>``);
+    - a password per service role (``<role>.password``) and per node
+      (``nodes/<host>.password``);
+    - ``users.conf``, the servers' logins and permissions (it holds every
+      password: the hubs and leaves include it, 0600);
+    - ``nats-server.env``: the hubs' leaf URLs with the leaf login.
+
+    Keys and passwords are 0600. Refuses to overwrite: new passwords lock
+    every client out (docs/security.md, rotation)."""
+    from hushmon.transport import natstls
+
+    roles = site_roles(nodes)
     folder.mkdir(parents=True, exist_ok=True)
-    env_path = folder / "nats-server.env"
-    if env_path.exists():
-        raise HushmonError(f"{env_path} exists: remove the folder's files to make new passwords")
-    written = []
-    env_lines = []
+    folder.chmod(0o700)
+    if (folder / USERS_FILE).exists():
+        raise HushmonError(f"{folder / USERS_FILE} exists: remove the folder to make new secrets")
+    passwords = {r.name: new_password() for r in roles}
+    written = [_private(folder / USERS_FILE, render_users(roles, passwords))]
+    (folder / NODES_DIR).mkdir(exist_ok=True)
+    for r in roles:
+        if r.name == LEAF_USER:
+            continue  # in the leaf URLs only
+        sub = folder / NODES_DIR if r.name in nodes else folder
+        written.append(_private(sub / f"{r.name}.password", passwords[r.name] + "\n"))
+    urls = [
+        f"{leaf_url_var(k)}=nats-leaf://{LEAF_USER}:{passwords[LEAF_USER]}@{hub}:{leaf_port}"
+        for k, hub in enumerate(hubs, start=1)
+    ]
+    written.append(_private(folder / SERVER_ENV_FILE, "\n".join(urls) + "\n"))
+    tls = folder / TLS_DIR
+    natstls.make_ca(tls)
+    for server in [*hubs, *leaves]:
+        # localhost: the services on a server's own machine (a rack's
+        # reducers on its leaf) connect there
+        natstls.write_identity(
+            tls, f"server-{server}", server, ("localhost", "127.0.0.1"), server=True
+        )
+    for n in nodes:
+        natstls.write_identity(tls, f"node-{n}", n)
     for r in ROLES:
-        pw = new_password()
-        env_lines.append(f"{r.password_var}={pw}")
-        written.append(_private(folder / f"{r.name}.password", pw + "\n"))
-    leaf_pw = new_password()
-    env_lines.append(f"{LEAF_PASSWORD_VAR}={leaf_pw}")
-    for k, hub in enumerate(hubs, start=1):
-        env_lines.append(f"{leaf_url_var(k)}=nats-leaf://{LEAF_USER}:{leaf_pw}@{hub}:{leaf_port}")
-    written.append(_private(env_path, "\n".join(env_lines) + "\n"))
+        if r.name != LEAF_USER:
+            natstls.write_identity(tls, f"role-{r.name}", r.name)
+    written.append(tls)
     return written
 
 
