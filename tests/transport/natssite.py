@@ -48,6 +48,8 @@ class Site:
 
     def tls_files(self, user: str) -> TlsFiles:
         stem = f"node-{user}" if user in NODES else f"role-{user}"
+        if user == nu.LEAF_USER:  # a leaf logs in with its server's certificate
+            stem = "server-leaf1"
         return TlsFiles.under(self.secrets / nu.TLS_DIR, stem)
 
     def password_file(self, user: str) -> Path:

@@ -70,10 +70,15 @@ class Event:
 
 
 def sender_of(msg: Message) -> str:
-    """Who a message says it comes from, safe to store and print: a raw
-    batch's Hm-Host header, else its subject's last token (a node, a rack
+    """Who a message comes from, safe to store and print: a raw batch's
+    subject host (hm.raw.<rack>.<host>: the one subject a node's login may
+    publish, so the server vouches for it; its Hm-Host header is only a
+    claim), else the Hm-Host header or the subject's last token (a rack
     reducer's rack, the top reducer's job), escaped when it is not a name."""
-    host = (msg.headers or {}).get(H_HOST, "") or msg.subject.rsplit(".", 1)[-1]
+    parts = msg.subject.split(".")
+    from_node = len(parts) == 4 and parts[:2] == ["hm", "raw"]
+    host = parts[3] if from_node else ""
+    host = host or (msg.headers or {}).get(H_HOST, "") or parts[-1]
     if bad_name("sender", host):
         return host[:40].encode("unicode_escape").decode("ascii") or "?"
     return host

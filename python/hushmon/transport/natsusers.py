@@ -88,7 +88,8 @@ class Role:
 
 # Rack reducers are named reduce-<rack> (racks are a site's): any consumer
 # of HM_RAW but the collector's.
-_REDUCE_RACK = (*_own_consumer(RAW, "*"), *_own_consumer(SUM, REDUCE_TOP))
+_REDUCE_RACK = _own_consumer(RAW, "*")
+_REDUCE_TOP = _own_consumer(SUM, REDUCE_TOP)
 _NOT_THE_COLLECTORS = _own_consumer(RAW, COLLECT_RAW)
 
 # One table: a new client kind is a new line (docs/security.md lists them).
@@ -96,7 +97,7 @@ ROLES: tuple[Role, ...] = (
     Role(
         "reduce",
         "hushmon-reduce (rack and top): pull raw batches or partials, publish summaries",
-        publish=("hm.sum.rack.*", "hm.sum.job.*", *_READ_API, *_REDUCE_RACK),
+        publish=("hm.sum.rack.*", "hm.sum.job.*", *_READ_API, *_REDUCE_RACK, *_REDUCE_TOP),
         publish_deny=_NOT_THE_COLLECTORS,
     ),
     Role(
@@ -304,8 +305,8 @@ def generate_secrets(
     - ``tls/``: the CA (``ca.pem``; ``ca.key``, to keep offline), a server
       certificate per hub and leaf (``server-<name>``), a client certificate
       per node (``node-<host>``) and per service role (``role-<role>``);
-    - a password per service role (``<role>.password``) and per node
-      (``nodes/<host>.password``);
+    - a password per service role (``<role>.password``; the leaf's is in
+      the leaf URLs too) and per node (``nodes/<host>.password``);
     - ``users.conf``, the servers' logins and permissions (it holds every
       password: the hubs and leaves include it, 0600);
     - ``nats-server.env``: the hubs' leaf URLs with the leaf login.
@@ -323,8 +324,6 @@ def generate_secrets(
     written = [_private(folder / USERS_FILE, render_users(roles, passwords))]
     (folder / NODES_DIR).mkdir(exist_ok=True)
     for r in roles:
-        if r.name == LEAF_USER:
-            continue  # in the leaf URLs only
         sub = folder / NODES_DIR if r.name in nodes else folder
         written.append(_private(sub / f"{r.name}.password", passwords[r.name] + "\n"))
     urls = [

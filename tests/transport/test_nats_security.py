@@ -1,0 +1,260 @@
+"""The NATS attacks of issue 19 sent to a real nats-server set up as a site
+(tests/transport/natssite.py: TLS with client certificates, the logins of
+natsusers): a plain client, a client trusting another CA and one without a
+certificate are refused; node n1 cannot publish n2's batches nor take n2's
+control requests; each role is refused every JetStream action beyond its
+own (stream delete, purge, update, create, message delete, another's
+consumer) and the refusals are in the server's log with the user; the
+collector counts a batch whose header claims another host against the
+node whose subject (the server-checked identity) it came on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import nats
+import pytest
+from natssite import Site, client_env, secure_site
+
+from hushmon.paths import REPO_ROOT
+from hushmon.transport.natsserver import ensure_streams
+from hushmon.transport.natstls import TlsFiles, client_context, make_ca, write_identity
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    with secure_site(tmp_path) as s:
+        for k, v in s.env("admin").items():
+            monkeypatch.setenv(k, v)
+        ensure_streams(s.url)  # the admin's step
+        yield s
+
+
+async def refused_connect(site: Site, **options: object) -> str:
+    """Why the server (or the client's check of it) refused; '' if it did not."""
+    try:
+        nc = await nats.connect(
+            site.url.replace("tls://", "nats://") if options.pop("plain", False) else site.url,
+            user="admin",
+            password=site.password_file("admin").read_text().strip(),
+            max_reconnect_attempts=0,
+            connect_timeout=3,
+            allow_reconnect=False,
+            **options,  # type: ignore[arg-type]
+        )
+    except Exception as exc:  # noqa: BLE001 - nats-py raises many kinds
+        return f"{type(exc).__name__}: {exc}"
+    await nc.close()
+    return ""
+
+
+def test_tls_refuses_plain_clients_foreign_cas_and_clients_without_a_certificate(
+    site: Site, tmp_path: Path
+) -> None:
+    async def attempts() -> dict[str, str]:
+        other = tmp_path / "other-ca"
+        make_ca(other, "someone else's CA")
+        write_identity(other, "intruder", "intruder")
+        bare = ssl.create_default_context(cafile=str(site.tls_files("admin").ca_file))
+        return {
+            "plain": await refused_connect(site, plain=True),
+            "foreign CA": await refused_connect(
+                site, tls=client_context(TlsFiles(other / "ca.pem"))
+            ),
+            "foreign client certificate": await refused_connect(
+                site,
+                tls=client_context(
+                    TlsFiles(
+                        site.tls_files("admin").ca_file,
+                        other / "intruder.pem",
+                        other / "intruder.key",
+                    )
+                ),
+            ),
+            "no client certificate": await refused_connect(site, tls=bare),
+            "the site's admin": await refused_connect(site, tls=site.context("admin")),
+        }
+
+    why = asyncio.run(attempts())
+    assert why.pop("the site's admin") == "", "the control case must connect"
+    for case, reason in why.items():
+        assert reason, f"{case}: connected"
+    assert "CERTIFICATE_VERIFY_FAILED" in why["foreign CA"]
+    log = site.log
+    # the server saw the bad client certificates (and says so, with the address)
+    assert log.count("TLS handshake error") >= 2, log[-3000:]
+
+
+def test_a_node_cannot_publish_or_take_another_nodes_subjects(site: Site) -> None:
+    async def attack() -> list[str]:
+        n1 = await site.connect("n1")
+        js = n1.jetstream()
+        ack = await js.publish("hm.raw.r1.n1", b"cpu,host=n1 x=1 1\n")  # its own: fine
+        assert ack.stream == "HM_RAW"
+        await n1.publish("hm.raw.r1.n2", b"cpu,host=n2 x=1 1\n")  # forge n2's batch
+        await n1.publish("hm.raw.r2.n2", b"cpu,host=n2 x=1 1\n")  # in any rack
+        await n1.subscribe("hm.ctl.host.n2")  # take n2's control requests
+        await n1.subscribe("hm.ctl.>")
+        await n1.subscribe("_INBOX.>")  # read others' replies and pulled batches
+        await n1.flush()
+        await asyncio.sleep(0.5)
+        await n1.close()
+        return [e.lower() for e in site.errors["n1"]]
+
+    errors = asyncio.run(attack())
+    for what in (
+        'publish to "hm.raw.r1.n2"',
+        'publish to "hm.raw.r2.n2"',
+        'subscription to "hm.ctl.host.n2"',
+        'subscription to "hm.ctl.>"',
+        'subscription to "_inbox.>"',
+    ):
+        assert any(f"permissions violation for {what}" in e for e in errors), (what, errors)
+    log = site.log
+    assert 'Publish Violation - User "n1", Subject "hm.raw.r1.n2"' in log, log[-3000:]
+    assert 'Subscription Violation - User "n1", Subject "hm.ctl.host.n2"' in log
+    # nothing of n2 reached the stream: n1's one batch only
+
+    async def raw_count() -> int:
+        nc = await site.connect("admin")
+        info = await nc.jetstream().stream_info("HM_RAW")
+        await nc.close()
+        return int(info.state.messages)
+
+    assert asyncio.run(raw_count()) == 1
+
+
+RAW, SUM = "HM_RAW", "HM_SUM"
+CONSUMERS = ((RAW, "collect-raw"), (SUM, "collect-sum"), (SUM, "reduce-top"), (RAW, "reduce-r1"))
+# Every action that changes or takes what is not the role's own. The
+# leaf forwards its clients' API calls as $JS.hub.API (its mapping).
+_SHRINK = {"name": RAW, "subjects": ["hm.raw.>"], "max_msgs": 1, "storage": "file"}
+FORBIDDEN: list[tuple[str, dict[str, object]]] = [
+    (f"STREAM.DELETE.{RAW}", {}),
+    (f"STREAM.PURGE.{RAW}", {}),
+    (f"STREAM.UPDATE.{RAW}", _SHRINK),
+    ("STREAM.CREATE.HM_EVIL", {"name": "HM_EVIL", "subjects": ["hm.evil.>"]}),
+    (f"STREAM.MSG.DELETE.{RAW}", {"seq": 1}),
+    (f"STREAM.DELETE.{SUM}", {}),
+    (f"CONSUMER.DELETE.{RAW}.collect-raw", {}),
+    (f"CONSUMER.DELETE.{SUM}.collect-sum", {}),
+    (f"CONSUMER.DELETE.{SUM}.reduce-top", {}),
+    (f"CONSUMER.DELETE.{RAW}.reduce-r1", {}),
+    # another's consumer: take its messages, or redefine it
+    (f"CONSUMER.MSG.NEXT.{RAW}.collect-raw", {"batch": 1}),
+    (f"CONSUMER.MSG.NEXT.{RAW}.reduce-r1", {"batch": 1}),
+    (f"CONSUMER.MSG.NEXT.{SUM}.reduce-top", {"batch": 1}),
+    (f"CONSUMER.DURABLE.CREATE.{RAW}.collect-raw", {"stream_name": RAW, "config": {}}),
+    (f"CONSUMER.CREATE.{RAW}.reduce-r1", {"stream_name": RAW, "config": {}}),
+]
+# What each role may do of the list above (its own consumers).
+OWN = {
+    "collect": {
+        f"CONSUMER.MSG.NEXT.{RAW}.collect-raw",
+        f"CONSUMER.DURABLE.CREATE.{RAW}.collect-raw",
+    },
+    "reduce": {
+        f"CONSUMER.MSG.NEXT.{RAW}.reduce-r1",
+        f"CONSUMER.MSG.NEXT.{SUM}.reduce-top",
+        f"CONSUMER.CREATE.{RAW}.reduce-r1",
+    },
+    "leaf": {f"CONSUMER.MSG.NEXT.{RAW}.reduce-r1", f"CONSUMER.CREATE.{RAW}.reduce-r1"},
+}
+
+
+@pytest.mark.parametrize("role", ["viewer", "collect", "reduce", "n1", "leaf"])
+def test_each_role_is_refused_every_forbidden_action(site: Site, role: str) -> None:
+    async def setup() -> None:
+        nc = await site.connect("admin")
+        js = nc.jetstream()
+        await js.publish("hm.raw.r1.n1", b"cpu,host=n1 x=1 1\n")
+        from nats.js.api import ConsumerConfig
+
+        for stream, name in CONSUMERS:
+            await js.add_consumer(stream, ConsumerConfig(durable_name=name))
+        await nc.close()
+
+    async def attack() -> list[str]:
+        nc = await site.connect(role)
+        tried = []
+        for tail, body in FORBIDDEN:
+            if tail in OWN.get(role, set()):
+                continue
+            for prefix in ("$JS.API", "$JS.hub.API"):
+                subject = f"{prefix}.{tail}"
+                tried.append(subject)
+                await nc.publish(subject, json.dumps(body).encode(), reply=f"_INBOX.{role}.x")
+        for subject in ("hm.ctl.all", "hm.sum.rack.r1", "hm.sum.job.j1"):
+            if not (role in ("reduce", "leaf") and subject.startswith("hm.sum")):
+                tried.append(subject)
+                await nc.publish(subject, b"x")
+        await nc.flush()
+        await asyncio.sleep(0.5)
+        await nc.close()
+        return tried
+
+    async def state() -> tuple[int, list[str], list[str]]:
+        nc = await site.connect("admin")
+        js = nc.jetstream()
+        raw = await js.stream_info(RAW)
+        streams = sorted([s.config.name for s in await js.streams_info()])
+        consumers = sorted(
+            [f"{st}/{c.name}" for st in (RAW, SUM) for c in await js.consumers_info(st)]
+        )
+        await nc.close()
+        return int(raw.state.messages), streams, consumers
+
+    asyncio.run(setup())
+    before = asyncio.run(state())
+    tried = asyncio.run(attack())
+    errors = " ".join(site.errors.get(role, [])).lower()
+    log = site.log
+    for subject in tried:
+        assert f'permissions violation for publish to "{subject.lower()}"' in errors, (
+            role,
+            subject,
+        )
+        assert f'Publish Violation - User "{role}", Subject "{subject}"' in log, (role, subject)
+    assert asyncio.run(state()) == before  # nothing deleted, purged, shrunk or added
+    assert before[0] == 1 and before[1] == [RAW, SUM] and len(before[2]) == len(CONSUMERS)
+
+
+def test_the_collector_counts_a_forged_host_against_the_subjects_node(
+    site: Site, tmp_path: Path
+) -> None:
+    """n1 may publish only its own subject; a batch there claiming to be n2
+    (header and host tags) is rejected by the collector and recorded as
+    n1's, the identity the server checked."""
+
+    async def forge() -> None:
+        nc = await site.connect("n1")
+        await nc.jetstream().publish(
+            "hm.raw.r1.n1",
+            b"cpu,host=n2,cpu=total user_pct=5 1795000000000000000\n",
+            headers={"Nats-Msg-Id": "n2:7:1", "Hm-Host": "n2", "Hm-Epoch": "7", "Hm-Seq": "1",
+                     "Hm-Lines": "1", "Hm-Dropped": "0"},
+        )  # fmt: skip
+        await nc.close()
+
+    asyncio.run(forge())
+    db = tmp_path / "store.duckdb"
+    r = subprocess.run(
+        [sys.executable, "-m", "hushmon.cli", "collect", "--url", site.url, "--db", str(db),
+         "--once", "--json", "-"],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**client_env(site.env("collect")), "PYTHONPATH": str(REPO_ROOT / "python")},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert (doc["batches_stored"], doc["rejected_batches"]) == (0, 1), doc
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute("SELECT kind, host, reason FROM transport_events").fetchall()
+    assert [(k, h) for k, h, _ in rows] == [("rejected", "n1")], rows
+    assert "n2" in rows[0][2]  # the reason names the claim
