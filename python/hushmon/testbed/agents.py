@@ -48,7 +48,7 @@ def agent_argv(bed: Bed, node: str) -> list[str]:
             "--sink",
             "nats",
             "--nats-url",
-            f"nats://{leaf_address(n.rack)}:{CLIENT_PORT}",
+            f"tls://{leaf_address(n.rack)}:{CLIENT_PORT}",
             "--nats-rack",
             rack_name(n.rack),
         ]
@@ -57,8 +57,13 @@ def agent_argv(bed: Bed, node: str) -> list[str]:
 
 def spawn(bed: Bed, node: str) -> subprocess.Popen[bytes]:
     bed.node_spool(node).mkdir(parents=True, exist_ok=True)
+    env = None
+    if bed.spec.transport == "nats":  # its certificate and the bed's CA (testbed/transport.py)
+        from hushmon.testbed.transport import client_env
+
+        env = client_env(bed.root, node)
     proc = system.spawn(
-        agent_argv(bed, node), bed.logs / f"agent-{node}.log", f"starting the agent of {node}"
+        agent_argv(bed, node), bed.logs / f"agent-{node}.log", f"starting the agent of {node}", env
     )
     bed.daemons[f"agent@{node}"] = proc.pid
     return proc

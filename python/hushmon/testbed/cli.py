@@ -111,6 +111,7 @@ def describe(bed: Any) -> dict[str, Any]:
     if bed.spec.transport == "nats":
         from hushmon.testbed import transport
 
+        env.update(transport.client_env(bed.root))  # the servers take TLS clients only
         extra["transport"] = {
             "hub_url": transport.hub_url(),
             "leaf_urls": {str(r): transport.leaf_url(r) for r in range(1, bed.spec.racks + 1)},

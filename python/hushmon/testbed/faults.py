@@ -157,14 +157,11 @@ def check_exactly_once(bed: Bed, fault: str, timeout_s: float = 120.0) -> Check:
 async def _stream_to_spool(folder: Path) -> None:
     """HM_RAW's messages as spool files, one per host (an ephemeral consumer
     reads the stream from its start; the stream has dropped duplicates)."""
-    import nats
 
     from hushmon.transport import natsserver as ns
 
     folder.mkdir(parents=True)
-    nc = await nats.connect(
-        transport.hub_url().split(","), connect_timeout=2, max_reconnect_attempts=0
-    )
+    nc = await transport.connect_hub()
     files: dict[str, Any] = {}
     try:
         js = nc.jetstream(timeout=10)
@@ -350,13 +347,10 @@ def reducers_drained(bed: Bed, timeout_s: float = 60.0) -> list[str]:
     message (the tree works again); returns those still behind."""
 
     async def backlog() -> dict[str, int]:
-        import nats
 
         from hushmon.transport import natsserver as ns
 
-        nc = await nats.connect(
-            transport.hub_url().split(","), connect_timeout=2, max_reconnect_attempts=0
-        )
+        nc = await transport.connect_hub()
         try:
             js = nc.jetstream(timeout=5)
             out = {}

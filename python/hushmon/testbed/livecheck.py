@@ -33,7 +33,12 @@ HUSHMON = [sys.executable, "-m", "hushmon.cli"]
 def cli(
     *args: str, timeout: float = 60, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`hushmon ARGS` from the repository, output captured; env adds to this process's."""
+    """`hushmon ARGS` from the repository, output captured; env adds to this
+    process's, and so do the bed's NATS TLS files while a NATS bed has them
+    (its servers take TLS clients only)."""
+    from hushmon.testbed import transport
+
+    bed_tls = transport.client_env() if transport.tls_dir().is_dir() else {}
     return subprocess.run(
         [*HUSHMON, *args],
         capture_output=True,
@@ -41,7 +46,7 @@ def cli(
         timeout=timeout,
         check=False,
         cwd=REPO_ROOT,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **bed_tls, **(env or {})},
     )
 
 

@@ -8,18 +8,28 @@ Every server configuration comes from hushmon.transport.natsserver, the one
 place that writes them (the shipped deploy/nats/ configs too). Every daemon
 runs in a namespace named hm-* and is recorded in the bed's state, so
 `down` stops it with the rest, and `status` shows it.
+
+TLS is on, as on a real cluster (docs/security.md): `up` makes a CA of the
+bed's own and certificates for each server (its address), each node and
+each service role under the state folder's nats/tls; every listener checks
+its peers' certificates, and every client (agents, reducers, collector, the
+bed's own checks, `hushmon` commands given client_env()) checks the
+server's. The servers have no logins (the bed is one operator's).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hushmon.errors import HushmonError
 from hushmon.paths import program
@@ -31,8 +41,9 @@ from hushmon.testbed.spec import (
     leaf_netns,
     rack_name,
 )
-from hushmon.testbed.state import Bed
+from hushmon.testbed.state import STATE_DIR, Bed
 from hushmon.transport import natsserver as ns
+from hushmon.transport import natstls
 
 START_TIMEOUT_S = 20.0
 # A 3-server hub elects its JetStream leader within a few seconds of start.
@@ -45,27 +56,65 @@ TOP_CONSUMER = (ns.SUM_STREAM, "reduce-top")
 Say = Callable[[str], None]
 
 
+SERVICE_ROLES = ("reduce", "collect", "admin")
+
+
 def hub_url() -> str:
     """Every hub server, as libnats and the bed's helpers take them."""
-    return ",".join(f"nats://{a}:{ns.CLIENT_PORT}" for a in hub_addresses())
+    return ",".join(f"tls://{a}:{ns.CLIENT_PORT}" for a in hub_addresses())
 
 
 def hub_url_one() -> str:
-    return f"nats://{hub_addresses()[0]}:{ns.CLIENT_PORT}"
+    return f"tls://{hub_addresses()[0]}:{ns.CLIENT_PORT}"
 
 
 def leaf_url(rack: int) -> str:
-    return f"nats://{leaf_address(rack)}:{ns.CLIENT_PORT}"
+    return f"tls://{leaf_address(rack)}:{ns.CLIENT_PORT}"
+
+
+def tls_dir(root: Path = STATE_DIR) -> Path:
+    return root / "nats" / "tls"
+
+
+def client_env(root: Path = STATE_DIR, who: str = "admin") -> dict[str, str]:
+    """What a hushmon client needs to reach the bed's servers: its CA and
+    the certificate of ``who`` (a service role or a node)."""
+    stem = f"role-{who}" if who in SERVICE_ROLES else f"node-{who}"
+    return natstls.TlsFiles.under(tls_dir(root), stem).env()
+
+
+def make_tls(bed: Bed) -> None:
+    """A new CA and every certificate of the bed (a new bed trusts no old one)."""
+    folder = tls_dir(bed.root)
+    if folder.exists():
+        shutil.rmtree(folder)
+    natstls.make_ca(folder, "hushmon test bed CA")
+    for cfg in hub_configs(bed) + list(leaf_configs(bed).values()):
+        natstls.write_identity(folder, f"server-{cfg.name}", cfg.name, [cfg.host], server=True)
+    for who in SERVICE_ROLES:
+        natstls.write_identity(folder, f"role-{who}", who)
+    for node in bed.nodes():
+        natstls.write_identity(folder, f"node-{node.name}", node.name)
+
+
+def _with_tls(bed: Bed, cfg: ns.NatsServerConfig) -> ns.NatsServerConfig:
+    cfg.tls = natstls.TlsFiles.under(tls_dir(bed.root), f"server-{cfg.name}")
+    return cfg
 
 
 def hub_configs(bed: Bed) -> list[ns.NatsServerConfig]:
-    return ns.hub_configs(hub_addresses(), bed.nats_store, monitor=True)
+    return [
+        _with_tls(bed, c) for c in ns.hub_configs(hub_addresses(), bed.nats_store, monitor=True)
+    ]
 
 
 def leaf_configs(bed: Bed) -> dict[int, ns.NatsServerConfig]:
     return {
-        rack: ns.leaf_config(
-            rack_name(rack), hub_addresses(), bed.nats_store, listen=leaf_address(rack)
+        rack: _with_tls(
+            bed,
+            ns.leaf_config(
+                rack_name(rack), hub_addresses(), bed.nats_store, listen=leaf_address(rack)
+            ),
         )
         for rack in range(1, bed.spec.racks + 1)
     }
@@ -79,6 +128,7 @@ class Daemon:
     name: str
     netns: str
     argv: list[str]
+    env: dict[str, str] | None = None  # added to the bed's environment
 
     def command(self) -> list[str]:
         nsenter = system.tool("nsenter", "util-linux")
@@ -100,6 +150,7 @@ def consumers(bed: Bed) -> list[Daemon]:
     """Rack reducers (two per rack, one durable consumer), the top reducer,
     the collector writing the bed's store."""
     reduce = str(program("hushmon-reduce"))
+    reduce_env = client_env(bed.root, "reduce")
     out = []
     for rack in range(1, bed.spec.racks + 1):
         for inst in RACK_INSTANCES[:REDUCERS_PER_RACK]:
@@ -108,11 +159,14 @@ def consumers(bed: Bed) -> list[Daemon]:
                     f"reduce@{rack_name(rack)}.{inst}",
                     leaf_netns(rack),
                     [reduce, "--rack", rack_name(rack), "--url", leaf_url(rack)],
+                    reduce_env,
                 )
             )
     # One URL: libnats takes no list here, and learns the other hub servers
     # from the cluster (it reconnects to any of them).
-    out.append(Daemon("reduce@top", HUB_NETNS, [reduce, "--top", "--url", hub_url_one()]))
+    out.append(
+        Daemon("reduce@top", HUB_NETNS, [reduce, "--top", "--url", hub_url_one()], reduce_env)
+    )
     out.append(
         Daemon(
             "collect",
@@ -130,6 +184,7 @@ def consumers(bed: Bed) -> list[Daemon]:
                 str(bed.store),
                 "--wait",
             ],
+            client_env(bed.root, "collect"),
         )
     )
     return out
@@ -154,6 +209,7 @@ def spawn(bed: Bed, daemon: Daemon) -> subprocess.Popen[bytes]:
         daemon.command(),
         bed.logs / f"{daemon.name.replace('@', '-')}.log",
         f"starting {daemon.name}",
+        daemon.env,
     )
     bed.daemons[daemon.name] = proc.pid
     return proc
@@ -164,6 +220,7 @@ def start_servers(bed: Bed, say: Say) -> None:
     streams (3 replicas) once the hub has its JetStream leader."""
     if bed.nats_store.exists():
         shutil.rmtree(bed.nats_store)  # a new bed starts with empty streams
+    make_tls(bed)
     configs = [(c, HUB_NETNS) for c in hub_configs(bed)]
     configs += [(c, leaf_netns(r)) for r, c in leaf_configs(bed).items()]
     procs = {}
@@ -178,8 +235,35 @@ def start_servers(bed: Bed, say: Say) -> None:
         except HushmonError as exc:
             raise HushmonError(f"{name}: {_exit_or(proc, exc)}: see {bed.logs}") from exc
     replicas = ns.stream_replicas(len(hub_addresses()))
-    say(f"nats: streams {ns.RAW_STREAM}, {ns.SUM_STREAM} with {replicas} replicas")
-    ns.ensure_streams(hub_url(), replicas=replicas, timeout_s=5.0, settle_s=STREAMS_SETTLE_S)
+    say(f"nats: streams {ns.RAW_STREAM}, {ns.SUM_STREAM} with {replicas} replicas (TLS)")
+    with _environment(client_env(bed.root)):
+        ns.ensure_streams(hub_url(), replicas=replicas, timeout_s=5.0, settle_s=STREAMS_SETTLE_S)
+
+
+@contextlib.contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    """ensure_streams reads its TLS files from the environment, as every
+    hushmon client does."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+async def connect_hub(root: Path = STATE_DIR) -> Any:
+    """A nats-py connection to the bed's hub as its admin, over TLS."""
+    import nats
+
+    tls = natstls.client_context(natstls.TlsFiles.under(tls_dir(root), "role-admin"))
+    return await nats.connect(
+        hub_url().split(","), connect_timeout=2, max_reconnect_attempts=0, tls=tls
+    )
 
 
 def _exit_or(proc: subprocess.Popen[bytes], exc: Exception) -> str:
@@ -234,9 +318,7 @@ def consumer_names() -> list[tuple[str, str]]:
 
 
 async def _consumer_names() -> list[tuple[str, str]]:
-    import nats
-
-    nc = await nats.connect(hub_url().split(","), connect_timeout=2, max_reconnect_attempts=0)
+    nc = await connect_hub()
     try:
         js = nc.jetstream(timeout=5)
         out = []
@@ -333,9 +415,7 @@ def _agents_behind(bed: Bed, targets: dict[str, int]) -> list[str]:
 
 async def _raw_positions() -> tuple[int, int]:
     """(HM_RAW's last stream sequence, the collector's ack floor in it)."""
-    import nats
-
-    nc = await nats.connect(hub_url().split(","), connect_timeout=2, max_reconnect_attempts=0)
+    nc = await connect_hub()
     try:
         js = nc.jetstream(timeout=5)
         last = (await js.stream_info(ns.RAW_STREAM)).state.last_seq

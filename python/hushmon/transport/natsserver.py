@@ -196,7 +196,9 @@ def hub_configs(
                 else (),
                 js_domain=JS_DOMAIN,
                 leaf_listen_port=LEAF_PORT,
-                monitor_port=MONITOR_PORT if monitor else 0,
+                # on 127.0.0.1: servers sharing a host (the bed's hub
+                # namespace) each need their own port; hub1 has the usual one
+                monitor_port=MONITOR_PORT + k - 1 if monitor else 0,
             )
         )
     return out

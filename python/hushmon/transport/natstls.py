@@ -166,6 +166,12 @@ def write_identity(
             sans.append(x509.IPAddress(ipaddress.ip_address(a)))
         except ValueError:
             sans.append(x509.DNSName(a))
+        else:
+            if server:
+                # nats-server's verify_cert_and_check_known_urls compares a
+                # route peer's DNS names only with the route URLs' hosts
+                # (measured: a route by address was refused otherwise)
+                sans.append(x509.DNSName(a))
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.UTC)
     usages = [ExtendedKeyUsageOID.CLIENT_AUTH]

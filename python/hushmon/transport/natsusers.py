@@ -196,12 +196,28 @@ def leaf_url_var(k: int) -> str:
     return f"HM_NATS_HUB{k}_LEAF_URL"
 
 
+class _QuietTlsClose(logging.Filter):
+    """asyncio warns 'returning true from eof_received() has no effect when
+    using ssl' each time a TLS server closes a nats-py connection (a
+    refused login, a server stopping): noise on a user's terminal, not a
+    fault, since nats-py reconnects or reports the close itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "eof_received()" not in record.getMessage()
+
+
+_QUIET_TLS_CLOSE = _QuietTlsClose()
+
+
 def client_auth() -> dict[str, Any]:
     """nats.connect() keyword arguments for this process's login (none when
     $HUSHMON_NATS_USER is unset) and TLS (when $HUSHMON_NATS_CA_FILE is set:
     the server's certificate is checked against that CA and the URL's host)."""
     tls = client_files_from_env()
-    out: dict[str, Any] = {} if tls is None else {"tls": client_context(tls)}
+    out: dict[str, Any] = {}
+    if tls is not None:
+        out["tls"] = client_context(tls)
+        logging.getLogger("asyncio").addFilter(_QUIET_TLS_CLOSE)  # once: loggers keep a set
     user = os.environ.get(USER_ENV, "")
     path = os.environ.get(PASSWORD_FILE_ENV, "")
     if not user and not path:
@@ -217,19 +233,6 @@ def client_auth() -> dict[str, Any]:
     return {**out, "user": user, "password": password}
 
 
-class _QuietTlsClose(logging.Filter):
-    """asyncio warns 'returning true from eof_received() has no effect when
-    using ssl' each time a TLS server closes a nats-py connection (a
-    refused login, a server stopping): noise on a user's terminal, not a
-    fault, since nats-py reconnects or reports the close itself."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "eof_received()" not in record.getMessage()
-
-
-_QUIET_TLS_CLOSE = _QuietTlsClose()
-
-
 async def connect_logged_in(
     servers: str | list[str],
     error_cb: Callable[[Exception], Awaitable[None]] | None = None,
@@ -240,7 +243,6 @@ async def connect_logged_in(
     end (and a collector reconnecting for ever would wait silently)."""
     import nats
 
-    logging.getLogger("asyncio").addFilter(_QUIET_TLS_CLOSE)  # once: a set
     refused = asyncio.Event()
 
     async def on_error(exc: Exception) -> None:
