@@ -5,6 +5,7 @@ certificate are refused; node n1 cannot publish n2's batches nor take n2's
 control requests; each role is refused every JetStream action beyond its
 own (stream delete, purge, update, create, message delete, another's
 consumer) and the refusals are in the server's log with the user; the
+agent (C) refuses a server its CA or name does not vouch for; the
 collector counts a batch whose header claims another host against the
 node whose subject (the server-checked identity) it came on."""
 
@@ -12,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import ssl
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -258,3 +261,52 @@ def test_the_collector_counts_a_forged_host_against_the_subjects_node(
         rows = con.execute("SELECT kind, host, reason FROM transport_events").fetchall()
     assert [(k, h) for k, h, _ in rows] == [("rejected", "n1")], rows
     assert "n2" in rows[0][2]  # the reason names the claim
+
+
+def test_the_agent_checks_the_servers_certificate(
+    site: Site, tmp_path: Path, bin_dir: Path
+) -> None:
+    """The C client (agent; hushmon-reduce shares hm_nats_client.h) connects
+    and is acknowledged with the site's CA, and never connects when it
+    trusts another CA or expects another server name."""
+    other = tmp_path / "other-ca"
+    make_ca(other, "someone else's CA")
+
+    def agent_status(env: dict[str, str], name: str, wait_s: float) -> str:
+        sock = tmp_path / f"{name}.sock"
+        log = tmp_path / f"{name}.log"
+        agent = subprocess.Popen(
+            [str(bin_dir / "hushmon-agent"), "--socket", str(sock), "--host", "n1", "--sources",
+             "self", "--period-ms", "200", "--sink", "nats", "--nats-url", site.url,
+             "--spool-dir", str(tmp_path / name)],
+            env=client_env(env), stdout=subprocess.DEVNULL, stderr=log.open("wb"),
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + wait_s
+            while True:
+                assert agent.poll() is None, log.read_text()
+                status = ""
+                if sock.exists():
+                    status = subprocess.run(
+                        [str(bin_dir / "hushmon-agent"), "--socket", str(sock), "--send",
+                         "status"],
+                        capture_output=True, text=True, timeout=30, check=False,
+                    ).stdout  # fmt: skip
+                acked = re.search(r" acked_seq=(\d+)", status)
+                if (acked and int(acked.group(1)) >= 2) or time.monotonic() > deadline:
+                    return status
+                time.sleep(0.2)
+        finally:
+            agent.terminate()
+            agent.wait(timeout=30)
+
+    good = agent_status(site.env("n1"), "good", 15)
+    assert " connected=1 " in good and int(re.findall(r" acked_seq=(\d+)", good)[0]) >= 2, good
+    # a few seconds: a local connection attempt every 0.5 s, each refused
+    before = site.log.count("TLS handshake error")
+    foreign_ca = {**site.env("n1"), "HUSHMON_NATS_CA_FILE": str(other / "ca.pem")}
+    foreign = agent_status(foreign_ca, "ca", 3)
+    assert " connected=0 " in foreign and " acked_seq=0 " in foreign, foreign
+    wrong_name = agent_status({**site.env("n1"), "HUSHMON_NATS_TLS_HOSTNAME": "elsewhere"}, "nm", 3)
+    assert " connected=0 " in wrong_name and " acked_seq=0 " in wrong_name, wrong_name
+    assert site.log.count("TLS handshake error") >= before + 2  # the server saw both give up
