@@ -49,7 +49,7 @@ from pathlib import Path
 from hushmon.live.feed import connect, subscribe
 from hushmon.live.state import LiveState
 from hushmon.paths import REPO_ROOT, build_bin_dir
-from hushmon.testbed import livecheck
+from hushmon.testbed import livecheck, transport
 from hushmon.testbed.state import load
 from hushmon.transport.natsserver import free_port
 
@@ -165,6 +165,7 @@ def demo(args: argparse.Namespace, data: Path) -> None:
         raise SystemExit(f"testbed up failed: {up.stderr.strip()}")
     info = json.loads(up.stdout)
     hub = str(info["transport"]["hub_url"])
+    os.environ.update(transport.client_env())  # the bed's NATS is TLS: this process's feed too
     bed = load()
     assert bed is not None
     say(f"bed up in {time.monotonic() - t0:.1f} s: 4 nodes in 2 racks, NATS hub {hub}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import subprocess
 import time
@@ -28,7 +29,7 @@ import pytest
 from bedlib import HUSHMON, bed_unavailable, bed_up
 
 from hushmon.paths import REPO_ROOT, build_bin_dir
-from hushmon.testbed import livecheck
+from hushmon.testbed import livecheck, transport
 from hushmon.testbed.state import load
 from hushmon.transport.natsserver import free_port
 
@@ -83,6 +84,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
                 [*HUSHMON, "serve", "--url", hub, "--port", str(port), "--history-s", "0",
                  "--token-file", str(token_file)],
                 cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
+                env={**os.environ, **transport.client_env()},  # the bed's NATS is TLS
             )  # fmt: skip
         base = f"http://127.0.0.1:{port}"
         run = subprocess.Popen(
