@@ -11,13 +11,13 @@ import sys
 import time
 from pathlib import Path
 
-import duckdb
 import nats
 from transport_batches import (
     Batch,
     hushmon,
     publish,
     publish_raw_messages,
+    store_rows,
     synthetic_batch,
 )
 
@@ -34,11 +34,7 @@ def _collect(url: str, db: Path, *extra: str) -> subprocess.CompletedProcess[str
 
 
 def _one(db: Path, sql: str) -> tuple:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql).fetchall()[0]
-    finally:
-        con.close()
+    return store_rows(db, sql)[0]
 
 
 def test_replayed_batches_change_nothing(nats_server: LocalNatsServer, tmp_path: Path) -> None:

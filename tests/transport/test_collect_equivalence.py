@@ -16,6 +16,7 @@ from transport_batches import (
     publish_raw_messages,
     rack_partial,
     spool_batches,
+    store_rows,
     synthetic_batch,
 )
 
@@ -31,14 +32,6 @@ RACKS = {"n1": "r1", "n2": "r1", "n3": "r2", "n4": "r2"}
 SAMPLES_SQL = """SELECT host, measurement, tags, field, time_ns, value
                  FROM samples JOIN series USING (series_id)
                  ORDER BY host, measurement, tags, field, time_ns"""
-
-
-def _rows(db: Path, sql: str) -> list[tuple]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def _digest_json(db: Path, job: str, out: Path) -> dict:
@@ -57,10 +50,10 @@ def test_collected_equals_ingested(nats_server: LocalNatsServer, tmp_path: Path)
     r = hushmon("collect", "--url", nats_server.url, "--db", str(collected), "--once")
     assert r.returncode == 0, r.stderr
     assert f"collected {len(batches)} batch(es)" in r.stdout
-    samples = _rows(ingested, SAMPLES_SQL)
-    assert len(samples) > 10_000 and _rows(collected, SAMPLES_SQL) == samples
+    samples = store_rows(ingested, SAMPLES_SQL)
+    assert len(samples) > 10_000 and store_rows(collected, SAMPLES_SQL) == samples
     jobs_sql = "SELECT job, host, time_ns FROM job_activity ORDER BY ALL"
-    assert _rows(collected, jobs_sql) == _rows(ingested, jobs_sql)
+    assert store_rows(collected, jobs_sql) == store_rows(ingested, jobs_sql)
     a = _digest_json(ingested, "5", tmp_path / "a")
     b = _digest_json(collected, "5", tmp_path / "b")
     assert a == b and a["findings"]

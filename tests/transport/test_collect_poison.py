@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from transport_batches import hushmon, publish, publish_raw_messages, synthetic_batch
+from transport_batches import hushmon, publish, publish_raw_messages, store_rows, synthetic_batch
 
 from hushmon.errors import HushmonError
 from hushmon.transport.collect_store import CollectorStore
@@ -20,14 +20,6 @@ from hushmon.transport.wire import batch_headers
 
 T0 = 1_795_000_000_000_000_000
 S = 1_000_000_000
-
-
-def _rows(db: Path, sql: str) -> list[tuple]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def _summary(**change: object) -> bytes:
@@ -80,7 +72,7 @@ def test_poison_is_acked_counted_by_sender_and_the_rest_stored(
     assert report["rejected_batches"] == 4
     assert report["malformed_lines"] == 1
     assert report["rejected_summaries"] == 3
-    assert _rows(db, "SELECT count(*) FROM transport_batches WHERE host = 'n1'") == [(3,)]
+    assert store_rows(db, "SELECT count(*) FROM transport_batches WHERE host = 'n1'") == [(3,)]
 
     # acked: a second collector finds nothing left, and stores nothing twice
     again = hushmon("collect", "--url", nats_server.url, "--db", str(db), "--once", "--json", "-")

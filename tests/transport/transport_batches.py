@@ -158,3 +158,14 @@ def hushmon(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
         timeout=timeout,
         check=False,
     )
+
+
+def store_rows(db: Path, sql: str) -> list[tuple]:
+    """The rows of ``sql`` on the store at ``db``, opened read-only."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
