@@ -213,12 +213,17 @@ def test_transport_plan_hub_leaves_agents_and_daemons(tmp_path: Path) -> None:
     # Agents publish to their own rack's leaf, under their rack's name.
     argv = agents.agent_argv(bed, "n3")
     assert argv[argv.index("--sink") + 1] == "nats"
-    assert argv[argv.index("--nats-url") + 1] == "nats://10.77.2.250:4222"
+    # TLS by default: the agent checks its leaf's certificate
+    assert argv[argv.index("--nats-url") + 1] == "tls://10.77.2.250:4222"
     assert argv[argv.index("--nats-rack") + 1] == "r2"
     assert "--sink" not in agents.agent_argv(_bed(tmp_path, BedSpec(nodes=3, racks=2)), "n3")
     hubs = [c.render() for c in transport.hub_configs(bed)]
     assert len(hubs) == 3 and all(h.count("nats-route://") == 3 for h in hubs)
     assert all('domain: "hub"' in h for h in hubs)
+    # every listener verifies its peers; the monitor is the host's alone
+    for h in hubs:
+        assert h.count("verify: true") == 2 and "verify_cert_and_check_known_urls: true" in h
+        assert 'http: "127.0.0.1:' in h
     leaves = transport.leaf_configs(bed)
     assert sorted(leaves) == [1, 2]
     leaf = leaves[2].render()
