@@ -63,6 +63,14 @@ class CollectorStore:
         self.con = open_store(self.db_path)
         self.con.execute(f"SET memory_limit = '{int(memory_mib)}MiB'").fetchall()
         self._ingester = _Ingester(self.con, IngestReport(self.db_path, Path("-")), False)
+        # the newest seq stored per (host, epoch), from the store itself, so it
+        # holds after a restart; raised after each commit (_not_stored)
+        self._newest_seq: dict[tuple[str, int], int] = {
+            (host, int(epoch)): int(seq)
+            for host, epoch, seq in self.con.execute(
+                "SELECT host, epoch, max(seq) FROM transport_batches GROUP BY host, epoch"
+            ).fetchall()
+        }
 
     def close(self) -> None:
         self.con.close()
@@ -88,12 +96,17 @@ class CollectorStore:
         events: list[Event] = []
         accepted = self._accept(messages, events)
         fresh = self._not_stored(accepted, events)
-        if fresh:
-            fresh = self._drop_liars(fresh, events)
-        if fresh:
-            self._ingest(fresh, events)
-        elif events:
-            self._in_transaction(lambda: self._insert_events(events))
+        group = self._drop_liars(fresh, events) if fresh else None
+        if group is not None:
+            fresh = group.fresh
+            self._ingest(group, events)
+            for a in fresh:
+                key = (a.header.host, a.header.epoch)
+                self._newest_seq[key] = max(self._newest_seq.get(key, 0), a.header.seq)
+        else:
+            fresh = []
+            if events:
+                self._in_transaction(lambda: self._insert_events(events))
         self.stats.raw_messages += len(messages)
         for e in events:
             if e.kind == "duplicate":
@@ -160,7 +173,7 @@ class CollectorStore:
             reason = ""
             if len(msg.data) > self.max_batch_bytes:
                 reason = f"oversized: {len(msg.data)} bytes > {self.max_batch_bytes}"
-            elif not msg.data.strip():
+            elif not msg.data or msg.data.isspace():
                 reason = "empty batch"
             if reason:
                 events.append(
@@ -168,30 +181,22 @@ class CollectorStore:
                 )
                 continue
             data = msg.data if msg.data.endswith(b"\n") else msg.data + b"\n"
-            spool = _SpoolFile(Path(header.msg_id), data, "", False, data.count(b"\n"))
+            spool = _SpoolFile(header.msg_id, data, "", False, data.count(b"\n"))
             out.append(_Accepted(header, msg, spool))
         return out
 
     def _not_stored(self, accepted: list[_Accepted], events: list[Event]) -> list[_Accepted]:
-        if not accepted:
-            return []
-        keys = pa.table(
-            {
-                "host": [a.header.host for a in accepted],
-                "epoch": pa.array([a.header.epoch for a in accepted], pa.int64()),
-                "seq": pa.array([a.header.seq for a in accepted], pa.int64()),
-            }
-        )
-        self.con.register("hm_keys", keys)
-        try:
-            stored = set(
-                self.con.execute(
-                    """SELECT b.host, b.epoch, b.seq FROM transport_batches b
-                       JOIN hm_keys k USING (host, epoch, seq)"""
-                ).fetchall()
-            )
-        finally:
-            self.con.unregister("hm_keys")
+        """The batches not in transport_batches (nor earlier in the group).
+        A batch above the newest seq stored for its (host, epoch) cannot be
+        stored: it is new without a look at the table (a join per group that
+        scanned the whole table). Only the others (an agent's replay, a
+        redelivery) are looked up."""
+        maybe_stored = [
+            a
+            for a in accepted
+            if a.header.seq <= self._newest_seq.get((a.header.host, a.header.epoch), 0)
+        ]
+        stored = self._stored_keys(maybe_stored) if maybe_stored else set()
         out: list[_Accepted] = []
         for a in accepted:
             key = (a.header.host, a.header.epoch, a.header.seq)
@@ -204,28 +209,42 @@ class CollectorStore:
             out.append(a)
         return out
 
-    def _drop_liars(self, fresh: list[_Accepted], events: list[Event]) -> list[_Accepted]:
-        """Batches whose lines name another host than their header are rejected whole."""
-        data = b"".join(a.file.data for a in fresh)
-        fast = _fast_or_none(data)
-        lies: dict[int, str] = {}
-        if fast is None:
-            for i, a in enumerate(fresh):
-                why = _lie_exact(a.header.host, a.file.data.decode("utf-8", errors="replace"))
-                if why:
-                    lies[i] = why
-        else:
-            lies = _lies_fast(fresh, data, fast)
+    def _stored_keys(self, accepted: list[_Accepted]) -> set[tuple[str, int, int]]:
+        keys = pa.table(
+            {
+                "host": [a.header.host for a in accepted],
+                "epoch": pa.array([a.header.epoch for a in accepted], pa.int64()),
+                "seq": pa.array([a.header.seq for a in accepted], pa.int64()),
+            }
+        )
+        self.con.register("hm_keys", keys)
+        try:
+            return set(
+                self.con.execute(
+                    """SELECT b.host, b.epoch, b.seq FROM transport_batches b
+                       JOIN hm_keys k USING (host, epoch, seq)"""
+                ).fetchall()
+            )
+        finally:
+            self.con.unregister("hm_keys")
+
+    def _drop_liars(self, fresh: list[_Accepted], events: list[Event]) -> _Group | None:
+        """The group less the batches whose lines name another host than
+        their header (rejected whole), parsed; None when none is left."""
+        group = _Group.of(fresh)
+        lies = _liars(group)
+        if not lies:
+            return group
         for i, why in sorted(lies.items()):
             h = fresh[i].header
             events.append(Event("rejected", h.host, h.subject, h.epoch, h.seq, 1, why))
-        return [a for i, a in enumerate(fresh) if i not in lies]
+        honest = [a for i, a in enumerate(fresh) if i not in lies]
+        return _Group.of(honest) if honest else None  # parsed again: liars are rare
 
-    def _ingest(self, fresh: list[_Accepted], events: list[Event]) -> None:
-        data = b"".join(a.file.data for a in fresh)
-        fast = _fast_or_none(data)
-        parsed = _Parsed([a.file for a in fresh], data, fast)
-        period = _newest_time_per_batch(fresh, fast)
+    def _ingest(self, group: _Group, events: list[Event]) -> None:
+        fresh = group.fresh
+        parsed = _Parsed([a.file for a in fresh], group.data, group.fast)
+        period = _newest_time_per_batch(group)
         report = IngestReport(self.db_path, Path("-"))
         self._ingester.report = report
 
@@ -336,6 +355,28 @@ def _store_failure(exc: BaseException) -> bool:
 # ---- helpers of the raw path ----------------------------------------------
 
 
+@dataclass
+class _Group:
+    """The fresh batches of a fetched group as one buffer, parsed once for
+    both the host check and the ingest."""
+
+    fresh: list[_Accepted]
+    data: bytes
+    fast: FastBatch | None  # None: not valid UTF-8 (every line to the exact parser)
+    batch_of_line: np.ndarray  # the batch (index in fresh) of each line, when fast
+
+    @staticmethod
+    def of(fresh: list[_Accepted]) -> _Group:
+        data = b"".join(a.file.data for a in fresh)
+        fast = _fast_or_none(data)
+        batch_of_line = np.zeros(0, dtype=np.int64)
+        if fast is not None:
+            sizes = np.array([len(a.file.data) for a in fresh], dtype=np.int64)
+            starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+            batch_of_line = np.searchsorted(starts, fast.line_starts[:-1], side="right") - 1
+        return _Group(fresh, data, fast, batch_of_line)
+
+
 def _fast_or_none(data: bytes) -> FastBatch | None:
     try:
         data.decode("utf-8")
@@ -358,30 +399,37 @@ def _lie_exact(host: str, text: str) -> str:
     return ""
 
 
-def _batch_of_line(fresh: list[_Accepted], fast: FastBatch) -> np.ndarray:
-    sizes = np.array([len(a.file.data) for a in fresh], dtype=np.int64)
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    return np.searchsorted(starts, fast.line_starts[:-1], side="right") - 1
-
-
-def _lies_fast(fresh: list[_Accepted], data: bytes, fast: FastBatch) -> dict[int, str]:
-    batch_of_line = _batch_of_line(fresh, fast)
-    key_host = []
-    for k in fast.keys:
-        c = canonical_key(k)
-        key_host.append("" if isinstance(c, str) else c[0])
+def _liars(group: _Group) -> dict[int, str]:
+    """Batches (index in the group) whose lines name another host than their
+    header, with the first such line: they are rejected whole."""
+    fresh, fast = group.fresh, group.fast
     lies: dict[int, str] = {}
+    if fast is None:
+        for i, a in enumerate(fresh):
+            why = _lie_exact(a.header.host, a.file.data.decode("utf-8", errors="replace"))
+            if why:
+                lies[i] = why
+        return lies
+    batch_of_line = group.batch_of_line
     if len(fast.key_id):
-        header_host = np.array([a.header.host for a in fresh], dtype=object)
-        value_host = np.array([*key_host, ""], dtype=object)[fast.key_id]
-        claimed = header_host[batch_of_line[fast.line]]
-        wrong = (value_host != claimed) & (value_host != "")
+        # hosts as small integers: one comparison per value, no Python per value
+        host_ids: dict[str, int] = {}
+        key_host = [-1] * (len(fast.keys) + 1)  # the last: a value of no key
+        for k, key in enumerate(fast.keys):
+            c = canonical_key(key)
+            if not isinstance(c, str):
+                key_host[k] = host_ids.setdefault(c[0], len(host_ids))
+        claimed = np.array([host_ids.setdefault(a.header.host, len(host_ids)) for a in fresh])
+        value_host = np.array(key_host, dtype=np.int64)[fast.key_id]
+        value_batch = batch_of_line[fast.line]
+        wrong = (value_host != claimed[value_batch]) & (value_host >= 0)
+        names = list(host_ids)
         for i in np.flatnonzero(wrong).tolist():
-            b = int(batch_of_line[fast.line[i]])
+            b = int(value_batch[i])
             if b not in lies:
                 line_no = int(fast.line[i]) - int(np.searchsorted(batch_of_line, b)) + 1
                 lies[b] = (
-                    f"line {line_no} tagged host={value_host[i]}, headers say "
+                    f"line {line_no} tagged host={names[value_host[i]]}, headers say "
                     f"{H_HOST}={fresh[b].header.host}"
                 )
     for line in fast.exact_lines.tolist():
@@ -389,7 +437,7 @@ def _lies_fast(fresh: list[_Accepted], data: bytes, fast: FastBatch) -> dict[int
         if b in lies:
             continue
         start, end = int(fast.line_starts[line]), int(fast.line_starts[line + 1])
-        why = _lie_exact(fresh[b].header.host, data[start:end].decode("utf-8"))
+        why = _lie_exact(fresh[b].header.host, group.data[start:end].decode("utf-8"))
         if why:
             lies[b] = why.replace(
                 "line 1 ", f"line {line - int(np.searchsorted(batch_of_line, b)) + 1} "
@@ -397,11 +445,11 @@ def _lies_fast(fresh: list[_Accepted], data: bytes, fast: FastBatch) -> dict[int
     return lies
 
 
-def _newest_time_per_batch(fresh: list[_Accepted], fast: FastBatch | None) -> list[int | None]:
+def _newest_time_per_batch(group: _Group) -> list[int | None]:
     """The newest line timestamp of each batch (its period), for the lag."""
+    fast = group.fast
     if fast is None or not len(fast.time_ns):
-        return [None] * len(fresh)
-    batch_of_line = _batch_of_line(fresh, fast)
-    newest = np.full(len(fresh), -1, dtype=np.int64)
-    np.maximum.at(newest, batch_of_line[fast.line], fast.time_ns)
+        return [None] * len(group.fresh)
+    newest = np.full(len(group.fresh), -1, dtype=np.int64)
+    np.maximum.at(newest, group.batch_of_line[fast.line], fast.time_ns)
     return [int(t) if t >= 0 else None for t in newest.tolist()]
