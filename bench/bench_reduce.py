@@ -52,13 +52,17 @@ from loadgen import kv, publish_argv
 
 from hushmon.paths import build_bin_dir
 from hushmon.procstat import process_cpu_s, rss_kib
-from hushmon.transport.natsserver import LocalNatsServer, NatsServerConfig, ensure_streams
+from hushmon.transport.natsserver import (
+    LocalNatsServer,
+    NatsServerConfig,
+    ensure_streams,
+    site_consumers,
+)
 
-# A reducer draining a backlog as fast as it can: deep pulls, short grace.
-DRAIN_FLAGS = (
-    "--max-ack-pending", "200000", "--fetch-batch", "512",
-    "--period-grace-ms", "200", "--keep-s", "60",
-)  # fmt: skip
+# A reducer draining a backlog as fast as it can: deep pulls (its consumer's
+# MaxAckPending, declared by main() as the admin step), short grace.
+DRAIN_MAX_ACK_PENDING = 200000
+DRAIN_FLAGS = ("--fetch-batch", "512", "--period-grace-ms", "200", "--keep-s", "60")
 
 
 class Reducer:
@@ -271,7 +275,8 @@ def main() -> None:
         )
         server.start()
         try:
-            ensure_streams(server.url)
+            consumers = site_consumers(["r1"], reduce_max_ack_pending=DRAIN_MAX_ACK_PENDING)
+            ensure_streams(server.url, consumers=consumers)
             run(server.url, Path(tmp), a)
         finally:
             server.stop()
@@ -338,8 +343,6 @@ def run(url: str, tmp: Path, a: argparse.Namespace) -> None:
         tmp / "reduce-live.log",
         "--period-grace-ms",
         str(a.grace_ms),
-        "--max-ack-pending",
-        "200000",
     )
     seen: list[tuple[float, int, int]] = []
     watch_s = a.live_periods + 3 + a.grace_ms / 1000

@@ -60,6 +60,7 @@ from hushmon.transport.natsserver import (
     NatsServerConfig,
     ensure_streams,
     free_port,
+    site_consumers,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -291,10 +292,10 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
     daemons: list[Daemon] = []
     try:
         hub.start()
-        ensure_streams(hub.url)
+        racks = [f"r{k + 1}" for k in range(a.racks)]
+        ensure_streams(hub.url, consumers=site_consumers(racks))
         raw_rate = raw_publish_rate(hub.url, per_rack)
         print(f"1. raw JetStream publish on the hub: {raw_rate:,.0f} msgs/s (the physical limit)")
-        racks = [f"r{k + 1}" for k in range(a.racks)]
         leaves = {}
         for rack in racks:
             leaf = LocalNatsServer(

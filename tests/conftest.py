@@ -13,7 +13,12 @@ from mpirun_types import MpiRun
 
 from hushmon.paths import REPO_ROOT, build_bin_dir
 from hushmon.runner import mpirun_command
-from hushmon.transport.natsserver import LocalNatsServer, NatsServerConfig, ensure_streams
+from hushmon.transport.natsserver import (
+    LocalNatsServer,
+    NatsServerConfig,
+    ensure_streams,
+    site_consumers,
+)
 
 
 @pytest.fixture(scope="session")
@@ -50,14 +55,19 @@ def mpirun(bin_dir: Path) -> MpiRun:
     return run
 
 
+# The racks whose reducer consumers the nats_server fixture declares.
+TEST_RACKS = ("r1", "r2")
+
+
 @pytest.fixture()
 def nats_server(tmp_path: Path) -> Iterator[LocalNatsServer]:
     """A JetStream nats-server on a free loopback port with HM_RAW and HM_SUM
-    declared; stopped after the test."""
+    and the durable consumers of racks r1 and r2 declared (the admin's step:
+    reducers and the collector only bind); stopped after the test."""
     server = LocalNatsServer(NatsServerConfig(name="test-hub", store_dir=tmp_path / "js"), tmp_path)
     server.start()
     try:
-        ensure_streams(server.url)
+        ensure_streams(server.url, consumers=site_consumers(TEST_RACKS))
         yield server
     finally:
         server.stop()

@@ -44,26 +44,26 @@ static const char usage[] =
     "                          partial summaries per (job, period) to hm.sum.rack.RACK\n"
     "  --top                   top level: merge hm.sum.rack.> (durable reduce-top on HM_SUM)\n"
     "                          into job-wide summaries on hm.sum.job.JOB\n"
+    "                          The consumer is an admin's (`python -m hushmon.transport.deploy\n"
+    "                          streams URL --racks ...`), with its AckWait (how soon a crashed\n"
+    "                          instance's messages go to the other; a summary is held at most\n"
+    "                          half of it) and MaxAckPending; a reducer only binds to it\n"
     "  --url URL               NATS server, e.g. nats://127.0.0.1:4222 (required)\n"
     "  --period-grace-ms MS    publish a (job, period) once no batch came for it for MS\n"
     "                          (default: 2 periods at rack level, the period read from the\n"
     "                          agents' hushmon_agent period_ms; 2000 at top level)\n"
     "  --stats-every-s N       print counters to stderr every N s (default 0: at exit only)\n"
     "  --max-batch-bytes N     larger batches are refused as oversized (default 1M)\n"
-    "  --max-ack-pending N     MaxAckPending of a consumer this creates (default 20000)\n"
     "  --fetch-batch N         messages per pull request (default 512)\n"
     "  --keep-s N              how long a published (job, period) is remembered to count\n"
     "                          late batches and drop duplicate partials (default 300)\n"
-    "  --ack-wait-ms MS        AckWait of a consumer this creates: how soon the messages of\n"
-    "                          a crashed instance go to the other (default: 2 x the longest\n"
-    "                          hold of a summary, at least 30000); a summary is never held\n"
-    "                          longer than half of it\n"
     "  --help                  this text\n"
     "\n"
     "SIGTERM or SIGINT: publish what is open, send the acks, exit 0.\n"
-    "Transient trouble (server away, timeouts, the consumer deleted) is retried with\n"
-    "backoff and logged; exit status: 0 after a clean stop, 1 when it cannot start or\n"
-    "on a fatal error (one line on stderr), 2 on bad flags.\n";
+    "Transient trouble (server away, timeouts, the consumer deleted: until an admin\n"
+    "declares it again) is retried with backoff and logged; exit status: 0 after a\n"
+    "clean stop, 1 when it cannot start (its consumer not declared: one line says so)\n"
+    "or on a fatal error (one line on stderr), 2 on bad flags.\n";
 
 static int bad_flag(const char *fmt, const char *arg)
 {
@@ -89,12 +89,10 @@ int main(int argc, char **argv)
         .grace_ms = -1,
         .stats_every_s = 0,
         .max_batch_bytes = 1 << 20,
-        .max_ack_pending = 20000,
         .fetch_batch = 512,
         .keep_s = 300,
-        .ack_wait_ms = -1,
     };
-    enum { O_RACK = 256, O_TOP, O_URL, O_GRACE, O_STATS, O_MAXB, O_MAXACK, O_FETCH, O_KEEP, O_ACKWAIT, O_HELP };
+    enum { O_RACK = 256, O_TOP, O_URL, O_GRACE, O_STATS, O_MAXB, O_FETCH, O_KEEP, O_HELP };
     static const struct option longopts[] = {
         {"rack", required_argument, NULL, O_RACK},
         {"top", no_argument, NULL, O_TOP},
@@ -102,10 +100,8 @@ int main(int argc, char **argv)
         {"period-grace-ms", required_argument, NULL, O_GRACE},
         {"stats-every-s", required_argument, NULL, O_STATS},
         {"max-batch-bytes", required_argument, NULL, O_MAXB},
-        {"max-ack-pending", required_argument, NULL, O_MAXACK},
         {"fetch-batch", required_argument, NULL, O_FETCH},
         {"keep-s", required_argument, NULL, O_KEEP},
-        {"ack-wait-ms", required_argument, NULL, O_ACKWAIT},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -119,10 +115,8 @@ int main(int argc, char **argv)
         case O_GRACE: rc = int_flag("period-grace-ms", optarg, 0, 3600000, &o.grace_ms); break;
         case O_STATS: rc = int_flag("stats-every-s", optarg, 0, 86400, &o.stats_every_s); break;
         case O_MAXB: rc = int_flag("max-batch-bytes", optarg, 1, 1 << 30, &o.max_batch_bytes); break;
-        case O_MAXACK: rc = int_flag("max-ack-pending", optarg, 1, 10000000, &o.max_ack_pending); break;
         case O_FETCH: rc = int_flag("fetch-batch", optarg, 1, 100000, &o.fetch_batch); break;
         case O_KEEP: rc = int_flag("keep-s", optarg, 1, 86400, &o.keep_s); break;
-        case O_ACKWAIT: rc = int_flag("ack-wait-ms", optarg, 100, 3600000, &o.ack_wait_ms); break;
         case O_HELP: fputs(usage, stdout); return 0;
         default:
             return bad_flag("unknown or incomplete flag %s", argv[optind - 1]);

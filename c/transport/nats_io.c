@@ -2,6 +2,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -38,9 +39,18 @@ int hm_nats_connect(hm_nats *n, const char *url, const char *name, hm_error *err
         s = natsOptions_SetServers(opts, (const char **)list, count);
     if (s == NATS_OK)
         s = natsOptions_SetName(opts, name);
-    if (s == NATS_OK && hm_nats_client_setup(opts, list[0], err) < 0) {
+    if (s == NATS_OK && hm_nats_client_setup(opts, list[0], NULL, err) < 0) {
         natsOptions_Destroy(opts);
         return -1;
+    }
+    /* Replies (pulled messages, publish acks, API answers) come to an
+     * inbox of this login's own, the only one its permissions let it read
+     * (python/hushmon/transport/natsusers.py, inbox_prefix). */
+    const char *user = getenv("HUSHMON_NATS_USER");
+    if (s == NATS_OK && user != NULL && *user != '\0') {
+        char prefix[sizeof "_INBOX." + HM_NATS_USER_MAX];
+        snprintf(prefix, sizeof prefix, "_INBOX.%s", user);
+        s = natsOptions_SetCustomInboxPrefix(opts, prefix);
     }
     /* Keep trying for ever: the reducer is a service, the server comes back. */
     if (s == NATS_OK)
@@ -80,43 +90,37 @@ static int64_t mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* The consumer as this reducer creates it. */
-static natsStatus add_consumer(hm_nats *n, jsErrCode *jerr)
+static int consumer_missing(hm_error *err, const hm_nats *n)
 {
-    jsConsumerConfig cc;
-    jsConsumerConfig_Init(&cc);
-    cc.Durable = n->durable;
-    cc.AckPolicy = js_AckExplicit;
-    cc.AckWait = n->ack_wait_ns;
-    cc.MaxAckPending = n->max_ack_pending;
-    cc.FilterSubject = n->filter;
-    cc.DeliverPolicy = js_DeliverAll;
-    jsConsumerInfo *ci = NULL;
-    *jerr = 0;
-    natsStatus s = js_AddConsumer(&ci, n->js, n->stream, &cc, NULL, jerr);
-    jsConsumerInfo_Destroy(ci);
-    /* The other instance may have created it meanwhile: fine. */
-    if (s != NATS_OK && *jerr == JSConsumerNameExistErr)
-        s = NATS_OK;
-    return s;
+    return hm_error_set(err, "consumer %s on %s does not exist: an admin declares it "
+                             "(python -m hushmon.transport.deploy streams URL --racks ...; "
+                             "docs/transport.md)", n->durable, n->stream);
 }
 
-/* The consumer exists (created when missing, *created set) and the pull
- * subscription is bound to it (again after a re-creation). */
-static int ensure_consumer(hm_nats *n, bool *created, hm_error *err)
+/* The consumer exists (an admin made it: a reducer never creates one, its
+ * login may not) and the pull subscription is bound to it (again after it
+ * was made anew: *rebound set). *missing tells a missing consumer from
+ * other trouble. */
+static int bind_consumer(hm_nats *n, bool *rebound, bool *missing, hm_error *err)
 {
     jsErrCode jerr = 0;
     jsConsumerInfo *ci = NULL;
-    *created = false;
+    *rebound = *missing = false;
     natsStatus s = js_GetConsumerInfo(&ci, n->js, n->stream, n->durable, NULL, &jerr);
+    if (s == NATS_OK) {
+        n->ack_wait_ns = ci->Config->AckWait;
+        if (n->created_ns != 0 && ci->Created != n->created_ns)
+            *rebound = true; /* deleted and made again: bind to the new one */
+        n->created_ns = ci->Created;
+    }
     jsConsumerInfo_Destroy(ci);
     if (s == NATS_NOT_FOUND) {
-        s = add_consumer(n, &jerr);
-        *created = s == NATS_OK;
+        *missing = true;
+        return consumer_missing(err, n);
     }
     if (s != NATS_OK)
         return nats_fail(err, s, jerr, "consumer");
-    if (n->sub != NULL && !*created && natsSubscription_IsValid(n->sub))
+    if (n->sub != NULL && !*rebound && natsSubscription_IsValid(n->sub))
         return 0;
     if (n->sub != NULL) {
         natsSubscription_Destroy(n->sub); /* what it held unacked comes again */
@@ -126,7 +130,7 @@ static int ensure_consumer(hm_nats *n, bool *created, hm_error *err)
     jsSubOptions so;
     jsSubOptions_Init(&so);
     so.Stream = n->stream;
-    so.Consumer = n->durable;
+    so.Consumer = n->durable; /* bind: libnats creates nothing */
     jerr = 0;
     s = js_PullSubscribe(&n->sub, n->js, n->filter, n->durable, NULL, &so, &jerr);
     if (s != NATS_OK) {
@@ -137,7 +141,7 @@ static int ensure_consumer(hm_nats *n, bool *created, hm_error *err)
 }
 
 int hm_nats_pull(hm_nats *n, const char *stream, const char *durable, const char *filter,
-                 int64_t ack_wait_ns, int64_t max_ack_pending, hm_error *err)
+                 hm_error *err)
 {
     if (strlen(stream) >= sizeof n->stream || strlen(durable) >= sizeof n->durable ||
         strlen(filter) >= sizeof n->filter)
@@ -145,10 +149,8 @@ int hm_nats_pull(hm_nats *n, const char *stream, const char *durable, const char
     snprintf(n->stream, sizeof n->stream, "%s", stream);
     snprintf(n->durable, sizeof n->durable, "%s", durable);
     snprintf(n->filter, sizeof n->filter, "%s", filter);
-    n->ack_wait_ns = ack_wait_ns;
-    n->max_ack_pending = max_ack_pending;
-    bool created;
-    if (ensure_consumer(n, &created, err) != 0)
+    bool rebound, missing;
+    if (bind_consumer(n, &rebound, &missing, err) != 0)
         return -1;
     n->last_msg_ns = n->last_check_ns = mono_ns();
     return 0;
@@ -191,18 +193,19 @@ int hm_nats_fetch(hm_nats *n, natsMsgList *list, int batch, int64_t timeout_ms, 
     }
     if (n->sub == NULL ||
         (now - n->last_msg_ns >= HM_NATS_IDLE_CHECK_NS && now - n->last_check_ns >= HM_NATS_IDLE_CHECK_NS)) {
-        bool created = false;
+        bool rebound = false, missing = false;
         hm_error cerr;
         n->last_check_ns = now;
-        if (ensure_consumer(n, &created, &cerr) != 0) {
+        if (bind_consumer(n, &rebound, &missing, &cerr) != 0) {
+            /* Gone under a running reducer (deleted, lost with a server's
+             * store): wait for the admin to declare it again. */
+            n->consumer_missing += missing;
             transient(n, now, cerr.msg);
             return 0;
         }
-        if (created) {
-            n->consumer_recreated++;
-            hm_log_warn("consumer %s on %s was missing: created again (its unacked messages come again)",
+        if (rebound)
+            hm_log_warn("consumer %s on %s was made anew: bound to it (its unacked messages come again)",
                         n->durable, n->stream);
-        }
     }
     jsErrCode jerr = 0;
     natsStatus s = natsSubscription_Fetch(list, n->sub, batch, timeout_ms, &jerr);

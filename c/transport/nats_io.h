@@ -16,30 +16,34 @@ typedef struct hm_nats {
     jsCtx *js;
     natsSubscription *sub;
     uint64_t ack_errors;
-    /* The consumer, to re-create it when it is gone (deleted, lost with a
-     * server's store) and to bind again. */
+    /* The consumer, to bind again when it was made anew (an admin's
+     * `deploy streams` after it was deleted or lost with a server's store);
+     * its AckWait and creation time as the server last told them. */
     char stream[64], durable[160], filter[300];
-    int64_t ack_wait_ns, max_ack_pending;
+    int64_t ack_wait_ns, created_ns;
     /* Pull health: transient errors are retried with backoff and logged at
      * most every HM_NATS_LOG_EVERY_NS; a pull that stays silent is checked. */
     int64_t last_msg_ns, last_check_ns, retry_at_ns, backoff_ns, last_log_ns;
-    uint64_t fetch_errors, fetch_errors_unlogged, consumer_recreated, resubscribed;
+    uint64_t fetch_errors, fetch_errors_unlogged, consumer_missing, resubscribed;
 } hm_nats;
 
 int hm_nats_connect(hm_nats *n, const char *url, const char *name, hm_error *err);
-/* Binds to the durable pull consumer, creating it when missing (explicit
- * acks, the given AckWait and MaxAckPending). An existing consumer is used
- * as it is, so a second instance shares it. */
+/* Binds to the durable pull consumer the admin step made (`deploy streams`:
+ * a reducer never creates or redefines one, its login may not); a second
+ * instance shares it. A missing consumer is an error whose message tells
+ * the operator to declare it. n->ack_wait_ns is then its AckWait. */
 int hm_nats_pull(hm_nats *n, const char *stream, const char *durable, const char *filter,
-                 int64_t ack_wait_ns, int64_t max_ack_pending, hm_error *err);
+                 hm_error *err);
 /* Up to batch messages, waiting up to timeout_ms; 0 messages is not an
  * error. The caller destroys the list (empty after an error too).
  * A transient error (a timeout, a 408/409 status, the server away or
  * restarting, the consumer deleted or its leader changing) is counted,
  * logged at most every 10 s and retried with backoff (100 ms doubling to
- * 5 s); a consumer that is missing is created again (same configuration,
- * DeliverAll: what it had not acked comes again, the partials' ids and
- * sources drop what was summarized already) and bound again. When no
+ * 5 s); a consumer that is missing is counted (consumer_missing) and
+ * looked for again the same way, with a line saying an admin declares it;
+ * once made anew it is bound again (DeliverAll: what it had not acked
+ * comes again, the partials' ids and sources drop what was summarized
+ * already). When no
  * message came for HM_NATS_IDLE_CHECK_NS the consumer is checked the same
  * way, so a pull that was silently lost is noticed. Returns -1 only on a
  * fatal error (the connection closed for good): the caller exits

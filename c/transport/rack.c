@@ -47,12 +47,9 @@ static int64_t grace_ns(const rack *r)
     return (r->o->grace_ms >= 0 ? r->o->grace_ms : 2 * period_ms) * NS_PER_MS;
 }
 
-/* The longest a group stays open (then a later batch makes a late partial):
- * bounds memory and stays under the consumer's AckWait. */
-static int64_t max_hold_ns(const rack *r, int64_t ack_wait_ns)
+static int64_t max_hold_ns(const rack *r)
 {
-    int64_t hold = 5 * grace_ns(r) + 10 * NS_PER_S;
-    return hold < ack_wait_ns / 2 ? hold : ack_wait_ns / 2;
+    return hm_reduce_max_hold_ns(grace_ns(r), r->nats.ack_wait_ns);
 }
 
 static void note_bad(rack *r, const char *host, enum bad_reason why, const char *detail)
@@ -280,9 +277,9 @@ static void print_stats(rack *r, const char *what, double dt_s, uint64_t d_batch
             r->unknown_subject);
     for (int i = 0; i < BAD_N; i++)
         fprintf(stderr, " %s=%" PRIu64, bad_name[i], r->bad[i]);
-    fprintf(stderr, " publish_errors=%" PRIu64 " fetch_errors=%" PRIu64 " consumer_recreated=%" PRIu64
+    fprintf(stderr, " publish_errors=%" PRIu64 " fetch_errors=%" PRIu64 " consumer_missing=%" PRIu64
                     " ack_errors=%" PRIu64 " open_groups=%zu held_msgs=%zu grace_ms=%" PRId64 " cpu_s=%.3f\n",
-            r->publish_errors, r->nats.fetch_errors, r->nats.consumer_recreated, r->nats.ack_errors,
+            r->publish_errors, r->nats.fetch_errors, r->nats.consumer_missing, r->nats.ack_errors,
             hm_groups_open(&r->groups), r->groups.pending_msgs,
             (int64_t)(grace_ns(r) / NS_PER_MS), hm_reduce_cpu_s());
 }
@@ -308,9 +305,8 @@ int hm_reduce_rack(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_erro
     snprintf(name, sizeof name, "hushmon-reduce %s", o->rack);
     snprintf(durable, sizeof durable, "reduce-%s", o->rack);
     snprintf(filter, sizeof filter, "hm.raw.%s.>", o->rack);
-    int64_t ack_wait = hm_reduce_ack_wait_ns(o, 5 * grace_ns(r) + 10 * NS_PER_S);
     if (hm_nats_connect(&r->nats, o->url, name, err) != 0 ||
-        hm_nats_pull(&r->nats, "HM_RAW", durable, filter, ack_wait, o->max_ack_pending, err) != 0) {
+        hm_nats_pull(&r->nats, "HM_RAW", durable, filter, err) != 0) {
         hm_nats_close(&r->nats);
         rack_free(r);
         free(r);
@@ -323,7 +319,7 @@ int hm_reduce_rack(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_erro
     while (!*stop && rc == 0) {
         natsMsgList list;
         int64_t wait_ms = hm_groups_pull_wait_ms(&r->groups, hm_reduce_now_ns(), grace_ns(r),
-                                                 max_hold_ns(r, ack_wait), HM_REDUCE_PULL_MIN_MS,
+                                                 max_hold_ns(r), HM_REDUCE_PULL_MIN_MS,
                                                  HM_REDUCE_PULL_MAX_MS);
         if (hm_nats_fetch(&r->nats, &list, (int)o->fetch_batch, wait_ms, err) != 0) {
             rc = -1; /* fatal (transient errors are retried inside): exit non-zero */
@@ -333,7 +329,7 @@ int hm_reduce_rack(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_erro
             rc = process(r, list.Msgs[i], err);
         natsMsgList_Destroy(&list);
         int64_t now = hm_reduce_now_ns();
-        hm_groups_due(&r->groups, now, grace_ns(r), max_hold_ns(r, ack_wait), false, publish_group, r);
+        hm_groups_due(&r->groups, now, grace_ns(r), max_hold_ns(r), false, publish_group, r);
         if (now - last_prune > NS_PER_S) {
             hm_groups_prune(&r->groups, now, o->keep_s * NS_PER_S);
             last_prune = now;

@@ -29,10 +29,8 @@ typedef struct hm_reduce_opts {
     int64_t grace_ms;          /* -1: 2 periods (rack), 2000 ms (top) */
     int64_t stats_every_s;     /* 0: only the final line */
     int64_t max_batch_bytes;
-    int64_t max_ack_pending;
     int64_t fetch_batch;
     int64_t keep_s;            /* how long a published (job, period) is remembered */
-    int64_t ack_wait_ms;       /* AckWait of a consumer this creates; -1: derived from the grace */
 } hm_reduce_opts;
 
 /* Run until *stop is set (SIGTERM), then publish what is open, ack and
@@ -43,9 +41,11 @@ int hm_reduce_top(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_error
 /* Shared by both levels. */
 int64_t hm_reduce_now_ns(void);       /* CLOCK_MONOTONIC */
 double hm_reduce_cpu_s(void);         /* this process's CPU time */
-/* How long a message may stay unacked (the server redelivers after it):
- * --ack-wait-ms, else twice the longest hold and at least 30 s. */
-int64_t hm_reduce_ack_wait_ns(const hm_reduce_opts *o, int64_t max_hold_ns);
+/* The longest a group stays open (then a later batch makes a late
+ * partial): 5 graces and 10 s, bounding memory, and never past half the
+ * consumer's AckWait (set by the admin step), so the server does not
+ * redeliver what a reducer holds. */
+int64_t hm_reduce_max_hold_ns(int64_t grace_ns, int64_t ack_wait_ns);
 /* A subject token from a name: '.', '*', '>' and white space become '_'. */
 void hm_reduce_subject_token(char *out, size_t cap, const char *name);
 

@@ -17,12 +17,10 @@ double hm_reduce_cpu_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-int64_t hm_reduce_ack_wait_ns(const hm_reduce_opts *o, int64_t max_hold_ns)
+int64_t hm_reduce_max_hold_ns(int64_t grace_ns, int64_t ack_wait_ns)
 {
-    if (o->ack_wait_ms > 0)
-        return o->ack_wait_ms * 1000000;
-    int64_t floor_ns = 30 * (int64_t)1000000000;
-    return 2 * max_hold_ns > floor_ns ? 2 * max_hold_ns : floor_ns;
+    int64_t hold_ns = 5 * grace_ns + 10 * (int64_t)1000000000;
+    return hold_ns < ack_wait_ns / 2 ? hold_ns : ack_wait_ns / 2;
 }
 
 void hm_reduce_subject_token(char *out, size_t cap, const char *name)

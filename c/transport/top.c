@@ -143,17 +143,22 @@ static int publish_group(void *ctx, hm_group *grp)
     return 0;
 }
 
+static int64_t max_hold_ns(const top *t)
+{
+    return hm_reduce_max_hold_ns(grace_ns(t), t->nats.ack_wait_ns);
+}
+
 static void print_stats(top *t, const char *what, double dt_s, uint64_t d_in)
 {
     fprintf(stderr,
             "hushmon-reduce: %s level=top partials_in=%" PRIu64 " partials_per_s=%.0f merged=%" PRIu64
             " duplicates=%" PRIu64 " overlaps=%" PRIu64 " late=%" PRIu64 " summaries=%" PRIu64
             " summaries_dup=%" PRIu64 " bad_partials=%" PRIu64 " unknown_subject=%" PRIu64
-            " publish_errors=%" PRIu64 " fetch_errors=%" PRIu64 " consumer_recreated=%" PRIu64
+            " publish_errors=%" PRIu64 " fetch_errors=%" PRIu64 " consumer_missing=%" PRIu64
             " ack_errors=%" PRIu64 " open_groups=%zu held_msgs=%zu grace_ms=%" PRId64 " cpu_s=%.3f\n",
             what, t->partials_in, dt_s > 0 ? (double)d_in / dt_s : 0.0, t->merged, t->duplicates,
             t->overlaps, t->late, t->summaries, t->summaries_dup, t->bad_partials, t->unknown_subject,
-            t->publish_errors, t->nats.fetch_errors, t->nats.consumer_recreated, t->nats.ack_errors,
+            t->publish_errors, t->nats.fetch_errors, t->nats.consumer_missing, t->nats.ack_errors,
             hm_groups_open(&t->groups), t->groups.pending_msgs,
             (int64_t)(grace_ns(t) / NS_PER_MS), hm_reduce_cpu_s());
 }
@@ -163,14 +168,8 @@ int hm_reduce_top(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_error
     top t;
     memset(&t, 0, sizeof t);
     t.o = o;
-    int64_t ack_wait = hm_reduce_ack_wait_ns(o, 5 * grace_ns(&t) + 10 * NS_PER_S);
-    /* Never held past half the AckWait: no redelivery while we hold it. */
-    int64_t max_hold = 5 * grace_ns(&t) + 10 * NS_PER_S;
-    if (max_hold > ack_wait / 2)
-        max_hold = ack_wait / 2;
     if (hm_nats_connect(&t.nats, o->url, "hushmon-reduce top", err) != 0 ||
-        hm_nats_pull(&t.nats, "HM_SUM", "reduce-top", "hm.sum.rack.>", ack_wait, o->max_ack_pending,
-                     err) != 0) {
+        hm_nats_pull(&t.nats, "HM_SUM", "reduce-top", "hm.sum.rack.>", err) != 0) {
         hm_nats_close(&t.nats);
         return -1;
     }
@@ -181,7 +180,7 @@ int hm_reduce_top(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_error
     while (!*stop && rc == 0) {
         natsMsgList list;
         int64_t wait_ms = hm_groups_pull_wait_ms(&t.groups, hm_reduce_now_ns(), grace_ns(&t),
-                                                 max_hold, HM_REDUCE_PULL_MIN_MS,
+                                                 max_hold_ns(&t), HM_REDUCE_PULL_MIN_MS,
                                                  HM_REDUCE_PULL_MAX_MS);
         if (hm_nats_fetch(&t.nats, &list, (int)o->fetch_batch, wait_ms, err) != 0) {
             rc = -1; /* fatal (transient errors are retried inside): exit non-zero */
@@ -191,7 +190,7 @@ int hm_reduce_top(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_error
             rc = process(&t, list.Msgs[i], err);
         natsMsgList_Destroy(&list);
         int64_t now = hm_reduce_now_ns();
-        hm_groups_due(&t.groups, now, grace_ns(&t), max_hold, false, publish_group, &t);
+        hm_groups_due(&t.groups, now, grace_ns(&t), max_hold_ns(&t), false, publish_group, &t);
         if (now - last_prune > NS_PER_S) {
             hm_groups_prune(&t.groups, now, o->keep_s * NS_PER_S);
             last_prune = now;

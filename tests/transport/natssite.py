@@ -21,6 +21,7 @@ from hushmon.transport.natsserver import LocalNatsServer, NatsServerConfig
 from hushmon.transport.natstls import TlsFiles, client_context
 
 NODES = ("n1", "n2", "a1", "a2")
+RACKS = ("r1", "r2")  # a login reduce-<rack> each
 # Every variable a hushmon client reads its login and TLS from.
 CLIENT_VARS = (
     "HUSHMON_NATS_USER",
@@ -74,8 +75,9 @@ class Site:
         async def on_error(exc: Exception) -> None:
             errors.append(str(exc))
 
-        if user in NODES:  # a node reads its own inbox only (natsusers.node_role)
-            options.setdefault("inbox_prefix", f"_INBOX.{user}")
+        if user in NODES or user.startswith("reduce-"):
+            # a node or a reducer reads its own inbox only (natsusers)
+            options.setdefault("inbox_prefix", nu.inbox_prefix(user))
         return await nats.connect(
             self.url,
             user=user,
@@ -96,7 +98,7 @@ def client_env(env: dict[str, str]) -> dict[str, str]:
 @contextmanager
 def secure_site(tmp_path: Path) -> Iterator[Site]:
     secrets = tmp_path / "secrets"
-    nu.generate_secrets(secrets, ["127.0.0.1"], ["leaf1"], list(NODES), 7422)
+    nu.generate_secrets(secrets, ["127.0.0.1"], ["leaf1"], list(NODES), 7422, list(RACKS))
     cfg = NatsServerConfig(
         name="secure",
         store_dir=tmp_path / "js",

@@ -30,7 +30,9 @@ def deployed(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     as tls/server.pem and .key, the configs rendered for that folder) and
     its environment (nats-server.env)."""
     folder = tmp_path / "nats"
-    nu.generate_secrets(folder, deploy.HUB_HOSTS, ["leaf1.example"], ["n1", "n2"], ns.LEAF_PORT)
+    nu.generate_secrets(
+        folder, deploy.HUB_HOSTS, ["leaf1.example"], ["n1", "n2"], ns.LEAF_PORT, ["r1"]
+    )
     tls = folder / nu.TLS_DIR
     for ext in ("pem", "key"):
         shutil.copy(tls / f"server-{deploy.HUB_HOSTS[0]}.{ext}", tls / f"server.{ext}")
@@ -130,3 +132,25 @@ def test_agent_config_uses_the_nats_sink(tmp_path: Path) -> None:
         check=False,
     )
     assert refused.returncode != 0
+
+
+def test_each_unit_finds_its_own_secrets(tmp_path: Path) -> None:
+    """Every file a service unit loads (its password, certificate and key;
+    the rack reducer's for rack r1) is one `deploy secrets --racks r1`
+    made: each reducer has a login of its own (reduce-r1, reduce-top)."""
+    folder, _ = deployed(tmp_path)
+    users = (folder / nu.USERS_FILE).read_text()
+    for unit in (
+        "hushmon-reduce@.service",
+        "hushmon-reduce-top.service",
+        "hushmon-collect.service",
+    ):
+        text = deploy.render(folder)[unit].replace("%i", "r1")
+        user = re.findall(r"HUSHMON_NATS_USER=(\S+)", text)
+        assert len(user) == 1 and f'user: "{user[0]}"' in users, (unit, user)
+        loaded = re.findall(r"LoadCredential=[^:]+:(\S+)", text)
+        assert len(loaded) == 3, (unit, loaded)
+        for path in loaded:
+            local = folder / Path(path).relative_to(deploy.SECRETS_DIR)
+            assert local.is_file(), (unit, path)
+            assert user[0] in local.name, (unit, path)

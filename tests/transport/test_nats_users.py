@@ -19,12 +19,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import nats
 import pytest
-from natssite import Site, client_env, secure_site
+from natssite import RACKS, Site, client_env, secure_site
 
 from hushmon.paths import REPO_ROOT
-from hushmon.transport.natsserver import ensure_streams
+from hushmon.transport.natsserver import ensure_streams, site_consumers
 
 
 @pytest.fixture
@@ -91,7 +90,7 @@ def test_only_the_admin_login_may_steer_the_agents(
     url = site.url
     for k, v in site.env("admin").items():
         monkeypatch.setenv(k, v)
-    ensure_streams(url)  # declaring the streams is the admin's step
+    ensure_streams(url, consumers=site_consumers(RACKS))  # the admin's step
     sock = tmp_path / "agent.sock"
     log = tmp_path / "agent.log"
     agent = subprocess.Popen(
@@ -115,13 +114,14 @@ def test_only_the_admin_login_may_steer_the_agents(
         admin = site.env("admin")
         r = hushmon_ctl(admin, "set", "period=500ms", "--nodes", "n1", "--url", url)
         assert r.returncode == 0 and "n1\tok\tperiod_ms=500" in r.stdout, r.stdout + r.stderr
-        for user in ("n1", "n2", "viewer", "reduce", "collect"):
+        for user in ("n1", "n2", "viewer", "reduce-r1", "reduce-top", "collect"):
             r = hushmon_ctl(site.env(user), "set", "period=200ms", "--nodes", "n1",
                             "--url", url)  # fmt: skip
             assert r.returncode == 1, (user, r.stdout, r.stderr)
             assert "NATS refused the request" in r.stderr, (user, r.stderr)
-            # a node may not even read the reply inbox ctl subscribes to
-            what = "subscription to" if user in ("n1", "n2") else 'publish to "hm.ctl.host.n1"'
+            # a node or a reducer may not even read the reply inbox ctl subscribes to
+            own_inbox = user in ("n1", "n2") or user.startswith("reduce-")
+            what = "subscription to" if own_inbox else 'publish to "hm.ctl.host.n1"'
             assert f"permissions violation for {what}" in r.stderr.lower(), r.stderr
             assert "Traceback" not in r.stderr
         r = hushmon_ctl(site.env("viewer"), "app", "*", "dump", "--job", "1", "--url", url)
@@ -140,11 +140,15 @@ def test_only_the_admin_login_may_steer_the_agents(
 
     async def roles() -> None:
         # what each role needs is allowed, steering is not
-        assert await publish_refused(site, "reduce", "hm.sum.rack.r1") == ""
+        assert await publish_refused(site, "reduce-r1", "hm.sum.rack.r1") == ""
+        assert await publish_refused(site, "reduce-top", "hm.sum.job.j1") == ""
         assert await publish_refused(site, "n1", "hm.raw.r1.n1") == ""
         for user, subject in (
             ("n1", "hm.ctl.all"),
-            ("reduce", "hm.ctl.all"),
+            ("reduce-r1", "hm.ctl.all"),
+            ("reduce-r1", "hm.sum.rack.r2"),  # another rack's partials
+            ("reduce-r1", "hm.sum.job.j1"),
+            ("reduce-top", "hm.sum.rack.r1"),
             ("viewer", "hm.sum.rack.r1"),  # a viewer cannot forge summaries either
             ("n1", "hm.sum.rack.r1"),
             ("viewer", "$JS.API.STREAM.DELETE.HM_RAW"),
@@ -170,14 +174,16 @@ T0 = 1_795_000_000_000_000_000
 def test_reducers_collector_and_viewer_work_with_their_logins(
     bin_dir: Path, tmp_path: Path, site: Site, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The whole path under the logins, over TLS: batches published by two
-    nodes (each its own login), rack and top reducers as `reduce`,
-    summaries read as `viewer` (JetStream ordered consumer), the store
-    filled as `collect`."""
+    """The whole path under the logins, over TLS, bound to the consumers the
+    admin step made: batches published by two nodes (each its own login),
+    the rack reducer as `reduce-r1`, the top reducer as `reduce-top`,
+    summaries seen by `hushmon top --once` as `viewer` (direct get and a
+    core subscription: no consumer), the store filled as `collect`. No
+    client trips a permission."""
     url = site.url
     for k, v in site.env("admin").items():
         monkeypatch.setenv(k, v)
-    ensure_streams(url)
+    ensure_streams(url, consumers=site_consumers(RACKS))
 
     async def publish_batches() -> None:
         for seq_host, host in enumerate(("a1", "a2")):
@@ -200,8 +206,8 @@ def test_reducers_collector_and_viewer_work_with_their_logins(
 
     asyncio.run(publish_batches())
     reducers = []
-    for args in (("--rack", "r1"), ("--top",)):
-        log = tmp_path / f"reduce{len(reducers)}.log"
+    for user, args in (("reduce-r1", ("--rack", "r1")), ("reduce-top", ("--top",))):
+        log = tmp_path / f"{user}.log"
         reducers.append(
             (
                 subprocess.Popen(
@@ -213,7 +219,7 @@ def test_reducers_collector_and_viewer_work_with_their_logins(
                         "300",
                         *args,
                     ],
-                    env=client_env(site.env("reduce")),
+                    env=client_env(site.env(user)),
                     stdout=subprocess.DEVNULL,
                     stderr=log.open("wb"),
                 ),
@@ -221,26 +227,22 @@ def test_reducers_collector_and_viewer_work_with_their_logins(
             )
         )
 
-    async def read_summaries() -> list[bytes]:
-        nc = await site.connect("viewer")
-        js = nc.jetstream()
-        sub = await js.subscribe("hm.sum.job.>", ordered_consumer=True)
-        out = []
-        try:
-            while True:
-                out.append((await sub.next_msg(timeout=1.0)).data)
-        except nats.errors.TimeoutError:
-            pass
+    async def job_summaries() -> int:
+        nc = await site.connect("admin")
+        info = await nc.jetstream().stream_info("HM_SUM", subjects_filter="hm.sum.job.>")
         await nc.close()
-        return out
+        return sum((info.state.subjects or {}).values())
 
     try:
         deadline = time.monotonic() + 30
-        while len(summaries := asyncio.run(read_summaries())) < 3:
+        while asyncio.run(job_summaries()) < 3:
             for proc, log in reducers:
                 assert proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, [log.read_text()[-1500:] for _, log in reducers]
-        assert all(b'"job": "j1"' in s or b'"job":"j1"' in s for s in summaries), summaries[0]
+            time.sleep(0.2)
+        top = hushmon_as(site.env("viewer"), "top", "--url", url, "--once", "--stale-s", "0")
+        assert top.returncode == 0, top.stderr
+        assert "jobs 1" in top.stdout and "job j1: 2 node(s) a1 a2" in top.stdout, top.stdout
     finally:
         for proc, _ in reducers:
             proc.terminate()
@@ -258,3 +260,4 @@ def test_reducers_collector_and_viewer_work_with_their_logins(
     doc = json.loads(r.stdout)
     assert (doc["batches_stored"], doc["rejected_batches"]) == (8, 0), doc
     assert doc["summaries_stored"] >= 3, doc
+    assert "Violation" not in site.log, site.log[-3000:]

@@ -24,7 +24,12 @@ import numpy as np
 import pytest
 
 from hushmon.store import lineproto
-from hushmon.transport.natsserver import LocalNatsServer, free_port
+from hushmon.transport.natsserver import (
+    LocalNatsServer,
+    ensure_streams,
+    free_port,
+    site_consumers,
+)
 
 nats = pytest.importorskip("nats")
 
@@ -199,6 +204,13 @@ def check_summaries(raw: Raw, merged: dict[Key, Merged]) -> None:
                 assert abs(got - exact) <= ALPHA * abs(exact) * (1 + 1e-9), (key, sensor, q)
 
 
+def declare_consumers(url: str) -> None:
+    """The admin's step: the reducers' consumers with a short AckWait, so a
+    killed reducer's batches go to the rack's other one soon."""
+    consumers = site_consumers(list(RACKS), reduce_ack_wait_s=ACK_WAIT_MS / 1000)
+    ensure_streams(url, consumers=consumers)
+
+
 def start_reducer(bin_dir: Path, url: str, log: Path, *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
@@ -207,8 +219,6 @@ def start_reducer(bin_dir: Path, url: str, log: Path, *args: str) -> subprocess.
             url,
             "--period-grace-ms",
             str(GRACE_MS),
-            "--ack-wait-ms",
-            str(ACK_WAIT_MS),
             "--stats-every-s",
             "1",
             "--max-batch-bytes",
@@ -218,6 +228,13 @@ def start_reducer(bin_dir: Path, url: str, log: Path, *args: str) -> subprocess.
         stdout=subprocess.DEVNULL,
         stderr=log.open("wb"),
     )
+
+
+def wait_logged(logs: list[Path], text: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not all(text in log.read_text() for log in logs):
+        assert time.monotonic() < deadline, [log.read_text()[-1500:] for log in logs]
+        time.sleep(0.2)
 
 
 def final_stats(log: Path) -> dict[str, float]:
@@ -247,6 +264,7 @@ def test_reduce_exact_through_kill(
     nats_server: LocalNatsServer, bin_dir: Path, tmp_path: Path
 ) -> None:
     url = nats_server.url
+    declare_consumers(url)
     rng = random.Random(7)
     raw = Raw()
     periods = 24
@@ -347,9 +365,11 @@ def test_reduce_survives_server_restart_and_deleted_consumers(
 ) -> None:
     """Transient trouble never stops a reducer: the server killed with -9
     and restarted while the rack reducer holds batches, then both consumers
-    deleted under the running reducers (they create them again). Every
-    reducer stays up, and the job summaries still equal the raw data."""
+    deleted under the running reducers (they wait, saying an admin declares
+    them, and bind again once the admin step made them anew). Every reducer
+    stays up, and the job summaries still equal the raw data."""
     url = nats_server.url
+    declare_consumers(url)
     rng = random.Random(11)
     raw = Raw()
     hosts = RACKS["r1"]
@@ -379,6 +399,8 @@ def test_reduce_survives_server_restart_and_deleted_consumers(
         wait_for(url, first_two, timeout_s=60)
         asyncio.run(delete_consumers(url, [("HM_RAW", "reduce-r1"), ("HM_SUM", "reduce-top")]))
         asyncio.run(publish(url, thirds[2]))
+        wait_logged([logs["r1"], logs["top"]], "an admin declares it", timeout_s=30)
+        declare_consumers(url)
         merged = wait_for(url, raw, timeout_s=60)
         alive = {name: p.poll() is None for name, p in procs.items()}
         codes = {name: stop(p) for name, p in procs.items() if p.poll() is None}
@@ -391,6 +413,6 @@ def test_reduce_survives_server_restart_and_deleted_consumers(
     assert alive == {"r1": True, "top": True}, logs_text
     assert codes == {"r1": 0, "top": 0}, logs_text
     check_summaries(raw, merged)
-    assert final_stats(logs["r1"])["consumer_recreated"] >= 1
-    assert final_stats(logs["top"])["consumer_recreated"] >= 1
+    assert final_stats(logs["r1"])["consumer_missing"] >= 1
+    assert final_stats(logs["top"])["consumer_missing"] >= 1
     assert final_stats(logs["top"])["overlaps"] == 0

@@ -2,15 +2,18 @@
 
 A core subscription to ``hm.sum.>`` for what comes, and at the start the
 newest message of every subject (``hm.sum.job.<job>``, ``hm.sum.rack.<rack>``)
-from the ``HM_SUM`` stream (an ephemeral ordered consumer, read to its end),
-so a view shows the current picture at once instead of after the next
-period. Nothing durable is created: nothing to clean up. A server without
-the stream (only core NATS) is followed from now on.
+from the ``HM_SUM`` stream, so a view shows the current picture at once
+instead of after the next period. The stream is read by direct get
+(``$JS.API.DIRECT.GET.HM_SUM``, the stream's ``allow_direct``): a viewer
+creates no consumer (its login may not: a consumer's creator chooses where
+it delivers, docs/security.md). A server without the stream (only core
+NATS) is followed from now on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -24,7 +27,6 @@ from hushmon.transport.natsusers import connect_logged_in
 SUBJECTS = "hm.sum.>"
 JOB_SUBJECTS = "hm.sum.job.>"
 CONNECT_TIMEOUT_S = 2.0
-CATCH_UP_IDLE_S = 1.0
 
 
 async def connect(url: str) -> Any:
@@ -62,34 +64,94 @@ async def connect(url: str) -> Any:
         ) from exc
 
 
-async def _read_to_end(js: Any, state: LiveState, subjects: str, **config: Any) -> None:
-    """An ephemeral ordered consumer read until nothing is pending, then dropped."""
-    from nats.errors import TimeoutError as NatsTimeout
+# Direct gets in flight at once (each a request and its answer).
+DIRECT_GETS_IN_FLIGHT = 64
+_HDR_SUBJECT, _HDR_SEQ, _HDR_TIME = "Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp"
 
-    sub = await js.subscribe(subjects, ordered_consumer=True, **config)
+
+async def _direct_get(nc: Any, request: dict[str, Any]) -> Any | None:
+    """One message of HM_SUM by direct get, or None when there is none
+    (404: no such message, or none at or after the sequence asked)."""
+    reply = await nc.request(
+        f"$JS.API.DIRECT.GET.{SUM_STREAM}", json.dumps(request).encode(), timeout=CONNECT_TIMEOUT_S
+    )
+    headers = reply.headers or {}
+    if _HDR_SUBJECT not in headers or _HDR_SEQ not in headers:
+        return None  # a status reply: 404 (none), 408 (gone meanwhile)
+    return reply
+
+
+def _stamp_ns(msg: Any) -> int:
+    """The time the stream stored msg (RFC 3339 with nanoseconds, UTC)."""
+    text = str(msg.headers.get(_HDR_TIME, ""))
+    head, _, frac = text.rstrip("Z").partition(".")
     try:
-        while True:
-            try:
-                msg = await sub.next_msg(timeout=CATCH_UP_IDLE_S)
-            except (TimeoutError, NatsTimeout):
-                break
-            state.add(msg.subject, msg.data, time.time_ns())
-            if msg.metadata.num_pending == 0:
-                break
-    finally:
-        await sub.unsubscribe()
+        whole = datetime.strptime(head, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+    except ValueError:
+        return 0
+    return int(whole.timestamp()) * 1_000_000_000 + int((frac + "000000000")[:9] or 0)
+
+
+async def _first_seq_since(nc: Any, first: int, last: int, since_ns: int) -> int:
+    """The first sequence stored at or after since_ns (last + 1: none), by
+    bisection over sequences (the stream's times only grow)."""
+    lo, hi = first, last + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        msg = await _direct_get(nc, {"seq": mid, "next_by_subj": SUBJECTS})
+        if msg is None:
+            hi = mid
+            continue
+        seq = int(msg.headers[_HDR_SEQ])
+        if _stamp_ns(msg) >= since_ns:
+            hi = mid
+        else:
+            lo = seq + 1
+    return lo
+
+
+async def _read_subject(nc: Any, state: LiveState, subject: str, start: int, last: int) -> None:
+    """subject's messages from sequence start to last, in order."""
+    seq = start
+    while seq <= last:
+        msg = await _direct_get(nc, {"seq": seq, "next_by_subj": subject})
+        if msg is None:
+            return
+        state.add(subject, msg.data, time.time_ns())
+        seq = int(msg.headers[_HDR_SEQ]) + 1
+
+
+async def _in_flight(jobs: list[Any]) -> None:
+    """Awaits the coroutines, DIRECT_GETS_IN_FLIGHT at a time."""
+    gate = asyncio.Semaphore(DIRECT_GETS_IN_FLIGHT)
+
+    async def one(job: Any) -> None:
+        async with gate:
+            await job
+
+    await asyncio.gather(*(one(j) for j in jobs))
+
+
+async def _read_newest(nc: Any, state: LiveState, subjects: list[str]) -> None:
+    """The stream's newest message of each subject."""
+
+    async def newest(subject: str) -> None:
+        msg = await _direct_get(nc, {"last_by_subj": subject})
+        if msg is not None:
+            state.add(subject, msg.data, time.time_ns())
+
+    await _in_flight([newest(s) for s in subjects])
 
 
 async def subscribe(nc: Any, state: LiveState, history_s: float = 0.0) -> bool:
     """Feeds ``state``: with ``history_s``, first the job summaries of that
-    many seconds back from ``HM_SUM`` in order (the page's plots start
-    filled); then a core subscription for what comes; then the stream's
-    newest message of every subject for what is there already (one seen
-    twice is a duplicate to the state). False when the server has no
+    many seconds back from ``HM_SUM`` in order, each job's own (the page's
+    plots start filled); then a core subscription for what comes; then the
+    stream's newest message of every subject for what is there already (one
+    seen twice is a duplicate to the state). False when the server has no
     ``HM_SUM`` stream to read from."""
     from nats.errors import NoRespondersError
     from nats.errors import TimeoutError as NatsTimeout
-    from nats.js.api import ConsumerConfig, DeliverPolicy
     from nats.js.errors import NotFoundError
 
     async def on_msg(msg: Any) -> None:
@@ -97,18 +159,21 @@ async def subscribe(nc: Any, state: LiveState, history_s: float = 0.0) -> bool:
 
     js = nc.jetstream()
     try:
-        info = await js.stream_info(SUM_STREAM)
+        info = await js.stream_info(SUM_STREAM, subjects_filter=SUBJECTS)
     except (NotFoundError, NoRespondersError, TimeoutError, NatsTimeout):
         await nc.subscribe(SUBJECTS, cb=on_msg)
         return False  # core NATS only, or no stream: from now on
+    subjects = sorted(info.state.subjects or {})
+    first, last = int(info.state.first_seq), int(info.state.last_seq)
     if info.state.messages and history_s > 0:
-        since = datetime.fromtimestamp(time.time() - history_s, UTC)
-        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since)
-        await _read_to_end(js, state, JOB_SUBJECTS, config=config)
+        since_ns = time.time_ns() - int(history_s * 1e9)
+        start = await _first_seq_since(nc, first, last, since_ns)
+        jobs = [s for s in subjects if s.startswith(JOB_SUBJECTS[:-1])]
+        await _in_flight([_read_subject(nc, state, s, start, last) for s in jobs])
     await nc.subscribe(SUBJECTS, cb=on_msg)
     if info.state.messages:
-        # read to the end and dropped: the core subscription carries the flow
-        await _read_to_end(js, state, SUBJECTS, deliver_policy=DeliverPolicy.LAST_PER_SUBJECT)
+        # the core subscription carries the flow from here
+        await _read_newest(nc, state, subjects)
     return True
 
 

@@ -50,9 +50,10 @@ START_TIMEOUT_S = 20.0
 STREAMS_SETTLE_S = 30.0
 REDUCERS_PER_RACK = 2
 RACK_INSTANCES = ("a", "b")
-# The durable consumers the bed's consumers create (c/transport, collector.py).
-COLLECT_CONSUMERS = ((ns.RAW_STREAM, "collect-raw"), (ns.SUM_STREAM, "collect-sum"))
-TOP_CONSUMER = (ns.SUM_STREAM, "reduce-top")
+# The durable consumers the bed declares with its streams (the admin step)
+# and its reducers and collector bind to (c/transport, collector.py).
+COLLECT_CONSUMERS = ((ns.RAW_STREAM, ns.COLLECT_RAW), (ns.SUM_STREAM, ns.COLLECT_SUM))
+TOP_CONSUMER = (ns.SUM_STREAM, ns.REDUCE_TOP)
 Say = Callable[[str], None]
 
 
@@ -236,8 +237,15 @@ def start_servers(bed: Bed, say: Say) -> None:
             raise HushmonError(f"{name}: {_exit_or(proc, exc)}: see {bed.logs}") from exc
     replicas = ns.stream_replicas(len(hub_addresses()))
     say(f"nats: streams {ns.RAW_STREAM}, {ns.SUM_STREAM} with {replicas} replicas (TLS)")
+    racks = [rack_name(r) for r in range(1, bed.spec.racks + 1)]
     with _environment(client_env(bed.root)):
-        ns.ensure_streams(hub_url(), replicas=replicas, timeout_s=5.0, settle_s=STREAMS_SETTLE_S)
+        ns.ensure_streams(
+            hub_url(),
+            replicas=replicas,
+            timeout_s=5.0,
+            settle_s=STREAMS_SETTLE_S,
+            consumers=ns.site_consumers(racks),
+        )
 
 
 @contextlib.contextmanager
@@ -272,7 +280,7 @@ def _exit_or(proc: subprocess.Popen[bytes], exc: Exception) -> str:
 
 
 def start_consumers(bed: Bed) -> None:
-    """Reducers and the collector; up when each has made its durable consumer."""
+    """Reducers and the collector; up when each pulls from its durable consumer."""
     procs = {d.name: spawn(bed, d) for d in consumers(bed)}
     bed.save()
     wait_consumers(bed, procs)
@@ -286,6 +294,7 @@ def wait_consumers(bed: Bed, procs: dict[str, subprocess.Popen[bytes]]) -> None:
         want += list(COLLECT_CONSUMERS)
     deadline = time.monotonic() + START_TIMEOUT_S
     missing = want
+    pulled: set[tuple[str, str]] = set()
     while True:
         for name, proc in procs.items():
             if proc.poll() is not None:
@@ -293,13 +302,14 @@ def wait_consumers(bed: Bed, procs: dict[str, subprocess.Popen[bytes]]) -> None:
                 raise HushmonError(
                     f"{name} exited with code {proc.returncode} at start: {_last_line(log)}"
                 )
-        missing = [c for c in want if c not in set(consumer_names())]
+        pulled |= set(consumers_pulled())
+        missing = [c for c in want if c not in pulled]
         if not missing:
             return
         if time.monotonic() > deadline:
             names = ", ".join(f"{s}/{c}" for s, c in missing)
             raise HushmonError(
-                f"consumers {names} not made in {START_TIMEOUT_S:.0f} s: see {bed.logs}"
+                f"consumers {names} not pulled from in {START_TIMEOUT_S:.0f} s: see {bed.logs}"
             )
         time.sleep(0.2)
 
@@ -312,19 +322,21 @@ def _last_line(log: Path) -> str:
     return lines[-1] if lines else f"see {log}"
 
 
-def consumer_names() -> list[tuple[str, str]]:
-    """(stream, durable) of every consumer the hub holds."""
-    return asyncio.run(_consumer_names())
+def consumers_pulled() -> list[tuple[str, str]]:
+    """(stream, durable) of every consumer with a pull request waiting now
+    (a reducer or the collector bound to it)."""
+    return asyncio.run(_consumers_pulled())
 
 
-async def _consumer_names() -> list[tuple[str, str]]:
+async def _consumers_pulled() -> list[tuple[str, str]]:
     nc = await connect_hub()
     try:
         js = nc.jetstream(timeout=5)
         out = []
         for stream in (ns.RAW_STREAM, ns.SUM_STREAM):
             for info in await js.consumers_info(stream):
-                out.append((stream, str(info.name)))
+                if info.num_waiting:
+                    out.append((stream, str(info.name)))
         return out
     finally:
         await nc.close()

@@ -29,25 +29,22 @@ from hushmon.transport.collect_store import (
 from hushmon.transport.connect import reachable
 from hushmon.transport.forward import ForwardStats, LineForwarder
 from hushmon.transport.natsserver import (
+    COLLECT_RAW,
+    COLLECT_SUM,
     MAX_PAYLOAD_BYTES,
     RAW_STREAM,
-    RAW_SUBJECTS,
     SUM_STREAM,
-    SUM_SUBJECTS,
 )
 from hushmon.transport.natsusers import connect_logged_in
 
-RAW_CONSUMER = "collect-raw"
-SUM_CONSUMER = "collect-sum"
+RAW_CONSUMER, SUM_CONSUMER = COLLECT_RAW, COLLECT_SUM
 FETCH_BATCH = 512
 # An idle collector waits this long per fetch; while data flows the other
 # consumer is only glanced at, so an empty HM_SUM does not slow HM_RAW.
 FETCH_TIMEOUT_S = 0.5
 BUSY_FETCH_TIMEOUT_S = 0.02
-# A group's transaction (well under a second for 512 batches) must commit
-# before its messages are redelivered; after a kill -9 the messages that were
-# in flight come back after this long.
-ACK_WAIT_S = 30
+# JetStream's error code for a stream that is not there (a consumer's: 10014).
+STREAM_NOT_FOUND = 10059
 PROGRESS_EVERY_S = 5.0
 CONNECT_TIMEOUT_S = 2.0
 
@@ -187,25 +184,22 @@ async def _close_quietly(nc: Any) -> None:
         pass
 
 
-async def _subscribe(js: Any, subject: str, durable: str, stream: str) -> Any:
-    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+async def _subscribe(js: Any, durable: str, stream: str) -> Any:
+    """Binds to a durable consumer the admin step made (`deploy streams`):
+    the collector never creates or redefines one (its login may not)."""
     from nats.js.errors import NotFoundError
 
-    config = ConsumerConfig(
-        durable_name=durable,
-        ack_policy=AckPolicy.EXPLICIT,
-        deliver_policy=DeliverPolicy.ALL,
-        ack_wait=ACK_WAIT_S,
-        max_ack_pending=-1,
-    )
     try:
-        return await js.pull_subscribe(subject, durable=durable, stream=stream, config=config)
+        await js.consumer_info(stream, durable)
     except NotFoundError as exc:
+        what = f"stream {stream}" if exc.err_code == STREAM_NOT_FOUND else f"consumer {durable}"
         raise HushmonError(
-            f"stream {stream} not found on the server: declare the streams first "
-            "(docs/transport.md)",
+            f"{what} not found on the server: an admin declares the streams and consumers "
+            "first (python -m hushmon.transport.deploy streams URL --racks ...; "
+            "docs/transport.md)",
             exit_code=1,
         ) from exc
+    return await js.pull_subscribe_bind(durable, stream)
 
 
 async def _fetch(sub: Any, batch: int, timeout_s: float) -> list[Any]:
@@ -236,8 +230,8 @@ async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectRep
         if nc is None:
             return report
         js = nc.jetstream()
-        raw_sub = await _subscribe(js, RAW_SUBJECTS, RAW_CONSUMER, RAW_STREAM)
-        sum_sub = await _subscribe(js, SUM_SUBJECTS, SUM_CONSUMER, SUM_STREAM)
+        raw_sub = await _subscribe(js, RAW_CONSUMER, RAW_STREAM)
+        sum_sub = await _subscribe(js, SUM_CONSUMER, SUM_STREAM)
         last_progress = time.monotonic()
         busy = False
         while not stop.is_set():

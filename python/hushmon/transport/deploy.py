@@ -6,9 +6,10 @@ are what this renders and that nats-server accepts them.
 
     python -m hushmon.transport.deploy write deploy/nats    # regenerate
     python -m hushmon.transport.deploy check deploy/nats    # exit 1 if stale
-    python -m hushmon.transport.deploy secrets /etc/hushmon/nats --nodes n1,n2,...
-        # CA, certificates, passwords, the servers' users.conf
-    python -m hushmon.transport.deploy streams tls://hub1:4222 [--replicas 3]   # as admin
+    python -m hushmon.transport.deploy secrets /etc/hushmon/nats --leaves ... --racks r1,r2 \
+        --nodes n1,n2,...   # CA, certificates, passwords, the servers' users.conf
+    python -m hushmon.transport.deploy streams tls://hub1:4222 --racks r1,r2 [--replicas 3]
+        # as admin: the streams and every durable consumer
 """
 
 from __future__ import annotations
@@ -66,18 +67,23 @@ total_bytes = 268435456   # unacknowledged batches kept while the leaf is away (
 [nats]
 url = "tls://leaf.RACK.hushmon.example:{port}"    # the rack's leaf, never the hub
 rack = "RACK"                                     # subject hm.raw.RACK.<host>
+# TLS: the files `deploy secrets` made for this node (tls/node-<host>.pem
+# and .key copied as node.pem and node.key, 0600). Checked when the agent
+# starts; each wins over its environment variable (HUSHMON_NATS_CA_FILE,
+# _CERT_FILE, _KEY_FILE, _TLS_HOSTNAME).
+ca_file = "/etc/hushmon/nats/tls/ca.pem"
+cert_file = "/etc/hushmon/nats/tls/node.pem"
+key_file = "/etc/hushmon/nats/tls/node.key"
+# tls_hostname = "leaf.RACK.hushmon.example"      # default: the URL's host
 
 [control]
 socket = "/run/hushmon/agent.sock"
 
-# The agent logs in to the leaf as its node (user = the host name) over TLS;
-# its unit's environment (systemctl edit hushmon-agent) has, with the files
-# `deploy secrets` made for this node copied to /etc/hushmon/nats (0600):
+# The agent logs in to the leaf as its node (user = the host name); its
+# unit's environment (systemctl edit hushmon-agent) has, with the password
+# file `deploy secrets` made for this node (0600):
 #   Environment=HUSHMON_NATS_USER=<host>
 #   Environment=HUSHMON_NATS_PASSWORD_FILE=/etc/hushmon/nats/node.password
-#   Environment=HUSHMON_NATS_CA_FILE=/etc/hushmon/nats/tls/ca.pem
-#   Environment=HUSHMON_NATS_CERT_FILE=/etc/hushmon/nats/tls/node.pem
-#   Environment=HUSHMON_NATS_KEY_FILE=/etc/hushmon/nats/tls/node.key
 """
 
 _SERVICE_TLS = """\
@@ -117,16 +123,18 @@ UMask=0077"""
 REDUCE_RACK_UNIT = """\
 # hushmon-reduce@RACK.service: a rack reducer, on the rack's leaf server
 # (two machines per rack run it: they share the durable consumer
-# reduce-RACK, so either may fail). `systemctl enable --now hushmon-reduce@r1`.
+# reduce-RACK, so either may fail; `deploy streams --racks` made it). It logs
+# in as reduce-RACK, which may pull that consumer only and publish that
+# rack's partials only. `systemctl enable --now hushmon-reduce@r1`.
 [Unit]
 Description=hushmon rack reducer for rack %i
 After=network-online.target nats-server.service
 Wants=network-online.target
 
 [Service]
-Environment=HUSHMON_NATS_USER=reduce
+Environment=HUSHMON_NATS_USER=reduce-%i
 Environment=HUSHMON_NATS_PASSWORD_FILE=%d/nats-password
-LoadCredential=nats-password:/etc/hushmon/nats/reduce.password
+LoadCredential=nats-password:/etc/hushmon/nats/reduce-%i.password
 {tls}
 ExecStart=/usr/local/bin/hushmon-reduce --rack %i --url tls://localhost:{port}
 Restart=always
@@ -142,16 +150,17 @@ WantedBy=multi-user.target
 
 REDUCE_TOP_UNIT = """\
 # hushmon-reduce-top.service: merges the racks' partial summaries into
-# job-wide ones, next to the hub (any hub server's client port).
+# job-wide ones, next to the hub (any hub server's client port), through
+# the durable consumer reduce-top (`deploy streams` made it).
 [Unit]
 Description=hushmon top reducer
 After=network-online.target
 Wants=network-online.target
 
 [Service]
-Environment=HUSHMON_NATS_USER=reduce
+Environment=HUSHMON_NATS_USER=reduce-top
 Environment=HUSHMON_NATS_PASSWORD_FILE=%d/nats-password
-LoadCredential=nats-password:/etc/hushmon/nats/reduce.password
+LoadCredential=nats-password:/etc/hushmon/nats/reduce-top.password
 {tls}
 ExecStart=/usr/local/bin/hushmon-reduce --top --url tls://{hub}:{port}
 Restart=always
@@ -167,8 +176,8 @@ WantedBy=multi-user.target
 
 COLLECT_UNIT = """\
 # hushmon-collect.service: the store's writer (durable consumers collect-raw
-# and collect-sum). The streams are an admin's step before it starts
-# (`deploy streams` with the admin login: deploy/nats/README.md).
+# and collect-sum). The streams and consumers are an admin's step before it
+# starts (`deploy streams` with the admin login: deploy/nats/README.md).
 [Unit]
 Description=hushmon collector (NATS -> DuckDB store)
 After=network-online.target
@@ -229,15 +238,18 @@ def render(secrets: Path = SECRETS_DIR) -> dict[str, str]:
         "leaf.conf": _LEAF_HEAD + leaf_config(secrets).render(),
         "agent.toml": AGENT_TOML.format(port=port),
         "hushmon-reduce@.service": REDUCE_RACK_UNIT.format(
-            port=port, tls=_SERVICE_TLS.format(role="reduce"), hardening=HARDENING
+            port=port, tls=_SERVICE_TLS.format(role="reduce-%i"), hardening=HARDENING
         ),
         "hushmon-reduce-top.service": REDUCE_TOP_UNIT.format(
-            hub=hub, port=port, tls=_SERVICE_TLS.format(role="reduce"), hardening=HARDENING
+            hub=hub, port=port, tls=_SERVICE_TLS.format(role="reduce-top"), hardening=HARDENING
         ),
         "hushmon-collect.service": COLLECT_UNIT.format(
             hub=hub, port=port, tls=_SERVICE_TLS.format(role="collect"), hardening=HARDENING
         ),
     }
+
+
+_RACKS_HELP = "every rack's name (as the reducers' --rack), comma-separated or @FILE"
 
 
 def _names(text: str, what: str) -> list[str]:
@@ -274,9 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("folder", type=Path)
     sec = sub.add_parser(
         "secrets",
-        help="make a site's CA and certificates (FOLDER/tls), a password per service role "
-        "and per node, the servers' logins (users.conf) and nats-server.env (refuses to "
-        "overwrite)",
+        help="make a site's CA and certificates (FOLDER/tls), a password per service role, "
+        "per rack's reducers and per node, the servers' logins (users.conf) and "
+        "nats-server.env (refuses to overwrite)",
     )
     sec.add_argument("folder", type=Path, help="e.g. /etc/hushmon/nats (root only)")
     sec.add_argument(
@@ -292,11 +304,30 @@ def main(argv: list[str] | None = None) -> int:
         required=True,
         help="every node's host name (its agent's login), comma-separated or @FILE",
     )
+    sec.add_argument("--racks", required=True, help=_RACKS_HELP + " (a login reduce-RACK each)")
     s = sub.add_parser(
-        "streams", help="declare HM_RAW and HM_SUM on a running hub (with the admin login)"
+        "streams",
+        help="declare HM_RAW and HM_SUM and the durable consumers (collect-raw, collect-sum, "
+        "reduce-top, reduce-RACK) on a running hub, with the admin login; run again after a "
+        "rack is added",
     )
     s.add_argument("url")
+    s.add_argument("--racks", required=True, help=_RACKS_HELP)
     s.add_argument("--replicas", type=int, default=3)
+    s.add_argument(
+        "--reduce-ack-wait-s",
+        type=float,
+        default=ns.REDUCE_ACK_WAIT_S,
+        help="AckWait of the reducers' consumers: a crashed reducer's messages go to the "
+        "rack's other after this; a reducer holds a summary half of it at most (default "
+        "%(default)s; longer periods than 1 s want 20 x the period)",
+    )
+    s.add_argument(
+        "--reduce-max-ack-pending",
+        type=int,
+        default=ns.REDUCE_MAX_ACK_PENDING,
+        help="MaxAckPending of the reducers' consumers (default %(default)s)",
+    )
     s.add_argument(
         "--raw-max-age-h",
         type=float,
@@ -324,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
                 _names(args.leaves, "--leaves"),
                 _names(args.nodes, "--nodes"),
                 ns.LEAF_PORT,
+                _names(args.racks, "--racks"),
             )
             for path in written:
                 print(path)
@@ -340,7 +372,16 @@ def main(argv: list[str] | None = None) -> int:
             raw_max_bytes=int(args.raw_max_gib * 2**30) if args.raw_max_gib else -1,
         )
         limits.check()
-        ns.ensure_streams(args.url, replicas=args.replicas, settle_s=30.0, limits=limits)
+        if not 1 <= args.reduce_ack_wait_s <= 3600 or args.reduce_max_ack_pending < 1:
+            raise HushmonError(
+                "--reduce-ack-wait-s: use 1 .. 3600; --reduce-max-ack-pending: 1 or more"
+            )
+        consumers = ns.site_consumers(
+            _names(args.racks, "--racks"), args.reduce_ack_wait_s, args.reduce_max_ack_pending
+        )
+        ns.ensure_streams(
+            args.url, replicas=args.replicas, settle_s=30.0, limits=limits, consumers=consumers
+        )
         return 0
     except HushmonError as exc:
         print(f"hushmon deploy: {exc}", file=sys.stderr)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hushmon.errors import HushmonError
 from hushmon.transport.natstls import HANDSHAKE_TIMEOUT_S, TlsFiles
@@ -340,11 +341,88 @@ class StreamLimits:
                 )
 
 
+# The durable consumers, made by the admin step with the streams (`deploy
+# streams`): the services only bind to them and pull, so no service login
+# may create or redefine a consumer (a creator picks its deliver subject,
+# which the server does not check against the creator's permissions).
+COLLECT_RAW, COLLECT_SUM, REDUCE_TOP = "collect-raw", "collect-sum", "reduce-top"
+# A collector's group must commit before its messages come again; after a
+# kill -9 the messages in flight come back after this long.
+COLLECT_ACK_WAIT_S = 30.0
+# A reducer holds a summary at most half its consumer's AckWait
+# (c/transport/rack.c): 40 s covers 5 graces of 2 s periods plus 10 s.
+REDUCE_ACK_WAIT_S = 40.0
+REDUCE_MAX_ACK_PENDING = 20000
+
+
+def reduce_consumer(rack: str) -> str:
+    """A rack reducer's durable consumer on HM_RAW (and its login's name)."""
+    return f"reduce-{rack}"
+
+
+@dataclass(frozen=True)
+class ConsumerSpec:
+    """One durable pull consumer as the admin step declares it."""
+
+    stream: str
+    name: str
+    filter_subject: str | None
+    ack_wait_s: float
+    max_ack_pending: int
+
+
+def site_consumers(
+    racks: Sequence[str] = (),
+    reduce_ack_wait_s: float = REDUCE_ACK_WAIT_S,
+    reduce_max_ack_pending: int = REDUCE_MAX_ACK_PENDING,
+) -> list[ConsumerSpec]:
+    """Every durable consumer of a site with these racks: the collector's
+    two, the top reducer's, one per rack reducer."""
+    from hushmon.transport.natsusers import check_rack
+
+    for rack in racks:
+        check_rack(rack)
+    if len(set(racks)) != len(racks):
+        raise HushmonError("a rack is named twice")
+    wait, pending = reduce_ack_wait_s, reduce_max_ack_pending
+    return [
+        ConsumerSpec(RAW_STREAM, COLLECT_RAW, None, COLLECT_ACK_WAIT_S, -1),
+        ConsumerSpec(SUM_STREAM, COLLECT_SUM, None, COLLECT_ACK_WAIT_S, -1),
+        ConsumerSpec(SUM_STREAM, REDUCE_TOP, "hm.sum.rack.>", wait, pending),
+        *(
+            ConsumerSpec(RAW_STREAM, reduce_consumer(r), f"hm.raw.{r}.>", wait, pending)
+            for r in racks
+        ),
+    ]
+
+
+async def _ensure_consumers(js: Any, consumers: Sequence[ConsumerSpec]) -> None:
+    """Creates each consumer or updates the settings an existing one may
+    change (AckWait, MaxAckPending): its place in the stream is kept."""
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+    for c in consumers:
+        config = ConsumerConfig(
+            durable_name=c.name,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            ack_wait=c.ack_wait_s,
+            max_ack_pending=c.max_ack_pending,
+            filter_subject=c.filter_subject,
+        )
+        await js.add_consumer(c.stream, config)
+
+
 async def ensure_streams_async(
-    url: str, replicas: int = 1, timeout_s: float = 10.0, limits: StreamLimits | None = None
+    url: str,
+    replicas: int = 1,
+    timeout_s: float = 10.0,
+    limits: StreamLimits | None = None,
+    consumers: Sequence[ConsumerSpec] | None = None,
 ) -> None:
     """Declares HM_RAW and HM_SUM (idempotent: an existing stream is updated,
-    its limits included)."""
+    its limits included) and the durable consumers (``site_consumers()``
+    when None: the collector's and the top reducer's)."""
     import nats
     from nats.js.api import StorageType, StreamConfig
     from nats.js.errors import NotFoundError
@@ -371,12 +449,15 @@ async def ensure_streams_async(
                 max_msg_size=MAX_PAYLOAD_BYTES,
                 max_age=max_age_s,
                 max_bytes=max_bytes,
+                # viewers read the newest summaries by direct get: no consumer
+                allow_direct=True,
             )
             try:
                 await js.stream_info(name)
                 await js.update_stream(config)
             except NotFoundError:
                 await js.add_stream(config)
+        await _ensure_consumers(js, site_consumers() if consumers is None else consumers)
     finally:
         await nc.close()
 
@@ -387,16 +468,18 @@ def ensure_streams(
     timeout_s: float = 10.0,
     settle_s: float = 0.0,
     limits: StreamLimits | None = None,
+    consumers: Sequence[ConsumerSpec] | None = None,
 ) -> None:
-    """Declares the streams. ``settle_s``: keep trying that long while a
-    cluster that has just started elects its JetStream leader (until then
-    it answers with errors or not at all)."""
+    """Declares the streams and the durable consumers (the admin step).
+    ``settle_s``: keep trying that long while a cluster that has just
+    started elects its JetStream leader (until then it answers with errors
+    or not at all)."""
     from nats.errors import Error as NatsError
 
     deadline = time.monotonic() + settle_s
     while True:
         try:
-            asyncio.run(ensure_streams_async(url, replicas, timeout_s, limits))
+            asyncio.run(ensure_streams_async(url, replicas, timeout_s, limits, consumers))
             return
         except (OSError, TimeoutError, NatsError) as exc:
             if time.monotonic() < deadline:

@@ -31,16 +31,21 @@ from pathlib import Path
 from typing import Any
 
 from hushmon.errors import HushmonError
+from hushmon.transport.natsserver import (
+    COLLECT_RAW,
+    COLLECT_SUM,
+    RAW_STREAM,
+    REDUCE_TOP,
+    SUM_STREAM,
+    reduce_consumer,
+)
 from hushmon.transport.natstls import client_context, client_files_from_env
 
 USER_ENV = "HUSHMON_NATS_USER"
 PASSWORD_FILE_ENV = "HUSHMON_NATS_PASSWORD_FILE"
 
-RAW = "HM_RAW"
-SUM = "HM_SUM"
-# The durable consumers (c/transport, collector.py): each service role may
-# use its own and no other's.
-COLLECT_RAW, COLLECT_SUM, REDUCE_TOP = "collect-raw", "collect-sum", "reduce-top"
+RAW = RAW_STREAM
+SUM = SUM_STREAM
 
 
 def _api(*tails: str) -> tuple[str, ...]:
@@ -49,26 +54,30 @@ def _api(*tails: str) -> tuple[str, ...]:
     return tuple(f"{prefix}.{t}" for t in tails for prefix in ("$JS.API", "$JS.hub.API"))
 
 
-# Reading stream and consumer state: nothing here changes anything.
-_READ_API = _api(
-    "INFO", "STREAM.NAMES", "STREAM.LIST", "STREAM.INFO.*",
-    "CONSUMER.NAMES.*", "CONSUMER.LIST.*", "CONSUMER.INFO.*.*",
-)  # fmt: skip
+# Stream state: nothing here changes anything, and nothing names a consumer.
+_STREAM_READ_API = _api("INFO", "STREAM.NAMES", "STREAM.LIST", "STREAM.INFO.*")
+# ...and every consumer's state (the viewer's and collector's `transport
+# status`); never a reducer's, which sees its own consumer only.
+_READ_API = (*_STREAM_READ_API, *_api("CONSUMER.NAMES.*", "CONSUMER.LIST.*", "CONSUMER.INFO.*.*"))
 
 
-def _own_consumer(stream: str, name: str) -> tuple[str, ...]:
-    """Create (every form clients use: legacy durable, named, named with a
-    filter), read and pull one durable consumer, and ack its messages. No
-    DELETE: a consumer removed loses its place for every instance."""
+def _bound_consumer(stream: str, name: str) -> tuple[str, ...]:
+    """Read and pull one durable consumer the admin made, and ack its
+    messages. No CREATE in any form (a creator may redefine it, or give a
+    consumer a deliver subject of its choice, which the server does not
+    check against its permissions) and no DELETE (a consumer removed loses
+    its place for every instance)."""
     return (
-        *_api(
-            f"CONSUMER.DURABLE.CREATE.{stream}.{name}",
-            f"CONSUMER.CREATE.{stream}.{name}",
-            f"CONSUMER.CREATE.{stream}.{name}.>",
-            f"CONSUMER.MSG.NEXT.{stream}.{name}",
-        ),
+        *_api(f"CONSUMER.INFO.{stream}.{name}", f"CONSUMER.MSG.NEXT.{stream}.{name}"),
         f"$JS.ACK.{stream}.{name}.>",
     )
+
+
+def inbox_prefix(user: str) -> str:
+    """The inbox a login's replies come to (pulled messages, acks of its
+    publishes, API answers), so another login cannot read them; the agent
+    (c/agent/sinks/nats.c) and hushmon-reduce (c/transport/nats_io.c) set it."""
+    return f"_INBOX.{user}"
 
 
 @dataclass(frozen=True)
@@ -86,47 +95,76 @@ class Role:
     admin: bool = False
 
 
-# Rack reducers are named reduce-<rack> (racks are a site's): any consumer
-# of HM_RAW but the collector's.
-_REDUCE_RACK = _own_consumer(RAW, "*")
-_REDUCE_TOP = _own_consumer(SUM, REDUCE_TOP)
-_NOT_THE_COLLECTORS = _own_consumer(RAW, COLLECT_RAW)
+# A leaf forwards its rack reducers' pulls: any consumer of HM_RAW but the
+# collector's (the leaf login is one for all racks; each rack reducer's own
+# login, checked by the leaf it connects to, holds it to its own consumer).
+_RACK_REDUCERS = _bound_consumer(RAW, "*")
+_NOT_THE_COLLECTORS = _bound_consumer(RAW, COLLECT_RAW)
 
 # One table: a new client kind is a new line (docs/security.md lists them).
+# The rack reducers' logins are one per rack: rack_reducer_role().
 ROLES: tuple[Role, ...] = (
     Role(
-        "reduce",
-        "hushmon-reduce (rack and top): pull raw batches or partials, publish summaries",
-        publish=("hm.sum.rack.*", "hm.sum.job.*", *_READ_API, *_REDUCE_RACK, *_REDUCE_TOP),
-        publish_deny=_NOT_THE_COLLECTORS,
+        REDUCE_TOP,
+        "hushmon-reduce --top: pull the racks' partials (reduce-top on HM_SUM), publish job "
+        "summaries",
+        publish=("hm.sum.job.*", *_STREAM_READ_API, *_bound_consumer(SUM, REDUCE_TOP)),
+        subscribe=(f"{inbox_prefix(REDUCE_TOP)}.>",),
     ),
     Role(
         "collect",
         "hushmon collect: pulls both streams into the store through its own consumers",
-        publish=(*_READ_API, *_own_consumer(RAW, COLLECT_RAW), *_own_consumer(SUM, COLLECT_SUM)),
+        publish=(
+            *_READ_API,
+            *_bound_consumer(RAW, COLLECT_RAW),
+            *_bound_consumer(SUM, COLLECT_SUM),
+        ),
     ),
     Role(
         "viewer",
         "hushmon top, serve, transport status: read summaries, batches and stream state; "
-        "an ephemeral ordered consumer of HM_SUM (its flow control answers)",
-        publish=(*_READ_API, *_api(f"CONSUMER.CREATE.{SUM}"), "$JS.FC.>"),
+        "the stream's newest summaries by direct get (no consumer)",
+        publish=(*_READ_API, *_api(f"DIRECT.GET.{SUM}", f"DIRECT.GET.{SUM}.>")),
         subscribe=("hm.sum.>", "hm.raw.>", "_INBOX.>"),
     ),
     Role(
         "leaf",
         "a rack leaf's uplink to the hub (publish: what it may send in; subscribe: what the "
         "hub sends it): its agents' batches and answers, its reducers' partials and pulls",
-        publish=("hm.raw.*.*", "hm.sum.rack.*", "_INBOX.>", *_READ_API, *_REDUCE_RACK),
+        publish=("hm.raw.*.*", "hm.sum.rack.*", "_INBOX.>", *_READ_API, *_RACK_REDUCERS),
         publish_deny=_NOT_THE_COLLECTORS,
         subscribe=("hm.ctl.>", "_INBOX.>"),
     ),
     Role(
         "admin",
-        "hushmon ctl, `deploy streams` (stream creation and limits): the only role that may "
-        "steer agents or change streams",
+        "hushmon ctl, `deploy streams` (streams, their limits and the durable consumers): the "
+        "only role that may steer agents, change streams or make consumers",
         admin=True,
     ),
 )
+
+
+def check_rack(rack: str) -> None:
+    """A rack name is a subject token and part of a login (reduce-<rack>)."""
+    if not rack or not all(c.isalnum() or c in "-_" for c in rack) or not rack.isascii():
+        raise HushmonError(f"rack name {rack!r}: use letters, digits, '-' and '_'")
+    if reduce_consumer(rack) == REDUCE_TOP:
+        raise HushmonError(f"rack name {rack!r}: reduce-{rack} is the top reducer's")
+
+
+def rack_reducer_role(rack: str) -> Role:
+    """A rack's reducers' login (user = their consumer's name, reduce-<rack>;
+    the rack's two instances share it, as they share the consumer): pull
+    hm.raw.<rack>.> through reduce-<rack> only, publish that rack's
+    partials only, read its own replies only."""
+    check_rack(rack)
+    name = reduce_consumer(rack)
+    return Role(
+        name,
+        f"hushmon-reduce --rack {rack}",
+        publish=(f"hm.sum.rack.{rack}", *_STREAM_READ_API, *_bound_consumer(RAW, name)),
+        subscribe=(f"{inbox_prefix(name)}.>",),
+    )
 
 
 def node_role(host: str) -> Role:
@@ -150,7 +188,7 @@ def check_host(host: str) -> None:
     """A host name is a subject token and a login: letters, digits, - and _."""
     if not host or not all(c.isalnum() or c in "-_" for c in host) or not host.isascii():
         raise HushmonError(f"node name {host!r}: use letters, digits, '-' and '_'")
-    if any(host == r.name for r in ROLES):
+    if any(host == r.name for r in ROLES) or host.startswith("reduce-"):
         raise HushmonError(f"node name {host!r} is a service role's login")
 
 
@@ -288,11 +326,14 @@ TLS_DIR = "tls"
 NODES_DIR = "nodes"
 
 
-def site_roles(nodes: Sequence[str]) -> list[Role]:
-    """Every login of a site: the service roles, then one per node."""
+def site_roles(nodes: Sequence[str], racks: Sequence[str]) -> list[Role]:
+    """Every login of a site: the service roles, one per rack's reducers,
+    then one per node."""
     if len(set(nodes)) != len(nodes):
         raise HushmonError("a node is named twice")
-    return [*ROLES, *(node_role(n) for n in nodes)]
+    if len(set(racks)) != len(racks):
+        raise HushmonError("a rack is named twice")
+    return [*ROLES, *(rack_reducer_role(r) for r in racks), *(node_role(n) for n in nodes)]
 
 
 def generate_secrets(
@@ -301,14 +342,16 @@ def generate_secrets(
     leaves: Sequence[str],
     nodes: Sequence[str],
     leaf_port: int,
+    racks: Sequence[str],
 ) -> list[Path]:
     """What a site's servers and clients prove who they are with, all new:
 
     - ``tls/``: the CA (``ca.pem``; ``ca.key``, to keep offline), a server
       certificate per hub and leaf (``server-<name>``), a client certificate
-      per node (``node-<host>``) and per service role (``role-<role>``);
-    - a password per service role (``<role>.password``; the leaf's is in
-      the leaf URLs too) and per node (``nodes/<host>.password``);
+      per node (``node-<host>``) and per service role (``role-<role>``,
+      a rack's reducers ``role-reduce-<rack>``);
+    - a password per service role (``<role>.password``, ``reduce-<rack>.password``;
+      the leaf's is in the leaf URLs too) and per node (``nodes/<host>.password``);
     - ``users.conf``, the servers' logins and permissions (it holds every
       password: the hubs and leaves include it, 0600);
     - ``nats-server.env``: the hubs' leaf URLs with the leaf login.
@@ -317,7 +360,7 @@ def generate_secrets(
     every client out (docs/security.md, rotation)."""
     from hushmon.transport import natstls
 
-    roles = site_roles(nodes)
+    roles = site_roles(nodes, racks)
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o700)
     if (folder / USERS_FILE).exists():
@@ -343,8 +386,8 @@ def generate_secrets(
         )
     for n in nodes:
         natstls.write_identity(tls, f"node-{n}", n)
-    for r in ROLES:
-        if r.name != LEAF_USER:
+    for r in roles:
+        if r.name != LEAF_USER and r.name not in nodes:
             natstls.write_identity(tls, f"role-{r.name}", r.name)
     written.append(tls)
     return written
