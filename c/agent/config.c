@@ -9,6 +9,7 @@
 
 #include "app_channel.h"
 #include "control.h"
+#include "hm_nats_login.h"
 #include "hm_parse.h"
 #include "toml.h"
 
@@ -46,6 +47,10 @@ static const option_def options[] = {
     {"nats.url", "--nats-url", STR(nats_url), 0, 0, NULL, "sink nats: servers, comma-separated (default nats://127.0.0.1:4222)"},
     {"nats.rack", "--nats-rack", STR(nats_rack), 0, 0, NULL, "sink nats: rack name, subject hm.raw.<rack>.<host> (default r0)"},
     {"nats.publish_every_ms", "--nats-publish-every-ms", INT(nats_publish_every_ms), 0, 1000, NULL, "sink nats: publish at most this often, periods in between wait (default 1000)"},
+    {"nats.ca_file", "--nats-ca-file", STR(nats_ca_file), 0, 0, NULL, "sink nats: TLS on, the server's certificate must chain to this CA (default $HUSHMON_NATS_CA_FILE; a setting here wins over its variable)"},
+    {"nats.cert_file", "--nats-cert-file", STR(nats_cert_file), 0, 0, NULL, "sink nats: this node's TLS certificate (default $HUSHMON_NATS_CERT_FILE)"},
+    {"nats.key_file", "--nats-key-file", STR(nats_key_file), 0, 0, NULL, "sink nats: its private key (default $HUSHMON_NATS_KEY_FILE)"},
+    {"nats.tls_hostname", "--nats-tls-hostname", STR(nats_tls_hostname), 0, 0, NULL, "sink nats: the name the server's certificate must carry (default $HUSHMON_NATS_TLS_HOSTNAME, else the URL's host)"},
     {"control.socket", "--socket", STR(socket_path), 0, 0, NULL, "control socket path, '' for none (default /run/hushmon/agent.sock)"},
     {"control.admin_uids", "--admin-uids", STR(admin_uids), 0, 0, NULL, "uids besides root that may do everything (announce jobs, change the measurement node-wide, reload), e.g. '1000,1001' (default none)"},
     {"control.admin_group", "--admin-group", STR(admin_group), 0, 0, NULL, "members of this group (name or gid) are admins too (default none)"},
@@ -305,8 +310,13 @@ int hm_config_check(const hm_agent_config *cfg, hm_error *err)
         return hm_error_set(err, "sink '%s' needs spool_dir", cfg->sink);
     if (strcmp(cfg->sink, "nats") == 0 &&
         (check_subject_token("nats.rack", cfg->nats_rack, err) < 0 ||
-         check_subject_token("host", cfg->host, err) < 0 || check_url_list(cfg->nats_url, err) < 0))
+         check_subject_token("host", cfg->host, err) < 0 || check_url_list(cfg->nats_url, err) < 0 ||
+         hm_nats_tls_readable("nats.ca_file", cfg->nats_ca_file, err) < 0 ||
+         hm_nats_tls_readable("nats.cert_file", cfg->nats_cert_file, err) < 0 ||
+         hm_nats_tls_readable("nats.key_file", cfg->nats_key_file, err) < 0))
         return -1;
+    if ((cfg->nats_cert_file[0] == '\0') != (cfg->nats_key_file[0] == '\0'))
+        return hm_error_set(err, "nats.cert_file and nats.key_file go together (set both or neither)");
     if (cfg->spool_total_bytes < 2 * cfg->spool_file_bytes)
         return hm_error_set(err, "sink.total_bytes must be at least twice sink.file_bytes");
     if (strstr(cfg->scope_cgroup, "..") != NULL)

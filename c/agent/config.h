@@ -26,6 +26,10 @@ typedef struct hm_agent_config {
     char nats_url[1024];          /* sink nats: comma list of servers (the rack's leaf) */
     char nats_rack[64];           /* sink nats: subject token hm.raw.<rack>.<host> */
     int64_t nats_publish_every_ms; /* sink nats: publish at most this often (batches wait) */
+    char nats_ca_file[PATH_MAX];  /* sink nats: TLS on, the servers' CA ("" = $HUSHMON_NATS_CA_FILE) */
+    char nats_cert_file[PATH_MAX]; /* sink nats: the node's certificate and key */
+    char nats_key_file[PATH_MAX];
+    char nats_tls_hostname[256];  /* sink nats: the name the server shows ("" = the URL's host) */
     char socket_path[PATH_MAX];   /* "" = no control socket */
     char admin_uids[256];         /* uids allowed everything besides root, "1000,1001" */
     char admin_group[64];         /* its members are admins too (name or gid); "" none */

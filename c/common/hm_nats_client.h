@@ -6,7 +6,10 @@
  * this CA), $HUSHMON_NATS_CERT_FILE and $HUSHMON_NATS_KEY_FILE (the
  * client's own certificate, for servers that verify clients), and
  * $HUSHMON_NATS_TLS_HOSTNAME (the name the server's certificate must
- * carry; default: the host of the first server URL).
+ * carry; default: the host of the first server URL). The agent may name
+ * the TLS settings in its configuration file too ([nats] ca_file,
+ * cert_file, key_file, tls_hostname): a setting there wins over its
+ * variable.
  *
  * Header-only because hm_common links no libnats (the injector and an
  * agent built without the nats sink use it); only units that include
@@ -27,9 +30,11 @@ static inline int hm_nats_client_fail(hm_error *err, natsStatus st, const char *
                         last != NULL && *last != '\0' ? last : natsStatus_GetText(st));
 }
 
-/* Login and TLS from the environment into opts; first_url names the
- * default expected host name. 1 with TLS on, 0 plain, -1 with the reason. */
-static inline int hm_nats_client_setup(natsOptions *opts, const char *first_url, hm_error *err)
+/* Login and TLS (configured, else the environment; configured may be
+ * NULL) into opts; first_url names the default expected host name. 1 with
+ * TLS on, 0 plain, -1 with the reason. */
+static inline int hm_nats_client_setup(natsOptions *opts, const char *first_url,
+                                       const hm_nats_tls *configured, hm_error *err)
 {
     char user[HM_NATS_USER_MAX], password[HM_NATS_PASSWORD_MAX];
     int login = hm_nats_login(user, password, err);
@@ -42,18 +47,18 @@ static inline int hm_nats_client_setup(natsOptions *opts, const char *first_url,
     if (st != NATS_OK)
         return hm_error_set(err, "nats login: %s", natsStatus_GetText(st));
     hm_nats_tls tls;
-    int secure = hm_nats_tls_files(&tls, first_url, err);
+    int secure = hm_nats_tls_files(&tls, first_url, configured, err);
     if (secure <= 0)
         return secure;
     st = natsOptions_SetSecure(opts, true);
     if (st == NATS_OK)
         st = natsOptions_LoadCATrustedCertificates(opts, tls.ca_file);
     if (st != NATS_OK)
-        return hm_nats_client_fail(err, st, "HUSHMON_NATS_CA_FILE", tls.ca_file);
+        return hm_nats_client_fail(err, st, tls.from.ca_file, tls.ca_file);
     if (tls.cert_file[0] != '\0') {
         st = natsOptions_LoadCertificatesChain(opts, tls.cert_file, tls.key_file);
         if (st != NATS_OK)
-            return hm_nats_client_fail(err, st, "HUSHMON_NATS_CERT_FILE", tls.cert_file);
+            return hm_nats_client_fail(err, st, tls.from.cert_file, tls.cert_file);
     }
     /* libnats checks the chain only unless told the name to expect. */
     st = natsOptions_SetExpectedHostname(opts, tls.hostname);

@@ -71,42 +71,60 @@ static int readable(const char *var, const char *path, hm_error *err)
     return 0;
 }
 
-static int copy_env(const char *var, char *out, size_t size, hm_error *err)
+/* One setting: the configured value (named key) when set, else the
+ * environment's (named var); *from says which, for messages. */
+static int pick(const char *configured, const char *key, const char *var, char *out, size_t size,
+                const char **from, hm_error *err)
 {
-    const char *v = getenv(var);
+    const char *v = configured != NULL && *configured != '\0' ? configured : getenv(var);
+    *from = v == configured ? key : var;
     out[0] = '\0';
     if (v == NULL || *v == '\0')
         return 0;
     if (strlen(v) >= size)
-        return hm_error_set(err, "%s is over %zu bytes", var, size - 1);
+        return hm_error_set(err, "%s is over %zu bytes", *from, size - 1);
     memcpy(out, v, strlen(v) + 1);
     return 1;
 }
 
-int hm_nats_tls_files(hm_nats_tls *tls, const char *first_url, hm_error *err)
+int hm_nats_tls_files(hm_nats_tls *tls, const char *first_url, const hm_nats_tls *configured,
+                      hm_error *err)
 {
     memset(tls, 0, sizeof *tls);
-    int ca = copy_env("HUSHMON_NATS_CA_FILE", tls->ca_file, sizeof tls->ca_file, err);
-    int cert = copy_env("HUSHMON_NATS_CERT_FILE", tls->cert_file, sizeof tls->cert_file, err);
-    int key = copy_env("HUSHMON_NATS_KEY_FILE", tls->key_file, sizeof tls->key_file, err);
-    int host = copy_env("HUSHMON_NATS_TLS_HOSTNAME", tls->hostname, sizeof tls->hostname, err);
-    if (ca < 0 || cert < 0 || key < 0 || host < 0)
+    const hm_nats_tls none = {0};
+    const hm_nats_tls *c = configured != NULL ? configured : &none;
+    int ca = pick(c->ca_file, "nats.ca_file", "HUSHMON_NATS_CA_FILE", tls->ca_file,
+                  sizeof tls->ca_file, &tls->from.ca_file, err);
+    int cert = ca < 0 ? -1 : pick(c->cert_file, "nats.cert_file", "HUSHMON_NATS_CERT_FILE",
+                                  tls->cert_file, sizeof tls->cert_file, &tls->from.cert_file, err);
+    int key = cert < 0 ? -1 : pick(c->key_file, "nats.key_file", "HUSHMON_NATS_KEY_FILE",
+                                   tls->key_file, sizeof tls->key_file, &tls->from.key_file, err);
+    const char *host_from = NULL;
+    int host = key < 0 ? -1 : pick(c->hostname, "nats.tls_hostname", "HUSHMON_NATS_TLS_HOSTNAME",
+                                   tls->hostname, sizeof tls->hostname, &host_from, err);
+    if (host < 0)
         return -1;
     if (ca == 0) {
         if (cert || key)
-            return hm_error_set(err, "HUSHMON_NATS_CERT_FILE and HUSHMON_NATS_KEY_FILE need "
-                                     "HUSHMON_NATS_CA_FILE");
+            return hm_error_set(err, "%s and %s need a CA file (nats.ca_file or "
+                                     "HUSHMON_NATS_CA_FILE)", tls->from.cert_file, tls->from.key_file);
         return 0;
     }
     if (cert != key)
-        return hm_error_set(err, "set both HUSHMON_NATS_CERT_FILE and HUSHMON_NATS_KEY_FILE "
-                                 "(or neither)");
-    if (readable("HUSHMON_NATS_CA_FILE", tls->ca_file, err) < 0 ||
-        (cert && (readable("HUSHMON_NATS_CERT_FILE", tls->cert_file, err) < 0 ||
-                  readable("HUSHMON_NATS_KEY_FILE", tls->key_file, err) < 0)))
+        return hm_error_set(err, "a client certificate needs both its certificate and key file "
+                                 "(nats.cert_file/key_file or HUSHMON_NATS_CERT_FILE/KEY_FILE)");
+    if (readable(tls->from.ca_file, tls->ca_file, err) < 0 ||
+        (cert && (readable(tls->from.cert_file, tls->cert_file, err) < 0 ||
+                  readable(tls->from.key_file, tls->key_file, err) < 0)))
         return -1;
     if (host == 0 && url_host(first_url, tls->hostname, sizeof tls->hostname) < 0)
         return hm_error_set(err, "no host name in '%s' to check the server's certificate "
-                                 "against: set HUSHMON_NATS_TLS_HOSTNAME", first_url);
+                                 "against: set nats.tls_hostname or HUSHMON_NATS_TLS_HOSTNAME",
+                            first_url);
     return 1;
+}
+
+int hm_nats_tls_readable(const char *key, const char *path, hm_error *err)
+{
+    return path[0] == '\0' ? 0 : readable(key, path, err);
 }

@@ -26,12 +26,20 @@ typedef struct {
     char cert_file[PATH_MAX]; /* "" = no client certificate */
     char key_file[PATH_MAX];
     char hostname[256];       /* the server certificate must carry this name */
+    struct {                  /* where each file came from (a key or a variable), for messages */
+        const char *ca_file, *cert_file, *key_file;
+    } from;
 } hm_nats_tls;
 
-/* 1 with tls filled ($HUSHMON_NATS_CA_FILE set; the host name from
- * $HUSHMON_NATS_TLS_HOSTNAME or else the host of first_url), 0 when TLS
- * is off (no CA named), -1 with the reason (a certificate without its
- * key, a file that cannot be read, a URL without a host). */
-int hm_nats_tls_files(hm_nats_tls *tls, const char *first_url, hm_error *err);
+/* 1 with tls filled (a CA named; the host name set or else the host of
+ * first_url), 0 when TLS is off (no CA named), -1 with the reason (a
+ * certificate without its key, a file that cannot be read, a URL without
+ * a host). Each setting comes from configured (the agent's [nats] ca_file,
+ * cert_file, key_file, tls_hostname; NULL or "" fields: not set) and,
+ * where that is not set, from its variable: a setting in the file wins. */
+int hm_nats_tls_files(hm_nats_tls *tls, const char *first_url, const hm_nats_tls *configured,
+                      hm_error *err);
+/* 0 when path is "" or a file this process can read, else -1 naming key. */
+int hm_nats_tls_readable(const char *key, const char *path, hm_error *err);
 
 #endif

@@ -24,10 +24,10 @@ from pathlib import Path
 import duckdb
 import nats
 import pytest
-from natssite import Site, client_env, secure_site
+from natssite import RACKS, Site, client_env, secure_site
 
 from hushmon.paths import REPO_ROOT
-from hushmon.transport.natsserver import ensure_streams
+from hushmon.transport.natsserver import ensure_streams, site_consumers
 from hushmon.transport.natstls import TlsFiles, client_context, make_ca, write_identity
 
 
@@ -36,7 +36,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
     with secure_site(tmp_path) as s:
         for k, v in s.env("admin").items():
             monkeypatch.setenv(k, v)
-        ensure_streams(s.url)  # the admin's step
+        ensure_streams(s.url, consumers=site_consumers(RACKS))  # the admin's step
         yield s
 
 
@@ -135,10 +135,16 @@ def test_a_node_cannot_publish_or_take_another_nodes_subjects(site: Site) -> Non
 
 
 RAW, SUM = "HM_RAW", "HM_SUM"
-CONSUMERS = ((RAW, "collect-raw"), (SUM, "collect-sum"), (SUM, "reduce-top"), (RAW, "reduce-r1"))
+CONSUMERS = (
+    (RAW, "collect-raw"), (SUM, "collect-sum"), (SUM, "reduce-top"),
+    (RAW, "reduce-r1"), (RAW, "reduce-r2"),
+)  # fmt: skip
 # Every action that changes or takes what is not the role's own. The
 # leaf forwards its clients' API calls as $JS.hub.API (its mapping).
 _SHRINK = {"name": RAW, "subjects": ["hm.raw.>"], "max_msgs": 1, "storage": "file"}
+# A consumer pushing HM_SUM to the agents' control subject: the server does
+# not check a deliver subject against its creator's permissions.
+_PUSH_TO_CTL = {"stream_name": SUM, "config": {"deliver_subject": "hm.ctl.all"}}
 FORBIDDEN: list[tuple[str, dict[str, object]]] = [
     (f"STREAM.DELETE.{RAW}", {}),
     (f"STREAM.PURGE.{RAW}", {}),
@@ -146,42 +152,49 @@ FORBIDDEN: list[tuple[str, dict[str, object]]] = [
     ("STREAM.CREATE.HM_EVIL", {"name": "HM_EVIL", "subjects": ["hm.evil.>"]}),
     (f"STREAM.MSG.DELETE.{RAW}", {"seq": 1}),
     (f"STREAM.DELETE.{SUM}", {}),
-    (f"CONSUMER.DELETE.{RAW}.collect-raw", {}),
-    (f"CONSUMER.DELETE.{SUM}.collect-sum", {}),
-    (f"CONSUMER.DELETE.{SUM}.reduce-top", {}),
-    (f"CONSUMER.DELETE.{RAW}.reduce-r1", {}),
-    # another's consumer: take its messages, or redefine it
-    (f"CONSUMER.MSG.NEXT.{RAW}.collect-raw", {"batch": 1}),
-    (f"CONSUMER.MSG.NEXT.{RAW}.reduce-r1", {"batch": 1}),
-    (f"CONSUMER.MSG.NEXT.{SUM}.reduce-top", {"batch": 1}),
-    (f"CONSUMER.DURABLE.CREATE.{RAW}.collect-raw", {"stream_name": RAW, "config": {}}),
-    (f"CONSUMER.CREATE.{RAW}.reduce-r1", {"stream_name": RAW, "config": {}}),
-]
-# What each role may do of the list above (its own consumers).
+    *((f"CONSUMER.DELETE.{st}.{c}", {}) for st, c in CONSUMERS),
+    # a consumer's messages, its state
+    *((f"CONSUMER.MSG.NEXT.{st}.{c}", {"batch": 1}) for st, c in CONSUMERS),
+    *((f"CONSUMER.INFO.{st}.{c}", {}) for st, c in CONSUMERS),
+    # made or redefined, in every form clients use: none but the admin's
+    *((f"CONSUMER.{verb}.{st}.{c}", {"stream_name": st, "config": {}})
+      for verb in ("DURABLE.CREATE", "CREATE") for st, c in CONSUMERS),
+    (f"CONSUMER.CREATE.{RAW}.reduce-r1.hm.raw.r1.>", {"stream_name": RAW, "config": {}}),
+    (f"CONSUMER.CREATE.{SUM}", _PUSH_TO_CTL),  # ephemeral, push
+    (f"CONSUMER.CREATE.{SUM}", {"stream_name": SUM, "config": {}}),  # ephemeral, pull
+]  # fmt: skip
+_INFO_ALL = {f"CONSUMER.INFO.{st}.{c}" for st, c in CONSUMERS}
+# What each role may do of the list above: its own consumer (pull, state),
+# the state of all for the roles that report it (transport status).
 OWN = {
-    "collect": {
-        f"CONSUMER.MSG.NEXT.{RAW}.collect-raw",
-        f"CONSUMER.DURABLE.CREATE.{RAW}.collect-raw",
-    },
-    "reduce": {
-        f"CONSUMER.MSG.NEXT.{RAW}.reduce-r1",
-        f"CONSUMER.MSG.NEXT.{SUM}.reduce-top",
-        f"CONSUMER.CREATE.{RAW}.reduce-r1",
-    },
-    "leaf": {f"CONSUMER.MSG.NEXT.{RAW}.reduce-r1", f"CONSUMER.CREATE.{RAW}.reduce-r1"},
+    "viewer": _INFO_ALL,
+    "collect": {f"CONSUMER.MSG.NEXT.{RAW}.collect-raw", f"CONSUMER.MSG.NEXT.{SUM}.collect-sum"}
+    | _INFO_ALL,
+    "reduce-r1": {f"CONSUMER.MSG.NEXT.{RAW}.reduce-r1", f"CONSUMER.INFO.{RAW}.reduce-r1"},
+    "reduce-top": {f"CONSUMER.MSG.NEXT.{SUM}.reduce-top", f"CONSUMER.INFO.{SUM}.reduce-top"},
+    # a rack leaf forwards its reducers' pulls (each checked by the leaf
+    # against that reducer's own login)
+    "leaf": {f"CONSUMER.MSG.NEXT.{RAW}.reduce-r1", f"CONSUMER.MSG.NEXT.{RAW}.reduce-r2"}
+    | _INFO_ALL,
+}
+# Summaries each role may publish.
+PUBLISHES = {
+    "reduce-r1": {"hm.sum.rack.r1"},
+    "reduce-top": {"hm.sum.job.j1"},
+    "leaf": {"hm.sum.rack.r1", "hm.sum.rack.r2"},
 }
 
 
-@pytest.mark.parametrize("role", ["viewer", "collect", "reduce", "n1", "leaf"])
+@pytest.mark.parametrize("role", ["viewer", "collect", "reduce-r1", "reduce-top", "n1", "leaf"])
 def test_each_role_is_refused_every_forbidden_action(site: Site, role: str) -> None:
+    """Every role (but the admin) is refused stream changes, message
+    deletes, consumer deletes, every form of consumer creation (durable,
+    named, filtered, ephemeral push to hm.ctl.all, ephemeral pull), and
+    another's consumer (pull, state): rack reducer r1 cannot touch r2's."""
+
     async def setup() -> None:
         nc = await site.connect("admin")
-        js = nc.jetstream()
-        await js.publish("hm.raw.r1.n1", b"cpu,host=n1 x=1 1\n")
-        from nats.js.api import ConsumerConfig
-
-        for stream, name in CONSUMERS:
-            await js.add_consumer(stream, ConsumerConfig(durable_name=name))
+        await nc.jetstream().publish("hm.raw.r1.n1", b"cpu,host=n1 x=1 1\n")
         await nc.close()
 
     async def attack() -> list[str]:
@@ -194,8 +207,8 @@ def test_each_role_is_refused_every_forbidden_action(site: Site, role: str) -> N
                 subject = f"{prefix}.{tail}"
                 tried.append(subject)
                 await nc.publish(subject, json.dumps(body).encode(), reply=f"_INBOX.{role}.x")
-        for subject in ("hm.ctl.all", "hm.sum.rack.r1", "hm.sum.job.j1"):
-            if not (role in ("reduce", "leaf") and subject.startswith("hm.sum")):
+        for subject in ("hm.ctl.all", "hm.sum.rack.r1", "hm.sum.rack.r2", "hm.sum.job.j1"):
+            if subject not in PUBLISHES.get(role, set()):
                 tried.append(subject)
                 await nc.publish(subject, b"x")
         await nc.flush()
@@ -209,7 +222,11 @@ def test_each_role_is_refused_every_forbidden_action(site: Site, role: str) -> N
         raw = await js.stream_info(RAW)
         streams = sorted([s.config.name for s in await js.streams_info()])
         consumers = sorted(
-            [f"{st}/{c.name}" for st in (RAW, SUM) for c in await js.consumers_info(st)]
+            [
+                f"{st}/{c.name}/{c.config.ack_wait}/{c.config.deliver_subject}/{c.delivered}"
+                for st in (RAW, SUM)
+                for c in await js.consumers_info(st)
+            ]
         )
         await nc.close()
         return int(raw.state.messages), streams, consumers
@@ -225,8 +242,29 @@ def test_each_role_is_refused_every_forbidden_action(site: Site, role: str) -> N
             subject,
         )
         assert f'Publish Violation - User "{role}", Subject "{subject}"' in log, (role, subject)
-    assert asyncio.run(state()) == before  # nothing deleted, purged, shrunk or added
+    # nothing deleted, purged, shrunk, added, redefined or pulled
+    assert asyncio.run(state()) == before
     assert before[0] == 1 and before[1] == [RAW, SUM] and len(before[2]) == len(CONSUMERS)
+
+
+def test_a_reducer_reads_its_own_inbox_only(site: Site) -> None:
+    """A rack reducer's replies (pulled batches, acks) come to its own
+    inbox (hushmon-reduce sets it from its login); it cannot subscribe to
+    another's, where r2's pulled batches arrive."""
+
+    async def go() -> list[str]:
+        nc = await site.connect("reduce-r1")
+        for subject in ("_INBOX.>", "_INBOX.reduce-r2.>", "hm.raw.>"):
+            await nc.subscribe(subject)
+        await nc.flush()
+        await asyncio.sleep(0.3)
+        await nc.close()
+        return site.errors.get("reduce-r1", [])
+
+    errors = " ".join(asyncio.run(go())).lower()
+    for subject in ("_INBOX.>", "_INBOX.reduce-r2.>", "hm.raw.>"):
+        assert f'permissions violation for subscription to "{subject.lower()}"' in errors, errors
+        assert f'Subscription Violation - User "reduce-r1", Subject "{subject}"' in site.log
 
 
 def test_the_collector_counts_a_forged_host_against_the_subjects_node(
@@ -272,13 +310,13 @@ def test_the_agent_checks_the_servers_certificate(
     other = tmp_path / "other-ca"
     make_ca(other, "someone else's CA")
 
-    def agent_status(env: dict[str, str], name: str, wait_s: float) -> str:
+    def agent_status(env: dict[str, str], name: str, wait_s: float, *args: str) -> str:
         sock = tmp_path / f"{name}.sock"
         log = tmp_path / f"{name}.log"
         agent = subprocess.Popen(
             [str(bin_dir / "hushmon-agent"), "--socket", str(sock), "--host", "n1", "--sources",
              "self", "--period-ms", "200", "--sink", "nats", "--nats-url", site.url,
-             "--spool-dir", str(tmp_path / name)],
+             "--spool-dir", str(tmp_path / name), *args],
             env=client_env(env), stdout=subprocess.DEVNULL, stderr=log.open("wb"),
         )  # fmt: skip
         try:
@@ -310,3 +348,56 @@ def test_the_agent_checks_the_servers_certificate(
     wrong_name = agent_status({**site.env("n1"), "HUSHMON_NATS_TLS_HOSTNAME": "elsewhere"}, "nm", 3)
     assert " connected=0 " in wrong_name and " acked_seq=0 " in wrong_name, wrong_name
     assert site.log.count("TLS handshake error") >= before + 2  # the server saw both give up
+
+    # The TLS files from the agent's configuration file only ([nats]), its
+    # environment holding the login alone; a setting in the file wins over
+    # its variable (here a CA that would be refused).
+    tls = site.tls_files("n1")
+    conf = tmp_path / "agent.toml"
+    conf.write_text(
+        f'[nats]\nca_file = "{tls.ca_file}"\ncert_file = "{tls.cert_file}"\n'
+        f'key_file = "{tls.key_file}"\ntls_hostname = "127.0.0.1"\n'
+    )
+    login = {k: v for k, v in site.env("n1").items() if k.startswith("HUSHMON_NATS_USER")
+             or k.startswith("HUSHMON_NATS_PASSWORD")}  # fmt: skip
+    from_file = agent_status(login, "file", 15, "--config", str(conf))
+    assert " connected=1 " in from_file and int(re.findall(r" acked_seq=(\d+)", from_file)[0]) >= 2
+    overridden = {**login, "HUSHMON_NATS_CA_FILE": str(other / "ca.pem")}
+    wins = agent_status(overridden, "wins", 15, "--config", str(conf))
+    assert " connected=1 " in wins and int(re.findall(r" acked_seq=(\d+)", wins)[0]) >= 2, wins
+    # a file the agent cannot read: refused when the configuration loads
+    conf.write_text(f'[nats]\nca_file = "{tmp_path / "missing.pem"}"\n')
+    r = subprocess.run(
+        [str(bin_dir / "hushmon-agent"), "--config", str(conf), "--sink", "nats", "--nats-url",
+         site.url, "--spool-dir", str(tmp_path / "bad"), "--socket", "", "--once"],
+        env=client_env(login), capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert r.returncode != 0 and r.stderr.count("\n") == 1, r.stderr
+    assert "nats.ca_file" in r.stderr and "missing.pem" in r.stderr, r.stderr
+
+
+def test_services_bind_only_and_stop_when_the_admin_made_no_consumer(
+    tmp_path: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Streams declared, consumers not: the rack reducer, the top reducer
+    and the collector, each with its login, stop with one line telling the
+    operator to run the admin step, and never try to make the consumer
+    (the server logs no violation)."""
+    with secure_site(tmp_path) as site:
+        for k, v in site.env("admin").items():
+            monkeypatch.setenv(k, v)
+        ensure_streams(site.url, consumers=[])
+        runs = {
+            "reduce-r1": [str(bin_dir / "hushmon-reduce"), "--rack", "r1", "--url", site.url],
+            "reduce-top": [str(bin_dir / "hushmon-reduce"), "--top", "--url", site.url],
+            "collect": [sys.executable, "-m", "hushmon.cli", "collect", "--url", site.url,
+                        "--db", str(tmp_path / "c.duckdb"), "--once"],
+        }  # fmt: skip
+        for user, argv in runs.items():
+            env = {**client_env(site.env(user)), "PYTHONPATH": str(REPO_ROOT / "python")}
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+            assert r.returncode == 1, (user, r.stderr)
+            last = r.stderr.strip().splitlines()[-1]
+            assert "an admin declares" in last and "deploy streams" in last, (user, r.stderr)
+            assert "Traceback" not in r.stderr
+        assert "Violation" not in site.log, site.log[-2000:]

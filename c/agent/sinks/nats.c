@@ -570,7 +570,12 @@ static int connect_servers(nats_state *s, const hm_agent_config *cfg, hm_error *
         st = natsOptions_SetServers(s->opts, (const char **)list, n);
     if (st == NATS_OK)
         st = natsOptions_SetName(s->opts, name);
-    int secure = st == NATS_OK ? hm_nats_client_setup(s->opts, list[0], err) : 0;
+    hm_nats_tls configured = {0};
+    snprintf(configured.ca_file, sizeof configured.ca_file, "%s", cfg->nats_ca_file);
+    snprintf(configured.cert_file, sizeof configured.cert_file, "%s", cfg->nats_cert_file);
+    snprintf(configured.key_file, sizeof configured.key_file, "%s", cfg->nats_key_file);
+    snprintf(configured.hostname, sizeof configured.hostname, "%s", cfg->nats_tls_hostname);
+    int secure = st == NATS_OK ? hm_nats_client_setup(s->opts, list[0], &configured, err) : 0;
     if (secure < 0)
         return -1;
     /* Reconnect forever on its own, every half second, and keep what
