@@ -80,6 +80,8 @@ def test_deploy_streams_rejects_a_bad_limit_in_one_line(nats_server: LocalNatsSe
             "1",
             "--raw-max-gib",
             "0.01",
+            "--racks",
+            "r1",
         ],
         capture_output=True,
         text=True,
@@ -87,3 +89,34 @@ def test_deploy_streams_rejects_a_bad_limit_in_one_line(nats_server: LocalNatsSe
     )
     assert r.returncode == 1
     assert r.stderr.count("\n") == 1 and "max bytes" in r.stderr and "Traceback" not in r.stderr
+
+
+def deploy_streams(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "hushmon.transport.deploy", "streams", url, "--replicas", "1"]
+    return subprocess.run([*argv, *args], capture_output=True, text=True, check=False)
+
+
+def test_deploy_streams_declares_every_consumer(nats_server: LocalNatsServer) -> None:
+    """The admin step makes the collector's, the top reducer's and each
+    rack's consumer, with the reducers' AckWait given; a rack name that is
+    no subject token (or would be the top reducer's) is one line."""
+    r = deploy_streams(nats_server.url, "--racks", "r1,r7", "--reduce-ack-wait-s", "90")
+    assert r.returncode == 0, r.stderr
+
+    async def consumers() -> dict[str, float]:
+        nc = await nats.connect(nats_server.url)
+        js = nc.jetstream()
+        out = {}
+        for stream in ("HM_RAW", "HM_SUM"):
+            for c in await js.consumers_info(stream):
+                out[f"{stream}/{c.name}"] = float(c.config.ack_wait or 0)
+        await nc.close()
+        return out
+
+    got = asyncio.run(consumers())
+    assert got["HM_RAW/reduce-r7"] == 90 and got["HM_SUM/reduce-top"] == 90, got
+    assert {"HM_RAW/collect-raw", "HM_SUM/collect-sum", "HM_RAW/reduce-r1"} <= set(got)
+    for bad in ("a.b", "top"):
+        r = deploy_streams(nats_server.url, "--racks", bad)
+        assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+        assert f"rack name '{bad}'" in r.stderr and "Traceback" not in r.stderr
