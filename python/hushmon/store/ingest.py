@@ -225,6 +225,96 @@ def canonical_key(key: str) -> _Key | str:
     return host, measurement, ",".join(f"{k}={v}" for k, v in sorted(tags.items())), job
 
 
+class _LineKeys:
+    """What the ingest needs of each line key text and each (key, field)
+    pair, worked out once per text for the ingester's life.
+
+    A batch of a large cluster has a key of its own in nearly every line
+    and a series of its own in nearly every value (the host is in the key),
+    so Python work per key or per pair cost as much as the rest of the
+    ingest. Here a key text costs one dict lookup per batch; its host, its
+    kind (job line, bad) and its series come from numpy arrays for whole
+    columns at once. A pair is one 64-bit code (key id << 32 | name id);
+    the codes seen so far are a sorted array numpy searches, and only pairs
+    never seen go through Python (the ingester's series dict, the truth)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.canon: list[_Key | str] = []  # per key id: canonical_key's answer
+        self.host = np.zeros(0, dtype=np.int64)  # per key id: host id; -1 for a bad key
+        self.job = np.zeros(0, dtype=bool)  # per key id: a job line's key
+        self.host_ids: dict[str, int] = {}
+        self.hosts: list[str] = []
+        self.name_ids: dict[str, int] = {}
+        self.names: list[str] = []
+        self.codes = np.zeros(0, dtype=np.int64)  # sorted
+        self.sids = np.zeros(0, dtype=np.int32)  # series id of each code
+
+    def host_id(self, host: str) -> int:
+        got = self.host_ids.get(host)
+        if got is None:
+            got = self.host_ids[host] = len(self.hosts)
+            self.hosts.append(host)
+        return got
+
+    def key_ids(self, texts: list[str]) -> np.ndarray:
+        get = self.ids.get
+        out = [get(t, -1) for t in texts]
+        if -1 in out:
+            hosts: list[int] = []
+            jobs: list[bool] = []
+            for i, text in enumerate(texts):
+                if out[i] != -1:
+                    continue
+                got = self.ids.get(text)  # the same text twice in this call
+                if got is None:
+                    got = self.ids[text] = len(self.canon)
+                    c = canonical_key(text)
+                    self.canon.append(c)
+                    hosts.append(-1 if isinstance(c, str) else self.host_id(c[0]))
+                    jobs.append(not isinstance(c, str) and c[1] == "job")
+                out[i] = got
+            self.host = np.concatenate((self.host, np.array(hosts, dtype=np.int64)))
+            self.job = np.concatenate((self.job, np.array(jobs, dtype=bool)))
+        return np.array(out, dtype=np.int64)
+
+    def series_ids(
+        self,
+        keys: np.ndarray,
+        names: list[str],
+        key_id: np.ndarray,
+        name_id: np.ndarray,
+        series_id: Callable[[str, str, str, str], int],
+    ) -> np.ndarray:
+        """The series id of each value, its key ``keys[key_id]`` (ids of
+        :meth:`key_ids`, all valid) and its field ``names[name_id]``."""
+        name_ids = np.array([self._name_id(n) for n in names], dtype=np.int64)
+        code = (keys[key_id] << 32) | name_ids[name_id]
+        pos = np.searchsorted(self.codes, code)
+        hit = pos < len(self.codes)
+        hit[hit] = self.codes[pos[hit]] == code[hit]
+        if not hit.all():
+            new = np.unique(code[~hit])
+            sids = np.empty(len(new), dtype=np.int32)
+            for i, c in enumerate(new.tolist()):
+                canon = self.canon[c >> 32]
+                assert not isinstance(canon, str)
+                sids[i] = series_id(canon[0], canon[1], canon[2], self.names[c & 0xFFFFFFFF])
+            codes = np.concatenate((self.codes, new))
+            order = np.argsort(codes, kind="stable")
+            self.codes = codes[order]
+            self.sids = np.concatenate((self.sids, sids))[order]
+            pos = np.searchsorted(self.codes, code)
+        return self.sids[pos]
+
+    def _name_id(self, name: str) -> int:
+        got = self.name_ids.get(name)
+        if got is None:
+            got = self.name_ids[name] = len(self.names)
+            self.names.append(name)
+        return got
+
+
 def _exec(con: duckdb.DuckDBPyConnection, sql: str, params: object = None) -> list[tuple]:
     """Run a statement to completion (DuckDB keeps a pending result otherwise)."""
     return con.execute(sql, params).fetchall()
@@ -248,6 +338,8 @@ class _Ingester:
         self.new_series: list[tuple[int, str, str, str, str]] = []
         self.batch_has_repeats = False
         self.known_max_id = len(self.series_ids)
+        # a cache only: rebuilt with the ingester after a rolled-back batch
+        self.keys = _LineKeys()
 
     def _series_id(self, host: str, measurement: str, tags: str, field_name: str) -> int:
         key = (host, measurement, tags, field_name)
@@ -305,9 +397,10 @@ class _Ingester:
     def _fast_columns(
         self, fast: FastBatch, where: object
     ) -> tuple[pa.Table, list[tuple[str, str, int]]]:
-        canon = [canonical_key(k) for k in fast.keys]
-        bad_key = np.array([isinstance(c, str) for c in canon] + [False], dtype=bool)
-        keep = ~bad_key[fast.key_id]
+        keys = self.keys.key_ids(fast.keys)
+        canon = self.keys.canon
+        value_key = keys[fast.key_id]
+        keep = self.keys.host[value_key] >= 0
         if not keep.all():
             seen: set[int] = set()
             for i in np.flatnonzero(~keep):
@@ -315,32 +408,27 @@ class _Ingester:
                 if line not in seen:
                     seen.add(line)
                     name, no = where(line)  # type: ignore[operator]
-                    self.report.reject(name, no, str(canon[fast.key_id[i]]))
-        is_job = np.array(
-            [not isinstance(c, str) and c[1] == "job" for c in canon] + [False], dtype=bool
-        )
-        job_mask = keep & is_job[fast.key_id]
+                    self.report.reject(name, no, str(canon[value_key[i]]))
+        is_job = self.keys.job[value_key]
+        job_mask = keep & is_job
         job_rows: list[tuple[str, str, int]] = []
         if job_mask.any() and "active" in fast.names:
             active = job_mask & (fast.name_id == fast.names.index("active")) & (fast.value != 0)
-            kt = np.unique(np.column_stack([fast.key_id[active], fast.time_ns[active]]), axis=0)
+            kt = np.unique(np.column_stack([value_key[active], fast.time_ns[active]]), axis=0)
             for kid, t in kt.tolist():
                 c = canon[kid]
                 assert not isinstance(c, str)
                 job_rows.append((c[3], c[0], int(t)))
-        sample_mask = keep & ~is_job[fast.key_id]
-        # (key, field) pairs are few: a dense lookup table maps them to series
-        # ids in one gather, with no sort or hash over the values.
-        n_names = max(len(fast.names), 1)
-        pair = fast.key_id[sample_mask].astype(np.int64) * n_names + fast.name_id[sample_mask]
-        lut = np.zeros(len(fast.keys) * n_names, dtype=np.int32)
-        for p in np.flatnonzero(np.bincount(pair, minlength=len(lut))).tolist():
-            c = canon[p // n_names]
-            assert not isinstance(c, str)
-            lut[p] = self._series_id(c[0], c[1], c[2], fast.names[p % n_names])
+        sample_mask = keep & ~is_job
         table = pa.table(
             {
-                "series_id": lut[pair],
+                "series_id": self.keys.series_ids(
+                    keys,
+                    fast.names,
+                    fast.key_id[sample_mask],
+                    fast.name_id[sample_mask],
+                    self._series_id,
+                ),
                 "time_ns": fast.time_ns[sample_mask],
                 "value": fast.value[sample_mask],
             }

@@ -25,7 +25,7 @@ import pyarrow as pa
 from hushmon.errors import HushmonError
 from hushmon.store import lineproto
 from hushmon.store.fastparse import FastBatch, parse_batch
-from hushmon.store.ingest import IngestReport, _Ingester, _Parsed, _SpoolFile, canonical_key
+from hushmon.store.ingest import IngestReport, _Ingester, _LineKeys, _Parsed, _SpoolFile
 from hushmon.store.schema import open_store
 from hushmon.transport.collect_records import CollectStats, Event, Message, sender_of
 from hushmon.transport.collect_summaries import write_summaries
@@ -232,7 +232,7 @@ class CollectorStore:
         """The group less the batches whose lines name another host than
         their header (rejected whole), parsed; None when none is left."""
         group = _Group.of(fresh)
-        lies = _liars(group)
+        lies = _liars(group, self._ingester.keys)
         if not lies:
             return group
         for i, why in sorted(lies.items()):
@@ -399,9 +399,10 @@ def _lie_exact(host: str, text: str) -> str:
     return ""
 
 
-def _liars(group: _Group) -> dict[int, str]:
+def _liars(group: _Group, keys: _LineKeys) -> dict[int, str]:
     """Batches (index in the group) whose lines name another host than their
-    header, with the first such line: they are rejected whole."""
+    header, with the first such line: they are rejected whole. ``keys``: the
+    ingester's, so each line key is worked out once for both."""
     fresh, fast = group.fresh, group.fast
     lies: dict[int, str] = {}
     if fast is None:
@@ -412,24 +413,18 @@ def _liars(group: _Group) -> dict[int, str]:
         return lies
     batch_of_line = group.batch_of_line
     if len(fast.key_id):
-        # hosts as small integers: one comparison per value, no Python per value
-        host_ids: dict[str, int] = {}
-        key_host = [-1] * (len(fast.keys) + 1)  # the last: a value of no key
-        for k, key in enumerate(fast.keys):
-            c = canonical_key(key)
-            if not isinstance(c, str):
-                key_host[k] = host_ids.setdefault(c[0], len(host_ids))
-        claimed = np.array([host_ids.setdefault(a.header.host, len(host_ids)) for a in fresh])
-        value_host = np.array(key_host, dtype=np.int64)[fast.key_id]
+        # hosts as integers: one comparison per value, no Python per value
+        key_ids = keys.key_ids(fast.keys)  # first: it extends keys.host
+        value_host = keys.host[key_ids][fast.key_id]
+        claimed = np.array([keys.host_id(a.header.host) for a in fresh], dtype=np.int64)
         value_batch = batch_of_line[fast.line]
         wrong = (value_host != claimed[value_batch]) & (value_host >= 0)
-        names = list(host_ids)
         for i in np.flatnonzero(wrong).tolist():
             b = int(value_batch[i])
             if b not in lies:
                 line_no = int(fast.line[i]) - int(np.searchsorted(batch_of_line, b)) + 1
                 lies[b] = (
-                    f"line {line_no} tagged host={names[value_host[i]]}, headers say "
+                    f"line {line_no} tagged host={keys.hosts[value_host[i]]}, headers say "
                     f"{H_HOST}={fresh[b].header.host}"
                 )
     for line in fast.exact_lines.tolist():
