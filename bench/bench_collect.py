@@ -4,16 +4,20 @@ A synthetic job (hushmon.store.synthetic: --nodes nodes x --seconds periods
 at 1 Hz, the agent's field set) is cut into the agent's batches (one per
 node and period, contract headers), published to HM_RAW of a local
 nats-server, then collected by ``hushmon collect --once`` in a fresh
-process. Printed: batches/s, lines/s and values/s of the collector; the
+process. Printed: batches/s, lines/s and values/s of the collector, its
+batches per CPU-second (CPU of the collect call, every thread: the figure
+issue 20 sets at 20,000; and of the whole process, start-up included); the
 publish rate of this script (nats-py, one JetStream ack per batch, for
 scale only); ``hushmon ingest`` of the same lines as spool files as a ratio.
 Then the summary path in this process: a rack partial per (rack, period)
 of the same job, as the rack reducers send them (every sensor summarized
 over the rack's nodes), stored into the collected store in groups of 64
-by the collector's own code: summaries per CPU-s.
+by the collector's own code: summaries per CPU-s. With --reducers,
+``bench/bench_reduce.py --quick`` runs after it and the collector's rate is
+printed as a ratio of the rack reducer's node-batches per CPU-s.
 The machine is shared: the load average is printed with the figures.
 
-    .venv/bin/python bench/bench_collect.py [--nodes 64 --seconds 120]
+    .venv/bin/python bench/bench_collect.py [--nodes 64 --seconds 120] [--reducers]
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import argparse
 import asyncio
 import json
 import os
+import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -129,10 +135,25 @@ def summary_rate(db: Path, partials: list[Message], group: int = 64) -> float:
     return len(partials) / cpu
 
 
+def reducers_rate() -> float:
+    """The rack reducer's node-batches per CPU-s from bench_reduce.py --quick."""
+    script = Path(__file__).with_name("bench_reduce.py")
+    done = subprocess.run(
+        [sys.executable, str(script), "--quick"], capture_output=True, text=True, check=True
+    )
+    found = re.search(r"([\d,]+) node-batches per reducer CPU-s", done.stdout)
+    if found is None:
+        raise SystemExit(f"bench_reduce.py --quick printed no reducer rate:\n{done.stdout}")
+    return float(found.group(1).replace(",", ""))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=64)
     ap.add_argument("--seconds", type=int, default=120)
+    ap.add_argument(
+        "--reducers", action="store_true", help="also run bench_reduce.py --quick for the ratio"
+    )
     args = ap.parse_args()
     sc = Scenario(nodes=args.nodes, seconds=args.seconds, job="bench")
     with tempfile.TemporaryDirectory(prefix="hm-bench-collect-") as tmp_name:
@@ -157,7 +178,10 @@ def main() -> int:
                 "--json",
                 "-",
             ]
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            process_cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
             report = json.loads(done.stdout)
         finally:
             server.stop()
@@ -166,6 +190,7 @@ def main() -> int:
         write_spool(sc, tmp / "spool")
         ing = ingest_spool(tmp / "ingested.duckdb", tmp / "spool")
     load = os.getloadavg()
+    reducer_rate = reducers_rate() if args.reducers else None
     print(
         f"synthetic job: {args.nodes} nodes x {args.seconds} s = {len(items)} batches, "
         f"{lines:,} lines, {ing.values_stored:,} values"
@@ -176,6 +201,12 @@ def main() -> int:
         f" = {report['batches_per_s']:,.0f} batches/s, {report['lines_per_s']:,.0f} lines/s, "
         f"{report['values_stored'] / report['seconds']:,.0f} values/s"
     )
+    stored = report["batches_stored"]
+    print(
+        f"collector CPU: {report['cpu_seconds']:.2f} s in the collect call = "
+        f"{report['batches_per_cpu_s']:,.0f} batches per CPU-s; {process_cpu_s:.2f} s for the "
+        f"process with its start-up = {stored / process_cpu_s:,.0f} batches per CPU-s"
+    )
     print(
         f"hushmon ingest (same lines as spool files): {ing.values_per_s:,.0f} values/s; "
         f"collect / ingest = {report['values_stored'] / report['seconds'] / ing.values_per_s:.2f}"
@@ -185,6 +216,11 @@ def main() -> int:
         f"summaries: {len(partials)} rack partials of {nsens} sensors, groups of 64: "
         f"{sums_per_cpu_s:,.0f} per CPU-s ({len(partials) / len(items):.2f} per batch here)"
     )
+    if reducer_rate is not None:
+        print(
+            f"rack reducer (bench_reduce.py --quick): {reducer_rate:,.0f} node-batches per CPU-s; "
+            f"collector / reducer = {report['batches_per_cpu_s'] / reducer_rate:.2f}"
+        )
     print(
         f"load average while measured: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} "
         f"({os.cpu_count()} CPUs)"

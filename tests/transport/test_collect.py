@@ -278,3 +278,20 @@ def test_a_server_that_stops_first_ends_the_collector_cleanly(
     _, err = proc.communicate(timeout=30)
     assert "Traceback" not in err, err
     assert proc.returncode == 0, err
+
+
+def test_groups_smaller_than_the_backlog_store_it_once(
+    nats_server: LocalNatsServer, tmp_path: Path
+) -> None:
+    """The collector's own pull (collector._Puller): a backlog of 11 in
+    groups of 3 is stored whole, each batch once, each group acked (a second
+    run finds nothing)."""
+    db = tmp_path / "c.duckdb"
+    batches = [synthetic_batch("n1", i + 1, T0 + i * S) for i in range(11)]
+    assert publish(nats_server.url, batches) == [False] * 11
+    r = _collect(nats_server.url, db, "--fetch-batch", "3", "--json", "-")
+    assert '"batches_stored": 11' in r.stdout and '"duplicate_batches": 0' in r.stdout
+    assert '"redelivered": 0' in r.stdout
+    assert _one(db, "SELECT count(*), count(DISTINCT seq) FROM transport_batches") == (11, 11)
+    again = _collect(nats_server.url, db, "--json", "-")
+    assert '"raw_messages": 0' in again.stdout
