@@ -15,7 +15,6 @@ and loses nothing stored before.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -206,10 +205,6 @@ def _repeated_lines(line: np.ndarray, key_id: np.ndarray, time_ns: np.ndarray) -
     return len(np.unique(h)) < len(h)
 
 
-# A cluster's batches repeat the same keys every period: parsing each again
-# was a third of the collector's CPU per batch. About 270 bytes an entry:
-# the bound holds 10,000 nodes x 50 keys in about 140 MiB.
-@functools.lru_cache(maxsize=1 << 19)
 def canonical_key(key: str) -> _Key | str:
     """(host, measurement, sorted tags without host, job) of a line key, or why it is bad."""
     try:
@@ -251,11 +246,7 @@ class _LineKeys:
         self.sids = np.zeros(0, dtype=np.int32)  # series id of each code
 
     def host_id(self, host: str) -> int:
-        got = self.host_ids.get(host)
-        if got is None:
-            got = self.host_ids[host] = len(self.hosts)
-            self.hosts.append(host)
-        return got
+        return _numbered(host, self.host_ids, self.hosts)
 
     def key_ids(self, texts: list[str]) -> np.ndarray:
         get = self.ids.get
@@ -288,7 +279,9 @@ class _LineKeys:
     ) -> np.ndarray:
         """The series id of each value, its key ``keys[key_id]`` (ids of
         :meth:`key_ids`, all valid) and its field ``names[name_id]``."""
-        name_ids = np.array([self._name_id(n) for n in names], dtype=np.int64)
+        name_ids = np.array(
+            [_numbered(n, self.name_ids, self.names) for n in names], dtype=np.int64
+        )
         code = (keys[key_id] << 32) | name_ids[name_id]
         pos = np.searchsorted(self.codes, code)
         hit = pos < len(self.codes)
@@ -307,12 +300,14 @@ class _LineKeys:
             pos = np.searchsorted(self.codes, code)
         return self.sids[pos]
 
-    def _name_id(self, name: str) -> int:
-        got = self.name_ids.get(name)
-        if got is None:
-            got = self.name_ids[name] = len(self.names)
-            self.names.append(name)
-        return got
+
+def _numbered(text: str, ids: dict[str, int], texts: list[str]) -> int:
+    """The id of ``text`` in (ids, texts), given the next one when new."""
+    got = ids.get(text)
+    if got is None:
+        got = ids[text] = len(texts)
+        texts.append(text)
+    return got
 
 
 def _exec(con: duckdb.DuckDBPyConnection, sql: str, params: object = None) -> list[tuple]:
@@ -489,7 +484,7 @@ class _Ingester:
             self.jobs.update(jobs.column("job").to_pylist())
             times = jobs.column("time_ns")
             # bounded by the batch's times like the samples' (below): unbounded,
-            # the anti-join read the whole table, 1 s per batch at 20 M rows
+            # the anti-join read the whole table, 1 s of CPU a transaction at 20 M rows
             bounds = [int(pa.compute.min(times).as_py()), int(pa.compute.max(times).as_py())]
             con.register("lp_jobs", jobs)
             try:
