@@ -202,10 +202,16 @@ def main() -> int:
         f"{report['values_stored'] / report['seconds']:,.0f} values/s"
     )
     stored = report["batches_stored"]
+    # a collector before issue 20 reports no CPU: its process's is all there is
+    call_rate = report.get("batches_per_cpu_s")
+    call = (
+        f"{report['cpu_seconds']:.2f} s in the collect call = {call_rate:,.0f} batches per CPU-s; "
+        if call_rate
+        else ""
+    )
     print(
-        f"collector CPU: {report['cpu_seconds']:.2f} s in the collect call = "
-        f"{report['batches_per_cpu_s']:,.0f} batches per CPU-s; {process_cpu_s:.2f} s for the "
-        f"process with its start-up = {stored / process_cpu_s:,.0f} batches per CPU-s"
+        f"collector CPU: {call}{process_cpu_s:.2f} s for the process with its start-up = "
+        f"{stored / process_cpu_s:,.0f} batches per CPU-s"
     )
     print(
         f"hushmon ingest (same lines as spool files): {ing.values_per_s:,.0f} values/s; "
@@ -219,7 +225,7 @@ def main() -> int:
     if reducer_rate is not None:
         print(
             f"rack reducer (bench_reduce.py --quick): {reducer_rate:,.0f} node-batches per CPU-s; "
-            f"collector / reducer = {report['batches_per_cpu_s'] / reducer_rate:.2f}"
+            f"collector / reducer = {(call_rate or stored / process_cpu_s) / reducer_rate:.2f}"
         )
     print(
         f"load average while measured: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} "
