@@ -158,15 +158,12 @@ async def _stream_to_spool(folder: Path) -> None:
     """HM_RAW's messages as spool files, one per host (an ephemeral consumer
     reads the stream from its start; the stream has dropped duplicates)."""
 
-    from hushmon.transport import natsserver as ns
-
     folder.mkdir(parents=True)
     nc = await transport.connect_hub()
     files: dict[str, Any] = {}
     try:
         js = nc.jetstream(timeout=10)
-        last = (await js.stream_info(ns.RAW_STREAM)).state.last_seq
-        sub = await js.pull_subscribe(ns.RAW_SUBJECTS, stream=ns.RAW_STREAM)
+        last, sub = await _truth_consumer(js)
         seen = 0
         while seen < last:
             for msg in await sub.fetch(500, timeout=10):
@@ -181,6 +178,26 @@ async def _stream_to_spool(folder: Path) -> None:
         for f in files.values():
             f.close()
         await nc.close()
+
+
+async def _truth_consumer(js: Any, wait_s: float = 90.0) -> tuple[int, Any]:
+    """HM_RAW's last sequence and an ephemeral pull consumer from its start.
+    Right after every hub was killed the JetStream API may still be electing
+    its leaders (the collector was already served, but under CI's load a
+    first consumer creation ran past 10 s): asked again until wait_s."""
+    import nats
+
+    from hushmon.transport import natsserver as ns
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            last = (await js.stream_info(ns.RAW_STREAM)).state.last_seq
+            return last, await js.pull_subscribe(ns.RAW_SUBJECTS, stream=ns.RAW_STREAM)
+        except (nats.errors.TimeoutError, TimeoutError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(1.0)
 
 
 def _outbox_lines(spool: Path, epoch: int) -> dict[int, int]:
