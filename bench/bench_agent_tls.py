@@ -36,14 +36,7 @@ from hushmon.transport.natsserver import (
 from hushmon.transport.natstls import TlsFiles
 
 NODE = "n1"
-CLIENT_VARS = (
-    "HUSHMON_NATS_USER",
-    "HUSHMON_NATS_PASSWORD_FILE",
-    "HUSHMON_NATS_CA_FILE",
-    "HUSHMON_NATS_CERT_FILE",
-    "HUSHMON_NATS_KEY_FILE",
-    "HUSHMON_NATS_TLS_HOSTNAME",
-)
+CLIENT_VARS = nu.CLIENT_ENV_VARS
 
 
 @dataclass

@@ -22,15 +22,7 @@ from hushmon.transport.natstls import TlsFiles, client_context
 
 NODES = ("n1", "n2", "a1", "a2")
 RACKS = ("r1", "r2")  # a login reduce-<rack> each
-# Every variable a hushmon client reads its login and TLS from.
-CLIENT_VARS = (
-    "HUSHMON_NATS_USER",
-    "HUSHMON_NATS_PASSWORD_FILE",
-    "HUSHMON_NATS_CA_FILE",
-    "HUSHMON_NATS_CERT_FILE",
-    "HUSHMON_NATS_KEY_FILE",
-    "HUSHMON_NATS_TLS_HOSTNAME",
-)
+CLIENT_VARS = nu.CLIENT_ENV_VARS
 
 
 @dataclass

@@ -39,10 +39,26 @@ from hushmon.transport.natsserver import (
     SUM_STREAM,
     reduce_consumer,
 )
-from hushmon.transport.natstls import client_context, client_files_from_env
+from hushmon.transport.natstls import (
+    CA_FILE_ENV,
+    CERT_FILE_ENV,
+    KEY_FILE_ENV,
+    client_context,
+    client_files_from_env,
+)
 
 USER_ENV = "HUSHMON_NATS_USER"
 PASSWORD_FILE_ENV = "HUSHMON_NATS_PASSWORD_FILE"
+# Every variable a client reads its login and TLS from (the C clients also
+# take the server name to expect).
+CLIENT_ENV_VARS = (
+    USER_ENV,
+    PASSWORD_FILE_ENV,
+    CA_FILE_ENV,
+    CERT_FILE_ENV,
+    KEY_FILE_ENV,
+    "HUSHMON_NATS_TLS_HOSTNAME",
+)
 
 RAW = RAW_STREAM
 SUM = SUM_STREAM
