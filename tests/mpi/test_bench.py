@@ -224,8 +224,10 @@ def test_clock_sync_algorithms_ping_every_rank(mpirun: MpiRun, algo: str) -> Non
 @pytest.mark.parametrize("algo", ["linear", "ring", "tree"])
 def test_clock_sync_recovers_a_simulated_skew(mpirun: MpiRun, algo: str) -> None:
     # Rank r's clock is made to read r seconds ahead; the sync must find
-    # offsets of -r s. The 1 ms tolerance is a thousand times the error of
-    # a working sync here, and a million times smaller than a broken one's.
+    # offsets of -r s. A working sync is within microseconds, but 3 ranks on
+    # 2 loaded CPUs (CI beside another build) put the tree's composed
+    # offset of rank 2 1.07 ms off once under MPICH: 10 ms still tells a
+    # working sync from a broken one (off by the skew, 1 s) a hundredfold.
     doc = bench(
         mpirun, 3, "--op", "waitpatternup", "--sync", algo, "--simulate-skew-us", "1000000",
         *FAST,
@@ -235,8 +237,8 @@ def test_clock_sync_recovers_a_simulated_skew(mpirun: MpiRun, algo: str) -> None
     offsets = meta["clock_offsets_s"]
     assert len(offsets) == 3
     for rank, offset in enumerate(offsets):
-        assert abs(offset + rank) < 1e-3, offsets
-    assert meta["clock_offset_residual_max_s"] < 1e-3
+        assert abs(offset + rank) < 1e-2, offsets
+    assert meta["clock_offset_residual_max_s"] < 1e-2
     r = doc["results"][0]
     check_result(r)
     # Launch times on the synchronized clock stay far below the skew.
