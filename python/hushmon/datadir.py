@@ -105,7 +105,19 @@ class DataDir:
 
     @property
     def database(self) -> Path:
+        """The embedded store (``hushmon ingest`` writes it)."""
         return self.root / "hushmon.duckdb"
+
+    @property
+    def lake(self) -> Path:
+        """The cluster store (``hushmon collect`` writes it, docs/store.md)."""
+        return self.root / "hushmon.lake"
+
+    @property
+    def store(self) -> Path:
+        """The store readers open by default: the lake where collectors write
+        one, else the embedded file."""
+        return self.lake if (self.lake / "catalog.sqlite").exists() else self.database
 
     @property
     def run(self) -> Path:

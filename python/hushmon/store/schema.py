@@ -14,6 +14,7 @@ import duckdb
 
 from hushmon.datadir import drop_world_access
 from hushmon.errors import HushmonError
+from hushmon.store.lake import is_lake, open_lake, open_lake_readonly
 
 SCHEMA_VERSION = 2
 
@@ -162,8 +163,11 @@ def _check_version(con: duckdb.DuckDBPyConnection, path: Path) -> int | None:
 
 
 def open_store(path: Path, create: bool = True) -> duckdb.DuckDBPyConnection:
-    """Open (and if needed create) the store for writing."""
+    """Open (and if needed create) the store for writing: the embedded DuckDB
+    file, or a lake (a ``*.lake`` folder, :mod:`hushmon.store.lake`)."""
     path = Path(path)
+    if is_lake(path):
+        return open_lake(path, create=create)
     if path.exists():
         # Check read-only first so a refused database is never touched.
         probe = _connect(path, read_only=True)
@@ -193,8 +197,11 @@ def open_store(path: Path, create: bool = True) -> duckdb.DuckDBPyConnection:
 
 
 def open_store_readonly(path: Path) -> duckdb.DuckDBPyConnection:
-    """Open an existing store for reading (digest, export)."""
+    """Open an existing store for reading (digest, export); a lake may be
+    written by its collectors meanwhile."""
     path = Path(path)
+    if is_lake(path):
+        return open_lake_readonly(path)
     if not path.exists():
         raise HushmonError(f"store {path} does not exist: run 'hushmon ingest' first")
     con = _connect(path, read_only=True)
