@@ -23,15 +23,24 @@ What differs from the embedded DuckDB file (schema.py):
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import random
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 
 from hushmon.datadir import drop_world_access
 from hushmon.errors import HushmonError
 
-LAKE_SCHEMA_VERSION = 1
+# 1: the collector's tables; 2: samples_1m (rollups), lake_policy (retention),
+# samples sorted by (series_id, time_ns).
+LAKE_SCHEMA_VERSION = 2
 LAKE_SUFFIX = ".lake"
 CATALOG_NAME = "catalog.sqlite"
 DATA_NAME = "data"
@@ -72,6 +81,42 @@ _TABLES = (
     f"CREATE TABLE IF NOT EXISTS summary_partials (msg_id VARCHAR,{_SUMMARY_MOMENTS})",
     f"""CREATE TABLE IF NOT EXISTS job_summaries (
         job VARCHAR, time_ns BIGINT,{_SUMMARY_MOMENTS}, origin VARCHAR)""",
+    # Per series and minute, what a per-node mean/min/max per minute needs once
+    # the raw samples have expired (lake_compact.py builds it).
+    """CREATE TABLE IF NOT EXISTS samples_1m (
+        series_id BIGINT, minute_ns BIGINT, count BIGINT, sum DOUBLE, min DOUBLE, max DOUBLE)""",
+    # The retention policy: the newest row holds (lake_retention.py).
+    """CREATE TABLE IF NOT EXISTS lake_policy (
+        raw_days DOUBLE, rollup_days DOUBLE, budget_bytes BIGINT, min_raw_hours DOUBLE,
+        set_at TIMESTAMP)""",
+    # Within each Parquet file a series' values lie together in time order:
+    # neighbours differ little, so delta and dictionary encodings and zstd
+    # shrink them (bench/bench_store_bytes.py), and a one-series query reads
+    # one stretch of each file. DuckLake 1.0 sorts on insert, on compaction
+    # and when it flushes inlined rows.
+    "ALTER TABLE samples SET SORTED BY (series_id ASC, time_ns ASC)",
+    "ALTER TABLE samples_1m SET SORTED BY (series_id ASC, minute_ns ASC)",
+)
+
+# Stored in the catalog (every writer and compaction uses them), set when the
+# lake is made; bench/bench_store_bytes.py measured the codec choices.
+_OPTIONS: tuple[tuple[str, str | int], ...] = (
+    # zstd at level 9: 1.6x smaller samples than DuckLake's default snappy at
+    # about the same write cost per group on this VM (docs/store.md).
+    ("parquet_compression", "zstd"),
+    ("parquet_compression_level", 9),
+    # Parquet v2 pages: DELTA_BINARY_PACKED for the sorted time_ns and
+    # series_id columns, BYTE_STREAM_SPLIT available for doubles.
+    ("parquet_version", 2),
+    # A group of ~2048 agent batches is ~200,000 values: a file each, merged by
+    # compaction up to this size (large enough that a day of a big cluster is
+    # hundreds of files, not millions; small enough that retention drops old
+    # data a file at a time without rewriting much).
+    ("target_file_size", "256MB"),
+    # Small appends (a few events or summary rows per group) go into the
+    # SQLite catalog instead of a tiny Parquet file each; compaction flushes
+    # them to Parquet. Above this, rows go to a file at once.
+    ("data_inlining_row_limit", 100),
 )
 
 _VIEWS = (
@@ -128,24 +173,129 @@ def load_extensions(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"LOAD '{_extension_file(module)}'").fetchall()
 
 
+# DuckLake retries a commit that met another writer's commit by itself
+# (re-reading the catalog): 10 tries 100 ms apart by default, which two
+# collectors committing ~200,000-value groups exhaust under load. More tries,
+# shorter first wait: commits are short, and a writer waiting long holds its
+# NATS messages unacked.
+_SESSION_SETTINGS = (
+    "SET enable_progress_bar = false",
+    "SET ducklake_max_retry_count = 40",
+    "SET ducklake_retry_wait_ms = 20",
+    "SET ducklake_retry_backoff = 1.5",
+)
+
+# What a second process touching the catalog at the same moment may raise:
+# SQLite's lock ("database is locked", "busy"), DuckLake's write-write conflict
+# after its own retries, or a catalog another process is creating this instant.
+_TRANSIENT = (
+    "database is locked",
+    "database is busy",
+    "sqlite_busy",
+    "failed to commit",
+    "failed to flush",
+    "conflict",
+    "already exists",
+    "another transaction",
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for the errors another writer of the same lake can cause, which
+    go away when the transaction is run again."""
+    text = str(exc).lower()
+    return isinstance(exc, duckdb.Error) and any(t in text for t in _TRANSIENT)
+
+
+@dataclass
+class CommitStats:
+    """What :func:`lake_commit` had to do (a bench or a collector sums it)."""
+
+    commits: int = 0
+    retries: int = 0
+    waited_s: float = 0.0
+
+
+T = TypeVar("T")
+
+COMMIT_ATTEMPTS = 12
+_FIRST_WAIT_S = 0.02
+_MAX_WAIT_S = 2.0
+
+
+def _backoff_s(attempt: int) -> float:
+    # Exponential with full jitter, so two writers that collided do not
+    # collide again in step.
+    return random.uniform(0, min(_MAX_WAIT_S, _FIRST_WAIT_S * 2**attempt))
+
+
+def lake_commit(
+    con: duckdb.DuckDBPyConnection,
+    body: Callable[[duckdb.DuckDBPyConnection], T],
+    stats: CommitStats | None = None,
+    attempts: int = COMMIT_ATTEMPTS,
+) -> T:
+    """Run ``body(con)`` in one write transaction and commit it; when another
+    process's commit or lock gets in the way, roll back and run it again (up
+    to ``attempts`` times, waits growing from 20 ms to 2 s). ``body`` must be
+    safe to repeat: it runs in a fresh transaction each time, so it should
+    decide what to write from what it reads there. Other errors are raised at
+    once; the last transient one after ``attempts`` as a HushmonError."""
+    last: BaseException | None = None
+    for attempt in range(attempts):
+        try:
+            con.execute("BEGIN TRANSACTION").fetchall()
+            result = body(con)
+            con.execute("COMMIT").fetchall()
+        except duckdb.Error as exc:
+            # A failed COMMIT may have left no transaction to roll back.
+            with contextlib.suppress(duckdb.Error):
+                con.execute("ROLLBACK").fetchall()
+            if not is_transient(exc):
+                raise
+            last = exc
+            wait_s = _backoff_s(attempt)
+            if stats is not None:
+                stats.retries += 1
+                stats.waited_s += wait_s
+            time.sleep(wait_s)
+            continue
+        if stats is not None:
+            stats.commits += 1
+        return result
+    assert last is not None
+    raise HushmonError(
+        f"lake commit failed {attempts} times, other writers kept the catalog busy: "
+        f"{str(last).splitlines()[0]}"
+    ) from last
+
+
 def _attach(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false").fetchall()
-    load_extensions(con)
     catalog = path / CATALOG_NAME
     options = [f"DATA_PATH '{path / DATA_NAME}/'"]
     if read_only:
         options.append("READ_ONLY")
     quoted = str(catalog).replace("'", "''")
-    try:
-        con.execute(
-            f"ATTACH 'ducklake:sqlite:{quoted}' AS {LAKE_ALIAS} ({', '.join(options)})"
-        ).fetchall()
-        con.execute(f"USE {LAKE_ALIAS}").fetchall()
-    except duckdb.Error as exc:
-        con.close()
-        raise HushmonError(f"cannot open lake {path}: {str(exc).splitlines()[0]}") from exc
-    return con
+    # Two collectors starting on a fresh folder both create the catalog's
+    # tables: the loser sees "already exists" or a locked SQLite file and
+    # attaches again once the winner is done.
+    for attempt in range(COMMIT_ATTEMPTS):
+        con = duckdb.connect()
+        load_extensions(con)  # before the settings: they belong to the extension
+        for setting in _SESSION_SETTINGS:
+            con.execute(setting).fetchall()
+        try:
+            con.execute(
+                f"ATTACH 'ducklake:sqlite:{quoted}' AS {LAKE_ALIAS} ({', '.join(options)})"
+            ).fetchall()
+            con.execute(f"USE {LAKE_ALIAS}").fetchall()
+            return con
+        except duckdb.Error as exc:
+            con.close()
+            if not is_transient(exc) or attempt == COMMIT_ATTEMPTS - 1:
+                raise HushmonError(f"cannot open lake {path}: {str(exc).splitlines()[0]}") from exc
+            time.sleep(_backoff_s(attempt))
+    raise AssertionError("unreachable")
 
 
 def _lake_version(con: duckdb.DuckDBPyConnection) -> int | None:
@@ -182,20 +332,53 @@ def open_lake(path: Path, create: bool = True) -> duckdb.DuckDBPyConnection:
             raise HushmonError(f"{path} is not a folder: a lake store is a folder")
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         (path / DATA_NAME).mkdir(mode=0o700, exist_ok=True)
+    _wal_catalog(path / CATALOG_NAME)
     con = _attach(path, read_only=False)
     drop_world_access(path / CATALOG_NAME)
-    version = _check_version(con, path)
-    if version is None:
-        con.execute("BEGIN TRANSACTION").fetchall()
-        for statement in _TABLES:
-            con.execute(statement).fetchall()
-        con.execute(
-            "INSERT INTO hushmon_schema VALUES (?, current_timestamp)", [LAKE_SCHEMA_VERSION]
-        ).fetchall()
-        for statement in _VIEWS:
-            con.execute(statement).fetchall()
-        con.execute("COMMIT").fetchall()
+    if (_check_version(con, path) or 0) < LAKE_SCHEMA_VERSION:
+        try:
+            lake_commit(con, lambda c: _create_or_migrate(c, path))
+        except BaseException:
+            con.close()
+            raise
     return con
+
+
+def _wal_catalog(catalog: Path) -> None:
+    """Put the SQLite catalog in write-ahead-log mode (it stays so in the file).
+
+    In SQLite's default rollback mode a reader's snapshot read holds a lock
+    that makes every writer's commit wait or fail "database is locked"; in WAL
+    mode readers never block the writer. bench/bench_lake_commits.py: two
+    writers of 200,000-value groups with a reader counting, 1.0 commit/s in
+    rollback mode against 4.8 in WAL mode. WAL needs the processes on one
+    machine (shared memory), which a SQLite catalog needs anyway. Best effort:
+    a catalog busy at this instant is switched by the next writer to open it.
+    """
+    with (
+        contextlib.suppress(sqlite3.Error),
+        contextlib.closing(sqlite3.connect(catalog, timeout=1.0)) as db,
+    ):
+        if db.execute("PRAGMA journal_mode").fetchone() != ("wal",):
+            db.execute("PRAGMA journal_mode=WAL").fetchall()
+
+
+def _create_or_migrate(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Inside one transaction: every table, view and option, unless another
+    process did it first (this runs again after a conflict, and then finds
+    the version it wrote)."""
+    version = _check_version(con, path) or 0
+    if version >= LAKE_SCHEMA_VERSION:
+        return
+    for statement in _TABLES:
+        con.execute(statement).fetchall()
+    for name, value in _OPTIONS:
+        con.execute(f"CALL {LAKE_ALIAS}.set_option(?, ?)", [name, value]).fetchall()
+    con.execute(
+        "INSERT INTO hushmon_schema VALUES (?, current_timestamp)", [LAKE_SCHEMA_VERSION]
+    ).fetchall()
+    for statement in _VIEWS:
+        con.execute(statement).fetchall()
 
 
 def open_lake_readonly(path: Path) -> duckdb.DuckDBPyConnection:
