@@ -71,6 +71,11 @@
 /* Batches buffered by libnats while it reconnects (those in flight when
  * the link went down). */
 #define RECONNECT_BUF_BYTES (8 << 20)
+/* A connection libnats closed for good (it does so when the TLS handshake
+ * fails at the first connection: a server the agent does not trust) is made
+ * again after this wait, doubled up to the maximum while it keeps failing. */
+#define REDIAL_FIRST_NS (INT64_C(1) * 1000000000)
+#define REDIAL_MAX_NS (INT64_C(60) * 1000000000)
 
 typedef struct spool_file {
     int64_t start_ns;
@@ -90,11 +95,14 @@ typedef struct nats_state {
     bool serviced; /* service() ran since the last serve_requests */
     char inbox[sizeof "_INBOX.." + 64 + 32]; /* _INBOX.<host>.<unique>: host[64] below */
     char subject[256];
+    char url[1024]; /* nats.url, for messages */
     char host[64];
     char epoch[24];
     atomic_uint_fast64_t reconnects; /* written by libnats' callback thread */
     uint64_t reconnects_seen;
     bool connected;
+    /* nc == NULL: closed for good; made again at redial_at_ns (see REDIAL_*) */
+    int64_t redial_at_ns, redial_wait_ns;
     uint64_t published, replayed, duplicates, nacks;
     spool_file *files; /* this sink's spool files with batches, oldest first */
     size_t nfiles, files_cap;
@@ -211,7 +219,7 @@ static natsStatus ev_detach(void *user)
  * is full, at the next period). */
 static void drive_write(nats_state *s)
 {
-    if (atomic_load(&s->want_write) && atomic_load(&s->sock) >= 0)
+    if (s->nc != NULL && atomic_load(&s->want_write) && atomic_load(&s->sock) >= 0)
         natsConnection_ProcessWriteEvent(s->nc);
 }
 
@@ -364,7 +372,7 @@ static void handle_ack(nats_state *s, natsMsg *m)
 static int take_acks(nats_state *s)
 {
     int taken = 0;
-    for (;;) {
+    while (s->acks != NULL) {
         /* NextMsg(0) on an empty queue costs a futex(2) (a timed wait
          * that has already expired): look first. */
         int pending_msgs = 0, pending_bytes = 0;
@@ -395,9 +403,18 @@ static int take_acks(nats_state *s)
 
 /* Reads what came (acks, the server's PINGs), reconnections, lost acks:
  * no waiting. */
+static void redial(nats_state *s, int64_t now_mono);
+
 static void service(nats_state *s, int64_t now_mono)
 {
     s->serviced = true;
+    if (s->nc == NULL || natsConnection_IsClosed(s->nc)) {
+        redial(s, now_mono);
+        if (s->nc == NULL) {
+            s->connected = false;
+            return;
+        }
+    }
     drive_write(s); /* what the reconnect or ping timer threads buffered */
     /* One recv(2) of up to libnats' 32 KiB buffer a period (~400 acks;
      * at most 64 batches are in flight): what is left waits a period. */
@@ -417,6 +434,8 @@ static void service(nats_state *s, int64_t now_mono)
         char url[256] = "";
         if (connected && natsConnection_GetConnectedUrl(s->nc, url, sizeof url) != NATS_OK)
             url[0] = '\0';
+        if (connected)
+            s->redial_wait_ns = 0;
         if (connected)
             hm_log_notice("nats: connected to %s; %llu batches to publish from the spool", url,
                           (unsigned long long)hm_outbox_pending(&s->ob));
@@ -555,6 +574,9 @@ static int adopt_old_files(nats_state *s, hm_error *err)
     return rc;
 }
 
+static int dial(nats_state *s, hm_error *err);
+static void drop_connection(nats_state *s);
+
 static int connect_servers(nats_state *s, const hm_agent_config *cfg, hm_error *err)
 {
     char urls[sizeof cfg->nats_url];
@@ -609,9 +631,28 @@ static int connect_servers(nats_state *s, const hm_agent_config *cfg, hm_error *
         st = natsOptions_SetReconnectedCB(s->opts, on_reconnected, s);
     if (st != NATS_OK)
         return hm_error_set(err, "nats options: %s", nats_err(st));
-    st = natsConnection_Connect(&s->nc, s->opts);
+    snprintf(s->url, sizeof s->url, "%s", cfg->nats_url);
+    if (dial(s, err) == 0)
+        return 0;
+    if (s->nc == NULL || !natsConnection_IsClosed(s->nc))
+        return -1;
+    /* libnats closed the connection before it was made (a TLS handshake
+     * refused at the first try): the agent keeps sampling into its spool
+     * and dials again, as it would after any outage. */
+    hm_log_warn("nats: %s; batches stay in the spool, dialling again with back-off up to "
+                "%lld s", err->msg, (long long)(REDIAL_MAX_NS / 1000000000));
+    drop_connection(s);
+    s->redial_wait_ns = REDIAL_FIRST_NS;
+    s->redial_at_ns = hm_monotonic_ns() + s->redial_wait_ns;
+    return 0;
+}
+
+/* The connection and its subscriptions (the options are made once). */
+static int dial(nats_state *s, hm_error *err)
+{
+    natsStatus st = natsConnection_Connect(&s->nc, s->opts);
     if (st != NATS_OK && st != NATS_NOT_YET_CONNECTED)
-        return hm_error_set(err, "connecting to %s: %s", cfg->nats_url, nats_err(st));
+        return hm_error_set(err, "connecting to %s: %s", s->url, nats_err(st));
     /* The acks come to _INBOX.<host>.<unique>: a node's login may read
      * its own inbox only, not the replies and pulled batches of others
      * (python/hushmon/transport/natsusers.py, node_role). */
@@ -640,20 +681,57 @@ static int connect_servers(nats_state *s, const hm_agent_config *cfg, hm_error *
     return 0;
 }
 
+static void drop_connection(nats_state *s)
+{
+    if (s->acks != NULL)
+        natsSubscription_Destroy(s->acks);
+    s->acks = NULL;
+    for (int i = 0; i < 2; i++) {
+        if (s->ctl[i] != NULL)
+            natsSubscription_Destroy(s->ctl[i]);
+        s->ctl[i] = NULL;
+    }
+    if (s->nc != NULL) {
+        natsConnection_Close(s->nc);
+        natsConnection_Destroy(s->nc);
+    }
+    s->nc = NULL;
+    atomic_store(&s->sock, -1);
+    atomic_store(&s->want_write, false);
+}
+
+/* A connection closed for good is made again, with back-off (said once
+ * until a connection is up); what was in flight goes again from the spool. */
+static void redial(nats_state *s, int64_t now_mono)
+{
+    if (s->nc != NULL) {
+        if (s->redial_wait_ns == 0)
+            hm_log_warn("nats: the connection to %s was closed; batches stay in the spool, "
+                        "dialling again with back-off up to %lld s (said once)", s->url,
+                        (long long)(REDIAL_MAX_NS / 1000000000));
+        drop_connection(s);
+        hm_outbox_requeue(&s->ob, INT64_MAX);
+    } else if (now_mono < s->redial_at_ns) {
+        return;
+    } else {
+        hm_error err;
+        if (dial(s, &err) == 0)
+            return; /* up, or being made in the background */
+        hm_log_warn("nats: %s", err.msg);
+        drop_connection(s);
+    }
+    s->redial_wait_ns = s->redial_wait_ns == 0 ? REDIAL_FIRST_NS
+                        : s->redial_wait_ns * 2 > REDIAL_MAX_NS ? REDIAL_MAX_NS
+                                                                : s->redial_wait_ns * 2;
+    s->redial_at_ns = now_mono + s->redial_wait_ns;
+}
+
 static void release(nats_state *s)
 {
     for (size_t i = 0; i < s->ntrash; i++)
         natsMsg_Destroy(s->trash[i]);
     s->ntrash = 0;
-    if (s->acks != NULL)
-        natsSubscription_Destroy(s->acks);
-    for (int i = 0; i < 2; i++)
-        if (s->ctl[i] != NULL)
-            natsSubscription_Destroy(s->ctl[i]);
-    if (s->nc != NULL) {
-        natsConnection_Close(s->nc);
-        natsConnection_Destroy(s->nc);
-    }
+    drop_connection(s);
     if (s->opts != NULL)
         natsOptions_Destroy(s->opts);
     if (s->ob_open) {
@@ -822,12 +900,12 @@ static void nats_serve_requests(void *state, hm_sink_request_handler handler, vo
      * disconnected: the reconnection's handshake is left to the publish
      * period as before, so batches held during an outage still go as
      * replays from the spool (Hm-Replay). */
-    bool read = !s->serviced && s->connected && atomic_load(&s->sock) >= 0;
+    bool read = !s->serviced && s->connected && s->nc != NULL && atomic_load(&s->sock) >= 0;
     if (read)
         natsConnection_ProcessReadEvent(s->nc);
     s->serviced = false;
     bool answered = false;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 2 && s->nc != NULL; i++) {
         for (;;) {
             int pending_msgs = 0, pending_bytes = 0;
             if (natsSubscription_GetPending(s->ctl[i], &pending_msgs, &pending_bytes) != NATS_OK ||
@@ -890,7 +968,7 @@ static void nats_describe(void *state, char *out, size_t size)
              "sink=nats connected=%d published=%llu acked_seq=%llu replayed=%llu pending=%llu "
              "dropped=%llu dropped_lines=%llu duplicates=%llu next_seq=%llu epoch=%s subject=%s "
              "spool=%s spool_bytes=%llu",
-             natsConnection_Status(s->nc) == NATS_CONN_STATUS_CONNECTED,
+             s->nc != NULL && natsConnection_Status(s->nc) == NATS_CONN_STATUS_CONNECTED,
              (unsigned long long)s->published, (unsigned long long)s->ob.acked_seq,
              (unsigned long long)s->replayed, (unsigned long long)hm_outbox_pending(&s->ob),
              (unsigned long long)s->ob.dropped_batches, (unsigned long long)s->ob.dropped_lines,
@@ -912,7 +990,7 @@ static int nats_close(void *state, hm_error *err)
         s->held_len = 0;
     }
     drive_write(s);
-    while (!s->evloop && s->ob.inflight > 0 && hm_monotonic_ns() < deadline) {
+    while (!s->evloop && s->acks != NULL && s->ob.inflight > 0 && hm_monotonic_ns() < deadline) {
         natsMsg *m = NULL;
         natsStatus st = natsSubscription_NextMsg(&m, s->acks, 50);
         if (st == NATS_OK) {
@@ -922,7 +1000,7 @@ static int nats_close(void *state, hm_error *err)
             break;
         }
     }
-    while (s->evloop && s->ob.inflight > 0 && hm_monotonic_ns() < deadline &&
+    while (s->evloop && s->nc != NULL && s->ob.inflight > 0 && hm_monotonic_ns() < deadline &&
            natsConnection_Status(s->nc) == NATS_CONN_STATUS_CONNECTED) {
         int fd = atomic_load(&s->sock);
         struct pollfd p = {.fd = fd, .events = POLLIN};
