@@ -1,57 +1,82 @@
 """The whole NATS transport under a cluster's load: simulated agents ->
-rack leaves -> rack reducers -> hub -> top reducer and collector.
+rack leaves -> rack reducers -> hub -> top reducer and K collectors, with
+jobs starting and ending and their digests built while collection goes on.
 
 Started on this machine (loopback, free ports): a hub (one JetStream
 server, domain "hub", HM_RAW and HM_SUM), one leaf per rack connected to
 it, two rack reducers per rack sharing the rack's durable consumer (as the
-test bed and a real cluster run them), the top reducer and ``hushmon
-collect`` (DuckDB store) on the hub. Then ``hushmon-loadgen publish
---live`` per rack plays the agents: H/R hosts each, one realistic batch
-(12 lines, ~2 KB, the agent's default sources) per host at the end of each
-1 s period, with the contract's headers, through the rack's leaf.
+test bed and a real cluster run them), the top reducer and K ``hushmon
+collect`` processes on the hub sharing the raw consumer, all writing one
+store (a lake: ``--store lake``; the embedded DuckDB file allows one
+writer and no reader, ``--store duckdb`` runs one collector and no
+digests). Then ``hushmon-loadgen publish --live`` per rack plays the
+agents: H/R hosts each, one realistic batch (the agent's default sources,
+~2 KB) per host at the end of each 1 s period, with the contract's
+headers, through the rack's leaf. Jobs of 40 % down to 1 % of the nodes
+start and end at different minutes (their hosts' batches carry the agent's
+``job`` lines: ``--job`` of hushmon-loadgen); once a job's last period is in
+the store, ``hushmon digest JOB`` runs on it, timed, and its digest.json is
+checked, while the collectors go on.
 
 Printed:
 1. the raw JetStream publish rate on the hub (loadgen as fast as acks
    allow, before the run; the stream is purged after): the physical limit;
-2. every minute (every 10 s with --quick), per daemon: resident size (MiB)
-   and CPU share; the collector's lag (messages not yet stored);
-3. end-to-end latency p50/p99 from the end of a period to its rack
-   partials and its job-wide summary (seen on the hub), and to the store
-   (collector lag in seconds of load);
-4. the rack reducers' node-batches per CPU-second under this load, and the
-   collector's ingest rate, each as a ratio to (1);
+2. every minute (every 10 s with --quick), per daemon: CPU share and
+   resident MiB over that minute, and the collectors' lag (seconds of load
+   not yet stored);
+3. latency from the end of a period to its rack partials and job-wide
+   summary (seen on the hub); the collectors' lag p50/p99 in seconds (goal
+   p99 <= 5 s) and from the store, the delay until a collector took each
+   batch;
+4. each daemon kind's CPU per batch and per 1000 agents over the run, and
+   the projection to 10,000 nodes with its arithmetic; how many agents this
+   machine's CPUs hold;
 5. loss accounting from the store: batches published, stored, lost,
-   duplicated (by host and sequence number), and memory growth of each
-   daemon from the first minute to the end (flat = under 10 %).
+   duplicated (by host, epoch and sequence number), values stored twice;
+   the store's bytes per stored value;
+6. memory growth of each daemon from the first minute to the last minute
+   of the load (flat = under 10 %);
+7. each job's digest: wait for its data, wall time, CPU, peak memory,
+   checks, and how many raw messages the collectors stored meanwhile.
 
 Not a test (tests/transport/test_transport_load.py runs --quick and checks
 the counts only). Figures go to docs/transport.md ("The whole path under
-load") with the command and the load average.
+load", "Sizing a site") with the command and the load average;
+bench/sizing.py turns the --json output into a site's sizing table.
 
-    .venv/bin/python bench/bench_transport_load.py [--quick] [--agents 1000]
-        [--racks 2] [--minutes 10] [--json FILE]
+    .venv/bin/python bench/bench_transport_load.py [--quick] [--agents 10000]
+        [--racks 2] [--minutes 10] [--collectors 2] [--engine E]
+        [--store auto|lake|duckdb] [--jobs 6] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from load_daemons import Daemon, Sampler, last_line, start, stop
+from load_figures import (
+    KindCost,
+    growth_line,
+    kind_costs,
+    memory_growth,
+    projection_lines,
+    table_header,
+    table_row,
+)
+from load_jobs import DigestRunner, JobPlan, digest_lines, plan_jobs
+from load_store import StoreCounts, count_store
+from load_watch import Watch, latency_s, purge_raw, stream_backlog
 from loadgen import kv, publish_argv
 
 from hushmon.paths import build_bin_dir
-from hushmon.procstat import process_cpu_s, rss_kib
 from hushmon.transport.natsserver import (
     JS_DOMAIN,
     LEAF_PING_INTERVAL_S,
@@ -65,62 +90,131 @@ from hushmon.transport.natsserver import (
 
 REPO = Path(__file__).resolve().parent.parent
 HUSHMON = REPO / ".venv/bin/hushmon"
-SAMPLE_EVERY_S = 1.0
-FLAT_GROWTH = 0.10
+LAG_GOAL_S = 5.0
+START_LEAD_S = 3  # the loadgens connect before period 0 starts
+STARTUP_S = 4.0  # a collector that dies this soon could not open the store
 
 
-@dataclass
-class Daemon:
-    name: str
-    proc: subprocess.Popen[bytes]
-    log: Path
-    samples: list[tuple[float, int, float]] = field(default_factory=list)  # t, KiB, CPU s
+def loadavg() -> str:
+    return Path("/proc/loadavg").read_text().strip()
 
 
-class Sampler:
-    """RSS and CPU of every daemon, every SAMPLE_EVERY_S."""
-
-    def __init__(self, daemons: list[Daemon]) -> None:
-        self.daemons = daemons
-        self.t0 = time.monotonic()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            t = time.monotonic() - self.t0
-            for d in self.daemons:
-                if d.proc.poll() is None:
-                    rss, cpu = rss_kib(d.proc.pid), process_cpu_s(f"/proc/{d.proc.pid}/stat")
-                    d.samples.append((t, rss, cpu))
-            self._stop.wait(SAMPLE_EVERY_S)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def start(name: str, argv: list[str], tmp: Path) -> Daemon:
-    log = tmp / f"{name}.log"
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.DEVNULL, stderr=log.open("wb"), stdin=subprocess.DEVNULL
+def collect_help() -> str:
+    r = subprocess.run(
+        [str(HUSHMON), "collect", "--help"], capture_output=True, text=True, check=False
     )
-    return Daemon(name, proc, log)
+    return r.stdout
 
 
-def stop(d: Daemon, timeout_s: float = 60) -> int:
-    if d.proc.poll() is None:
-        d.proc.send_signal(signal.SIGTERM)
-    try:
-        return d.proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        d.proc.kill()
-        return d.proc.wait()
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="CI size: 100 agents, 30 s, 2 jobs")
+    ap.add_argument("--agents", type=int, default=10_000)
+    ap.add_argument("--racks", type=int, default=2)
+    ap.add_argument("--minutes", type=float, default=10.0)
+    ap.add_argument("--collectors", type=int, default=2, help="hushmon collect processes")
+    ap.add_argument("--engine", help="the collectors' --engine (when hushmon collect has one)")
+    ap.add_argument(
+        "--store",
+        choices=("auto", "lake", "duckdb"),
+        default="auto",
+        help="the collectors' store: a lake (several writers, readers meanwhile) or the "
+        "embedded DuckDB file (one collector, no digests during the run); auto = lake when "
+        "hushmon collect writes one",
+    )
+    ap.add_argument("--jobs", type=int, default=6, help="jobs started and ended (at most 6)")
+    ap.add_argument(
+        "--grace-ms",
+        type=int,
+        default=500,
+        help="the reducers' --period-grace-ms (default 500: ~1.5 s less per level than "
+        "two periods)",
+    )
+    ap.add_argument(
+        "--drain-s", type=float, default=300.0, help="longest wait for the store after the load"
+    )
+    ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    a = ap.parse_args()
+    if a.quick:
+        a.agents, a.minutes, a.jobs = 100, 0.5, 2
+    return a
+
+
+def check_args(a: argparse.Namespace, help_text: str) -> str | None:
+    """One line saying what is wrong, or None."""
+    if a.agents < a.racks or a.racks < 1 or a.minutes <= 0:
+        return "need --racks >= 1, --agents >= --racks, --minutes > 0"
+    if a.collectors < 1 or not 0 <= a.jobs <= 6:
+        return "need --collectors >= 1 and 0 <= --jobs <= 6"
+    if a.minutes * 60 < 20 and a.jobs:
+        return "jobs need a run of at least 20 s (--minutes 0.34), or --jobs 0"
+    if a.engine and "--engine" not in help_text:
+        return "--engine: this hushmon collect has no --engine option"
+    if a.store == "duckdb" and a.collectors > 1:
+        return "--store duckdb: the embedded store takes one writer: --collectors 1"
+    return None
+
+
+def main() -> int:
+    a = parse_args()
+    help_text = collect_help()
+    problem = check_args(a, help_text)
+    if problem:
+        print(f"bench_transport_load: {problem}", file=sys.stderr)
+        return 2
+    note = ""
+    if a.store == "auto":
+        # hushmon collect writes a lake when its store path is one (schema.open_store)
+        a.store = "lake"
+    if a.store == "duckdb":
+        a.collectors, a.jobs = 1, 0
+    elif a.collectors > 1 and "lake" not in help_text.lower():
+        a.collectors = 1
+        note = " (this hushmon collect refuses a lake that exists: one collector)"
+    periods = max(1, round(a.minutes * 60))
+    per_rack = a.agents // a.racks
+    agents = per_rack * a.racks
+    print(f"# bench_transport_load: {' '.join(sys.argv[1:]) or '(defaults)'}")
+    print(
+        f"# {agents} agents in {a.racks} racks at 1 Hz for {periods} s; {a.collectors} "
+        f"collector(s) on a {a.store} store{f', engine {a.engine}' if a.engine else ''}{note}; "
+        f"machine: {os.cpu_count()} CPUs; /proc/loadavg before: {loadavg()}"
+    )
+    with tempfile.TemporaryDirectory(prefix="hm-bench-load-") as tmp_name:
+        return run(Path(tmp_name), a, periods, per_rack)
+
+
+def start_servers(
+    tmp: Path, racks: list[str]
+) -> tuple[LocalNatsServer, dict[str, LocalNatsServer]]:
+    hub_leaf_port = free_port()
+    hub = LocalNatsServer(
+        NatsServerConfig(
+            name="hub", store_dir=tmp / "hub", js_domain=JS_DOMAIN, leaf_listen_port=hub_leaf_port
+        ),
+        tmp,
+    )
+    hub.start()
+    leaves = {}
+    for rack in racks:
+        leaf = LocalNatsServer(
+            NatsServerConfig(
+                name=f"leaf-{rack}",
+                store_dir=tmp / f"leaf-{rack}",
+                jetstream=False,
+                js_api_to_domain=JS_DOMAIN,
+                leaf_remotes=[f"nats-leaf://127.0.0.1:{hub_leaf_port}"],
+                ping_interval_s=LEAF_PING_INTERVAL_S,
+                ping_max=LEAF_PING_MAX,
+            ),
+            tmp,
+        )
+        leaves[rack] = leaf
+    return hub, leaves
 
 
 def raw_publish_rate(hub_url: str, hosts: int) -> float:
-    """Messages/s of loadgen publishing as fast as acks allow, then the
+    """Messages/s of loadgen publishing as fast as acks allow; then the
     stream is emptied so the run starts clean."""
     n = max(20_000, hosts * 20)
     r = subprocess.run(
@@ -131,239 +225,66 @@ def raw_publish_rate(hub_url: str, hosts: int) -> float:
     )
     if r.returncode != 0:
         sys.exit(f"bench_transport_load: loadgen burst failed: {r.stderr.strip()}")
-
-    async def purge() -> None:
-        import nats
-
-        nc = await nats.connect(hub_url)
-        await nc.jetstream().purge_stream("HM_RAW")
-        await nc.close()
-
-    asyncio.run(purge())
+    purge_raw(hub_url)
     return kv(r.stdout)["msgs_per_s"]
 
 
-class Watch:
-    """Arrivals of rack partials and job summaries on the hub, and the
-    collector's lag, sampled in a thread of its own."""
-
-    def __init__(self, hub_url: str) -> None:
-        self.hub_url = hub_url
-        self.rack: list[tuple[float, int]] = []  # arrival (real time), period time_ns
-        self.job: list[tuple[float, int, int]] = []  # + sources merged
-        self.lag: list[tuple[float, int]] = []  # monotonic, unstored messages
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
-        self._thread.start()
-
-    async def _run(self) -> None:
-        import nats
-
-        nc = await nats.connect(self.hub_url)
-        js = nc.jetstream()
-
-        async def on_rack(msg: object) -> None:
-            p = json.loads(msg.data)  # type: ignore[attr-defined]
-            self.rack.append((time.time(), int(p["time_ns"])))
-
-        async def on_job(msg: object) -> None:
-            p = json.loads(msg.data)  # type: ignore[attr-defined]
-            self.job.append((time.time(), int(p["time_ns"]), len(p.get("sources", []))))
-
-        await nc.subscribe("hm.sum.rack.>", cb=on_rack)
-        await nc.subscribe("hm.sum.job.>", cb=on_job)
-        while not self._stop.is_set():
-            try:
-                info = await js.consumer_info("HM_RAW", "collect-raw")
-                self.lag.append(
-                    (time.monotonic(), int(info.num_pending or 0) + int(info.num_ack_pending or 0))
-                )
-            except Exception as exc:  # noqa: BLE001 - the consumer appears once collect starts
-                self.lag.append((time.monotonic(), -1))
-                del exc
-            await asyncio.sleep(SAMPLE_EVERY_S)
-        await nc.close()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def stream_backlog(hub_url: str) -> int:
-    """Messages of HM_RAW the collector's consumer has not acked."""
-
-    async def ask() -> int:
-        import nats
-
-        nc = await nats.connect(hub_url)
-        info = await nc.jetstream().consumer_info("HM_RAW", "collect-raw")
-        await nc.close()
-        return int(info.num_pending or 0) + int(info.num_ack_pending or 0)
-
-    return asyncio.run(ask())
-
-
-def latency_s(arrivals: list[tuple[float, int]] | list[tuple[float, int, int]]) -> np.ndarray:
-    """Seconds from the end of each period to the first message about it."""
-    first: dict[int, float] = {}
-    for a in arrivals:
-        first.setdefault(a[1], a[0])
-    return np.array([t - (p + 1_000_000_000) / 1e9 for p, t in first.items()])
-
-
-def store_counts(db: Path, hosts: int, periods: int) -> tuple[int, int, int]:
-    """(batches missing, values stored more than once for one (series,
-    time), values stored) for the agents n00000.. with seq 1..periods."""
-    import duckdb
-
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        stored = con.execute(
-            "SELECT count(DISTINCT (host, seq)) FROM transport_batches "
-            "WHERE host LIKE 'n%' AND seq BETWEEN 1 AND ?",
-            [periods],
-        ).fetchone()[0]
-        values, dup = con.execute(
-            """SELECT coalesce(sum(c), 0), coalesce(sum(c - 1), 0) FROM (
-                   SELECT count(*) AS c FROM samples v JOIN series s USING (series_id)
-                   WHERE s.host LIKE 'n%' GROUP BY v.series_id, v.time_ns)"""
-        ).fetchone()
-    finally:
-        con.close()
-    return hosts * periods - int(stored), int(dup), int(values)
-
-
-def table_row(t: float, daemons: list[Daemon], lag: int) -> str:
-    cells = []
-    for d in daemons:
-        s = [x for x in d.samples if x[0] <= t]
-        cells.append(f"{s[-1][1] / 1024:6.1f}" if s else "     -")
-    return f"{t:6.0f} s " + " ".join(cells) + f"  {lag:>8}"
-
-
-def cpu_share(d: Daemon, t_from: float, t_to: float) -> float:
-    s = [x for x in d.samples if t_from <= x[0] <= t_to]
-    if len(s) < 2 or s[-1][0] <= s[0][0]:
-        return 0.0
-    return (s[-1][2] - s[0][2]) / (s[-1][0] - s[0][0])
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="CI size: 100 agents, 30 s")
-    ap.add_argument("--agents", type=int, default=1000)
-    ap.add_argument("--racks", type=int, default=2)
-    ap.add_argument("--minutes", type=float, default=10.0)
-    ap.add_argument(
-        "--grace-ms",
-        type=int,
-        default=500,
-        help="the reducers' --period-grace-ms (default two periods: ~1.5 s more per level)",
-    )
-    ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
-    a = ap.parse_args()
-    if a.quick:
-        a.agents, a.minutes = 100, 0.5
-    if a.agents < a.racks or a.racks < 1 or a.minutes <= 0:
-        print("bench_transport_load: need --racks >= 1, --agents >= --racks, --minutes > 0")
-        return 2
-    periods = max(1, round(a.minutes * 60))
-    per_rack = a.agents // a.racks
-    agents = per_rack * a.racks
-    print(f"# bench_transport_load: {' '.join(sys.argv[1:]) or '(defaults)'}")
-    print(
-        f"# {agents} agents in {a.racks} racks at 1 Hz for {periods} s; machine: "
-        f"{os.cpu_count()} CPUs, load average {os.getloadavg()}"
-    )
-    with tempfile.TemporaryDirectory(prefix="hm-bench-load-") as tmp_name:
-        tmp = Path(tmp_name)
-        return run(tmp, a, periods, per_rack)
+def start_daemons(
+    a: argparse.Namespace,
+    tmp: Path,
+    hub: LocalNatsServer,
+    leaves: dict[str, LocalNatsServer],
+    store: Path,
+) -> list[Daemon]:
+    reduce_bin = str(build_bin_dir() / "hushmon-reduce")
+    grace = ["--period-grace-ms", str(a.grace_ms)]
+    daemons = []
+    for rack, leaf in leaves.items():
+        for k in (1, 2):
+            argv = [reduce_bin, "--rack", rack, "--url", leaf.url, "--stats-every-s", "5", *grace]
+            daemons.append(start(f"reduce-{rack}-{k}", argv, tmp))
+    daemons.append(start("reduce-top", [reduce_bin, "--top", "--url", hub.url, *grace], tmp))
+    for k in range(1, a.collectors + 1):
+        argv = [str(HUSHMON), "collect", "--url", hub.url, "--db", str(store)]
+        argv += ["--json", str(tmp / f"collect-{k}.json")]
+        if a.engine:
+            argv += ["--engine", a.engine]
+        daemons.append(start(f"collect-{k}", argv, tmp))
+        if k == 1:  # the first makes the store; the others open it
+            made = time.monotonic()
+            while not store.exists() and time.monotonic() - made < STARTUP_S:
+                time.sleep(0.1)
+            time.sleep(1.0)
+    return daemons
 
 
 def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
-    hub_leaf_port = free_port()
-    hub = LocalNatsServer(
-        NatsServerConfig(
-            name="hub", store_dir=tmp / "hub", js_domain=JS_DOMAIN, leaf_listen_port=hub_leaf_port
-        ),
-        tmp,
-    )
+    racks = [f"r{k + 1}" for k in range(a.racks)]
+    agents = per_rack * a.racks
+    store = tmp / "data" / ("hushmon.lake" if a.store == "lake" else "hushmon.duckdb")
+    store.parent.mkdir()
+    jobs = plan_jobs(agents, periods, a.jobs) if a.store == "lake" else []
+    hub, leaves = start_servers(tmp, racks)
     servers = [hub]
     daemons: list[Daemon] = []
     try:
-        hub.start()
-        racks = [f"r{k + 1}" for k in range(a.racks)]
         ensure_streams(hub.url, consumers=site_consumers(racks))
         raw_rate = raw_publish_rate(hub.url, per_rack)
         print(f"1. raw JetStream publish on the hub: {raw_rate:,.0f} msgs/s (the physical limit)")
-        leaves = {}
-        for rack in racks:
-            leaf = LocalNatsServer(
-                NatsServerConfig(
-                    name=f"leaf-{rack}",
-                    store_dir=tmp / f"leaf-{rack}",
-                    jetstream=False,
-                    js_api_to_domain=JS_DOMAIN,
-                    leaf_remotes=[f"nats-leaf://127.0.0.1:{hub_leaf_port}"],
-                    ping_interval_s=LEAF_PING_INTERVAL_S,
-                    ping_max=LEAF_PING_MAX,
-                ),
-                tmp,
-            )
+        for leaf in leaves.values():
             servers.append(leaf.start())
-            leaves[rack] = leaf
         time.sleep(1.0)  # leaves join the hub
-        reduce_bin = str(build_bin_dir() / "hushmon-reduce")
-        for rack in racks:
-            for k in (1, 2):
-                daemons.append(
-                    start(
-                        f"reduce-{rack}-{k}",
-                        [
-                            reduce_bin,
-                            "--rack",
-                            rack,
-                            "--url",
-                            leaves[rack].url,
-                            "--stats-every-s",
-                            "5",
-                            "--period-grace-ms",
-                            str(a.grace_ms),
-                        ],
-                        tmp,
-                    )
-                )
-        daemons.append(
-            start(
-                "reduce-top",
-                [reduce_bin, "--top", "--url", hub.url, "--period-grace-ms", str(a.grace_ms)],
-                tmp,
-            )
-        )
-        db = tmp / "store.duckdb"
-        daemons.append(
-            start(
-                "collect",
-                [
-                    str(HUSHMON),
-                    "collect",
-                    "--url",
-                    hub.url,
-                    "--db",
-                    str(db),
-                    "--json",
-                    str(tmp / "collect.json"),
-                ],
-                tmp,
-            )
-        )
-        servers_as_daemons = [
-            Daemon(s.cfg.name, s.proc, s.log_path) for s in servers if s.proc is not None
-        ]
-        watched = servers_as_daemons + daemons
-        sampler = Sampler(watched)
-        watch = Watch(hub.url)
-        time.sleep(2.0)  # consumers created
+        daemons = start_daemons(a, tmp, hub, leaves, store)
+        time.sleep(STARTUP_S)
+        dead = [d for d in daemons if d.proc.poll() is not None]
+        if dead:
+            for d in dead:
+                print(f"bench_transport_load: {d.name} exited at start: {last_line(d.log)}")
+            return 1
+        watched = [Daemon(s.cfg.name, s.proc, s.log_path) for s in servers if s.proc]
+        watched += daemons
+        t0_ns = (time.time_ns() // 1_000_000_000 + START_LEAD_S) * 1_000_000_000
+        job_args = [w for j in jobs for w in ("--job", j.loadgen_arg())]
         gens = [
             start(
                 f"loadgen-{rack}",
@@ -373,44 +294,62 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
                     per_rack,
                     per_rack * periods,
                     "--live",
+                    "--t0-ns",
+                    str(t0_ns),
                     "--first-host",
                     str(k * per_rack),
+                    *job_args,
                 ),
                 tmp,
             )
             for k, rack in enumerate(racks)
         ]
-        for g in gens:
-            g.log = tmp / f"{g.name}.log"
+        watched += gens
+        sampler = Sampler(watched)
+        watch = Watch(hub.url)
+        digests = DigestRunner(jobs, store, tmp / "reports", t0_ns, watch.ack_floor)
+        if jobs:
+            print(
+                "   jobs: "
+                + ", ".join(
+                    f"{j.job} ({j.hosts} nodes, periods {j.start}-{j.end - 1})" for j in jobs
+                )
+            )
+            digests.start()
+        load_from = sampler.now() + max(0.0, t0_ns / 1e9 - time.time())
         step = 10.0 if a.quick else 60.0
-        print(f"2. resident MiB per daemon every {step:.0f} s, and the collector's lag (messages):")
-        print("         " + " ".join(f"{d.name[:6]:>6}" for d in watched) + "       lag")
-        print("         (" + ", ".join(d.name for d in watched) + ")")
-        next_row = step
+        print(f"2. per daemon every {step:.0f} s: CPU share and resident MiB; the collectors' lag")
+        for line in table_header(watched):
+            print(line)
+        next_row = load_from + step
         while any(g.proc.poll() is None for g in gens):
             time.sleep(0.5)
-            t = time.monotonic() - sampler.t0
-            if t >= next_row:
-                lag = watch.lag[-1][1] if watch.lag else -1
-                print(table_row(t, watched, lag), flush=True)
+            if sampler.now() >= next_row:
+                lag = watch.unstored_at_end()
+                print(table_row(next_row - step, next_row, watched, lag / agents), flush=True)
                 next_row += step
+        load_end = sampler.now()
         gen_failed = [g.name for g in gens if g.proc.returncode != 0]
-        load_end = time.monotonic() - sampler.t0
-        # the store catches up: the collector's consumer has nothing left
+        for g in gens:
+            if g.proc.returncode != 0:
+                print(f"# {g.name} failed: {last_line(g.log)}")
+        # the store catches up: the collectors' consumer has nothing left
         drain_from = time.monotonic()
-        while time.monotonic() - drain_from < 300:
+        while time.monotonic() - drain_from < a.drain_s:
             if watch.lag and watch.lag[-1][0] > drain_from and watch.lag[-1][1] == 0:
                 break
             time.sleep(0.5)
         drain_s = time.monotonic() - drain_from
+        digests.join(timeout_s=120)
         time.sleep(3.0)  # the last partials and job summaries
-        lag_at_end = watch.lag[-1][1] if watch.lag else -1
-        print(table_row(time.monotonic() - sampler.t0, watched, lag_at_end))
+        end = sampler.now()
+        print(table_row(load_end, end, watched, watch.unstored_at_end() / agents) + "  (drain)")
+        digests.stop()
         watch.stop()
         sampler.stop()
         rcs = {d.name: stop(d) for d in daemons}
-        # what the collector had not taken when it was stopped is still in
-        # HM_RAW (not lost): counted apart
+        # what the collectors had not taken when they were stopped is still
+        # in HM_RAW (not lost): counted apart
         backlog = stream_backlog(hub.url)
     finally:
         for d in daemons:
@@ -418,101 +357,201 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
         for s in reversed(servers):
             s.stop()
 
-    published = per_rack * a.racks * periods
-    missing, dup_values, values = store_counts(db, per_rack * a.racks, periods)
-    lost = missing - backlog
-    collect = json.loads((tmp / "collect.json").read_text())
-    rack_lat = latency_s(watch.rack)
-    job_lat = latency_s(watch.job)
+    published = agents * periods
+    counts = count_store(store, periods, t0_ns)
+    lost = published - counts.batches - backlog
+    gen_out = kv((tmp / f"loadgen-{racks[0]}.out").read_text())
+    reports = [json.loads(p.read_text()) for p in sorted(tmp.glob("collect-*.json"))]
+    rack_lat, job_lat = latency_s(watch.rack), latency_s(watch.job)
     # every agent's batch reaches a job summary of its period: the first
     # one, or a late one (a batch after the grace makes a further summary)
     merged: dict[int, int] = {}
     for _t, period, nsources in watch.job:
         merged[period] = merged.get(period, 0) + nsources
-    complete = sum(1 for n in merged.values() if n == published // periods)
-    first_full = len({j[1] for j in watch.job if j[2] >= published // periods})
-    lagged = [lag for t, lag in watch.lag if lag >= 0]
-    max_lag = max(lagged) if lagged else -1
-    per_s = per_rack * a.racks
+    complete = sum(1 for n in merged.values() if n == agents)
+    load_abs = (sampler.t0 + load_from, sampler.t0 + load_end)
+    lag_s = watch.lag_s(load_abs[0], load_abs[1], agents)
+    lag_p50 = float(np.median(lag_s)) if lag_s.size else float("nan")
+    lag_p99 = float(np.percentile(lag_s, 99)) if lag_s.size else float("nan")
+    lag_max = float(lag_s.max()) if lag_s.size else float("nan")
     print(
         f"3. latency end of period -> rack partial p50 {np.median(rack_lat):.2f} s, "
-        f"p99 {np.percentile(rack_lat, 99):.2f} s ({len(rack_lat)} periods); "
-        f"-> job summary p50 {np.median(job_lat):.2f} s, p99 {np.percentile(job_lat, 99):.2f} s "
-        f"({len(job_lat)} periods: {first_full} whole in the first summary, {complete} whole "
-        f"with the late ones); "
-        f"-> store: collector lag at most {max_lag} messages = {max_lag / per_s:.2f} s of load, "
-        f"drained {drain_s:.1f} s after the last period"
-    )
-    red = [d for d in daemons if d.name.startswith("reduce-r")]
-    red_cpu = sum(d.samples[-1][2] for d in red if d.samples)
-    red_batches = published / red_cpu if red_cpu > 0 else 0.0
-    coll = next(d for d in daemons if d.name == "collect")
-    coll_cpu = coll.samples[-1][2] if coll.samples else 0.0
-    print(
-        f"4. rack reducers: {red_cpu:.1f} CPU-s for {published} batches = {red_batches:,.0f} "
-        f"node-batches per CPU-s at {per_s} batches/s offered (ratio to raw publish "
-        f"{red_batches / raw_rate:.2f}); collector: {collect['batches_per_s']:.0f} batches/s "
-        f"over its life, {coll_cpu:.1f} CPU-s = {published / coll_cpu if coll_cpu else 0:,.0f} "
-        f"batches per CPU-s (ratio to raw publish "
-        f"{(published / coll_cpu if coll_cpu else 0) / raw_rate:.2f})"
+        f"p99 {np.percentile(rack_lat, 99):.2f} s; -> job summary p50 {np.median(job_lat):.2f} s, "
+        f"p99 {np.percentile(job_lat, 99):.2f} s ({len(job_lat)} periods, {complete} with "
+        f"every agent once, late summaries included)"
     )
     print(
-        f"5. published {published} batches; lost = {lost}, duplicated = {dup_values}, "
-        f"not collected yet = {backlog} (still in HM_RAW when the collector was stopped "
-        f"{drain_s:.0f} s after the last period) "
-        f"(values stored twice for one series and time; {values:,} values stored; "
-        f"collector: {collect['duplicate_batches']} duplicates discarded, "
-        f"{collect['redelivered']} redelivered, {collect['rejected_batches']} rejected)"
-    )
-    growth = {}
-    # Memory is compared over the second half of the load: the reducers
-    # remember published periods for --keep-s (300 s), so they grow until
-    # then by design; and the drain after the load is not steady state.
-    first_t = load_end / 2
-    for d in servers_as_daemons + daemons:
-        held = [s[1] for s in d.samples if first_t <= s[0] <= load_end]
-        if held and held[0]:
-            growth[d.name] = (held[-1] - held[0]) / held[0]
-    flat = all(g < FLAT_GROWTH for g in growth.values())
-    print(
-        f"   memory from t={first_t:.0f} s to the end of the load: "
-        + ", ".join(f"{k} {v * 100:+.0f} %" for k, v in growth.items())
-        + (" (flat)" if flat else " (NOT flat)")
+        f"   collectors' lag (raw messages not yet stored, in seconds of load, each second of "
+        f"the load): p50 {lag_p50:.2f} s, p99 {lag_p99:.2f} s, max {lag_max:.1f} s "
+        f"(goal p99 <= {LAG_GOAL_S:.0f} s: {'met' if lag_p99 <= LAG_GOAL_S else 'NOT met'}); "
+        f"drained {drain_s:.1f} s after the last period; end of period -> batch received by a "
+        f"collector (store's received_at): p50 {counts.taken_p50_s:.2f} s, "
+        f"p99 {counts.taken_p99_s:.2f} s"
     )
     print(
-        "   CPU share during the load: "
-        + ", ".join(f"{d.name} {cpu_share(d, 0, load_end) * 100:.1f} %" for d in watched)
+        f"4. CPU per daemon kind over the run ({end - load_from:.0f} s: load and drain), "
+        f"{published:,} batches of {counts.values_per_batch} values:"
     )
-    bad = [n for n, rc in rcs.items() if rc != 0] + gen_failed
-    if bad:
-        print(f"# exited non-zero: {', '.join(bad)} (logs were in {tmp})")
-    print(f"# load average after: {os.getloadavg()}")
-    if a.json:
-        Path(a.json).write_text(
-            json.dumps(
-                {
-                    "agents": per_s,
-                    "periods": periods,
-                    "raw_publish_msgs_per_s": raw_rate,
-                    "rack_latency_p50_s": float(np.median(rack_lat)),
-                    "rack_latency_p99_s": float(np.percentile(rack_lat, 99)),
-                    "job_latency_p50_s": float(np.median(job_lat)),
-                    "job_latency_p99_s": float(np.percentile(job_lat, 99)),
-                    "reducer_batches_per_cpu_s": red_batches,
-                    "collector_batches_per_s": collect["batches_per_s"],
-                    "published": published,
-                    "periods_complete_in_job_summaries": complete,
-                    "periods_whole_in_first_job_summary": first_full,
-                    "lost": lost,
-                    "not_collected_yet": backlog,
-                    "duplicated": dup_values,
-                    "memory_growth": growth,
-                    "exited_non_zero": bad,
-                },
-                indent=1,
-            )
+    # the steady load: after its first step (a run of one step: all of it)
+    steady = load_from + step if load_from + step < load_end else load_from
+    costs = kind_costs(watched, published, counts.batches, steady, load_end)
+    for line in projection_lines(costs, agents, os.cpu_count() or 1):
+        print(line)
+    dup_how = "per (series, time)" if counts.exact_values_check else "by count"
+    print(
+        f"5. published {published:,} batches; stored {counts.batches:,}; lost = {lost}, "
+        f"duplicated = {counts.duplicated_batches} (by host, epoch, seq); values stored "
+        f"twice = {counts.duplicated_values} ({dup_how}; {counts.values:,} values stored); "
+        f"not collected = {backlog} (still in HM_RAW when the collectors were stopped); "
+        f"collectors: {sum(r.get('duplicate_batches', 0) for r in reports)} duplicates "
+        f"discarded, {sum(r.get('redelivered', 0) for r in reports)} redelivered, "
+        f"{sum(r.get('rejected_batches', 0) for r in reports)} rejected"
+    )
+    print(
+        f"   store on disk: {counts.store_bytes / 2**20:,.1f} MiB = "
+        f"{counts.bytes_per_value:.2f} bytes per stored value ({a.store}, as written, "
+        f"before any compaction)"
+    )
+    first_min = steady
+    growth = memory_growth(watched, first_min, load_end)
+    half = memory_growth(watched, (load_from + load_end) / 2, load_end)
+    print(
+        "6. "
+        + growth_line(
+            f"from t={first_min:.0f} s to the end of the load ({load_end:.0f} s)", growth
+        )[3:]
+    )
+    print(
+        growth_line(
+            "over the second half of the load (the reducers fill their --keep-s "
+            "window of 300 s first)",
+            half,
         )
-    return 0 if lost == 0 and dup_values == 0 and not bad else 1
+    )
+    if jobs:
+        print(
+            f"7. digests while the {a.collectors} collector(s) ran ({len(digests.runs)} of "
+            f"{len(jobs)} jobs):"
+        )
+        for line in digest_lines(digests.runs):
+            print(line)
+    bad = [n for n, rc in rcs.items() if rc != 0] + gen_failed
+    digests_bad = [r.job.job for r in digests.runs if not r.ok] + [
+        j.job for j in jobs[len(digests.runs) :]
+    ]
+    if bad:
+        print(f"# exited non-zero: {', '.join(bad)}")
+    if digests_bad:
+        print(f"# digests failed or not as scheduled: {', '.join(digests_bad)}")
+    print(f"# /proc/loadavg after: {loadavg()}")
+    if a.json:
+        write_json(
+            Path(a.json),
+            a,
+            agents,
+            periods,
+            raw_rate,
+            rack_lat,
+            job_lat,
+            lag_p50,
+            lag_p99,
+            published,
+            counts,
+            lost,
+            backlog,
+            complete,
+            growth,
+            costs,
+            digests,
+            bad,
+            gen_out,
+            jobs,
+        )
+    return (
+        0
+        if lost == 0
+        and counts.duplicated_batches == 0
+        and counts.duplicated_values == 0
+        and not bad
+        and not digests_bad
+        else 1
+    )
+
+
+def write_json(
+    path: Path,
+    a: argparse.Namespace,
+    agents: int,
+    periods: int,
+    raw_rate: float,
+    rack_lat: np.ndarray,
+    job_lat: np.ndarray,
+    lag_p50: float,
+    lag_p99: float,
+    published: int,
+    counts: StoreCounts,
+    lost: int,
+    backlog: int,
+    complete: int,
+    growth: dict[str, float],
+    costs: list[KindCost],
+    digests: DigestRunner,
+    bad: list[str],
+    gen_out: dict[str, float],
+    jobs: list[JobPlan],
+) -> None:
+    path.write_text(
+        json.dumps(
+            {
+                "agents": agents,
+                "racks": a.racks,
+                "collectors": a.collectors,
+                "engine": a.engine,
+                "store": a.store,
+                "periods": periods,
+                "loadavg_end": loadavg(),
+                "raw_publish_msgs_per_s": raw_rate,
+                "batch_bytes": gen_out.get("batch_bytes", 0.0),
+                "lines_per_batch": gen_out.get("lines_per_batch", 0.0),
+                "values_per_batch": counts.values_per_batch,
+                "rack_latency_p50_s": float(np.median(rack_lat)),
+                "rack_latency_p99_s": float(np.percentile(rack_lat, 99)),
+                "job_latency_p50_s": float(np.median(job_lat)),
+                "job_latency_p99_s": float(np.percentile(job_lat, 99)),
+                "collector_lag_p50_s": lag_p50,
+                "collector_lag_p99_s": lag_p99,
+                "published": published,
+                "stored": counts.batches,
+                "periods_complete_in_job_summaries": complete,
+                "lost": lost,
+                "not_collected_yet": backlog,
+                "duplicated": counts.duplicated_batches,
+                "duplicated_values": counts.duplicated_values,
+                "values_stored": counts.values,
+                "store_bytes": counts.store_bytes,
+                "bytes_per_value": counts.bytes_per_value,
+                "memory_growth": growth,
+                "kinds": [c.to_json() for c in costs],
+                "jobs": [j.loadgen_arg() for j in jobs],
+                "digests": [
+                    {
+                        "job": r.job.job,
+                        "nodes": r.job.hosts,
+                        "ok": r.ok,
+                        "wall_s": r.wall_s,
+                        "cpu_s": r.cpu_s,
+                        "peak_rss_mib": r.peak_rss_mib,
+                        "data_wait_s": r.data_wait_s,
+                        "acked_meanwhile": r.acked_after - r.acked_before,
+                        "error": r.error,
+                    }
+                    for r in digests.runs
+                ],
+                "exited_non_zero": bad,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

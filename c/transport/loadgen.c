@@ -3,13 +3,22 @@
  *
  *   hushmon-loadgen publish --url U --rack R --template FILE --hosts H --batches N
  *                   [--period-ms P] [--live] [--t0-ns T] [--epoch E] [--first-host K]
+ *                   [--job ID:FIRST:COUNT:START:END ...]
  *     publishes N batches (H hosts, N/H periods) made from the first period
  *     of a real spool file, host and time replaced, with the contract's
  *     headers, JetStream async publish as fast as acks allow; --live
- *     publishes each period's batches at its end on the real-time clock.
+ *     publishes each period's batches at its end on the real-time clock,
+ *     from the next period boundary, or from --t0-ns when it is given (so
+ *     the loadgens of several racks share their periods).
  *     Message ids are host:epoch:seq: a second run within the stream's
  *     duplicate window needs another --epoch. Hosts are nK..n(K+H-1)
  *     (--first-host K, default 0): racks of one run need disjoint ranges.
+ *     --job (repeatable) is a schedule of jobs: job ID runs on hosts
+ *     nFIRST..n(FIRST+COUNT-1) in periods START <= p < END (p counts from
+ *     0): those hosts' batches carry `job,host=H,job=ID active=1i` lines
+ *     then, as the agent writes them for a running job, and the template's
+ *     own job lines are dropped. A job may span racks: each rack's loadgen
+ *     gets the whole schedule and writes the lines of its own hosts.
  *   hushmon-loadgen consume --url U --stream S --filter F --count N
  *     pulls and acks N messages without reading them: what NATS alone costs.
  * Prints one line of key=value figures. */
@@ -26,6 +35,13 @@
 typedef struct tline {
     char *a, *b; /* before the host value; from after it to the timestamp */
 } tline;
+
+typedef struct job_plan {
+    char id[64];
+    int64_t first, count, start, end; /* hosts [first, first+count), periods [start, end) */
+} job_plan;
+
+#define MAX_JOBS 64
 
 static double now_s(clockid_t clock)
 {
@@ -76,12 +92,63 @@ static int read_template(const char *path, tline **out, size_t *n)
     return *n ? 0 : -1;
 }
 
-static size_t make_batch(char *buf, size_t cap, const tline *t, size_t n, const char *host, int64_t ts)
+static bool is_job_line(const tline *t)
+{
+    return strncmp(t->a, "job,", 4) == 0;
+}
+
+/* The batch of `host` (number hostno) for period `period` at time ts: the
+ * template's lines; with a job schedule (njobs > 0) the template's job
+ * lines give way to one line per scheduled job running on the host. */
+static size_t make_batch(char *buf, size_t cap, const tline *t, size_t n, const char *host, int64_t hostno,
+                         int64_t period, int64_t ts, const job_plan *jobs, size_t njobs, size_t *lines)
 {
     size_t len = 0;
-    for (size_t i = 0; i < n && len < cap; i++)
+    *lines = 0;
+    for (size_t i = 0; i < n && len < cap; i++) {
+        if (njobs > 0 && is_job_line(&t[i]))
+            continue;
         len += (size_t)snprintf(buf + len, cap - len, "%s%s%s%" PRId64 "\n", t[i].a, host, t[i].b, ts);
+        (*lines)++;
+    }
+    for (size_t j = 0; j < njobs && len < cap; j++) {
+        const job_plan *p = &jobs[j];
+        if (hostno < p->first || hostno >= p->first + p->count || period < p->start || period >= p->end)
+            continue;
+        len += (size_t)snprintf(buf + len, cap - len, "job,host=%s,job=%s active=1i %" PRId64 "\n", host, p->id, ts);
+        (*lines)++;
+    }
     return len < cap ? len : cap;
+}
+
+/* Every --job ID:FIRST:COUNT:START:END of the command line; -1 on a bad one. */
+static int read_jobs(int argc, char **argv, job_plan *jobs, size_t *njobs)
+{
+    *njobs = 0;
+    for (int i = 2; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--job") != 0)
+            continue;
+        const char *v = argv[i + 1];
+        const char *colon = strchr(v, ':');
+        job_plan p;
+        int used = 0;
+        size_t idlen = colon ? (size_t)(colon - v) : 0;
+        if (*njobs == MAX_JOBS || colon == NULL || idlen == 0 || idlen >= sizeof p.id ||
+            strcspn(v, " ,=\\\"") < idlen ||
+            sscanf(colon + 1, "%" SCNd64 ":%" SCNd64 ":%" SCNd64 ":%" SCNd64 "%n", &p.first, &p.count, &p.start,
+                   &p.end, &used) != 4 ||
+            colon[1 + used] != '\0' || p.first < 0 || p.count < 1 || p.start < 0 || p.end <= p.start) {
+            fprintf(stderr,
+                    "hushmon-loadgen: --job %s: want ID:FIRST:COUNT:START:END (ID without space, comma, "
+                    "'=', quote or backslash; COUNT >= 1, 0 <= START < END; at most %d jobs)\n",
+                    v, MAX_JOBS);
+            return -1;
+        }
+        memcpy(p.id, v, idlen);
+        p.id[idlen] = '\0';
+        jobs[(*njobs)++] = p;
+    }
+    return 0;
 }
 
 static const char *arg(int argc, char **argv, const char *name, const char *dflt)
@@ -134,6 +201,10 @@ static int publish(int argc, char **argv)
     int64_t period_ms = num(argc, argv, "--period-ms", "1000");
     int64_t first_host = num(argc, argv, "--first-host", "0");
     bool live = flag(argc, argv, "--live");
+    job_plan jobs[MAX_JOBS];
+    size_t njobs;
+    if (read_jobs(argc, argv, jobs, &njobs) != 0)
+        return 2;
     tline *t;
     size_t nt;
     if (url == NULL || template == NULL || hosts < 1 || first_host < 0 || read_template(template, &t, &nt) != 0) {
@@ -147,11 +218,11 @@ static int publish(int argc, char **argv)
     int64_t epoch = num(argc, argv, "--epoch", "1700000000000000000");
     int64_t period_ns = period_ms * 1000000;
     int64_t t0 = num(argc, argv, "--t0-ns", "1732270000000000000");
-    if (live) /* the next period boundary on the real-time clock */
+    if (live && arg(argc, argv, "--t0-ns", NULL) == NULL) /* the next period boundary */
         t0 = ((int64_t)(now_s(CLOCK_REALTIME) * 1e9) / period_ns + 1) * period_ns;
     char *buf = malloc(1 << 20);
     double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, total_lines = 0;
     for (int64_t i = 0; i < batches; i++) {
         int64_t period = i / hosts;
         if (live && i % hosts == 0) { /* publish period p's batches at its end */
@@ -163,13 +234,16 @@ static int publish(int argc, char **argv)
             }
         }
         char host[32], subject[128], seq[32], id[128], lines[32], ep[32];
-        snprintf(host, sizeof host, "n%05" PRId64, first_host + i % hosts);
-        size_t len = make_batch(buf, 1 << 20, t, nt, host, t0 + period * period_ns);
+        int64_t hostno = first_host + i % hosts;
+        size_t nlines;
+        snprintf(host, sizeof host, "n%05" PRId64, hostno);
+        size_t len = make_batch(buf, 1 << 20, t, nt, host, hostno, period, t0 + period * period_ns, jobs, njobs,
+                                &nlines);
         snprintf(subject, sizeof subject, "hm.raw.%s.%s", rack, host);
         snprintf(seq, sizeof seq, "%" PRId64, period + 1);
         snprintf(ep, sizeof ep, "%" PRId64, epoch);
         snprintf(id, sizeof id, "%s:%s:%s", host, ep, seq);
-        snprintf(lines, sizeof lines, "%zu", nt);
+        snprintf(lines, sizeof lines, "%zu", nlines);
         natsMsg *m;
         natsStatus s = natsMsg_Create(&m, subject, NULL, buf, (int)len);
         if (s == NATS_OK) s = natsMsgHeader_Set(m, "Nats-Msg-Id", id);
@@ -182,6 +256,7 @@ static int publish(int argc, char **argv)
         if (s != NATS_OK)
             return die("publish", s);
         bytes += len;
+        total_lines += nlines;
     }
     jsPubOptions po;
     jsPubOptions_Init(&po);
@@ -196,8 +271,10 @@ static int publish(int argc, char **argv)
         natsMsgList_Destroy(&failed);
     }
     double wall = now_s(CLOCK_MONOTONIC) - w0, cpu = now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
-    printf("published=%" PRId64 " failed=%d wall_s=%.3f cpu_s=%.3f msgs_per_s=%.0f batch_bytes=%.0f lines_per_batch=%zu\n",
-           batches, nfailed, wall, cpu, (double)batches / wall, (double)bytes / (double)batches, nt);
+    printf("published=%" PRId64 " failed=%d wall_s=%.3f cpu_s=%.3f msgs_per_s=%.0f batch_bytes=%.0f "
+           "lines_per_batch=%.2f t0_ns=%" PRId64 "\n",
+           batches, nfailed, wall, cpu, (double)batches / wall, (double)bytes / (double)batches,
+           (double)total_lines / (double)batches, t0);
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
     free(buf);

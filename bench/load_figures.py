@@ -1,0 +1,149 @@
+"""Figures of bench_transport_load.py from its daemons' samples: the table of
+CPU share and resident size per daemon each minute, memory growth, and each
+daemon kind's CPU per 1000 agents with the projection to 10,000 nodes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from load_daemons import KINDS, Daemon
+
+FLAT_GROWTH = 0.10
+PROJECT_TO_NODES = 10_000
+
+
+def short_name(name: str) -> str:
+    return (
+        name.replace("reduce-top", "top")
+        .replace("reduce-", "red-")
+        .replace("collect-", "coll-")
+        .replace("loadgen-", "gen-")
+    )
+
+
+def table_header(daemons: list[Daemon]) -> list[str]:
+    return [
+        "    t  " + " ".join(f"{short_name(d.name):>12}" for d in daemons) + "   lag (s)",
+        "       " + " ".join(f"{'CPU% / MiB':>12}" for _ in daemons),
+    ]
+
+
+def table_row(t_from: float, t_to: float, daemons: list[Daemon], lag_s: float) -> str:
+    """CPU share over (t_from, t_to] and resident MiB at t_to, per daemon."""
+    cells = []
+    for d in daemons:
+        last = d.at(t_to)
+        if last is None:
+            cells.append(f"{'-':>12}")
+            continue
+        share = d.cpu_between(t_from, t_to) / max(t_to - t_from, 1e-9) * 100
+        cells.append(f"{share:5.0f} / {last[1] / 1024:4.0f}")
+    return f"{t_to:5.0f}  " + " ".join(f"{c:>12}" for c in cells) + f"  {lag_s:8.1f}"
+
+
+def memory_growth(daemons: list[Daemon], t_first: float, t_last: float) -> dict[str, float]:
+    """Resident size growth of each daemon from t_first to t_last (fractions)."""
+    out = {}
+    for d in daemons:
+        a, b = d.at(t_first), d.at(t_last)
+        if a and b and a[1]:
+            out[d.name] = (b[1] - a[1]) / a[1]
+    return out
+
+
+def growth_line(what: str, growth: dict[str, float]) -> str:
+    flat = all(g < FLAT_GROWTH for g in growth.values())
+    return (
+        f"   memory {what}: "
+        + ", ".join(f"{short_name(k)} {v * 100:+.0f} %" for k, v in growth.items())
+        + (" (all flat: under 10 %)" if flat else " (NOT all flat)")
+    )
+
+
+@dataclass
+class KindCost:
+    kind: str
+    processes: int
+    cpu_s: float  # over the whole run: load and drain
+    batches: int  # the batches that work was for
+    share_load: float  # cores in the steady load (after the first minute)
+    peak_rss_mib: float
+
+    @property
+    def cpu_us_per_batch(self) -> float:
+        return self.cpu_s / self.batches * 1e6 if self.batches else 0.0
+
+    @property
+    def cores_per_1000(self) -> float:
+        """Cores for 1000 agents at 1 Hz: CPU per batch x 1000 batches/s."""
+        return self.cpu_us_per_batch * 1e-6 * 1000
+
+    def to_json(self) -> dict[str, float | int | str]:
+        return {
+            "kind": self.kind,
+            "processes": self.processes,
+            "cpu_s": self.cpu_s,
+            "batches": self.batches,
+            "share_load_cores": self.share_load,
+            "cpu_us_per_batch": self.cpu_us_per_batch,
+            "cores_per_1000_agents": self.cores_per_1000,
+            "peak_rss_mib": self.peak_rss_mib,
+        }
+
+
+def kind_costs(
+    daemons: list[Daemon], published: int, stored: int, t_steady: float, t_load_end: float
+) -> list[KindCost]:
+    """Each kind's CPU over the run per batch it handled (the collectors': per
+    batch stored, the rest: per batch published)."""
+    out = []
+    for kind, _prefix in KINDS:
+        mine = [d for d in daemons if d.kind == kind]
+        if not mine:
+            continue
+        out.append(
+            KindCost(
+                kind=kind,
+                processes=len(mine),
+                cpu_s=sum(d.cpu_total() for d in mine),
+                batches=stored if kind == "collector" else published,
+                share_load=sum(d.cpu_between(t_steady, t_load_end) for d in mine)
+                / max(t_load_end - t_steady, 1e-9),
+                peak_rss_mib=sum(max((s[1] for s in d.samples), default=0) for d in mine) / 1024,
+            )
+        )
+    return out
+
+
+def projection_lines(costs: list[KindCost], agents: int, cpus: int) -> list[str]:
+    """Per kind: the arithmetic from CPU per batch to cores for 10,000 nodes;
+    then which kind this machine runs out of first, and at how many agents."""
+    scale = PROJECT_TO_NODES / 1000
+    lines = [
+        f"   kind (processes): CPU-s over the run / batches = CPU per batch -> x 1000 batches/s "
+        f"= cores per 1000 agents -> x {scale:.0f} = cores for {PROJECT_TO_NODES:,} nodes at 1 Hz"
+        f" (cores in the steady load at {agents:,} agents)"
+    ]
+    site = [c for c in costs if not c.kind.startswith("loadgen")]
+    for c in costs:
+        lines.append(
+            f"   {c.kind} ({c.processes}): {c.cpu_s:.1f} / {c.batches:,} = "
+            f"{c.cpu_us_per_batch:.1f} us -> {c.cores_per_1000:.3f} -> "
+            f"{c.cores_per_1000 * scale:.2f} cores ({c.share_load:.2f} measured)"
+        )
+    total_site = sum(c.cores_per_1000 for c in site)
+    total_all = sum(c.cores_per_1000 for c in costs)
+    lines.append(
+        f"   the site's daemons together: {total_site:.3f} cores per 1000 agents -> "
+        f"{total_site * scale:.1f} cores for {PROJECT_TO_NODES:,} nodes "
+        "(the load generator is the agents' side and not counted)"
+    )
+    if total_all > 0:
+        biggest = max(site, key=lambda c: c.cores_per_1000)
+        lines.append(
+            f"   this machine's {cpus} CPUs hold about {cpus / total_all * 1000:,.0f} agents with "
+            f"everything on them (the daemons and the load generator, {total_all:.3f} cores per "
+            f"1000); the largest consumer is the {biggest.kind} "
+            f"({biggest.cores_per_1000 / total_all * 100:.0f} % of it)"
+        )
+    return lines
