@@ -27,9 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from hushmon.paths import REPO_ROOT
+from hushmon.store.schema import open_store_readonly
 
 HUSHMON = [sys.executable, "-m", "hushmon.cli"]
 
@@ -78,7 +77,7 @@ def _nats_side(data: Path, job: str) -> dict[str, Any]:
     HM_RAW's bytes through the embedded ingest (while the bed is up)."""
     from hushmon.digest.build import build_digest
     from hushmon.store.ingest import ingest_spool
-    from hushmon.testbed import faults, transport
+    from hushmon.testbed import faults
     from hushmon.testbed.state import load
 
     bed = load()
@@ -90,18 +89,17 @@ def _nats_side(data: Path, job: str) -> dict[str, Any]:
         ingest_spool(Path(tmp) / "s.duckdb", copy)
         d = build_digest(Path(tmp) / "s.duckdb", job, Path(tmp) / "reports")
         out["stream_findings"] = sorted((f.factor, f.severity) for f in d.findings)
-        with transport.PausedCollector(bed) as store:
-            con = duckdb.connect(str(store), read_only=True)
-            try:
-                out["summaries"] = dict(
-                    con.execute(
-                        "SELECT level, count(*) FROM summary_messages WHERE job = ? GROUP BY level",
-                        [job],
-                    ).fetchall()
-                )
-                out["batches"] = con.execute("SELECT count(*) FROM transport_batches").fetchone()[0]
-            finally:
-                con.close()
+        con = open_store_readonly(bed.store)  # the lake, read while collecting
+        try:
+            out["summaries"] = dict(
+                con.execute(
+                    "SELECT level, count(*) FROM summary_messages WHERE job = ? GROUP BY level",
+                    [job],
+                ).fetchall()
+            )
+            out["batches"] = con.execute("SELECT count(*) FROM transport_batches").fetchall()[0][0]
+        finally:
+            con.close()
     return out
 
 

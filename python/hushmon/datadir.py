@@ -4,7 +4,8 @@ One folder holds the agent's spool, the DuckDB store and the reports, so a
 user can find, copy or delete everything in one place:
 
     <data>/spool/              agent spool files (line protocol)
-    <data>/hushmon.duckdb      the store
+    <data>/hushmon.duckdb      the embedded store (hushmon ingest, hushmon run)
+    <data>/hushmon.lake/       the cluster store (hushmon collect; readers prefer it)
     <data>/reports/<job>/      report.html, digest.json, exports
     <data>/run/agent.sock      the embedded agent's control socket
 
@@ -163,11 +164,21 @@ def add_data_dir_options(parser: argparse.ArgumentParser, with_db: bool = True) 
     )
     if with_db:
         parser.add_argument(
-            "--db", type=Path, metavar="FILE", help="store file (default <data>/hushmon.duckdb)"
+            "--db",
+            type=Path,
+            metavar="PATH",
+            help="the store: a DuckDB file or a *.lake folder (default: <data>/hushmon.lake "
+            "where a collector writes one, else <data>/hushmon.duckdb)",
         )
 
 
-def from_args(args: argparse.Namespace) -> tuple[DataDir, Path]:
-    """The data folder and store file that ``add_data_dir_options`` asked for."""
+def from_args(args: argparse.Namespace, default: str = "store") -> tuple[DataDir, Path]:
+    """The data folder and store that ``add_data_dir_options`` asked for:
+    ``--db``, else by ``default``: "store" (readers: the lake when there is
+    one, else the embedded file), "database" (``hushmon ingest`` writes the
+    embedded file) or "lake" (``hushmon collect`` writes the lake)."""
     dd = data_dir(args.data_dir)
-    return dd, getattr(args, "db", None) or dd.database
+    explicit = getattr(args, "db", None)
+    if explicit:
+        return dd, Path(explicit)
+    return dd, {"store": dd.store, "database": dd.database, "lake": dd.lake}[default]

@@ -22,13 +22,13 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import duckdb
 import pytest
 from bedlib import DATA_PARENT, bed_unavailable, bed_up, hushmon
 
 from hushmon.digest.build import build_digest
 from hushmon.paths import build_bin_dir
 from hushmon.store.ingest import ingest_spool
+from hushmon.store.schema import open_store_readonly
 from hushmon.testbed import faults, network, transport
 from hushmon.testbed.spec import HUB_NETNS, leaf_netns
 from hushmon.testbed.state import STATE_DIR, Bed, load
@@ -86,14 +86,13 @@ def test_the_tree_is_up_and_data_flows(nats_bed: Bed) -> None:
 
 
 def _summaries(bed: Bed, job: str) -> dict[str, int]:
-    with transport.PausedCollector(bed) as store:
-        con = duckdb.connect(str(store), read_only=True)
-        try:
-            rows = con.execute(
-                "SELECT level, count(*) FROM summary_messages WHERE job = ? GROUP BY level", [job]
-            ).fetchall()
-        finally:
-            con.close()
+    con = open_store_readonly(bed.store)  # the lake, read while collecting
+    try:
+        rows = con.execute(
+            "SELECT level, count(*) FROM summary_messages WHERE job = ? GROUP BY level", [job]
+        ).fetchall()
+    finally:
+        con.close()
     return {str(k): int(v) for k, v in rows}
 
 

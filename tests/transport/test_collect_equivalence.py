@@ -9,7 +9,7 @@ import math
 import shutil
 from pathlib import Path
 
-import duckdb
+import pytest
 from transport_batches import (
     hushmon,
     publish,
@@ -23,6 +23,7 @@ from transport_batches import (
 from hushmon.digest.build import build_digest
 from hushmon.paths import REPO_ROOT
 from hushmon.store.ingest import ingest_spool
+from hushmon.store.schema import open_store_readonly
 from hushmon.transport.collect_summaries import read_job_summaries
 from hushmon.transport.natsserver import LocalNatsServer
 from hushmon.transport.rawsummary import summaries_from_store
@@ -41,9 +42,14 @@ def _digest_json(db: Path, job: str, out: Path) -> dict:
     return data
 
 
-def test_collected_equals_ingested(nats_server: LocalNatsServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("store", ["collected.lake", "collected.duckdb"])
+def test_collected_equals_ingested(
+    nats_server: LocalNatsServer, tmp_path: Path, store: str
+) -> None:
+    """The lake (series ids are key hashes, DuckLake files) and the embedded
+    file (integer ids) hold what ``hushmon ingest`` stores from the spools."""
     shutil.copytree(BED, tmp_path / "spool")
-    ingested, collected = tmp_path / "ingested.duckdb", tmp_path / "collected.duckdb"
+    ingested, collected = tmp_path / "ingested.duckdb", tmp_path / store
     ingest_spool(ingested, tmp_path / "spool")
     batches = spool_batches(BED, RACKS)
     publish(nats_server.url, batches)
@@ -63,10 +69,11 @@ def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
 
 
+@pytest.mark.parametrize("store", ["c.lake", "c.duckdb"])
 def test_job_summaries_equal_the_raw_truth_even_when_partials_overlap(
-    nats_server: LocalNatsServer, tmp_path: Path
+    nats_server: LocalNatsServer, tmp_path: Path, store: str
 ) -> None:
-    db = tmp_path / "c.duckdb"
+    db = tmp_path / store
     t0 = 1_795_000_000_000_000_000
     hosts = {"n1": "r1", "n2": "r1", "n3": "r2", "n4": "r2"}
     batches = [
@@ -98,7 +105,7 @@ def test_job_summaries_equal_the_raw_truth_even_when_partials_overlap(
     r = hushmon("collect", "--url", nats_server.url, "--db", str(db), "--once")
     assert r.returncode == 0, r.stderr
     assert "overlapping (rebuilt from raw: 3)" in r.stdout, r.stdout
-    con = duckdb.connect(str(db), read_only=True)
+    con = open_store_readonly(db)
     try:
         for i in range(3):
             t = t0 + i * 10**9

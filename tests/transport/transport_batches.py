@@ -161,10 +161,11 @@ def hushmon(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
 
 
 def store_rows(db: Path, sql: str) -> list[tuple]:
-    """The rows of ``sql`` on the store at ``db``, opened read-only."""
-    import duckdb
+    """The rows of ``sql`` on the store at ``db`` (a DuckDB file or a lake),
+    opened read-only."""
+    from hushmon.store.schema import open_store_readonly
 
-    con = duckdb.connect(str(db), read_only=True)
+    con = open_store_readonly(db)
     try:
         return con.execute(sql).fetchall()
     finally:

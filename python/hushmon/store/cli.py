@@ -42,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
     from hushmon.store.query import export_job, job_info, list_jobs
     from hushmon.store.schema import open_store_readonly
 
-    dd, db = from_args(args)
+    # reading (--list, --export): the lake when a collector writes one;
+    # ingesting: the embedded file (a lake is the collectors' to write)
+    dd, db = from_args(args, default="store" if args.list or args.export else "database")
     human = jsonio.human_stream(args.json)
     if args.list:
         con = open_store_readonly(db)

@@ -243,7 +243,7 @@ class _LineKeys:
         self.name_ids: dict[str, int] = {}
         self.names: list[str] = []
         self.codes = np.zeros(0, dtype=np.int64)  # sorted
-        self.sids = np.zeros(0, dtype=np.int32)  # series id of each code
+        self.sids = np.zeros(0, dtype=np.int64)  # series id of each code (the lake's are 64-bit)
 
     def host_id(self, host: str) -> int:
         return _numbered(host, self.host_ids, self.hosts)
@@ -288,7 +288,7 @@ class _LineKeys:
         hit[hit] = self.codes[pos[hit]] == code[hit]
         if not hit.all():
             new = np.unique(code[~hit])
-            sids = np.empty(len(new), dtype=np.int32)
+            sids = np.empty(len(new), dtype=np.int64)
             for i, c in enumerate(new.tolist()):
                 canon = self.canon[c >> 32]
                 assert not isinstance(canon, str)

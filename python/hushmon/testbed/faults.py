@@ -143,15 +143,29 @@ def check_exactly_once(bed: Bed, fault: str, timeout_s: float = 120.0) -> Check:
         copy = Path(tmp) / "spool"
         asyncio.run(_stream_to_spool(copy))
         ingest_spool(truth, copy)  # the embedded path, from the same bytes
-        with transport.PausedCollector(bed) as store:
-            con = open_store(truth)
-            try:
-                con.execute(f"ATTACH '{store}' AS store (READ_ONLY)")
-                for n in counts:
-                    _count_node(con, n, _outbox_lines(bed.node_spool(n.host), n.epoch))
-            finally:
-                con.close()
+        con = open_store(truth)
+        try:
+            _attach_store(con, bed.store)  # the lake, read while the collector writes
+            for n in counts:
+                _count_node(con, n, _outbox_lines(bed.node_spool(n.host), n.epoch))
+        finally:
+            con.close()
     return Check(fault, counts, waited, missing)
+
+
+def _attach_store(con: Any, store: Path) -> None:
+    """The bed's store as ``store`` beside the truth: a lake read-only (its
+    views too: ``series`` is one over ``series_rows``), or a DuckDB file."""
+    from hushmon.store.lake import CATALOG_NAME, DATA_NAME, is_lake, load_extensions
+
+    if not is_lake(store):
+        con.execute(f"ATTACH '{store}' AS store (READ_ONLY)")
+        return
+    load_extensions(con)
+    con.execute(
+        f"ATTACH 'ducklake:sqlite:{store / CATALOG_NAME}' AS store "
+        f"(DATA_PATH '{store / DATA_NAME}/', READ_ONLY)"
+    )
 
 
 async def _stream_to_spool(folder: Path) -> None:

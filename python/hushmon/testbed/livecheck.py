@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from hushmon.paths import REPO_ROOT
+from hushmon.store.schema import open_store_readonly
 from hushmon.testbed import transport
 from hushmon.testbed.state import Bed
 
@@ -36,7 +35,6 @@ def cli(
     """`hushmon ARGS` from the repository, output captured; env adds to this
     process's, and so do the bed's NATS TLS files while a NATS bed has them
     (its servers take TLS clients only)."""
-    from hushmon.testbed import transport
 
     bed_tls = transport.client_env() if transport.tls_dir().is_dir() else {}
     return subprocess.run(
@@ -196,18 +194,17 @@ class PeriodSeen:
 def periods_seen(
     bed: Bed, job: str, change_ns: int, settle_ns: int = 1_000_000_000
 ) -> list[PeriodSeen]:
-    """From the bed's store (the collector paused while read): the gaps
+    """From the bed's store (a lake, read while the collector writes): the gaps
     between the job's periods per node (job_activity: one row per node and
     period), before ``change_ns`` and from ``change_ns + settle_ns`` on."""
-    with transport.PausedCollector(bed) as store:
-        con = duckdb.connect(str(store), read_only=True)
-        try:
-            rows = con.execute(
-                "SELECT host, time_ns FROM job_activity WHERE job = ? ORDER BY host, time_ns",
-                [job],
-            ).fetchall()
-        finally:
-            con.close()
+    con = open_store_readonly(bed.store)  # the lake, read while collecting
+    try:
+        rows = con.execute(
+            "SELECT host, time_ns FROM job_activity WHERE job = ? ORDER BY host, time_ns",
+            [job],
+        ).fetchall()
+    finally:
+        con.close()
     by_host: dict[str, list[int]] = {}
     for host, t in rows:
         by_host.setdefault(str(host), []).append(int(t))

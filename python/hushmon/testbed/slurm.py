@@ -167,12 +167,16 @@ def first_job_id(store: Path) -> int:
     bed (its state is on /run); a data folder used again would then hold two
     jobs "1", their samples mixed in one digest. Numbers go on after the
     highest numeric job id the bed's store holds."""
-    if not store.is_file():
+    from hushmon.store.lake import CATALOG_NAME
+
+    if not (store.is_file() or (store / CATALOG_NAME).is_file()):
         return 1
     import duckdb
 
+    from hushmon.store.schema import open_store_readonly
+
     try:
-        con = duckdb.connect(str(store), read_only=True)
+        con = open_store_readonly(store)
         try:
             row = con.execute("SELECT max(TRY_CAST(job AS BIGINT)) FROM job_activity").fetchone()
         finally:

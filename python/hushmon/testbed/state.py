@@ -49,9 +49,9 @@ class Bed:
 
     @property
     def store(self) -> Path:
-        """The bed's store: `hushmon collect` writes it with transport nats;
-        `hushmon run` builds its digests there (the data folder's store)."""
-        return self.data_root / "hushmon.duckdb"
+        """The bed's store: a lake `hushmon collect` writes with transport
+        nats; `hushmon run` builds its digests there while it collects."""
+        return self.data_root / "hushmon.lake"
 
     @property
     def nats_conf_dir(self) -> Path:

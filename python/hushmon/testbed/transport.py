@@ -468,21 +468,3 @@ def wait_collected(bed: Bed, timeout_s: float = DELIVERY_TIMEOUT_S) -> list[str]
         if time.monotonic() > deadline:
             return left
         time.sleep(DELIVERY_POLL_S)
-
-
-class PausedCollector:
-    """The collector's store for a reader: DuckDB lets one process open a
-    store file for writing and no other process open it meanwhile, so the
-    collector is stopped (cleanly: it commits and acks the group in hand)
-    while the digest is built, then started again. Its durable consumer
-    keeps its place; what arrives meanwhile waits in HM_RAW."""
-
-    def __init__(self, bed: Bed) -> None:
-        self.bed = bed
-
-    def __enter__(self) -> Path:
-        stop(self.bed, "collect")
-        return self.bed.store
-
-    def __exit__(self, *exc: object) -> None:
-        restart(self.bed, "collect")

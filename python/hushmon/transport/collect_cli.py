@@ -16,9 +16,12 @@ def register(subparsers: Any) -> None:
         "collect",
         help="store raw batches and summaries from NATS into the store (cluster mode)",
         description="Durable pull consumers (collect-raw on HM_RAW, collect-sum on HM_SUM) write "
-        "raw batches and summaries into the DuckDB store in transactions and ack after the "
-        "commit. A batch already stored (same host, epoch, seq) changes nothing. Runs until "
-        "SIGTERM/SIGINT, or with --once until nothing is left. docs/transport.md.",
+        "raw batches and summaries into the store in transactions and ack after the commit. "
+        "The store is a lake (default <data>/hushmon.lake; --db DIR.lake) that several "
+        "collectors write and readers read meanwhile, or an embedded DuckDB file "
+        "(--db FILE.duckdb: this process only). A batch already stored (same host, epoch, seq) "
+        "changes nothing. Runs until SIGTERM/SIGINT, or with --once until nothing is left. "
+        "docs/transport.md.",
     )
     p.add_argument("--url", required=True, help="NATS server URL (nats://host:4222)")
     add_data_dir_options(p)
@@ -49,7 +52,13 @@ def register(subparsers: Any) -> None:
         type=int,
         default=512,
         metavar="N",
-        help="the store's memory bound in MiB (DuckDB's memory_limit; default 512)",
+        help="the embedded store's memory bound in MiB (DuckDB's memory_limit; default 512)",
+    )
+    p.add_argument(
+        "--raw-only",
+        action="store_true",
+        help="raw batches only (collect-raw): for each collector of a lake but one, which "
+        "takes the summaries too",
     )
     p.add_argument("--json", metavar="FILE|-", help="write the final report as JSON ('-' = stdout)")
     p.set_defaults(func=run)
@@ -58,12 +67,13 @@ def register(subparsers: Any) -> None:
 @writes_job_data
 def run(args: argparse.Namespace) -> int:
     from hushmon.errors import HushmonError
+    from hushmon.store.lake import is_lake
     from hushmon.transport.collector import CollectOptions, collect
     from hushmon.transport.natsserver import MAX_PAYLOAD_BYTES
 
-    _dd, db = from_args(args)
-    if Path(db).is_dir():
-        raise HushmonError(f"--db {db} is a folder, not a store file")
+    _dd, db = from_args(args, default="lake")
+    if Path(db).is_dir() and not is_lake(Path(db)):
+        raise HushmonError(f"--db {db} is a folder, not a store: a lake's name ends in .lake")
     if args.max_batch_bytes is not None and args.max_batch_bytes <= 0:
         raise HushmonError("--max-batch-bytes must be positive")
     if args.fetch_batch <= 0:
@@ -80,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         max_batch_bytes=args.max_batch_bytes or MAX_PAYLOAD_BYTES,
         fetch_batch=args.fetch_batch,
         memory_mib=args.memory_mib,
+        raw_only=args.raw_only,
         progress=sys.stderr,  # progress always on stderr; the final report where --json says
     )
     report = collect(opts)

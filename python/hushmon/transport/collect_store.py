@@ -94,7 +94,7 @@ class CollectorStore:
 
     def _write_raw_group(self, messages: list[Message]) -> list[bytes]:
         events: list[Event] = []
-        accepted = self._accept(messages, events)
+        accepted = accept_batches(messages, self.max_batch_bytes, events)
         fresh = self._not_stored(accepted, events)
         group = self._drop_liars(fresh, events) if fresh else None
         if group is not None:
@@ -108,17 +108,7 @@ class CollectorStore:
             if events:
                 self._in_transaction(lambda: self._insert_events(events))
         self.stats.raw_messages += len(messages)
-        for e in events:
-            if e.kind == "duplicate":
-                self.stats.duplicate_batches += 1
-            elif e.kind == "redelivered":
-                self.stats.redelivered += 1
-            elif e.kind == "rejected":
-                self.stats.rejected_batches += 1
-                self.stats.note(f"rejected batch from {e.host} ({e.subject}): {e.reason}")
-            elif e.kind == "malformed_lines":
-                self.stats.malformed_lines += e.count
-                self.stats.note(f"{e.count} malformed line(s) from {e.host}: {e.reason}")
+        count_raw_events(self.stats, events)
         self.stats.batches_stored += len(fresh)
         self.stats.lines_stored += sum(a.file.lines for a in fresh)
         return [a.message.data for a in fresh]
@@ -159,31 +149,6 @@ class CollectorStore:
         except BaseException:
             self._exec("ROLLBACK")
             raise
-
-    def _accept(self, messages: list[Message], events: list[Event]) -> list[_Accepted]:
-        out: list[_Accepted] = []
-        for msg in messages:
-            header = parse_batch_header(msg.subject, msg.headers)
-            if msg.delivered > 1:
-                host = header.host if isinstance(header, BatchHeader) else sender_of(msg)
-                events.append(Event("redelivered", host, msg.subject, None, None, 1, "redelivered"))
-            if isinstance(header, str):
-                events.append(Event("rejected", sender_of(msg), msg.subject, None, None, 1, header))
-                continue
-            reason = ""
-            if len(msg.data) > self.max_batch_bytes:
-                reason = f"oversized: {len(msg.data)} bytes > {self.max_batch_bytes}"
-            elif not msg.data or msg.data.isspace():
-                reason = "empty batch"
-            if reason:
-                events.append(
-                    Event("rejected", header.host, msg.subject, header.epoch, header.seq, 1, reason)
-                )
-                continue
-            data = msg.data if msg.data.endswith(b"\n") else msg.data + b"\n"
-            spool = _SpoolFile(header.msg_id, data, "", False, data.count(b"\n"))
-            out.append(_Accepted(header, msg, spool))
-        return out
 
     def _not_stored(self, accepted: list[_Accepted], events: list[Event]) -> list[_Accepted]:
         """The batches not in transport_batches (nor earlier in the group).
@@ -333,6 +298,52 @@ class CollectorStore:
         self._in_transaction(body)
         self.stats.add(stats)
         self.stats.summary_messages += len(messages)
+
+
+def accept_batches(
+    messages: list[Message], max_batch_bytes: int, events: list[Event]
+) -> list[_Accepted]:
+    """The messages whose headers follow the contract (wire.py) and whose
+    payload is neither empty nor oversized; the others become events (a
+    redelivery is an event too, and still accepted)."""
+    out: list[_Accepted] = []
+    for msg in messages:
+        header = parse_batch_header(msg.subject, msg.headers)
+        if msg.delivered > 1:
+            host = header.host if isinstance(header, BatchHeader) else sender_of(msg)
+            events.append(Event("redelivered", host, msg.subject, None, None, 1, "redelivered"))
+        if isinstance(header, str):
+            events.append(Event("rejected", sender_of(msg), msg.subject, None, None, 1, header))
+            continue
+        reason = ""
+        if len(msg.data) > max_batch_bytes:
+            reason = f"oversized: {len(msg.data)} bytes > {max_batch_bytes}"
+        elif not msg.data or msg.data.isspace():
+            reason = "empty batch"
+        if reason:
+            events.append(
+                Event("rejected", header.host, msg.subject, header.epoch, header.seq, 1, reason)
+            )
+            continue
+        data = msg.data if msg.data.endswith(b"\n") else msg.data + b"\n"
+        spool = _SpoolFile(header.msg_id, data, "", False, data.count(b"\n"))
+        out.append(_Accepted(header, msg, spool))
+    return out
+
+
+def count_raw_events(stats: CollectStats, events: list[Event]) -> None:
+    """The raw path's events into the counters (and the report's log)."""
+    for e in events:
+        if e.kind == "duplicate":
+            stats.duplicate_batches += 1
+        elif e.kind == "redelivered":
+            stats.redelivered += 1
+        elif e.kind == "rejected":
+            stats.rejected_batches += 1
+            stats.note(f"rejected batch from {e.host} ({e.subject}): {e.reason}")
+        elif e.kind == "malformed_lines":
+            stats.malformed_lines += e.count
+            stats.note(f"{e.count} malformed line(s) from {e.host}: {e.reason}")
 
 
 def _store_failure(exc: BaseException) -> bool:

@@ -2,9 +2,12 @@
 
 Two durable consumers, ``collect-raw`` on HM_RAW and ``collect-sum`` on
 HM_SUM, are fetched in turn; each fetched group is written in one
-transaction (:mod:`hushmon.transport.collect_store`) and acked only after
-the commit, so a collector killed at any point loses nothing: what was not
+transaction (a lake: :mod:`hushmon.transport.collect_lake`; the embedded
+file: :mod:`hushmon.transport.collect_store`) and acked only after the
+commit, so a collector killed at any point loses nothing: what was not
 acked is delivered again and the store drops what it already holds.
+Several collectors may share ``collect-raw`` (work-queue: each message goes
+to one of them) into one lake; one of them takes ``collect-sum``.
 Raw batches are taken before summaries in each round, so a rebuild from raw
 data sees the batches fetched so far.
 """
@@ -17,11 +20,14 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from hushmon.errors import HushmonError
+from hushmon.store.lake import is_lake
+from hushmon.transport.collect_lake import LakeCollectorStore
 from hushmon.transport.collect_store import (
     COLLECT_MEMORY_MIB,
     CollectorStore,
@@ -31,6 +37,7 @@ from hushmon.transport.collect_store import (
 from hushmon.transport.connect import reachable
 from hushmon.transport.forward import ForwardStats, LineForwarder
 from hushmon.transport.natsserver import (
+    COLLECT_ACK_WAIT_S,
     COLLECT_RAW,
     COLLECT_SUM,
     MAX_PAYLOAD_BYTES,
@@ -39,6 +46,7 @@ from hushmon.transport.natsserver import (
 )
 from hushmon.transport.natsusers import connect_logged_in
 
+T = TypeVar("T")
 RAW_CONSUMER, SUM_CONSUMER = COLLECT_RAW, COLLECT_SUM
 # Each group is one transaction whose fixed cost (commit, the anti-joins)
 # was ~30 ms: 2048 batches a group store 1.5-2x more per CPU-second than 512
@@ -71,6 +79,8 @@ class CollectOptions:
     max_batch_bytes: int = MAX_PAYLOAD_BYTES
     memory_mib: int = COLLECT_MEMORY_MIB
     progress: TextIO | None = None
+    # raw batches only: another collector of the same lake takes the summaries
+    raw_only: bool = False
 
 
 @dataclass
@@ -292,6 +302,33 @@ class _Puller:
             )
 
 
+def _open_store(opts: CollectOptions) -> CollectorStore | LakeCollectorStore:
+    """A lake (a ``*.lake`` folder) or the embedded DuckDB file."""
+    if is_lake(opts.db):
+        return LakeCollectorStore(opts.db, opts.max_batch_bytes)
+    return CollectorStore(opts.db, opts.max_batch_bytes, opts.memory_mib)
+
+
+async def _in_progress_while(work: Awaitable[T], msgs: list[Any], every_s: float) -> T:
+    """Runs ``work`` (a group being stored) and, every ``every_s`` until it
+    ends, tells the server the group's messages are in progress (``+WPI``):
+    a group slower than the consumer's AckWait (a large backlog, a busy
+    lake) is then not delivered to another collector meanwhile."""
+    task = asyncio.ensure_future(work)
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=every_s)
+        if done:
+            return task.result()
+        for m in msgs:
+            await m.in_progress()
+
+
+async def _ack_wait_s(sub: Any) -> float:
+    info = await sub.consumer_info()
+    wait = info.config.ack_wait
+    return float(wait) if wait else COLLECT_ACK_WAIT_S
+
+
 async def _pending(sub: Any) -> int:
     info = await sub.consumer_info()
     return int(info.num_pending) + int(info.num_ack_pending)
@@ -301,9 +338,7 @@ async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectRep
     started = time.monotonic()
     cpu_started = time.process_time()
     report = CollectReport(url=opts.url, db=str(opts.db))
-    store = CollectorStore(
-        opts.db, opts.max_batch_bytes, opts.memory_mib
-    )  # a bad --db fails before connecting
+    store = _open_store(opts)  # a bad --db fails before connecting
     report.stats = store.stats
     forwarder = LineForwarder(opts.forward_lp) if opts.forward_lp else None
     nc = None
@@ -313,25 +348,39 @@ async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectRep
             return report
         js = nc.jetstream()
         raw_sub = await _subscribe(js, RAW_CONSUMER, RAW_STREAM)
-        sum_sub = await _subscribe(js, SUM_CONSUMER, SUM_STREAM)
+        sum_sub = None if opts.raw_only else await _subscribe(js, SUM_CONSUMER, SUM_STREAM)
+        # in-progress acks three times per AckWait while a group is stored
+        progress_every_s = await _ack_wait_s(raw_sub) / 3
         # pulled through _Puller (the subscriptions above: consumer state only)
         raw_pull = await _Puller(nc, RAW_STREAM, RAW_CONSUMER).start()
-        sum_pull = await _Puller(nc, SUM_STREAM, SUM_CONSUMER).start()
+        sum_pull = None if opts.raw_only else await _Puller(nc, SUM_STREAM, SUM_CONSUMER).start()
         last_progress = time.monotonic()
         busy = False
         while not stop.is_set():
             wait_s = BUSY_FETCH_TIMEOUT_S if busy else FETCH_TIMEOUT_S
             raw = await raw_pull.fetch(opts.fetch_batch, wait_s)
             if raw:
-                stored = await asyncio.to_thread(store.write_raw, [_message(m) for m in raw])
+                stored = await _in_progress_while(
+                    asyncio.to_thread(store.write_raw, [_message(m) for m in raw]),
+                    raw,
+                    progress_every_s,
+                )
                 for m in raw:
                     await m.ack()
                 if forwarder is not None:
                     for data in stored:
                         forwarder.offer(data)
-            sums = await sum_pull.fetch(opts.fetch_batch, BUSY_FETCH_TIMEOUT_S if raw else wait_s)
+            sums = []
+            if sum_pull is not None:
+                sums = await sum_pull.fetch(
+                    opts.fetch_batch, BUSY_FETCH_TIMEOUT_S if raw else wait_s
+                )
             if sums:
-                await asyncio.to_thread(store.write_summaries, [_message(m) for m in sums])
+                await _in_progress_while(
+                    asyncio.to_thread(store.write_summaries, [_message(m) for m in sums]),
+                    sums,
+                    progress_every_s,
+                )
                 for m in sums:
                     await m.ack()
             busy = bool(raw or sums)
@@ -344,7 +393,11 @@ async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectRep
                 report.cpu_seconds = time.process_time() - cpu_started
                 print(f"collect: {report.summary_lines()[0]}", file=opts.progress)
             idle = opts.once and not raw and not sums
-            if idle and await _pending(raw_sub) == 0 and await _pending(sum_sub) == 0:
+            if (
+                idle
+                and await _pending(raw_sub) == 0
+                and (sum_sub is None or await _pending(sum_sub) == 0)
+            ):
                 break
     finally:
         if nc is not None:

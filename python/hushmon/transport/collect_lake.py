@@ -1,0 +1,149 @@
+"""``hushmon collect`` into a lake: the raw path (collect_raw.py) makes a
+RawGroup, the lake writer (lake_writer.py) appends it in one commit, and
+only then are the messages acked. Summaries are written as into the
+embedded store (collect_summaries.py), in one lake transaction per group.
+
+Several collectors may write one lake. Raw batches: any number share the
+``collect-raw`` consumer (the writer's recheck keeps storage exactly once).
+Summaries: ``job_summaries`` is one row per (job, period, sensor), merged
+in place (read, merge, delete, insert), which two writers doing at once
+could break; so one collector takes ``collect-sum`` and the others run with
+``--raw-only`` (docs/transport.md, "Collector").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from hushmon.errors import HushmonError
+from hushmon.store.lake import is_transient
+from hushmon.transport.collect_raw import RawGroupBuilder
+from hushmon.transport.collect_records import CollectStats, Event, Message, sender_of
+from hushmon.transport.collect_store import _store_failure as embedded_failure
+from hushmon.transport.collect_store import count_raw_events
+from hushmon.transport.collect_summaries import write_summaries
+from hushmon.transport.lake_writer import LakeWriter, commit, insert_events
+from hushmon.transport.natsserver import MAX_PAYLOAD_BYTES
+from hushmon.transport.wire import BatchHeader, parse_batch_header
+
+
+class LakeCollectorStore:
+    """The collector's writer for a lake; the same calls as CollectorStore."""
+
+    def __init__(self, lake_path: Path, max_batch_bytes: int = MAX_PAYLOAD_BYTES) -> None:
+        self.db_path = Path(lake_path)
+        self.stats = CollectStats()
+        self.writer = LakeWriter(self.db_path)
+        self.builder = RawGroupBuilder(max_batch_bytes)
+        self.builder.newest_seq = self.writer.newest_seqs()
+
+    def close(self) -> None:
+        self.writer.close()
+
+    # ---- raw batches -------------------------------------------------------
+
+    def write_raw(self, messages: list[Message]) -> list[bytes]:
+        """Stores the batches not stored yet in one commit; returns the stored
+        batches' bytes (for forwarding). Raises HushmonError when the store
+        fails (nothing of the call is stored, nothing must be acked); a
+        message that breaks the group any other way is set aside alone."""
+        try:
+            return self._write_raw_group(messages)
+        except Exception as exc:
+            self.builder.forget()  # its series were not stored
+            if _store_failure(exc):
+                raise HushmonError(f"store {self.db_path}: {str(exc).splitlines()[0]}") from exc
+            if len(messages) == 1:
+                self._set_aside(messages[0], exc, "rejected")
+                return []
+            return [data for m in messages for data in self.write_raw([m])]
+
+    def _write_raw_group(self, messages: list[Message]) -> list[bytes]:
+        group = self.builder.build(messages)
+        appended, events = self.writer.append(group)
+        self.builder.stored(group, appended.kept)
+        self.stats.raw_messages += len(messages)
+        count_raw_events(self.stats, events)
+        lines = group.batches.column("lines").to_pylist()
+        self.stats.batches_stored += len(appended.kept)
+        self.stats.lines_stored += sum(lines[i] for i in appended.kept)
+        self.stats.values_stored += appended.values
+        # the stored batches' bytes, in the group's order (accepted batches
+        # keep the messages' order, one message per batch)
+        stored = group.batches.take(pa.array(appended.kept, pa.int64()))
+        kept = set(
+            zip(
+                stored.column("host").to_pylist(),
+                stored.column("epoch").to_pylist(),
+                stored.column("seq").to_pylist(),
+                strict=True,
+            )
+        )
+        return [m.data for m in messages if _identity(m) in kept]
+
+    def _set_aside(self, msg: Message, exc: Exception, kind: str) -> None:
+        """A message that fails alone is poison: recorded with its sender and
+        acked (collect_store.CollectorStore._set_aside says why)."""
+        sender = sender_of(msg)
+        why = f"not storable ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+        event = Event(kind, sender, msg.subject[:200], None, None, 1, why)
+        try:
+            self.writer.append_events([event])
+        except Exception as again:
+            raise HushmonError(f"store {self.db_path}: {again}") from again
+        if kind == "rejected":
+            self.stats.raw_messages += 1
+            self.stats.rejected_batches += 1
+        else:
+            self.stats.summary_messages += 1
+            self.stats.rejected_summaries += 1
+        self.stats.note(f"set aside a message from {sender} ({msg.subject[:80]}): {why}")
+
+    # ---- summaries ---------------------------------------------------------
+
+    def write_summaries(self, messages: list[Message]) -> None:
+        try:
+            self._write_summary_group(messages)
+        except Exception as exc:
+            if _store_failure(exc):
+                raise HushmonError(f"store {self.db_path}: {str(exc).splitlines()[0]}") from exc
+            if len(messages) == 1:
+                self._set_aside(messages[0], exc, "summary_rejected")
+                return
+            for m in messages:
+                self.write_summaries([m])
+
+    def _write_summary_group(self, messages: list[Message]) -> None:
+        # counted apart and added after the commit: the body runs again when
+        # a commit is retried, and a failed group is written again per message
+        stats = CollectStats()
+
+        def body(con: duckdb.DuckDBPyConnection) -> None:
+            nonlocal stats
+            stats = CollectStats()
+            events: list[Event] = []
+            write_summaries(con, messages, stats, events)
+            insert_events(con, events)
+
+        commit(self.writer.con, body, self.writer.commits)
+        self.stats.add(stats)
+        self.stats.summary_messages += len(messages)
+
+
+def _identity(msg: Message) -> tuple[str, int, int] | None:
+    h = parse_batch_header(msg.subject, msg.headers)
+    return (h.host, h.epoch, h.seq) if isinstance(h, BatchHeader) else None
+
+
+def _store_failure(exc: BaseException) -> bool:
+    """The store's own failures (collect_store._store_failure), a lake commit
+    that other writers kept failing (HushmonError from lake_commit) and a
+    catalog error that another writer causes."""
+    return (
+        embedded_failure(exc)
+        or isinstance(exc, HushmonError)
+        or (isinstance(exc, duckdb.Error) and is_transient(exc))
+    )

@@ -1,0 +1,246 @@
+"""Appends a :class:`~hushmon.transport.raw_group.RawGroup` to the lake in
+one transaction: the collector acks its messages only after this returns.
+
+What makes storage exactly once with several collectors on one durable
+consumer (each message goes to one of them): a batch can reach the store a
+second time only as a redelivery (a collector died or stalled after its
+commit and before its ack) or an agent's replay beyond JetStream's
+Nats-Msg-Id window. The raw path puts both in ``recheck``; here they are
+looked up in ``transport_batches`` inside the same transaction that appends,
+and those found are dropped with their samples and activity (counted as
+store duplicates). DuckLake has no unique keys, so this lookup is the
+guard. docs/transport.md ("Collector") states the one window left.
+
+Series: the ids known stored are loaded at open and kept; only the others
+are appended (two collectors that meet a new series at once both append it:
+readers see ``series``, one row per id).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hushmon.errors import HushmonError
+from hushmon.store.lake import CommitStats, lake_commit, open_lake
+from hushmon.transport.collect_records import Event
+from hushmon.transport.raw_group import RawGroup
+
+# HUSHMON_COLLECT_FAULT=exit-after-commit:N (or exit-before-commit:N): the
+# process ends with os._exit right after (before) the commit of its Nth raw
+# group, with nothing acked: the test of exactly-once storage.
+FAULT_ENV = "HUSHMON_COLLECT_FAULT"
+FAULT_EXIT_CODE = 86
+_FAULTS = ("exit-after-commit", "exit-before-commit")
+
+_DUPLICATE_WHY = "batch already stored (same host, epoch, seq)"
+
+
+def fault_from_env() -> tuple[str, int] | None:
+    text = os.environ.get(FAULT_ENV, "")
+    if not text:
+        return None
+    kind, _, n = text.partition(":")
+    if kind not in _FAULTS or not (n or "1").isdigit() or int(n or "1") < 1:
+        raise HushmonError(
+            f"{FAULT_ENV}={text!r}: expected exit-after-commit:N or exit-before-commit:N (N >= 1)"
+        )
+    return kind, int(n or "1")
+
+
+@dataclass
+class Appended:
+    """What one append stored: the batches kept (indexes into the group's
+    ``batches``), the values and activity rows stored, and the batches
+    dropped as already stored."""
+
+    kept: list[int]
+    values: int
+    duplicates: int
+
+
+class LakeWriter:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.con = open_lake(self.path)
+        self.commits = CommitStats()
+        self.fault = fault_from_env()
+        self.groups = 0
+        self.known_series: set[int] = {
+            int(r[0])
+            for r in self.con.execute("SELECT DISTINCT series_id FROM series_rows").fetchall()
+        }
+
+    def close(self) -> None:
+        self.con.close()
+
+    def newest_seqs(self) -> dict[tuple[str, int], int]:
+        """The newest seq stored per (host, epoch), by any collector."""
+        return {
+            (str(h), int(e)): int(s)
+            for h, e, s in self.con.execute(
+                "SELECT host, epoch, max(seq) FROM transport_batches GROUP BY host, epoch"
+            ).fetchall()
+        }
+
+    def append(self, group: RawGroup) -> tuple[Appended, list[Event]]:
+        """Stores the group in one transaction (retried when another writer's
+        commit gets in the way); returns what was stored and the group's
+        events with a duplicate event for each batch found stored."""
+        self.groups += 1
+        result: list[tuple[Appended, list[Event], list[int]]] = []
+
+        def body(con: duckdb.DuckDBPyConnection) -> None:
+            result.clear()
+            result.append(self._write(con, group))
+            self._fault("exit-before-commit")
+
+        commit(self.con, body, self.commits)
+        self._fault("exit-after-commit")
+        appended, events, new_series = result[0]
+        self.known_series.update(new_series)
+        return appended, events
+
+    def append_events(self, events: list[Event]) -> None:
+        if events:
+            commit(self.con, lambda con: insert_events(con, events), self.commits)
+
+    def _fault(self, when: str) -> None:
+        if self.fault is not None and self.fault == (when, self.groups):
+            os._exit(FAULT_EXIT_CODE)
+
+    def _write(
+        self, con: duckdb.DuckDBPyConnection, group: RawGroup
+    ) -> tuple[Appended, list[Event], list[int]]:
+        events = list(group.events)
+        found = self._stored(con, group) if group.recheck else []
+        batches, samples, activity = group.batches, group.samples, group.activity
+        dropped = set(found)
+        kept = [i for i in range(batches.num_rows) if i not in dropped]
+        if found:
+            rows = batches.take(pa.array(found, pa.int64())).to_pylist()
+            for r in rows:
+                events.append(
+                    Event(
+                        "duplicate",
+                        r["host"],
+                        r["subject"],
+                        r["epoch"],
+                        r["seq"],
+                        1,
+                        _DUPLICATE_WHY,
+                    )
+                )
+            drop = pa.array(found, pa.int32())
+            batches = batches.take(pa.array(kept, pa.int64()))
+            samples = samples.filter(pc.invert(pc.is_in(samples.column("batch"), drop)))
+            activity = activity.filter(pc.invert(pc.is_in(activity.column("batch"), drop)))
+        new_series: list[int] = []
+        if samples.num_rows and group.series.num_rows:
+            series = group.series
+            ids = series.column("series_id").to_numpy()
+            fresh = np.array([i not in self.known_series for i in ids.tolist()], dtype=bool)
+            if fresh.any():
+                series = series.filter(pa.array(fresh))
+                # one row per id, and only ids whose values are being stored
+                series = _first_per_id(series, samples.column("series_id"))
+                new_series = series.column("series_id").to_pylist()
+                _insert(con, "series_rows", series)
+        if samples.num_rows:
+            _insert(con, "samples", samples.drop_columns(["batch"]))
+        if activity.num_rows:
+            _insert(con, "job_activity", activity.drop_columns(["batch"]))
+        if batches.num_rows:
+            _insert(con, "transport_batches", batches)
+        insert_events(con, events)
+        return Appended(kept, samples.num_rows, len(found)), events, new_series
+
+    def _stored(self, con: duckdb.DuckDBPyConnection, group: RawGroup) -> list[int]:
+        """The recheck batches (indexes) transport_batches holds already."""
+        keys = group.batches.select(["host", "epoch", "seq"]).take(
+            pa.array(group.recheck, pa.int64())
+        )
+        keys = keys.append_column("idx", pa.array(group.recheck, pa.int64()))
+        seqs = keys.column("seq")
+        bounds = [pc.min(seqs).as_py(), pc.max(seqs).as_py()]
+        con.register("hm_recheck", keys)
+        try:
+            rows = con.execute(
+                """SELECT DISTINCT k.idx FROM hm_recheck k JOIN transport_batches b
+                   ON b.host = k.host AND b.epoch = k.epoch AND b.seq = k.seq
+                   WHERE b.seq BETWEEN ? AND ?""",
+                bounds,
+            ).fetchall()
+        finally:
+            con.unregister("hm_recheck")
+        return sorted(int(r[0]) for r in rows)
+
+
+def commit(
+    con: duckdb.DuckDBPyConnection,
+    body: Callable[[duckdb.DuckDBPyConnection], None],
+    stats: CommitStats,
+) -> None:
+    """lake_commit (retried on other writers' commits), and a rollback when
+    the body fails otherwise (lake_commit rolls back DuckDB's errors only):
+    the connection is left with no transaction open either way."""
+    try:
+        lake_commit(con, body, stats)
+    except duckdb.Error:
+        raise
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK").fetchall()
+        raise
+
+
+def _first_per_id(series: pa.Table, stored_ids: pa.ChunkedArray) -> pa.Table:
+    ids = series.column("series_id").to_numpy()
+    _, first = np.unique(ids, return_index=True)
+    series = series.take(pa.array(np.sort(first), pa.int64()))
+    return series.filter(pc.is_in(series.column("series_id"), pc.unique(stored_ids)))
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: pa.Table) -> None:
+    names = ", ".join(rows.column_names)
+    con.register("hm_rows", rows)
+    try:
+        con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM hm_rows").fetchall()
+    finally:
+        con.unregister("hm_rows")
+
+
+def insert_events(con: duckdb.DuckDBPyConnection, events: list[Event]) -> None:
+    if not events:
+        return
+    now_us = int(time.time() * 1e6)  # UTC, as the batches' received_at
+    table = pa.table(
+        {
+            "seen_at": pa.array([now_us] * len(events), pa.timestamp("us")),
+            "kind": [e.kind for e in events],
+            "host": [e.host for e in events],
+            "subject": [e.subject for e in events],
+            "epoch": pa.array([e.epoch for e in events], pa.int64()),
+            "seq": pa.array([e.seq for e in events], pa.int64()),
+            "count": pa.array([e.count for e in events], pa.int64()),
+            "reason": [e.reason for e in events],
+        }
+    )
+    con.register("hm_events", table)
+    try:
+        con.execute(
+            """INSERT INTO transport_events
+                 (seen_at, kind, host, subject, epoch, seq, count, reason)
+               SELECT * FROM hm_events"""
+        ).fetchall()
+    finally:
+        con.unregister("hm_events")

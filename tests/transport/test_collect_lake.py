@@ -1,0 +1,160 @@
+"""hushmon collect into a lake: several collectors on one durable consumer
+store every batch exactly once, also when one dies after its commit and
+before its acks and another before its commit; readers work while a
+collector writes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nats
+from transport_batches import hushmon, publish, store_rows, synthetic_batch
+
+from hushmon.errors import HushmonError
+from hushmon.transport.lake_writer import FAULT_ENV, FAULT_EXIT_CODE
+from hushmon.transport.natsserver import LocalNatsServer
+
+T0 = 1_795_000_000_000_000_000
+S = 1_000_000_000
+HOSTS = ("n1", "n2", "n3", "n4")
+# AckWait of collect-raw in these tests: redeliveries come after seconds, not 30 s
+ACK_WAIT_S = 2.0
+
+
+def _collect_argv(url: str, lake: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "hushmon.cli", "collect", "--url", url, "--db", str(lake), *extra]
+
+
+def _run(argv: list[str], fault: str = "") -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env.pop(FAULT_ENV, None)
+    if fault:
+        env[FAULT_ENV] = fault
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
+
+
+async def _set_ack_wait(url: str, seconds: float) -> None:
+    """The admin redefines collect-raw's AckWait (deploy streams would)."""
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        info = await js.consumer_info("HM_RAW", "collect-raw")
+        config = info.config
+        config.ack_wait = seconds
+        await js.add_consumer("HM_RAW", config)
+    finally:
+        await nc.close()
+
+
+def _stored_batches(lake: Path) -> int:
+    """0 until the collector has made the lake (its catalog file comes first)."""
+    try:
+        return int(store_rows(lake, "SELECT count(*) FROM transport_batches")[0][0])
+    except HushmonError:
+        return 0
+
+
+def test_two_collectors_store_each_batch_once_across_crashes(
+    nats_server: LocalNatsServer, tmp_path: Path
+) -> None:
+    url, lake = nats_server.url, tmp_path / "c.lake"
+    asyncio.run(_set_ack_wait(url, ACK_WAIT_S))
+    batches = [synthetic_batch(h, i + 1, T0 + i * S, value=i) for i in range(40) for h in HOSTS]
+    publish(url, batches)
+    # dies right after committing its 2nd group, before acking it
+    a = _run(_collect_argv(url, lake, "--fetch-batch", "16"), "exit-after-commit:2")
+    assert a.returncode == FAULT_EXIT_CODE, a.stderr
+    assert store_rows(lake, "SELECT count(*) FROM transport_batches") == [(32,)]
+    # dies before committing its first group: nothing of it stored
+    b = _run(_collect_argv(url, lake, "--fetch-batch", "16"), "exit-before-commit:1")
+    assert b.returncode == FAULT_EXIT_CODE, b.stderr
+    assert store_rows(lake, "SELECT count(*) FROM transport_batches") == [(32,)]
+    # two collectors share the consumer until the stream is drained (their
+    # --once waits for the dead ones' messages to come back after AckWait)
+    argv = _collect_argv(url, lake, "--fetch-batch", "16", "--once", "--json", "-")
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    procs = [
+        subprocess.Popen(
+            [*argv, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        for extra in ((), ("--raw-only",))
+    ]
+    reports = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        reports.append(json.loads(out))
+    n = len(batches)
+    per_identity = store_rows(
+        lake,
+        "SELECT max(c), count(*) FROM (SELECT count(*) AS c FROM transport_batches "
+        "GROUP BY host, epoch, seq)",
+    )
+    assert per_identity == [(1, n)]
+    per_value = store_rows(
+        lake,
+        "SELECT max(c), count(*) FROM (SELECT count(*) AS c FROM samples "
+        "GROUP BY series_id, time_ns)",
+    )
+    assert per_value == [(1, 3 * n)]
+    assert store_rows(
+        lake, "SELECT count(*), count(DISTINCT (host, time_ns)) FROM job_activity"
+    ) == [(n, n)]
+    # the survivors took the redeliveries: A's 16 committed ones found stored
+    # (duplicates), B's stored now. B took either a fresh group or A's
+    # unacked one (when A's AckWait ran out before B's start): 32 or 16
+    # redelivered, 16 duplicates and the rest new either way.
+    redelivered = sum(r["redelivered"] for r in reports)
+    assert redelivered in (16, 32)
+    assert sum(r["duplicate_batches"] for r in reports) == 16
+    assert sum(r["batches_stored"] for r in reports) == n - 32
+    events = store_rows(
+        lake, "SELECT kind, sum(count) FROM transport_events GROUP BY kind ORDER BY kind"
+    )
+    assert events == [("duplicate", 16), ("redelivered", redelivered)]
+
+
+def test_readers_work_while_a_collector_writes(
+    nats_server: LocalNatsServer, tmp_path: Path
+) -> None:
+    """The default store of collect is <data>/hushmon.lake; status, ingest
+    --list and digest read it while the collector runs."""
+    url, data = nats_server.url, tmp_path / "data"
+    first = [synthetic_batch(h, i + 1, T0 + i * S, job="7") for i in range(5) for h in HOSTS]
+    publish(url, first)
+    collector = subprocess.Popen(
+        [sys.executable, "-m", "hushmon.cli", "collect", "--url", url, "--data-dir", str(data)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lake = data / "hushmon.lake"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if _stored_batches(lake) == 20:
+                break
+            time.sleep(0.2)
+        st = hushmon("transport", "status", "--data-dir", str(data), "--json", "-")
+        assert st.returncode == 0, st.stderr
+        nodes = {n["host"]: n for n in json.loads(st.stdout)["nodes"]}
+        assert sorted(nodes) == list(HOSTS) and {n["batches"] for n in nodes.values()} == {5}
+        jobs = hushmon("ingest", "--list", "--data-dir", str(data))
+        assert jobs.returncode == 0 and jobs.stdout.startswith("7\t4 node(s)"), jobs.stderr
+        # more arrives and is stored while a digest of job 7 is built
+        publish(url, [synthetic_batch(h, 6, T0 + 5 * S, job="8") for h in HOSTS])
+        dig = hushmon("digest", "7", "--data-dir", str(data), "--json", "-")
+        assert dig.returncode == 0, dig.stderr
+        assert json.loads(dig.stdout)["job"] == "7"
+        assert collector.poll() is None, "the collector kept running"
+    finally:
+        collector.terminate()
+        out, err = collector.communicate(timeout=60)
+    assert collector.returncode == 0, err
+    assert "collected 24 batch(es)" in out and "hushmon.lake" in out
