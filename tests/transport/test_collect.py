@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import nats
+import pytest
 from transport_batches import (
     Batch,
     hushmon,
@@ -27,6 +28,12 @@ T0 = 1_795_000_000_000_000_000
 S = 1_000_000_000
 
 
+@pytest.fixture(params=["c.lake", "c.duckdb"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """Both stores collect can write: a lake and the embedded file."""
+    return tmp_path / str(request.param)
+
+
 def _collect(url: str, db: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     r = hushmon("collect", "--url", url, "--db", str(db), "--once", *extra)
     assert r.returncode == 0, r.stderr
@@ -37,8 +44,7 @@ def _one(db: Path, sql: str) -> tuple:
     return store_rows(db, sql)[0]
 
 
-def test_replayed_batches_change_nothing(nats_server: LocalNatsServer, tmp_path: Path) -> None:
-    db = tmp_path / "c.duckdb"
+def test_replayed_batches_change_nothing(nats_server: LocalNatsServer, db: Path) -> None:
     batches = [synthetic_batch(h, i + 1, T0 + i * S) for h in ("n1", "n2") for i in range(5)]
     assert publish(nats_server.url, batches) == [False] * 10
     _collect(nats_server.url, db)
@@ -131,8 +137,7 @@ def test_collector_killed_mid_stream_loses_nothing(
     assert _one(db, "SELECT count(*) FROM job_activity") == (n,)
 
 
-def test_a_lying_node_is_rejected_and_counted(nats_server: LocalNatsServer, tmp_path: Path) -> None:
-    db = tmp_path / "c.duckdb"
+def test_a_lying_node_is_rejected_and_counted(nats_server: LocalNatsServer, db: Path) -> None:
     honest = synthetic_batch("n1", 1, T0)
     liar = synthetic_batch("n1", 2, T0 + S)
     # n1 sends lines tagged n2 (one line among honest ones)
@@ -160,8 +165,7 @@ def test_a_lying_node_is_rejected_and_counted(nats_server: LocalNatsServer, tmp_
     assert any("host=n2" in r for r in nodes["n1"]["reasons"])
 
 
-def test_bad_messages_are_counted_not_fatal(nats_server: LocalNatsServer, tmp_path: Path) -> None:
-    db = tmp_path / "c.duckdb"
+def test_bad_messages_are_counted_not_fatal(nats_server: LocalNatsServer, db: Path) -> None:
     good = synthetic_batch("n1", 1, T0)
     bad_lines = synthetic_batch("n1", 2, T0 + S)
     bad_lines.data += b"cpu,host=n1 user_pct=abc 1\n\xff\xfe garbage\n"

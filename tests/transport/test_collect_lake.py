@@ -13,12 +13,19 @@ import sys
 import time
 from pathlib import Path
 
+import duckdb
 import nats
+import pytest
 from transport_batches import hushmon, publish, store_rows, synthetic_batch
 
 from hushmon.errors import HushmonError
+from hushmon.transport.collect_lake import LakeCollectorStore
+from hushmon.transport.collect_raw import RawGroupBuilder
+from hushmon.transport.collect_records import Message
+from hushmon.transport.fuzz import valid_batch
 from hushmon.transport.lake_writer import FAULT_ENV, FAULT_EXIT_CODE
 from hushmon.transport.natsserver import LocalNatsServer
+from hushmon.transport.raw_group import RawGroup
 
 T0 = 1_795_000_000_000_000_000
 S = 1_000_000_000
@@ -158,3 +165,41 @@ def test_readers_work_while_a_collector_writes(
         out, err = collector.communicate(timeout=60)
     assert collector.returncode == 0, err
     assert "collected 24 batch(es)" in out and "hushmon.lake" in out
+
+
+class _BrokenLakeBuilder(RawGroupBuilder):
+    """Fails on one batch the way an unknown bug would (checks passed)."""
+
+    def build(self, messages: list[Message]) -> RawGroup:
+        if any(b"POISON" in m.data for m in messages):
+            raise ValueError("a bug triggered by this message")
+        return super().build(messages)
+
+
+def test_the_lake_sets_a_poison_message_aside_and_stops_on_its_own_failure(
+    tmp_path: Path,
+) -> None:
+    store = LakeCollectorStore(tmp_path / "c.lake")
+    store.builder = _BrokenLakeBuilder(store.builder.max_batch_bytes)
+    try:
+        batches = [valid_batch(f"n{i}", 1) for i in range(5)]
+        batches[2].data += b"mem,host=n2,x=POISON used_pct=1 1\n"
+        assert len(store.write_raw(batches)) == 4
+        assert store.stats.batches_stored == 4 and store.stats.rejected_batches == 1
+        rows = store.writer.con.execute(
+            "SELECT host, reason FROM transport_events WHERE kind = 'rejected'"
+        ).fetchall()
+        assert len(rows) == 1 and rows[0][0] == "n2" and "ValueError" in rows[0][1]
+
+        def disk_full(con: object, group: object) -> None:
+            raise duckdb.IOException("could not write: No space left on device")
+
+        store.writer._write = disk_full  # type: ignore[method-assign, assignment]
+        with pytest.raises(HushmonError, match="No space left"):
+            store.write_raw([valid_batch("n7", 1)])
+        assert store.stats.rejected_batches == 1  # nothing set aside
+        assert store.writer.con.execute("SELECT count(*) FROM transport_batches").fetchall() == [
+            (4,)
+        ]
+    finally:
+        store.close()

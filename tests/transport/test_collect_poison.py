@@ -36,10 +36,11 @@ def _summary(**change: object) -> bytes:
     return json.dumps(payload).encode()
 
 
+@pytest.mark.parametrize("store", ["c.lake", "c.duckdb"])
 def test_poison_is_acked_counted_by_sender_and_the_rest_stored(
-    nats_server: LocalNatsServer, tmp_path: Path
+    nats_server: LocalNatsServer, tmp_path: Path, store: str
 ) -> None:
-    db = tmp_path / "c.duckdb"
+    db = tmp_path / store
     good = [synthetic_batch("n1", i, T0 + i * S) for i in (1, 2, 3)]
     # The messages of issue 19 that stopped hushmon collect for good.
     line = b"mem,host=n2 used_pct=1 1\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from transport_batches import Batch, hushmon, publish, synthetic_batch
 
 from hushmon.transport.natsserver import LocalNatsServer
@@ -13,10 +14,11 @@ from hushmon.transport.natsserver import LocalNatsServer
 T0 = 1_795_000_000_000_000_000
 
 
+@pytest.mark.parametrize("store", ["c.lake", "c.duckdb"])
 def test_status_shows_gap_replay_duplicate_and_drops(
-    nats_server: LocalNatsServer, tmp_path: Path
+    nats_server: LocalNatsServer, tmp_path: Path, store: str
 ) -> None:
-    db = tmp_path / "c.duckdb"
+    db = tmp_path / store
     n1 = [synthetic_batch("n1", s, T0 + s * 10**9) for s in (1, 2, 4, 5, 6, 9)]
     for b in n1:
         if b.seq >= 4:
