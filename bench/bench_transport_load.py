@@ -93,6 +93,7 @@ HUSHMON = REPO / ".venv/bin/hushmon"
 LAG_GOAL_S = 5.0
 START_LEAD_S = 3  # the loadgens connect before period 0 starts
 STARTUP_S = 4.0  # a collector that dies this soon could not open the store
+DIGESTS_AFTER_S = 300.0  # longest wait for the digests still running after the drain
 
 
 def loadavg() -> str:
@@ -166,6 +167,7 @@ def main() -> int:
     if a.store == "auto":
         # hushmon collect writes a lake when its store path is one (schema.open_store)
         a.store = "lake"
+    a.raw_only = "--raw-only" in help_text
     if a.store == "duckdb":
         a.collectors, a.jobs = 1, 0
     elif a.collectors > 1 and "lake" not in help_text.lower():
@@ -249,6 +251,8 @@ def start_daemons(
         argv += ["--json", str(tmp / f"collect-{k}.json")]
         if a.engine:
             argv += ["--engine", a.engine]
+        if k > 1 and a.raw_only:  # one collector takes the summaries, the others raw only
+            argv.append("--raw-only")
         daemons.append(start(f"collect-{k}", argv, tmp))
         if k == 1:  # the first makes the store; the others open it
             made = time.monotonic()
@@ -340,7 +344,7 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
                 break
             time.sleep(0.5)
         drain_s = time.monotonic() - drain_from
-        digests.join(timeout_s=120)
+        digests.join(timeout_s=DIGESTS_AFTER_S)
         time.sleep(3.0)  # the last partials and job summaries
         end = sampler.now()
         print(table_row(load_end, end, watched, watch.unstored_at_end() / agents) + "  (drain)")

@@ -97,6 +97,7 @@ class DigestRunner:
     runs: list[DigestRun] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _proc: subprocess.Popen[bytes] | None = None  # the digest running now
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -107,7 +108,11 @@ class DigestRunner:
             self._thread.join(timeout_s)
 
     def stop(self) -> None:
+        """No further digest; one still running is ended (and counted failed)."""
         self._stop.set()
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
         self.join(DATA_WAIT_S)
 
     def _run(self) -> None:
@@ -161,6 +166,7 @@ class DigestRunner:
         proc = subprocess.Popen(
             argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
         )
+        self._proc = proc
         assert proc.stderr is not None
         err = proc.stderr.read()  # until it exits; the pipe never fills
         _pid, status, usage = os.wait4(proc.pid, 0)
@@ -170,6 +176,7 @@ class DigestRunner:
         run.cpu_s = usage.ru_utime + usage.ru_stime
         run.peak_rss_mib = usage.ru_maxrss / 1024
         run.rc = proc.returncode
+        self._proc = None
         if run.rc != 0:
             lines = err.decode(errors="replace").strip().splitlines()
             run.error = lines[-1] if lines else f"exit {run.rc}"

@@ -1,0 +1,193 @@
+"""The sizing rule a site needs: nodes x sensors x rate -> rack reducers,
+collectors, hub and leaf CPU, disk per day, from what
+bench_transport_load.py measured (its --json output).
+
+The rule (one line per daemon kind; B = batches per second = nodes / period,
+V = values per batch, V0 and c_kind = the values per batch and the CPU per
+batch measured by the run):
+
+    cores(kind)  = B x c_kind x V / V0          every kind's work grows with its
+                                                batches and their size; per batch
+                                                costs that do not grow with V make
+                                                this an upper bound for V < V0
+    processes    = ceil(cores / use)            use = the share of a core one
+                                                process is given (default 0.5:
+                                                room for catch-up after an outage)
+    rack reducers= max(2 per rack, processes)   two per rack share its consumer
+    disk per day = B x V x 86,400 x bytes per stored value
+
+Bytes per stored value: --bytes-per-value (docs/store.md's measurement with
+the agent's real fields, when there is one), else the run's store size over
+its values (a short run's lake, not compacted: an upper bound).
+
+    .venv/bin/python bench/sizing.py --from load.json [--nodes 1000,2000,10000]
+        [--periods-s 1,10] [--sensors V] [--bytes-per-value X] [--use 0.5]
+        [--nodes-per-rack 40] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+KIND_COLUMNS = (
+    ("rack reducer", "rack reducers"),
+    ("collector", "collectors"),
+    ("hub nats-server", "hub"),
+    ("leaf nats-server", "leaves"),
+    ("top reducer", "top reducer"),
+)
+
+
+@dataclass(frozen=True)
+class Measured:
+    source: str
+    agents: int
+    values_per_batch: int
+    cpu_us_per_batch: dict[str, float]  # per kind
+    bytes_per_value: float
+    bytes_source: str
+
+
+@dataclass(frozen=True)
+class SiteRow:
+    nodes: int
+    period_s: float
+    values_per_s: float
+    cores: dict[str, float]  # per kind
+    processes: dict[str, int]
+    disk_bytes_per_day: float
+
+
+def load_measured(path: Path, bytes_per_value: float | None) -> Measured:
+    try:
+        doc: dict[str, Any] = json.loads(path.read_text())
+        kinds = {k["kind"]: float(k["cpu_us_per_batch"]) for k in doc["kinds"]}
+        vpb = int(doc["values_per_batch"])
+        agents = int(doc["agents"])
+        run_bpv = float(doc["bytes_per_value"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SystemExit(
+            f"sizing: {path}: not bench_transport_load.py --json output ({exc})"
+        ) from None
+    missing = [k for k, _ in KIND_COLUMNS if k not in kinds]
+    if missing or vpb < 1:
+        raise SystemExit(f"sizing: {path}: no CPU figure for {', '.join(missing) or 'values'}")
+    if bytes_per_value is not None:
+        return Measured(str(path), agents, vpb, kinds, bytes_per_value, "--bytes-per-value")
+    return Measured(
+        str(path), agents, vpb, kinds, run_bpv, f"the run's store: {run_bpv:.2f} B per value"
+    )
+
+
+def size_site(
+    m: Measured, nodes: int, period_s: float, sensors: int, use: float, nodes_per_rack: int
+) -> SiteRow:
+    batches_per_s = nodes / period_s
+    scale = sensors / m.values_per_batch
+    cores = {k: batches_per_s * m.cpu_us_per_batch[k] * 1e-6 * scale for k, _ in KIND_COLUMNS}
+    procs = {k: max(1, math.ceil(c / use)) for k, c in cores.items()}
+    racks = max(1, math.ceil(nodes / nodes_per_rack))
+    procs["rack reducer"] = max(2 * racks, procs["rack reducer"])
+    procs["leaf nats-server"] = max(racks, procs["leaf nats-server"])
+    return SiteRow(
+        nodes=nodes,
+        period_s=period_s,
+        values_per_s=batches_per_s * sensors,
+        cores=cores,
+        processes=procs,
+        disk_bytes_per_day=batches_per_s * sensors * 86_400 * m.bytes_per_value,
+    )
+
+
+def table(rows: list[SiteRow]) -> list[str]:
+    head = f"{'nodes':>7} {'period':>6} {'values/s':>10} " + " ".join(
+        f"{col:>18}" for _k, col in KIND_COLUMNS
+    )
+    out = [head, f"{'':26}" + " ".join(f"{'cores (processes)':>18}" for _ in KIND_COLUMNS)]
+    for r in rows:
+        cells = " ".join(
+            f"{f'{r.cores[k]:.2f} ({r.processes[k]})':>18}" for k, _col in KIND_COLUMNS
+        )
+        out.append(
+            f"{r.nodes:>7,} {r.period_s:>5g}s {r.values_per_s:>10,.0f} {cells}"
+            f"   disk {r.disk_bytes_per_day / 1e9:,.1f} GB/day"
+        )
+    return out
+
+
+def arithmetic(m: Measured, r: SiteRow, sensors: int) -> list[str]:
+    """The sums behind one row, written out."""
+    b = r.nodes / r.period_s
+    lines = [f"arithmetic for {r.nodes:,} nodes at a {r.period_s:g} s period, {sensors} values:"]
+    for k, col in KIND_COLUMNS:
+        lines.append(
+            f"  {col}: {b:,.0f} batches/s x {m.cpu_us_per_batch[k]:.1f} us x "
+            f"{sensors}/{m.values_per_batch} = {r.cores[k]:.2f} cores"
+        )
+    lines.append(
+        f"  disk: {b:,.0f} x {sensors} values x 86,400 s x {m.bytes_per_value:.2f} B = "
+        f"{r.disk_bytes_per_day / 1e9:,.1f} GB per day"
+    )
+    return lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--from", dest="src", type=Path, required=True, metavar="FILE")
+    ap.add_argument(
+        "--nodes", default="1000,2000,10000", help="comma list (default 1000,2000,10000)"
+    )
+    ap.add_argument("--periods-s", default="1,10", help="sampling periods in s (default 1,10)")
+    ap.add_argument("--sensors", type=int, help="values per node per period (default: the run's)")
+    ap.add_argument("--bytes-per-value", type=float, help="stored bytes per value (docs/store.md)")
+    ap.add_argument("--use", type=float, default=0.5, help="share of a core per process")
+    ap.add_argument("--nodes-per-rack", type=int, default=40)
+    ap.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+    a = ap.parse_args()
+    try:
+        nodes = [int(n) for n in a.nodes.split(",")]
+        periods = [float(p) for p in a.periods_s.split(",")]
+    except ValueError:
+        print("sizing: --nodes and --periods-s are comma lists of numbers", file=sys.stderr)
+        return 2
+    if min(nodes) < 1 or min(periods) <= 0 or not 0 < a.use <= 1 or a.nodes_per_rack < 1:
+        print(
+            "sizing: need nodes >= 1, periods > 0, 0 < --use <= 1, --nodes-per-rack >= 1",
+            file=sys.stderr,
+        )
+        return 2
+    if (a.sensors is not None and a.sensors < 1) or (
+        a.bytes_per_value is not None and a.bytes_per_value <= 0
+    ):
+        print("sizing: --sensors and --bytes-per-value must be positive", file=sys.stderr)
+        return 2
+    m = load_measured(a.src, a.bytes_per_value)
+    sensors = a.sensors or m.values_per_batch
+    rows = [size_site(m, n, p, sensors, a.use, a.nodes_per_rack) for p in periods for n in nodes]
+    print(
+        f"# sizing from {m.source} (measured at {m.agents:,} agents, {m.values_per_batch} values "
+        f"per batch); {sensors} values per node per period; a process at {a.use:.0%} of a core; "
+        f"{a.nodes_per_rack} nodes per rack; bytes per value from {m.bytes_source}"
+    )
+    for line in table(rows):
+        print(line)
+    for line in arithmetic(m, _largest_fast(rows), sensors):
+        print(line)
+    if a.json:
+        Path(a.json).write_text(json.dumps([r.__dict__ for r in rows], indent=1))
+    return 0
+
+
+def _largest_fast(rows: list[SiteRow]) -> SiteRow:
+    """The row with most values per second: the one to show the sums of."""
+    return max(rows, key=lambda r: r.values_per_s)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
