@@ -18,6 +18,7 @@ printed as a ratio of the rack reducer's node-batches per CPU-s.
 The machine is shared: the load average is printed with the figures.
 
     .venv/bin/python bench/bench_collect.py [--nodes 64 --seconds 120] [--reducers]
+        [--store duckdb|lake|both]
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ from pathlib import Path
 import nats
 
 from hushmon.store.ingest import ingest_spool
+from hushmon.store.lake import is_lake
 from hushmon.store.synthetic import Scenario, node_lines, write_spool
+from hushmon.transport.collect_lake import LakeCollectorStore
 from hushmon.transport.collect_store import CollectorStore, Message
 from hushmon.transport.natsserver import LocalNatsServer, NatsServerConfig, ensure_streams
 from hushmon.transport.summary import Summary
@@ -123,7 +126,7 @@ def rack_partials(items: list[tuple[str, str, bytes, dict[str, str]]]) -> list[M
 
 def summary_rate(db: Path, partials: list[Message], group: int = 64) -> float:
     """Summaries per CPU-s of the collector's summary path into db."""
-    store = CollectorStore(db)
+    store = LakeCollectorStore(db) if is_lake(db) else CollectorStore(db)
     try:
         cpu0 = time.process_time()
         for i in range(0, len(partials), group):
@@ -147,6 +150,30 @@ def reducers_rate() -> float:
     return float(found.group(1).replace(",", ""))
 
 
+def collect_run(
+    tmp: Path, items: list[tuple[str, str, bytes, dict[str, str]]], kind: str
+) -> tuple[float, dict, float, Path]:
+    """Publishes the batches to a fresh server and collects them with
+    ``hushmon collect --once`` into a fresh store of that kind: publish
+    seconds, the collector's report, its process CPU and the store."""
+    tmp.mkdir()
+    db = tmp / ("collected.lake" if kind == "lake" else "collected.duckdb")
+    server = LocalNatsServer(NatsServerConfig(name="bench", store_dir=tmp / "js"), tmp)
+    server.start()
+    try:
+        ensure_streams(server.url)
+        pub_s = asyncio.run(publish(server.url, items))
+        cmd = [sys.executable, "-m", "hushmon.cli", "collect", "--url", server.url,
+               "--db", str(db), "--once", "--json", "-"]  # fmt: skip
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        process_cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    finally:
+        server.stop()
+    return pub_s, json.loads(done.stdout), process_cpu_s, db
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=64)
@@ -154,39 +181,24 @@ def main() -> int:
     ap.add_argument(
         "--reducers", action="store_true", help="also run bench_reduce.py --quick for the ratio"
     )
+    ap.add_argument(
+        "--store",
+        choices=("duckdb", "lake", "both"),
+        default="duckdb",
+        help="collect into the embedded DuckDB file, a lake, or both one after the other "
+        "(the same stream published again; the lake's rate as a ratio of the file's)",
+    )
     args = ap.parse_args()
+    stores = ("duckdb", "lake") if args.store == "both" else (args.store,)
     sc = Scenario(nodes=args.nodes, seconds=args.seconds, job="bench")
     with tempfile.TemporaryDirectory(prefix="hm-bench-collect-") as tmp_name:
         tmp = Path(tmp_name)
         items = batches(sc)
         lines = sum(d.count(b"\n") for _r, _h, d, _x in items)
-        server = LocalNatsServer(NatsServerConfig(name="bench", store_dir=tmp / "js"), tmp)
-        server.start()
-        try:
-            ensure_streams(server.url)
-            pub_s = asyncio.run(publish(server.url, items))
-            cmd = [
-                sys.executable,
-                "-m",
-                "hushmon.cli",
-                "collect",
-                "--url",
-                server.url,
-                "--db",
-                str(tmp / "collected.duckdb"),
-                "--once",
-                "--json",
-                "-",
-            ]
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            done = subprocess.run(cmd, capture_output=True, text=True, check=True)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            process_cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-            report = json.loads(done.stdout)
-        finally:
-            server.stop()
+        runs = {kind: collect_run(tmp / kind, items, kind) for kind in stores}
+        pub_s, report, process_cpu_s, db = runs[stores[0]]
         partials = rack_partials(items)
-        sums_per_cpu_s = summary_rate(tmp / "collected.duckdb", partials)
+        sums_per_cpu_s = summary_rate(db, partials)
         write_spool(sc, tmp / "spool")
         ing = ingest_spool(tmp / "ingested.duckdb", tmp / "spool")
     load = os.getloadavg()
@@ -196,30 +208,37 @@ def main() -> int:
         f"{lines:,} lines, {ing.values_stored:,} values"
     )
     print(f"publish (nats-py, JetStream acks, 256 in flight): {len(items) / pub_s:,.0f} batches/s")
-    print(
-        f"hushmon collect --once: {report['batches_stored']} batches in {report['seconds']:.1f} s"
-        f" = {report['batches_per_s']:,.0f} batches/s, {report['lines_per_s']:,.0f} lines/s, "
-        f"{report['values_stored'] / report['seconds']:,.0f} values/s"
-    )
+    for kind, (_p, rep, cpu_s, _db) in runs.items():
+        print(
+            f"hushmon collect --once into {kind}: {rep['batches_stored']} batches in "
+            f"{rep['seconds']:.1f} s = {rep['batches_per_s']:,.0f} batches/s, "
+            f"{rep['lines_per_s']:,.0f} lines/s, "
+            f"{rep['values_stored'] / rep['seconds']:,.0f} values/s"
+        )
+        # a collector before issue 20 reports no CPU: its process's is all there is
+        rate = rep.get("batches_per_cpu_s")
+        call = (
+            f"{rep['cpu_seconds']:.2f} s in the collect call = {rate:,.0f} batches per CPU-s; "
+            if rate
+            else ""
+        )
+        print(
+            f"collector CPU ({kind}): {call}{cpu_s:.2f} s for the process with its start-up = "
+            f"{rep['batches_stored'] / cpu_s:,.0f} batches per CPU-s"
+        )
+    if len(runs) == 2:
+        file_rate, lake_rate = (r[1].get("batches_per_cpu_s") or 0.0 for r in runs.values())
+        print(f"lake / duckdb file (batches per CPU-s of the collect call) = "
+              f"{lake_rate / file_rate:.2f}")  # fmt: skip
     stored = report["batches_stored"]
-    # a collector before issue 20 reports no CPU: its process's is all there is
     call_rate = report.get("batches_per_cpu_s")
-    call = (
-        f"{report['cpu_seconds']:.2f} s in the collect call = {call_rate:,.0f} batches per CPU-s; "
-        if call_rate
-        else ""
-    )
-    print(
-        f"collector CPU: {call}{process_cpu_s:.2f} s for the process with its start-up = "
-        f"{stored / process_cpu_s:,.0f} batches per CPU-s"
-    )
     print(
         f"hushmon ingest (same lines as spool files): {ing.values_per_s:,.0f} values/s; "
         f"collect / ingest = {report['values_stored'] / report['seconds'] / ing.values_per_s:.2f}"
     )
     nsens = len(json.loads(partials[0].data)["sensors"])
     print(
-        f"summaries: {len(partials)} rack partials of {nsens} sensors, groups of 64: "
+        f"summaries ({stores[0]}): {len(partials)} rack partials of {nsens} sensors, groups of 64: "
         f"{sums_per_cpu_s:,.0f} per CPU-s ({len(partials) / len(items):.2f} per batch here)"
     )
     if reducer_rate is not None:

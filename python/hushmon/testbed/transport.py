@@ -46,6 +46,10 @@ from hushmon.transport import natsserver as ns
 from hushmon.transport import natstls
 
 START_TIMEOUT_S = 20.0
+# The collector of a fresh bed makes its lake first (DuckLake's extensions
+# loaded, the catalog's tables committed): 5-10 s more than a reducer's start
+# on this 2-vCPU VM at load 10-15.
+COLLECT_START_TIMEOUT_S = 60.0
 # A 3-server hub elects its JetStream leader within a few seconds of start.
 STREAMS_SETTLE_S = 30.0
 REDUCERS_PER_RACK = 2
@@ -290,9 +294,11 @@ def wait_consumers(bed: Bed, procs: dict[str, subprocess.Popen[bytes]]) -> None:
     want = [(ns.RAW_STREAM, f"reduce-{rack_name(r)}") for r in range(1, bed.spec.racks + 1)]
     if "reduce@top" in procs:
         want.append(TOP_CONSUMER)
+    wait_s = START_TIMEOUT_S
     if "collect" in procs:
         want += list(COLLECT_CONSUMERS)
-    deadline = time.monotonic() + START_TIMEOUT_S
+        wait_s = COLLECT_START_TIMEOUT_S
+    deadline = time.monotonic() + wait_s
     missing = want
     pulled: set[tuple[str, str]] = set()
     while True:
@@ -309,7 +315,7 @@ def wait_consumers(bed: Bed, procs: dict[str, subprocess.Popen[bytes]]) -> None:
         if time.monotonic() > deadline:
             names = ", ".join(f"{s}/{c}" for s, c in missing)
             raise HushmonError(
-                f"consumers {names} not pulled from in {START_TIMEOUT_S:.0f} s: see {bed.logs}"
+                f"consumers {names} not pulled from in {wait_s:.0f} s: see {bed.logs}"
             )
         time.sleep(0.2)
 
