@@ -22,6 +22,7 @@ from hushmon.digest.factors import FACTORS, app_timeline, parameters, run_factor
 from hushmon.digest.factors.base import SEVERITIES, Finding, Skipped
 from hushmon.digest.factors.work import work_matrix
 from hushmon.digest.jobdata import JobData, load_job
+from hushmon.digest.resolution import RAW, Resolution
 from hushmon.digest.scope import Scopes
 from hushmon.digest.scope import describe as describe_scopes
 from hushmon.digest.sensors import DERIVED
@@ -117,13 +118,15 @@ def _job_sensor_rows(job: JobData) -> list[dict[str, Any]]:
                 if node_means is not None and np.nanmean(node_means) != 0
                 else float("nan")
             )
+        # a binned job's extremes: its smallest and largest sample, not a bin mean's
+        lo, hi = job.extremes.get(s, (float(np.nanmin(st.min)), float(np.nanmax(st.max))))
         rows.append(
             {
                 "name": s,
                 "derived": s in DERIVED,
-                "min": float(np.nanmin(st.min)),
+                "min": lo,
                 "avg": float(np.nanmean(st.avg)),
-                "max": float(np.nanmax(st.max)),
+                "max": hi,
                 "nodes": int(st.nodes.max()),
                 "node_spread_cv": spread,
                 # mean over the job per node, in the order of digest.json's "nodes"
@@ -212,6 +215,10 @@ def build_digest(db_path: Path, job: str, out_dir: Path, topology: Path | None =
             "clustered_on": states.sensors,
             "states": [s.to_json() for s in states.states],
         },
+        "resolution": {
+            **(data.resolution or _full(data)).to_json(),
+            "factors": result.data_used,
+        },
         "findings": [f.to_json() for f in result.findings],
         "skipped": [s.to_json() for s in result.skipped],
         "fabric": data.fabric_info.to_json(data.hosts),
@@ -227,6 +234,10 @@ def build_digest(db_path: Path, job: str, out_dir: Path, topology: Path | None =
     _report(data, digest, sensor_rows, corr_names, corr, scopes).write(digest.report_path)
     digest.seconds = time.perf_counter() - started
     return digest
+
+
+def _full(data: JobData) -> Resolution:
+    return Resolution(RAW, len(data.times_ns), data.period_s, data.period_s, len(data.times_ns))
 
 
 def _constant(data: JobData, sensor: str) -> bool:
@@ -386,6 +397,13 @@ def _app_section(page: Page, data: JobData) -> None:
     )
 
 
+def _resolution_text(data: JobData) -> str:
+    res = data.resolution
+    if res is None or res.source == RAW:
+        return "every period of every node (raw data)"
+    return f"{res.steps} time steps: {res.note()}"
+
+
 def _report(
     data: JobData,
     digest: Digest,
@@ -411,6 +429,7 @@ def _report(
                 f"{len(data.sensors)} ({len(data.base_names)} measured, "
                 f"{len(data.sensors) - len(data.base_names)} derived)",
             ),
+            ("resolution", _resolution_text(data)),
             ("racks", data.fabric_info.describe() if data.fabric_info else "not looked up"),
             ("sensor scope", scopes.summary()),
             ("hushmon", __version__),

@@ -10,10 +10,16 @@ cgroup values are summed over the job's cgroups per node. Derived sensors
 Names are resolved once per series (a few thousand rows), so the per-sample
 work in DuckDB is integer joins only; the cube is filled by one numpy
 scatter. 256 nodes x 3600 periods x 100 sensors is 368 MB as float32.
+
+A job with more periods than ``[resolution] max_bins`` is read as per-node
+bins instead (:mod:`hushmon.digest.binned`): the cube's time axis is then
+the bins, ``resolution`` says so, and the analyzers see bins as periods.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +27,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from hushmon.digest import resolution as res
 from hushmon.errors import HushmonError
 from hushmon.store.query import JobInfo, job_info
 from hushmon.store.schema import open_store_readonly
@@ -37,10 +44,11 @@ WITH s AS (
     AND measurement NOT IN ('job', 'hushmon_agent')
     AND (NOT contains(tags, 'job=') OR list_contains(string_split(tags, ','), 'job=' || $job))
 )
-SELECT series_id, sensor,
+SELECT series_id, sensor, host,
        (dense_rank() OVER (ORDER BY sensor) - 1)::INTEGER AS sensor_id,
        (dense_rank() OVER (ORDER BY host) - 1)::INTEGER AS host_id,
-       count(*) OVER (PARTITION BY sensor, host) > 1 AS summed
+       count(*) OVER (PARTITION BY sensor, host) > 1 AS summed,
+       1.0 / count(*) OVER (PARTITION BY sensor, host) AS weight
 FROM s
 """
 
@@ -54,7 +62,7 @@ FROM (SELECT DISTINCT time_ns FROM job_activity WHERE job = $job)
 # (sensor, host) -- a job's cgroups -- are summed.
 _JOB_ROWS_SQL = """
 WITH a AS (SELECT host, time_ns FROM job_activity WHERE job = $job),
-js AS (SELECT js.*, se.host FROM job_series js JOIN series se USING (series_id)),
+js AS (SELECT * FROM job_series),
 r AS (
   SELECT js.sensor_id, js.host_id, t.t_idx, s.value, js.summed
   FROM samples s
@@ -110,6 +118,11 @@ class JobData:
     # What the digest knows of the racks (hushmon.digest.fabric.FabricInfo), set by
     # build_digest / compare; None = not looked up (the analyzers then treat it as unknown).
     fabric_info: Any = None
+    # How the values were read (full resolution, per-node bins, summaries).
+    resolution: res.Resolution | None = None
+    # Binned jobs: each base sensor's smallest and largest sample of the job
+    # (bin means hide the extremes).
+    extremes: dict[str, tuple[float, float]] = field(default_factory=dict)
     _derived: dict[str, np.ndarray | None] = field(default_factory=dict)
     _trace: list[str] | None = None
 
@@ -212,10 +225,27 @@ def across_nodes(m: np.ndarray) -> SensorStats:
     return SensorStats(mn, avg, mx, n)
 
 
-def load_job(db_path: Path, job: str) -> JobData:
-    """Load a job's samples into memory (cube + per-period statistics)."""
+def _bound(con: duckdb.DuckDBPyConnection, lim: res.Limits, spill: Path) -> None:
+    """DuckDB's memory and threads while it reads the job: its hash tables
+    spill to ``spill`` beyond the limit instead of growing with the job, so
+    the digest's peak is the limit plus numpy's bounded cube."""
+    con.execute(f"SET memory_limit = '{lim.memory_limit}'").fetchall()
+    con.execute(f"SET threads = {lim.threads}").fetchall()
+    con.execute(f"SET temp_directory = '{spill}'").fetchall()
+
+
+def load_job(db_path: Path, job: str, max_bins: int | None = None) -> JobData:
+    """Load a job's samples into memory (cube + per-period statistics).
+
+    ``max_bins``: read a job with more periods as per-node bins (default
+    ``[resolution] max_bins`` in parameters.toml)."""
+    lim = res.limits(max_bins)
+    spill = Path(tempfile.mkdtemp(prefix="hushmon-digest-"))
     con = open_store_readonly(Path(db_path))
+    bins = None
+    summed: set[int] = set()
     try:
+        _bound(con, lim, spill)
         info = job_info(con, job)
         params = {"job": info.job}
         con.execute(_JOB_SERIES_SQL, params).fetchall()
@@ -229,8 +259,7 @@ def load_job(db_path: Path, job: str) -> JobData:
         hosts = [
             r[0]
             for r in con.execute(
-                """SELECT DISTINCT se.host, js.host_id FROM job_series js
-                   JOIN series se USING (series_id) ORDER BY js.host_id"""
+                "SELECT DISTINCT host, host_id FROM job_series ORDER BY host_id"
             ).fetchall()
         ]
         times = np.array(
@@ -249,8 +278,19 @@ def load_job(db_path: Path, job: str) -> JobData:
             and len(spans) == 1
             and int(spans[0][2]) == len(times)
         )
-        cube = np.full((len(names), len(hosts), len(times)), np.nan, dtype=np.float32)
-        if same_grid:
+        if len(times) > lim.max_bins:
+            from hushmon.digest.binned import read_bins
+
+            bins = read_bins(con, info.job, times, len(names), len(hosts), same_grid, lim)
+            summed = {
+                int(r[0])
+                for r in con.execute(
+                    "SELECT DISTINCT sensor_id FROM job_series WHERE summed"
+                ).fetchall()
+            }
+            cube = bins.cube
+        elif same_grid:
+            cube = np.full((len(names), len(hosts), len(times)), np.nan, dtype=np.float32)
             cells = con.execute(
                 _JOB_CELLS_SQL,
                 {
@@ -264,6 +304,7 @@ def load_job(db_path: Path, job: str) -> JobData:
             cube.ravel()[cells["cell"]] = cells["value"]
             del cells
         else:
+            cube = np.full((len(names), len(hosts), len(times)), np.nan, dtype=np.float32)
             rows = con.execute(_JOB_ROWS_SQL, params).fetchnumpy()
             cube[rows["sensor_id"], rows["host_id"], rows["t_idx"]] = rows["value"]
             del rows
@@ -271,9 +312,15 @@ def load_job(db_path: Path, job: str) -> JobData:
         raise HushmonError(f"reading job {job} failed: {str(exc).splitlines()[0]}") from exc
     finally:
         con.close()
+        shutil.rmtree(spill, ignore_errors=True)
     if not names or np.isnan(cube).all():
         raise HushmonError(f"job {job!r} has no samples in the store (only job lines)")
+    period_s = float(np.median(np.diff(times))) / 1e9 if len(times) > 1 else 1.0
     data = JobData(info=info, times_ns=times, hosts=hosts, base_names=names, cube=cube)
+    data.resolution = res.Resolution(res.RAW, len(times), period_s, period_s, len(times))
+    if bins is not None:
+        data.times_ns = bins.times_ns
+        data.resolution = bins.resolution
     # all base sensors at once: reductions over the node axis of the cube
     present = ~np.isnan(cube)
     count = present.sum(axis=1)
@@ -287,6 +334,17 @@ def load_job(db_path: Path, job: str) -> JobData:
             node_n > 0, np.nansum(cube, axis=2, dtype=np.float64) / np.maximum(node_n, 1), np.nan
         )
     del present
+    if bins is not None:
+        # exact whole-job means: each bin weighs by the periods behind it
+        w = bins.periods
+        with np.errstate(all="ignore"):
+            node_mean = np.nansum(cube * w, axis=2, dtype=np.float64) / w.sum(
+                axis=2, dtype=np.float64
+            )
+        for i, name in enumerate(names):
+            # a summed sensor's (cgroups') extremes are its sums', seen as bin means
+            lo, hi = (mn[i], mx[i]) if i in summed else (bins.lo[i : i + 1], bins.hi[i : i + 1])
+            data.extremes[name] = (float(np.nanmin(lo)), float(np.nanmax(hi)))
     for i, name in enumerate(names):
         data.stats[name] = SensorStats(mn[i], avg[i], mx[i], count[i])
         data.node_means[name] = node_mean[i]

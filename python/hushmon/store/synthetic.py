@@ -342,3 +342,83 @@ def synthetic_store(sc: Scenario, folder: Path, db: Path | None = None) -> Path:
     if report.rejected_lines:
         raise RuntimeError(f"synthetic spool has corrupt lines: {report.rejected[:3]}")
     return db
+
+
+def write_store(sc: Scenario, store: Path, nodes_per_insert: int = 32) -> Path:
+    """Write the scenario straight into a store (the DuckDB file, or a lake:
+    a ``*.lake`` folder) as ``hushmon ingest`` would have stored its spool:
+    the same series, samples and job periods, without the text in between
+    (values keep full precision; the spool rounds them to 6 digits).
+
+    For jobs whose spool is too big to write here (4096 nodes x 1 h is about
+    40 GB of line protocol). Rows go in as Arrow tables of
+    ``nodes_per_insert`` nodes each, so memory stays bounded by that chunk.
+    """
+    import pyarrow as pa
+
+    from hushmon.store.lake import is_lake, series_id_of
+    from hushmon.store.schema import open_store
+
+    lake = is_lake(store)
+    con = open_store(store)
+    try:
+        row = con.execute("SELECT max(series_id) FROM series").fetchone()
+        next_id = int(row[0]) + 1 if row and row[0] is not None else 1
+        times = sc.start_ns + np.arange(sc.seconds, dtype=np.int64) * sc.period_ns
+        for first in range(0, sc.nodes, nodes_per_insert):
+            names: list[tuple[str, str, str, str]] = []
+            columns: list[np.ndarray] = []
+            hosts = [sc.host(n) for n in range(first, min(first + nodes_per_insert, sc.nodes))]
+            for node, host in enumerate(hosts, start=first):
+                rng = np.random.default_rng(sc.seed * 100_003 + node)
+                for key, values in _node_series(sc, node, rng).items():
+                    measurement, _, tags = key.partition(",")
+                    if measurement in sc.omit:
+                        continue
+                    tags = ",".join(sorted(tags.split(","))) if tags else ""
+                    for j, fname in enumerate(FIELDS[measurement]):
+                        names.append((host, measurement, tags, fname))
+                        col = values[:, j]
+                        columns.append(np.round(col) if fname in _INTEGER_FIELDS else col)
+            if lake:
+                ids = np.array([series_id_of(*n) for n in names], dtype=np.int64)
+            else:
+                ids = np.arange(next_id, next_id + len(names), dtype=np.int64)
+                next_id += len(names)
+            series_in = pa.table(
+                {
+                    "series_id": ids,
+                    "host": [n[0] for n in names],
+                    "measurement": [n[1] for n in names],
+                    "tags": [n[2] for n in names],
+                    "field": [n[3] for n in names],
+                }
+            )
+            samples_in = pa.table(
+                {
+                    "series_id": np.repeat(ids, sc.seconds),
+                    "time_ns": np.tile(times, len(ids)),
+                    "value": np.concatenate(columns).astype(np.float64),
+                }
+            )
+            activity_in = pa.table(
+                {
+                    "job": [sc.job] * (len(hosts) * sc.seconds),
+                    "host": np.repeat(np.asarray(hosts, dtype=object), sc.seconds),
+                    "time_ns": np.tile(times, len(hosts)),
+                }
+            )
+            con.register("series_in", series_in)
+            con.register("samples_in", samples_in)
+            con.register("activity_in", activity_in)
+            con.execute("BEGIN TRANSACTION").fetchall()
+            table = "series_rows" if lake else "series"
+            con.execute(f"INSERT INTO {table} SELECT * FROM series_in").fetchall()
+            con.execute("INSERT INTO samples SELECT * FROM samples_in").fetchall()
+            con.execute("INSERT INTO job_activity SELECT * FROM activity_in").fetchall()
+            con.execute("COMMIT").fetchall()
+            for name in ("series_in", "samples_in", "activity_in"):
+                con.unregister(name)
+    finally:
+        con.close()
+    return store

@@ -3,29 +3,33 @@
 What the in-network reduction keeps: per (period, sensor) count, sum,
 mean, M2, min, max and a quantile sketch over the job's nodes. From that,
 min / avg / max (and the spread) of every sensor over nodes per period,
-and quantiles over the whole job. What it cannot give is listed in
-:data:`LOST` and written into the output.
+and quantiles over the whole job. The digest's factors run on the same
+data (:func:`hushmon.digest.summaries.load_summaries`: one JobData, the
+reader for this source): those that need only the across-node statistics
+(idle CPU share, swapping and disk) answer as from raw data, those that
+need each node's values are skipped with that reason. What it cannot give
+is listed in :data:`LOST` and written into the output.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hushmon import jsonio
+from hushmon.digest.factors.base import SEVERITIES, Finding, Skipped
 from hushmon.errors import HushmonError
 from hushmon.store.schema import open_store_readonly
-from hushmon.transport.collect_summaries import read_job_summaries
-from hushmon.transport.summary import Summary, merge_all
+from hushmon.transport.summary import Sketch, Summary, merge_all
 from hushmon.transport.wire import SensorKey
 
 LOST = (
     "no per-node values: no node x period heat maps, no per-node lines in plots",
-    "no per-node factors: imbalance by node, the slowest node, idle CPUs of one node",
-    "no topology or rack-uplink analysis (needs which node sent what)",
+    "no per-node factors (skipped, each with its reason): imbalance, network bandwidth, "
+    "topology and rack uplinks, GPUs, the application timeline",
     "no states, correlations or vectors (need the raw per-period matrix per node)",
     "quantiles within the sketch's relative accuracy (alpha), not exact",
 )
@@ -37,6 +41,8 @@ class SummaryDigest:
     json_path: Path
     periods: int
     sensors: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
 
     def summary_lines(self) -> list[str]:
         lines = [
@@ -49,6 +55,10 @@ class SummaryDigest:
                     f"  {s['name']}: min {s['min']:.4g}  avg {s['avg']:.4g}  max {s['max']:.4g}"
                     f"  p50 {s['p50']:.4g}  p99 {s['p99']:.4g}"
                 )
+        for f in sorted(self.findings, key=lambda f: SEVERITIES.index(f.severity)):
+            lines.append(f"[{f.severity}] {f.title}: {f.hint}")
+        for sk in self.skipped:
+            lines.append(f"(skipped {sk.factor}: {sk.detail})")
         lines.append("lost compared to raw data:")
         lines.extend(f"  - {why}" for why in LOST)
         return lines
@@ -62,11 +72,22 @@ _SHOWN = (
 )
 
 
-def _periods(con: Any, job: str) -> Iterator[int]:
+def _summary(r: tuple[Any, ...]) -> Summary:
+    """count, sum, mean, m2, min, max, sketch (JSON) as job_summaries stores them."""
+    return Summary(int(r[0]), r[1], r[2], r[3], r[4], r[5], Sketch.from_json(json.loads(r[6])))
+
+
+def _read_all(con: Any, job: str) -> dict[SensorKey, list[tuple[int, Summary]]]:
+    """Every (sensor, period) summary of the job, in one query (periods x sensors rows)."""
     rows = con.execute(
-        "SELECT DISTINCT time_ns FROM job_summaries WHERE job = ? ORDER BY time_ns", [job]
+        """SELECT measurement, tags, field, time_ns, count, sum, mean, m2, min, max, sketch
+           FROM job_summaries WHERE job = ? ORDER BY measurement, tags, field, time_ns""",
+        [job],
     ).fetchall()
-    return (int(r[0]) for r in rows)
+    out: dict[SensorKey, list[tuple[int, Summary]]] = {}
+    for r in rows:
+        out.setdefault(SensorKey(r[0], r[1], r[2]), []).append((int(r[3]), _summary(r[4:])))
+    return out
 
 
 def _finite(x: float) -> float | None:
@@ -79,13 +100,10 @@ def digest_from_summaries(db: Path, job: str, out_dir: Path) -> SummaryDigest:
         tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         if "job_summaries" not in tables:
             raise HushmonError(f"{db} has no summaries: run 'hushmon collect' into it")
-        per_sensor: dict[SensorKey, list[tuple[int, Summary]]] = {}
-        times = list(_periods(con, job))
-        for t in times:
-            for key, s in read_job_summaries(con, job, t).items():
-                per_sensor.setdefault(key, []).append((t, s))
+        per_sensor = _read_all(con, job)
     finally:
         con.close()
+    times = sorted({t for rows in per_sensor.values() for t, _s in rows})
     if not times:
         raise HushmonError(f"no summaries of job {job!r} in {db} (collected with hushmon collect?)")
     sensors = []
@@ -108,6 +126,11 @@ def digest_from_summaries(db: Path, job: str, out_dir: Path) -> SummaryDigest:
                 ],
             }
         )
+    from hushmon.digest.factors import run_factors
+    from hushmon.digest.summaries import load_summaries
+
+    data = load_summaries(db, job)
+    result = run_factors(data)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "digest-summaries.json"
     doc = {
@@ -118,7 +141,13 @@ def digest_from_summaries(db: Path, job: str, out_dir: Path) -> SummaryDigest:
         "end_ns": times[-1],
         "alpha": 0.01,
         "lost_compared_to_raw": list(LOST),
+        "resolution": {
+            **(data.resolution.to_json() if data.resolution else {}),
+            "factors": result.data_used,
+        },
+        "findings": [f.to_json() for f in result.findings],
+        "skipped": [s.to_json() for s in result.skipped],
         "sensors": sensors,
     }
     jsonio.write_atomic(path, doc)
-    return SummaryDigest(job, path, len(times), sensors)
+    return SummaryDigest(job, path, len(times), sensors, result.findings, result.skipped)

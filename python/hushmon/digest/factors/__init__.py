@@ -33,6 +33,7 @@ from hushmon.digest.factors.base import (
     SkipReason,
 )
 from hushmon.digest.jobdata import JobData
+from hushmon.digest.resolution import PER_NODE, RAW
 
 FACTORS: tuple[Factor, ...] = (
     network_bandwidth.FACTOR,
@@ -65,11 +66,44 @@ def missing_sensors(factor: Factor, job: JobData) -> list[str]:
     return [s for s in factor.requires if not job.has(s)]
 
 
+def _data_used(factor: Factor, job: JobData) -> dict[str, str]:
+    """What the factor needs and what this job's data gave it."""
+    res = job.resolution
+    source = RAW if res is None else res.source
+    needs = (
+        "each node's values over time"
+        if factor.resolution == PER_NODE
+        else "min / average / max over nodes per period"
+    )
+    if source == RAW:
+        had = "every period of every node (raw data)"
+    elif res is not None and res.per_node:
+        had = res.note()
+    else:
+        had = "the summaries only" + ("" if factor.resolution != PER_NODE else ": not enough")
+    return {"resolution": factor.resolution, "needs": needs, "had": had, "source": source}
+
+
 def run_factors(job: JobData) -> FactorResult:
-    """Every factor on the job: findings, and typed reasons for the skipped ones."""
+    """Every factor on the job: findings, and typed reasons for the skipped ones.
+
+    A factor that needs each node's values is skipped on a job read from the
+    summaries alone; a finding computed on bins says so in its evidence."""
     result = FactorResult()
     params = parameters()
+    res = job.resolution
     for factor in FACTORS:
+        result.data_used[factor.name] = _data_used(factor, job)
+        if res is not None and not res.per_node and factor.resolution == PER_NODE:
+            result.skipped.append(
+                Skipped(
+                    factor.name,
+                    SkipReason.NOT_APPLICABLE,
+                    "needs each node's values over time; the summaries hold only min / "
+                    "average / max over nodes (digest the raw store for it)",
+                )
+            )
+            continue
         missing = missing_sensors(factor, job)
         if missing:
             result.skipped.append(
@@ -77,9 +111,15 @@ def run_factors(job: JobData) -> FactorResult:
             )
             continue
         try:
-            result.findings.extend(factor.analyze(job, params[factor.name]))
+            found = factor.analyze(job, params[factor.name])
         except AnalyzerSkip as skip:
             result.skipped.append(Skipped(factor.name, skip.reason, skip.detail))
+            continue
+        note = "" if res is None else res.note()
+        for f in found:
+            if note:
+                f.evidence["resolution"] = note
+        result.findings.extend(found)
     return result
 
 

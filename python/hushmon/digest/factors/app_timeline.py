@@ -22,6 +22,7 @@ import numpy as np
 
 from hushmon.digest.factors.base import AnalyzerSkip, Finding, SkipReason
 from hushmon.digest.jobdata import JobData
+from hushmon.digest.resolution import PER_NODE
 
 # System sensors the correlation looks at, when present (derived names
 # where the digest has them, so node scope and host-wide read alike).
@@ -111,6 +112,8 @@ class AppTimeline:
     title = "Application timeline vs system sensors"
     requires: tuple[str, ...] = ()
     optional: tuple[str, ...] = SYSTEM_SENSORS
+    # what it needs (digest/resolution.py): the slowest rank per period: each node's series
+    resolution = PER_NODE
 
     def analyze(self, job: JobData, params: Mapping[str, Any]) -> list[Finding]:
         series = app_series(job)

@@ -83,6 +83,10 @@ class Factor(Protocol):
     @property
     def optional(self) -> tuple[str, ...]: ...
 
+    # hushmon.digest.resolution.PER_NODE or ACROSS_NODES: what data it can run on
+    @property
+    def resolution(self) -> str: ...
+
     def analyze(self, job: JobData, params: Mapping[str, Any]) -> list[Finding]: ...
 
     def metric(self, job: JobData, params: Mapping[str, Any]) -> float | None: ...
@@ -92,6 +96,8 @@ class Factor(Protocol):
 class FactorResult:
     findings: list[Finding] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    # per factor: what it needs and what it had (digest.json "resolution")
+    data_used: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def longest_run(mask: np.ndarray) -> tuple[int, int] | None:

@@ -19,6 +19,7 @@ import numpy as np
 from hushmon.digest.factors.base import AnalyzerSkip, Finding, SkipReason
 from hushmon.digest.factors.work import work_matrix
 from hushmon.digest.jobdata import JobData
+from hushmon.digest.resolution import ACROSS_NODES
 
 
 class Decomposition:
@@ -26,6 +27,8 @@ class Decomposition:
     title = "Decomposition limit"
     requires = ("cpu.user_pct",)
     optional = ("pmu.flops_per_s",)
+    # what it needs (digest/resolution.py): the work rate per node averaged over nodes and time
+    resolution = ACROSS_NODES
 
     def metric(self, job: JobData, params: Mapping[str, Any]) -> float | None:
         """Average work rate per node (FLOPS or user CPU %)."""

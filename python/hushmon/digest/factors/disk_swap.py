@@ -37,6 +37,7 @@ from hushmon.digest.factors.base import (
 )
 from hushmon.digest.factors.work import work_matrix
 from hushmon.digest.jobdata import JobData
+from hushmon.digest.resolution import ACROSS_NODES
 
 
 class DiskSwap:
@@ -44,6 +45,8 @@ class DiskSwap:
     title = "Disk and swap use slowing computation"
     requires = ("swap.pages_per_s", "cpu.user_pct")
     optional = ("pmu.flops_per_s", "disk.bytes_per_s", "disk.max_busy_pct", "cpu.iowait_pct")
+    # what it needs (digest/resolution.py): shares of time swapping, disk busy: averages over nodes
+    resolution = ACROSS_NODES
 
     def _swapping(self, job: JobData, params: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         swap = job.stats["swap.pages_per_s"].avg

@@ -23,6 +23,7 @@ from hushmon.digest.factors.base import (
 )
 from hushmon.digest.factors.gpus import listing, per_gpu
 from hushmon.digest.jobdata import JobData
+from hushmon.digest.resolution import PER_NODE
 
 
 class GpuIdle:
@@ -30,6 +31,8 @@ class GpuIdle:
     title = "GPUs idle while the job runs"
     requires = ("gpu.sm_pct",)
     optional = ()
+    # what it needs (digest/resolution.py): idle GPUs are named: each GPU's series
+    resolution = PER_NODE
 
     def _idle(self, job: JobData, params: Mapping[str, Any]) -> tuple[list[str], np.ndarray]:
         got = per_gpu(job, "sm_pct")

@@ -15,6 +15,7 @@ import numpy as np
 from hushmon.digest.factors.base import AnalyzerSkip, Finding, SkipReason, longest_run, span_of
 from hushmon.digest.factors.gpus import aligned, listing
 from hushmon.digest.jobdata import JobData
+from hushmon.digest.resolution import PER_NODE
 
 
 class GpuMemory:
@@ -22,6 +23,8 @@ class GpuMemory:
     title = "GPU memory near full"
     requires = ("gpu.mem_used_pct",)
     optional = ()
+    # what it needs (digest/resolution.py): the fullest GPU: each GPU's series
+    resolution = PER_NODE
 
     def metric(self, job: JobData, params: Mapping[str, Any]) -> float | None:
         """Peak GPU memory used, share of the GPU's memory (0-1, as the other factors)."""

@@ -16,6 +16,7 @@ import numpy as np
 from hushmon.digest.factors.base import AnalyzerSkip, Finding, SkipReason, longest_run, span_of
 from hushmon.digest.factors.gpus import aligned, listing
 from hushmon.digest.jobdata import JobData
+from hushmon.digest.resolution import PER_NODE
 
 FIELDS = (
     "sm_pct",
@@ -33,6 +34,8 @@ class GpuThrottle:
     title = "GPU power or thermal throttling"
     requires = ("gpu.sm_pct",)
     optional = ("gpu.temp_c", "gpu.power_w")
+    # what it needs (digest/resolution.py): busy GPU-periods: each GPU's series
+    resolution = PER_NODE
 
     def _shares(
         self, job: JobData, params: Mapping[str, Any]

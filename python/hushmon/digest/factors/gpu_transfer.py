@@ -17,6 +17,7 @@ import numpy as np
 from hushmon.digest.factors.base import AnalyzerSkip, Finding, SkipReason, longest_run, span_of
 from hushmon.digest.factors.gpus import aligned, listing
 from hushmon.digest.jobdata import JobData
+from hushmon.digest.resolution import PER_NODE
 
 FIELDS = ("pcie_capacity_bytes_per_s", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "sm_pct")
 
@@ -26,6 +27,8 @@ class GpuTransfer:
     title = "Host-device transfers (PCIe) near capacity"
     requires = ("gpu.pcie_used_pct",)
     optional = ("gpu.sm_pct",)
+    # what it needs (digest/resolution.py): each GPU's PCIe link over time
+    resolution = PER_NODE
 
     def _used(self, job: JobData) -> tuple[list[str], dict[str, np.ndarray], np.ndarray]:
         got = aligned(job, FIELDS)

@@ -21,6 +21,7 @@ import numpy as np
 
 from hushmon.digest.factors.base import Finding, longest_run, span_of
 from hushmon.digest.jobdata import JobData
+from hushmon.digest.resolution import ACROSS_NODES
 
 
 class IdleCpu:
@@ -28,6 +29,8 @@ class IdleCpu:
     title = "Idle or waiting CPUs"
     requires = ("cpu.idle_pct",)
     optional = ("cpu.iowait_pct", "cpu.host_busy_pct")
+    # what it needs (digest/resolution.py): idle share of CPU time, a mean over nodes and periods
+    resolution = ACROSS_NODES
 
     def _waiting(self, job: JobData) -> tuple[np.ndarray, np.ndarray]:
         idle = job.matrix("cpu.idle_pct")

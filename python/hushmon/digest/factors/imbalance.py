@@ -15,6 +15,7 @@ import numpy as np
 from hushmon.digest.factors.base import AnalyzerSkip, Finding, SkipReason
 from hushmon.digest.factors.work import work_matrix
 from hushmon.digest.jobdata import JobData
+from hushmon.digest.resolution import PER_NODE
 from hushmon.digest.scope import in_node_scope, is_host_wide
 
 
@@ -23,6 +24,8 @@ class Imbalance:
     title = "Load imbalance across nodes"
     requires = ("cpu.user_pct",)
     optional = ("pmu.flops_per_s",)
+    # what it needs (digest/resolution.py): each node's mean work rate
+    resolution = PER_NODE
 
     def _per_node(self, job: JobData) -> tuple[str, np.ndarray]:
         work = work_matrix(job)

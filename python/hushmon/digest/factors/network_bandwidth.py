@@ -34,6 +34,7 @@ from hushmon.digest.factors.base import (
 )
 from hushmon.digest.factors.links import LinkStats, link_params, link_stats, node_links, uplinks
 from hushmon.digest.jobdata import JobData
+from hushmon.digest.resolution import PER_NODE
 
 
 def _seesaw(tx: np.ndarray, rx: np.ndarray) -> tuple[float, float]:
@@ -65,6 +66,8 @@ class NetworkBandwidth:
     title = "Network bandwidth limit"
     requires = ("network.tx_bytes_per_s", "network.rx_bytes_per_s")
     optional = ("net.capacity_bits_per_s", "net.speed_bits_per_s")
+    # what it needs (digest/resolution.py): each node's (and rack's) link over time
+    resolution = PER_NODE
 
     def _totals(self, job: JobData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         tx = job.matrix("network.tx_bytes_per_s")

@@ -28,6 +28,7 @@ import numpy as np
 from hushmon.digest.factors.base import AnalyzerSkip, Finding, SkipReason, mb, spans_text
 from hushmon.digest.factors.links import LinkStats, link_params, link_stats, uplinks
 from hushmon.digest.jobdata import JobData
+from hushmon.digest.resolution import PER_NODE
 
 
 class Topology:
@@ -35,6 +36,8 @@ class Topology:
     title = "Communication topology (where the partners sit)"
     requires = ("network.tx_bytes_per_s",)
     optional = ("loopback.tx_bytes_per_s",)
+    # what it needs (digest/resolution.py): which node sent what
+    resolution = PER_NODE
 
     def _rates(self, job: JobData) -> tuple[np.ndarray, float]:
         tx = job.matrix("network.tx_bytes_per_s")
