@@ -1,5 +1,7 @@
 #include "lineproto.h"
 
+#include "pytext.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -16,6 +18,22 @@ static int fail(char *reason, size_t cap, const char *fmt, ...)
     va_end(ap);
     return -1;
 }
+
+/* A reason with Python's repr of s[0..len) (at most max_chars), as the
+ * store's parser writes it: prefix + repr + suffix. */
+static int fail_repr(char *reason, size_t cap, const char *prefix, const char *s, size_t len,
+                     size_t max_chars, const char *suffix)
+{
+    hm_text t = {reason, 0, cap};
+    if (cap == 0)
+        return -1;
+    reason[0] = '\0';
+    hm_text_add(&t, prefix, strlen(prefix));
+    hm_py_repr(&t, s, len, max_chars);
+    hm_text_add(&t, suffix, strlen(suffix));
+    return -1;
+}
+#define FULL ((size_t)-1)
 
 bool hm_lp_skippable(const char *line, size_t len)
 {
@@ -198,7 +216,7 @@ static bool fused_value(const char *s, size_t i, size_t len, double *value, size
     if (digits == 0)
         return false;
     if (i < len && s[i] != ',') {
-        if (s[i] != 'i' || point || (i + 1 < len && s[i + 1] != ','))
+        if (s[i] != 'i' || point || digits > 20 || (i + 1 < len && s[i + 1] != ','))
             return false;
         /* Python's float(int(text)): -0 is 0. */
         *value = mant == 0 ? 0.0 : neg ? -(double)mant : (double)mant;
@@ -216,7 +234,7 @@ static bool fused_value(const char *s, size_t i, size_t len, double *value, size
 /* A decimal float as Python's float() reads it (no underscores): digits
  * with an optional point and exponent, or nan/inf words (rejected later as
  * non-finite by the caller). */
-static bool parse_float(const char *s, size_t len, double *value)
+static bool parse_float(const char *s, size_t len, double *value, bool *is_word_out)
 {
     char buf[128];
     if (len == 0 || len >= sizeof buf)
@@ -231,6 +249,7 @@ static bool parse_float(const char *s, size_t len, double *value)
         (strcasecmp(word, "nan") == 0 || strcasecmp(word, "inf") == 0 ||
          strcasecmp(word, "infinity") == 0)) {
         *value = strtod(buf, NULL);
+        *is_word_out = true;
         return true;
     }
     while (i < len && s[i] >= '0' && s[i] <= '9')
@@ -280,7 +299,7 @@ static int parse_value(const char *raw, size_t len, hm_lp_line *out, uint32_t k,
         return fail(reason, cap, "empty field value");
     if (raw[0] == '"') {
         if (len < 2 || raw[len - 1] != '"')
-            return fail(reason, cap, "unterminated string value");
+            return fail_repr(reason, cap, "unterminated string value ", raw, len, FULL, "");
         /* Strings are not summarized: the value is not kept. */
         out->field_is_string[k] = true;
         return 0;
@@ -296,16 +315,19 @@ static int parse_value(const char *raw, size_t len, hm_lp_line *out, uint32_t k,
     }
     char last = raw[len - 1];
     double v;
+    bool word = false;
     if (last == 'i' || last == 'u') {
-        if (!parse_integer(raw, len - 1, &v, NULL, NULL))
-            return fail(reason, cap, "bad number %.*s", (int)(len > 40 ? 40 : len), raw);
+        /* Python's [+-]?[0-9]{1,20} */
+        size_t sign = raw[0] == '+' || raw[0] == '-';
+        if (len - 1 - sign > 20 || !parse_integer(raw, len - 1, &v, NULL, NULL))
+            return fail_repr(reason, cap, "bad number ", raw, len, 40, "");
         if (last == 'u' && v < 0)
-            return fail(reason, cap, "negative unsigned value %.*s", (int)(len > 40 ? 40 : len), raw);
-    } else if (!parse_float(raw, len, &v)) {
-        return fail(reason, cap, "bad number %.*s", (int)(len > 40 ? 40 : len), raw);
+            return fail_repr(reason, cap, "negative unsigned value ", raw, len, FULL, "");
+    } else if (!parse_float(raw, len, &v, &word)) {
+        return fail_repr(reason, cap, "bad number ", raw, len, 40, "");
     }
-    if (!isfinite(v))
-        return fail(reason, cap, "non-finite value %.*s", (int)(len > 40 ? 40 : len), raw);
+    if (!isfinite(v)) /* a nan/inf word fails Python's pattern: shown cut at 40 */
+        return fail_repr(reason, cap, "non-finite value ", raw, len, word ? 40 : FULL, "");
     out->field_value[k] = v;
     return 0;
 }
@@ -325,8 +347,8 @@ static int parse_key(const char *s, size_t len, hm_lp_line *out, char **scratch,
         size_t eq = NEXT_SEP(simple, s, start, end, '=', false, &no_quotes);
         size_t eq2 = eq < end ? NEXT_SEP(simple, s, eq + 1, end, '=', false, &no_quotes) : end;
         if (eq == end || eq2 != end || eq == start || eq + 1 == end)
-            return fail(reason, cap, "bad tag %.*s (expected key=value)",
-                        (int)(end - start > 40 ? 40 : end - start), s + start);
+            return fail_repr(reason, cap, "bad tag ", s + start, end - start, FULL,
+                             " (expected key=value)");
         if (out->ntags == HM_LP_MAX_TAGS)
             return fail(reason, cap, "more than %d tags", HM_LP_MAX_TAGS);
         out->tag_key[out->ntags] = unescape(s + start, eq - start, scratch);
@@ -377,8 +399,7 @@ static int parse_fields(const char *s, size_t len, hm_lp_line *out, char **scrat
         }
         size_t plen = end - start;
         if (eq == NULL || eq == part)
-            return fail(reason, cap, "bad field %.*s (expected name=value)",
-                        (int)(plen > 40 ? 40 : plen), part);
+            return fail_repr(reason, cap, "bad field ", part, plen, FULL, " (expected name=value)");
         if (out->nfields == HM_LP_MAX_FIELDS)
             return fail(reason, cap, "more than %d fields", HM_LP_MAX_FIELDS);
         uint32_t k = out->nfields++;
@@ -443,7 +464,8 @@ int hm_lp_parse_rest(const char *line, const hm_lp_cut *cut, hm_lp_line *out, ch
         out->time_ns = out->last_ts_ns;
     } else {
         if (!parse_integer(ts, ts_len, &ignored, &out->time_ns, &fits) || !fits)
-            return fail(reason, reason_cap, "bad timestamp %.*s", (int)(ts_len > 40 ? 40 : ts_len), ts);
+            return fail_repr(reason, reason_cap, "bad timestamp ", ts, ts_len, 40,
+                             " (ns since 1970, below 2^63)");
         if (ts_len <= sizeof out->last_ts) {
             memcpy(out->last_ts, ts, ts_len);
             out->last_ts_len = (uint32_t)ts_len;

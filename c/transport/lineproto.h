@@ -10,7 +10,10 @@
  * Differences from the Python parser, both on lines no agent writes:
  * Python's int()/float() also take underscores ("1_000") and surrounding
  * whitespace, and integers past 64 bits in timestamps; these are rejected
- * here. */
+ * here. A signed timestamp is read (the store's fast path, fastparse.py,
+ * stores "-5"; its exact parser refuses signs): the collector
+ * (collect_lines.c) decides as the store does. Reasons are the Python
+ * parser's texts, reprs included (pytext.h). */
 #ifndef HM_LINEPROTO_H
 #define HM_LINEPROTO_H
 

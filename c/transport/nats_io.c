@@ -19,7 +19,8 @@ static int nats_fail(hm_error *err, natsStatus s, jsErrCode jerr, const char *wh
     return hm_error_set(err, "%s: %s", what, last && *last ? last : natsStatus_GetText(s));
 }
 
-int hm_nats_connect(hm_nats *n, const char *url, const char *name, hm_error *err)
+static int connect_with(hm_nats *n, const char *url, const char *name, bool retry_first,
+                        hm_error *err)
 {
     memset(n, 0, sizeof *n);
     natsOptions *opts = NULL;
@@ -57,15 +58,19 @@ int hm_nats_connect(hm_nats *n, const char *url, const char *name, hm_error *err
         s = natsOptions_SetMaxReconnect(opts, -1);
     if (s == NATS_OK)
         s = natsOptions_SetReconnectWait(opts, 250);
-    if (s == NATS_OK)
+    if (s == NATS_OK && retry_first)
         s = natsOptions_SetRetryOnFailedConnect(opts, true, NULL, NULL);
     if (s == NATS_OK)
         s = natsConnection_Connect(&n->nc, opts);
     natsOptions_Destroy(opts);
-    if (s == NATS_NOT_YET_CONNECTED)
+    if (s == NATS_NOT_YET_CONNECTED && retry_first)
         s = NATS_OK; /* connects in the background */
-    if (s != NATS_OK)
-        return nats_fail(err, s, 0, url);
+    if (s != NATS_OK) {
+        nats_fail(err, s, 0, url);
+        natsConnection_Destroy(n->nc);
+        n->nc = NULL;
+        return -1;
+    }
     jsOptions jo;
     jsOptions_Init(&jo);
     jo.Wait = 10000;
@@ -73,6 +78,16 @@ int hm_nats_connect(hm_nats *n, const char *url, const char *name, hm_error *err
     if (s != NATS_OK)
         return nats_fail(err, s, 0, "JetStream context");
     return 0;
+}
+
+int hm_nats_connect(hm_nats *n, const char *url, const char *name, hm_error *err)
+{
+    return connect_with(n, url, name, true, err);
+}
+
+int hm_nats_connect_now(hm_nats *n, const char *url, const char *name, hm_error *err)
+{
+    return connect_with(n, url, name, false, err);
 }
 
 /* Transient trouble is logged at most this often (the counts go on). */
@@ -177,7 +192,37 @@ static void transient(hm_nats *n, int64_t now, const char *what)
     n->fetch_errors_unlogged = 0;
 }
 
+/* Up to batch messages and max_bytes: what is there now (no wait), else
+ * a request that waits up to timeout_ms (natsSubscription_Fetch does the
+ * same without the byte bound). */
+static natsStatus fetch_bounded(hm_nats *n, natsMsgList *list, int batch, int64_t max_bytes,
+                                int64_t timeout_ms, jsErrCode *jerr)
+{
+    jsFetchRequest req;
+    jsFetchRequest_Init(&req);
+    req.Batch = batch;
+    req.MaxBytes = max_bytes;
+    req.NoWait = true;
+    natsStatus s = natsSubscription_FetchRequest(list, n->sub, &req);
+    if (s == NATS_OK && list->Count > 0)
+        return s;
+    natsMsgList_Destroy(list);
+    memset(list, 0, sizeof *list);
+    jsFetchRequest_Init(&req);
+    req.Batch = batch;
+    req.MaxBytes = max_bytes;
+    req.Expires = timeout_ms * 1000000;
+    *jerr = 0;
+    return natsSubscription_FetchRequest(list, n->sub, &req);
+}
+
 int hm_nats_fetch(hm_nats *n, natsMsgList *list, int batch, int64_t timeout_ms, hm_error *err)
+{
+    return hm_nats_fetch_bytes(n, list, batch, 0, timeout_ms, err);
+}
+
+int hm_nats_fetch_bytes(hm_nats *n, natsMsgList *list, int batch, int64_t max_bytes,
+                        int64_t timeout_ms, hm_error *err)
 {
     memset(list, 0, sizeof *list);
     if (natsConnection_IsClosed(n->nc))
@@ -208,7 +253,8 @@ int hm_nats_fetch(hm_nats *n, natsMsgList *list, int batch, int64_t timeout_ms, 
                         n->durable, n->stream);
     }
     jsErrCode jerr = 0;
-    natsStatus s = natsSubscription_Fetch(list, n->sub, batch, timeout_ms, &jerr);
+    natsStatus s = max_bytes > 0 ? fetch_bounded(n, list, batch, max_bytes, timeout_ms, &jerr)
+                                 : natsSubscription_Fetch(list, n->sub, batch, timeout_ms, &jerr);
     if (s == NATS_OK) {
         n->last_msg_ns = mono_ns();
         n->backoff_ns = 0;

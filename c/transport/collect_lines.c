@@ -1,0 +1,468 @@
+#include "collect_lines.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Past this many line keys the cache starts over at a group's start (a
+ * stream of ever new keys must not grow memory without end); series met
+ * again after that are put in a group's series table again, which the
+ * lake writer drops as known. */
+#define KEY_CACHE_MAX 262144
+#define FNV_PRIME 0x100000001b3ull
+#define SERIES_ID_MASK 0x7fffffffffffffffull
+
+static uint64_t fnv(uint64_t h, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * FNV_PRIME;
+    return h;
+}
+
+int hm_line_reader_init(hm_line_reader *r)
+{
+    memset(r, 0, sizeof *r);
+    r->gen = 1;
+    return 0;
+}
+
+static void clear_keys(hm_line_reader *r)
+{
+    for (size_t i = 0; i < r->keys.cap; i++) {
+        hm_key_info *k = r->keys.slots[i].key ? r->keys.slots[i].value : NULL;
+        if (k == NULL)
+            continue;
+        for (uint32_t f = 0; f < k->nfields; f++)
+            free(k->fields[f].name);
+        free(k->fields);
+    }
+    hm_strmap_free(&r->keys);
+    hm_arena_free(&r->arena);
+    memset(&r->keys, 0, sizeof r->keys);
+}
+
+void hm_line_reader_free(hm_line_reader *r)
+{
+    clear_keys(r);
+    free(r->scratch);
+    memset(r, 0, sizeof *r);
+}
+
+void hm_line_reader_new_group(hm_line_reader *r)
+{
+    r->gen++;
+    if (r->gen == 0) /* wrapped: 0 means "in no group" */
+        r->gen = 1;
+    if (r->keys.count > KEY_CACHE_MAX)
+        clear_keys(r);
+}
+
+void hm_line_reader_committed(hm_line_reader *r, hm_group_cols *cols)
+{
+    (void)r;
+    hm_series_ref *ref = cols->pending.p;
+    for (size_t i = 0; i < cols->pending.n; i++)
+        ref[i].key->fields[ref[i].field].known = 1;
+    cols->pending.n = 0;
+}
+
+static char *arena_str(hm_arena *a, const char *s, size_t n)
+{
+    char *out = hm_arena_alloc(a, n + 1);
+    if (out) {
+        memcpy(out, s, n);
+        out[n] = '\0';
+    }
+    return out;
+}
+
+static int str_cmp(hm_lp_str a, hm_lp_str b)
+{
+    size_t n = a.len < b.len ? a.len : b.len;
+    int c = memcmp(a.s, b.s, n);
+    return c ? c : (a.len > b.len) - (a.len < b.len);
+}
+
+/* The meaning of a parsed key, as ingest.canonical_key: the host tag
+ * (the last one wins, as in a dict) taken out, the rest sorted by key
+ * (bytes of UTF-8 sort as Python's code points), "k=v" joined by ','. */
+static hm_key_info *make_key(hm_line_reader *r, const hm_lp_line *ln, const char *bad, bool bad_parse)
+{
+    hm_key_info *k = hm_arena_alloc(&r->arena, sizeof *k);
+    if (k == NULL)
+        return NULL;
+    memset(k, 0, sizeof *k);
+    if (bad != NULL) {
+        k->bad = arena_str(&r->arena, bad, strlen(bad));
+        k->bad_parse = bad_parse;
+        return k->bad ? k : NULL;
+    }
+    uint32_t order[HM_LP_MAX_TAGS], n = 0;
+    hm_lp_str host = {"", 0}, job = {"", 0};
+    for (uint32_t i = 0; i < ln->ntags; i++) {
+        if (hm_lp_str_eq(ln->tag_key[i], "host")) {
+            host = ln->tag_value[i];
+            continue;
+        }
+        /* insertion sort, stable: a repeated key keeps its last value */
+        uint32_t at = n++;
+        while (at > 0 && str_cmp(ln->tag_key[order[at - 1]], ln->tag_key[i]) > 0) {
+            order[at] = order[at - 1];
+            at--;
+        }
+        order[at] = i;
+    }
+    char tags[16384];
+    hm_text t = {tags, 0, sizeof tags};
+    tags[0] = '\0';
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t i = order[j];
+        if (j + 1 < n && str_cmp(ln->tag_key[i], ln->tag_key[order[j + 1]]) == 0)
+            continue; /* a later value of the same key wins */
+        if (t.len)
+            hm_text_add(&t, ",", 1);
+        hm_text_add(&t, ln->tag_key[i].s, ln->tag_key[i].len);
+        hm_text_add(&t, "=", 1);
+        hm_text_add(&t, ln->tag_value[i].s, ln->tag_value[i].len);
+        if (hm_lp_str_eq(ln->tag_key[i], "job"))
+            job = ln->tag_value[i];
+    }
+    k->is_job = hm_lp_str_eq(ln->measurement, "job");
+    k->host = arena_str(&r->arena, host.s, host.len);
+    k->measurement = arena_str(&r->arena, ln->measurement.s, ln->measurement.len);
+    k->tags = arena_str(&r->arena, tags, t.len);
+    k->job = arena_str(&r->arena, job.s, job.len);
+    if (!k->host || !k->measurement || !k->tags || !k->job)
+        return NULL;
+    k->host_len = host.len, k->measurement_len = ln->measurement.len;
+    k->tags_len = (uint32_t)t.len, k->job_len = job.len;
+    if (host.len == 0)
+        k->bad = "no host tag";
+    else if (k->is_job && job.len == 0)
+        k->bad = "job line without a job tag";
+    uint64_t h = fnv(HM_FNV_SEED, k->host, k->host_len);
+    h = fnv(h, "\x1f", 1);
+    h = fnv(h, k->measurement, k->measurement_len);
+    h = fnv(h, "\x1f", 1);
+    h = fnv(h, k->tags, k->tags_len);
+    k->prefix_hash = fnv(h, "\x1f", 1);
+    return k;
+}
+
+/* The key of a line whose sections are cut: from the cache, or parsed. */
+static hm_key_info *key_of(hm_line_reader *r, const char *line, const hm_lp_cut *cut)
+{
+    int added = 0;
+    hm_strmap_slot *slot = hm_strmap_upsert_in(&r->keys, &r->arena, line, cut->key_end, &added);
+    if (slot == NULL)
+        return NULL;
+    if (!added)
+        return slot->value;
+    int rc = hm_lp_parse_key(line, cut, &r->line, r->scratch, r->reason, sizeof r->reason);
+    hm_key_info *k = make_key(r, &r->line, rc == 0 ? NULL : r->reason, rc != 0);
+    if (k == NULL) {
+        hm_strmap_remove(&r->keys, slot);
+        return NULL;
+    }
+    slot->value = k;
+    return k;
+}
+
+/* The field's series id, its entry made on first sight. */
+static hm_field_info *field_of(hm_key_info *k, uint32_t pos, hm_lp_str name)
+{
+    if (pos < k->nfields && k->fields[pos].len == name.len &&
+        hm_same_bytes(k->fields[pos].name, name.s, name.len))
+        return &k->fields[pos];
+    for (uint32_t i = 0; i < k->nfields; i++)
+        if (k->fields[i].len == name.len && hm_same_bytes(k->fields[i].name, name.s, name.len))
+            return &k->fields[i];
+    if (k->nfields == k->cap_fields) {
+        uint32_t cap = k->cap_fields ? k->cap_fields * 2 : 8;
+        hm_field_info *f = realloc(k->fields, cap * sizeof *f);
+        if (f == NULL)
+            return NULL;
+        k->fields = f;
+        k->cap_fields = cap;
+    }
+    hm_field_info *f = &k->fields[k->nfields];
+    f->name = malloc(name.len + 1);
+    if (f->name == NULL)
+        return NULL;
+    memcpy(f->name, name.s, name.len);
+    f->name[name.len] = '\0';
+    f->len = name.len;
+    f->known = 0;
+    f->gen = 0;
+    uint64_t h = fnv(k->prefix_hash, name.s, name.len);
+    f->series_id = (int64_t)(h & SERIES_ID_MASK);
+    k->nfields++;
+    return f;
+}
+
+/* Whether fastparse.py would read the line itself (not hand it to the
+ * exact parser): no backslash or quote, two spaces, no '\r' left, and
+ * every value ending in a digit, '.' or 'i'. Decides only the order of
+ * reasons and the batch's period, as in Python. */
+static bool fast_line(const char *line, const hm_lp_cut *cut, bool had_cr)
+{
+    if (!cut->simple || had_cr)
+        return false;
+    const char *f = line + cut->key_end + 1, *end = line + cut->fields_end;
+    for (const char *p = f; p <= end; p++) {
+        if (p == end || *p == ',') {
+            char c = p[-1];
+            if (!((c >= '0' && c <= '9') || c == '.' || c == 'i'))
+                return false;
+        }
+    }
+    return true;
+}
+
+typedef struct first_reason {
+    char *buf;
+    size_t cap;
+    bool set;
+} first_reason;
+
+static void first_set(first_reason *f, long line_no, const char *why)
+{
+    if (f->set)
+        return;
+    hm_text t = {f->buf, 0, f->cap};
+    f->buf[0] = '\0';
+    hm_text_addf(&t, "line %ld: ", line_no);
+    hm_text_add(&t, why, strlen(why));
+    f->set = true;
+}
+
+static int add_series(hm_group_cols *c, hm_key_info *k, hm_field_info *f, uint32_t gen)
+{
+    hm_series_ref ref = {k, (uint32_t)(f - k->fields)};
+    f->gen = gen;
+    if (hm_col_i64(&c->se_id, f->series_id) != 0 ||
+        hm_strcol_add(&c->se_host, k->host, k->host_len) != 0 ||
+        hm_strcol_add(&c->se_measurement, k->measurement, k->measurement_len) != 0 ||
+        hm_strcol_add(&c->se_tags, k->tags, k->tags_len) != 0 ||
+        hm_strcol_add(&c->se_field, f->name, f->len) != 0 || hm_col_push(&c->pending, &ref) != 0)
+        return -1;
+    return 0;
+}
+
+/* Takes back what a batch appended (a liar's rows). */
+static void take_back(hm_group_cols *c, size_t samples, size_t activity, size_t series)
+{
+    c->s_series_id.n = c->s_time_ns.n = c->s_value.n = c->s_batch.n = samples;
+    hm_strcol_truncate(&c->a_job, activity);
+    hm_strcol_truncate(&c->a_host, activity);
+    c->a_time_ns.n = c->a_batch.n = activity;
+    hm_series_ref *ref = c->pending.p;
+    for (size_t i = series; i < c->pending.n; i++)
+        ref[i].key->fields[ref[i].field].gen = 0;
+    c->pending.n = c->se_id.n = series;
+    hm_strcol_truncate(&c->se_host, series);
+    hm_strcol_truncate(&c->se_measurement, series);
+    hm_strcol_truncate(&c->se_tags, series);
+    hm_strcol_truncate(&c->se_field, series);
+}
+
+int hm_read_batch(hm_line_reader *r, hm_group_cols *c, int32_t batch_row, const char *host,
+                  size_t host_len, const char *data, size_t len, bool exact_mode,
+                  hm_batch_verdict *v)
+{
+    memset(v, 0, sizeof *v);
+    first_reason exact = {r->text_exact, sizeof r->text_exact, false};
+    first_reason fastkey = {r->text_fastkey, sizeof r->text_fastkey, false};
+    first_reason any = {r->text_fast, sizeof r->text_fast, false};
+    /* the first lie of a fast line wins over an earlier one of an exact
+     * line (collect_store._liars checks the fast values first) */
+    bool lie_fast = false, lie_exact = false;
+    size_t samples0 = c->s_series_id.n, activity0 = c->a_time_ns.n, series0 = c->pending.n;
+    const char *end = data + len;
+    long no = 0;
+    for (const char *line = data; line < end;) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        size_t n = nl ? (size_t)(nl - line) : (size_t)(end - line);
+        const char *next = nl ? nl + 1 : end;
+        no++;
+        if (n + 1 > r->scratch_cap) {
+            size_t cap = r->scratch_cap ? r->scratch_cap : 4096;
+            while (cap < n + 1)
+                cap *= 2;
+            char *s = realloc(r->scratch, cap);
+            if (s == NULL)
+                return -1;
+            r->scratch = s;
+            r->scratch_cap = cap;
+        }
+        size_t m = n;
+        while (m > 0 && line[m - 1] == '\r') /* Python's rstrip("\r") */
+            m--;
+        bool had_cr = m != n;
+        if (m == 0 || line[0] == '#') {
+            line = next;
+            continue;
+        }
+        if (exact_mode && !hm_utf8_valid(line, n)) {
+            /* the host check reads such a line with replacement
+             * characters (collect_store._lie_exact); the ingest rejects it */
+            hm_lp_cut cut;
+            hm_key_info *k = NULL;
+            if (hm_lp_sections(line, m, &cut, r->reason, sizeof r->reason) == 0 &&
+                (k = key_of(r, line, &cut)) != NULL && !k->bad_parse && k->host_len != 0 &&
+                hm_lp_parse_rest(line, &cut, &r->line, r->scratch, r->reason, sizeof r->reason) == 0 &&
+                (k->host_len != host_len || memcmp(k->host, host, host_len) != 0)) {
+                hm_text t = {r->text_lie2, 0, sizeof r->text_lie2};
+                r->text_lie2[0] = '\0';
+                hm_text_addf(&t, "line %ld tagged host=", no);
+                hm_utf8_replace(&t, k->host, k->host_len);
+                hm_text_addf(&t, ", headers say Hm-Host=%.*s", (int)host_len, host);
+                lie_exact = true;
+                break;
+            }
+            v->malformed++;
+            first_set(&exact, no, "invalid UTF-8");
+            first_set(&any, no, "invalid UTF-8");
+            line = next;
+            continue;
+        }
+        hm_lp_cut cut;
+        hm_key_info *k = NULL;
+        int rc = hm_lp_sections(line, m, &cut, r->reason, sizeof r->reason);
+        if (rc == 0) {
+            k = key_of(r, line, &cut);
+            if (k == NULL)
+                return -1;
+        }
+        if (rc != 0 || (k->bad != NULL && k->bad_parse)) {
+            const char *why = rc != 0 ? r->reason : k->bad;
+            /* a key error of a line fastparse reads itself comes after
+             * the exact parser's reasons (canonical_key, later) */
+            bool fast = rc == 0 && hm_lp_parse_rest(line, &cut, &r->line, r->scratch, r->reason,
+                                                    sizeof r->reason) == 0 &&
+                        fast_line(line, &cut, had_cr);
+            v->malformed++;
+            first_set(fast && !exact_mode ? &fastkey : &exact, no, why);
+            first_set(&any, no, why);
+            line = next;
+            continue;
+        }
+        if (hm_lp_parse_rest(line, &cut, &r->line, r->scratch, r->reason, sizeof r->reason) != 0) {
+            v->malformed++;
+            first_set(&exact, no, r->reason);
+            first_set(&any, no, r->reason);
+            line = next;
+            continue;
+        }
+        int64_t t = r->line.time_ns;
+        bool fast = false, fast_known = false;
+        const char *ts = line + cut.fields_end + 1;
+        bool neg_fast = ts[0] == '-' && !exact_mode && fast_line(line, &cut, had_cr);
+        if (ts[0] == '+' || (ts[0] == '-' && !neg_fast)) {
+            /* a sign: only fastparse takes "-5" (Arrow's cast), never "+5"
+             * (its pattern passes, then the cast fails for the group) */
+            hm_text why = {r->reason, 0, sizeof r->reason};
+            r->reason[0] = '\0';
+            hm_text_add(&why, "bad timestamp ", 14);
+            hm_py_repr(&why, ts, cut.len - cut.fields_end - 1, 40);
+            hm_text_add(&why, " (ns since 1970, below 2^63)", 28);
+            v->malformed++;
+            first_set(&exact, no, r->reason);
+            first_set(&any, no, r->reason);
+            line = next;
+            continue;
+        }
+        fast = fast_known = neg_fast;
+        if (k->host_len != 0 && (k->host_len != host_len || memcmp(k->host, host, host_len) != 0)) {
+            fast = fast_line(line, &cut, had_cr);
+            fast_known = true;
+            /* the fast path skips keys canonical_key refuses; the exact
+             * parser's check does not */
+            bool counts = exact_mode || !fast || k->bad == NULL;
+            if (counts && fast && !exact_mode) {
+                snprintf(r->text_lie, sizeof r->text_lie,
+                         "line %ld tagged host=%s, headers say Hm-Host=%.*s", no, k->host,
+                         (int)host_len, host);
+                lie_fast = true;
+                break;
+            }
+            if (counts && !lie_exact) {
+                snprintf(r->text_lie2, sizeof r->text_lie2,
+                         "line %ld tagged host=%s, headers say Hm-Host=%.*s", no, k->host,
+                         (int)host_len, host);
+                lie_exact = true;
+                if (exact_mode)
+                    break;
+            }
+            if (counts) {
+                line = next;
+                continue;
+            }
+        }
+        if (!v->has_fast_time || t > v->newest_fast_time_ns) {
+            if (!fast_known)
+                fast = fast_line(line, &cut, had_cr);
+            if (fast) {
+                v->has_fast_time = true;
+                v->newest_fast_time_ns = t;
+            }
+        }
+        if (k->bad != NULL) {
+            if (!fast_known)
+                fast = fast_line(line, &cut, had_cr);
+            v->malformed++;
+            first_set(fast && !exact_mode ? &fastkey : &exact, no, k->bad);
+            first_set(&any, no, k->bad);
+            line = next;
+            continue;
+        }
+        const hm_lp_line *ln = &r->line;
+        if (k->is_job) {
+            bool active = false;
+            for (uint32_t i = 0; i < ln->nfields; i++)
+                if (!ln->field_is_string[i] && ln->field_value[i] != 0.0 &&
+                    hm_lp_str_eq(ln->field_name[i], "active"))
+                    active = true;
+            if (active && (hm_strcol_add(&c->a_job, k->job, k->job_len) != 0 ||
+                           hm_strcol_add(&c->a_host, k->host, k->host_len) != 0 ||
+                           hm_col_i64(&c->a_time_ns, t) != 0 || hm_col_i32(&c->a_batch, batch_row) != 0))
+                return -1;
+            line = next;
+            continue;
+        }
+        uint32_t nf = ln->nfields;
+        if (hm_col_reserve(&c->s_series_id, nf) != 0 || hm_col_reserve(&c->s_time_ns, nf) != 0 ||
+            hm_col_reserve(&c->s_value, nf) != 0 || hm_col_reserve(&c->s_batch, nf) != 0)
+            return -1;
+        int64_t *sid = (int64_t *)c->s_series_id.p + c->s_series_id.n;
+        int64_t *tim = (int64_t *)c->s_time_ns.p + c->s_time_ns.n;
+        double *val = (double *)c->s_value.p + c->s_value.n;
+        int32_t *bat = (int32_t *)c->s_batch.p + c->s_batch.n;
+        size_t out = 0;
+        for (uint32_t i = 0; i < nf; i++) {
+            if (ln->field_is_string[i])
+                continue; /* strings are not stored (string_fields_skipped) */
+            hm_field_info *f = field_of(k, i, ln->field_name[i]);
+            if (f == NULL)
+                return -1;
+            if (!f->known && f->gen != r->gen && add_series(c, k, f, r->gen) != 0)
+                return -1;
+            sid[out] = f->series_id;
+            tim[out] = t;
+            val[out] = ln->field_value[i];
+            bat[out] = batch_row;
+            out++;
+        }
+        c->s_series_id.n += out, c->s_time_ns.n += out, c->s_value.n += out, c->s_batch.n += out;
+        line = next;
+    }
+    if (lie_fast || lie_exact) {
+        v->liar = true;
+        v->lie = lie_fast ? r->text_lie : r->text_lie2;
+        take_back(c, samples0, activity0, series0);
+        return 0;
+    }
+    v->reason_fast_mode = exact.set ? exact.buf : fastkey.set ? fastkey.buf : NULL;
+    v->reason_exact_mode = any.set ? any.buf : NULL;
+    return 0;
+}
