@@ -63,7 +63,6 @@ from pathlib import Path
 import numpy as np
 from load_daemons import Daemon, Sampler, last_line, start, stop
 from load_figures import (
-    KindCost,
     growth_line,
     kind_costs,
     memory_growth,
@@ -71,8 +70,8 @@ from load_figures import (
     table_header,
     table_row,
 )
-from load_jobs import DigestRunner, JobPlan, digest_lines, plan_jobs
-from load_store import StoreCounts, count_store
+from load_jobs import DigestRunner, digest_lines, plan_jobs
+from load_store import count_store
 from load_watch import Watch, latency_s, purge_raw, stream_backlog
 from loadgen import kv, publish_argv
 
@@ -412,6 +411,15 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
         f"{sum(r.get('rejected_batches', 0) for r in reports)} rejected"
     )
     print(
+        "   per collector (its final report): "
+        + "; ".join(
+            f"{r.get('batches_stored', 0):,} batches stored, "
+            f"{r.get('batches_per_cpu_s', 0):,.0f} per CPU-s"
+            for r in reports
+        )
+        + f" ({len(reports)} of {a.collectors} wrote a report)"
+    )
+    print(
         f"   store on disk: {counts.store_bytes / 2**20:,.1f} MiB = "
         f"{counts.bytes_per_value:.2f} bytes per stored value ({a.store}, as written, "
         f"before any compaction)"
@@ -443,34 +451,54 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
     digests_bad = [r.job.job for r in digests.runs if not r.ok] + [
         j.job for j in jobs[len(digests.runs) :]
     ]
-    if bad:
-        print(f"# exited non-zero: {', '.join(bad)}")
+    for d in daemons + gens:
+        if d.name in bad:
+            print(f"# {d.name} exited non-zero: {last_line(d.log)}")
     if digests_bad:
         print(f"# digests failed or not as scheduled: {', '.join(digests_bad)}")
     print(f"# /proc/loadavg after: {loadavg()}")
     if a.json:
-        write_json(
-            Path(a.json),
-            a,
-            agents,
-            periods,
-            raw_rate,
-            rack_lat,
-            job_lat,
-            lag_p50,
-            lag_p99,
-            published,
-            counts,
-            lost,
-            backlog,
-            complete,
-            growth,
-            costs,
-            digests,
-            bad,
-            gen_out,
-            jobs,
-        )
+        figures = {
+            "agents": agents,
+            "racks": a.racks,
+            "collectors": a.collectors,
+            "engine": a.engine,
+            "store": a.store,
+            "periods": periods,
+            "loadavg_end": loadavg(),
+            "raw_publish_msgs_per_s": raw_rate,
+            "batch_bytes": gen_out.get("batch_bytes", 0.0),
+            "lines_per_batch": gen_out.get("lines_per_batch", 0.0),
+            "values_per_batch": counts.values_per_batch,
+            "rack_latency_p50_s": float(np.median(rack_lat)),
+            "rack_latency_p99_s": float(np.percentile(rack_lat, 99)),
+            "job_latency_p50_s": float(np.median(job_lat)),
+            "job_latency_p99_s": float(np.percentile(job_lat, 99)),
+            "collector_lag_p50_s": lag_p50,
+            "collector_lag_p99_s": lag_p99,
+            "collector_lag_max_s": lag_max,
+            "drain_s": drain_s,
+            "published": published,
+            "stored": counts.batches,
+            "periods_complete_in_job_summaries": complete,
+            "lost": lost,
+            "not_collected_yet": backlog,
+            "duplicated": counts.duplicated_batches,
+            "duplicated_values": counts.duplicated_values,
+            "values_stored": counts.values,
+            "store_bytes": counts.store_bytes,
+            "bytes_per_value": counts.bytes_per_value,
+            "memory_growth": growth,
+            "kinds": [c.to_json() for c in costs],
+            "collector_reports": [
+                {k: r.get(k) for k in ("batches_stored", "cpu_seconds", "batches_per_cpu_s")}
+                for r in reports
+            ],
+            "jobs": [j.loadgen_arg() for j in jobs],
+            "digests": [r.to_json() for r in digests.runs],
+            "exited_non_zero": bad,
+        }
+        Path(a.json).write_text(json.dumps(figures, indent=1))
     return (
         0
         if lost == 0
@@ -479,82 +507,6 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
         and not bad
         and not digests_bad
         else 1
-    )
-
-
-def write_json(
-    path: Path,
-    a: argparse.Namespace,
-    agents: int,
-    periods: int,
-    raw_rate: float,
-    rack_lat: np.ndarray,
-    job_lat: np.ndarray,
-    lag_p50: float,
-    lag_p99: float,
-    published: int,
-    counts: StoreCounts,
-    lost: int,
-    backlog: int,
-    complete: int,
-    growth: dict[str, float],
-    costs: list[KindCost],
-    digests: DigestRunner,
-    bad: list[str],
-    gen_out: dict[str, float],
-    jobs: list[JobPlan],
-) -> None:
-    path.write_text(
-        json.dumps(
-            {
-                "agents": agents,
-                "racks": a.racks,
-                "collectors": a.collectors,
-                "engine": a.engine,
-                "store": a.store,
-                "periods": periods,
-                "loadavg_end": loadavg(),
-                "raw_publish_msgs_per_s": raw_rate,
-                "batch_bytes": gen_out.get("batch_bytes", 0.0),
-                "lines_per_batch": gen_out.get("lines_per_batch", 0.0),
-                "values_per_batch": counts.values_per_batch,
-                "rack_latency_p50_s": float(np.median(rack_lat)),
-                "rack_latency_p99_s": float(np.percentile(rack_lat, 99)),
-                "job_latency_p50_s": float(np.median(job_lat)),
-                "job_latency_p99_s": float(np.percentile(job_lat, 99)),
-                "collector_lag_p50_s": lag_p50,
-                "collector_lag_p99_s": lag_p99,
-                "published": published,
-                "stored": counts.batches,
-                "periods_complete_in_job_summaries": complete,
-                "lost": lost,
-                "not_collected_yet": backlog,
-                "duplicated": counts.duplicated_batches,
-                "duplicated_values": counts.duplicated_values,
-                "values_stored": counts.values,
-                "store_bytes": counts.store_bytes,
-                "bytes_per_value": counts.bytes_per_value,
-                "memory_growth": growth,
-                "kinds": [c.to_json() for c in costs],
-                "jobs": [j.loadgen_arg() for j in jobs],
-                "digests": [
-                    {
-                        "job": r.job.job,
-                        "nodes": r.job.hosts,
-                        "ok": r.ok,
-                        "wall_s": r.wall_s,
-                        "cpu_s": r.cpu_s,
-                        "peak_rss_mib": r.peak_rss_mib,
-                        "data_wait_s": r.data_wait_s,
-                        "acked_meanwhile": r.acked_after - r.acked_before,
-                        "error": r.error,
-                    }
-                    for r in digests.runs
-                ],
-                "exited_non_zero": bad,
-            },
-            indent=1,
-        )
     )
 
 

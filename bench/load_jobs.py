@@ -76,6 +76,20 @@ class DigestRun:
     acked_before: int = -1  # the raw consumer's ack floor when the digest started
     acked_after: int = -1  # ... and when it ended: collection went on meanwhile
 
+    def to_json(self) -> dict[str, object]:
+        return {
+            "job": self.job.job,
+            "nodes": self.job.hosts,
+            "periods": self.job.end - self.job.start,
+            "ok": self.ok,
+            "data_wait_s": self.data_wait_s,
+            "wall_s": self.wall_s,
+            "cpu_s": self.cpu_s,
+            "peak_rss_mib": self.peak_rss_mib,
+            "acked_meanwhile": self.acked_after - self.acked_before,
+            "error": self.error,
+        }
+
     @property
     def ok(self) -> bool:
         return (
