@@ -71,7 +71,7 @@ from load_figures import (
     table_row,
 )
 from load_jobs import DigestRunner, digest_lines, plan_jobs
-from load_store import count_store
+from load_store import compact, count_store
 from load_watch import Watch, latency_s, purge_raw, stream_backlog
 from loadgen import kv, publish_argv
 
@@ -424,6 +424,15 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
         f"{counts.bytes_per_value:.2f} bytes per stored value ({a.store}, as written, "
         f"before any compaction)"
     )
+    packed = compact(store) if a.store == "lake" else None
+    if packed is not None and packed.ok:
+        print(
+            f"   after 'hushmon store compact' ({packed.seconds:.0f} s): "
+            f"{packed.bytes_after / 2**20:,.1f} MiB = {packed.bytes_after / counts.values:.2f} "
+            "bytes per stored value (raw values, their 1-minute rollups, the catalog)"
+        )
+    elif packed is not None:
+        print(f"   'hushmon store compact' failed: {packed.line}")
     first_min = steady
     growth = memory_growth(watched, first_min, load_end)
     half = memory_growth(watched, (load_from + load_end) / 2, load_end)
@@ -488,6 +497,11 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
             "values_stored": counts.values,
             "store_bytes": counts.store_bytes,
             "bytes_per_value": counts.bytes_per_value,
+            "bytes_per_value_compacted": (
+                packed.bytes_after / counts.values
+                if packed and packed.ok and counts.values
+                else None
+            ),
             "memory_growth": growth,
             "kinds": [c.to_json() for c in costs],
             "collector_reports": [

@@ -6,8 +6,13 @@ stored value."""
 
 from __future__ import annotations
 
+import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+HUSHMON = REPO / ".venv/bin/hushmon"
 
 # Above this many values the exact check (every (series, time) counted) needs
 # more memory and minutes than the run; the count check stands instead.
@@ -85,3 +90,27 @@ def count_store(path: Path, periods: int, t0_ns: int) -> StoreCounts:
         taken_p99_s=float(p99),
         store_bytes=store_bytes(path),
     )
+
+
+@dataclass
+class Compaction:
+    ok: bool
+    seconds: float
+    bytes_after: int
+    line: str  # its first line, or why it failed
+
+
+def compact(path: Path) -> Compaction:
+    """``hushmon store compact`` once the collectors stopped, with no grace for
+    readers (there are none): the lake as a site keeps it, small files merged."""
+    t = time.monotonic()
+    r = subprocess.run(
+        [str(HUSHMON), "store", "compact", "--db", str(path), "--grace", "0"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    seconds = time.monotonic() - t
+    text = (r.stdout + r.stderr).strip().splitlines()
+    line = text[0] if r.returncode == 0 and text else (text[-1] if text else f"exit {r.returncode}")
+    return Compaction(r.returncode == 0, seconds, store_bytes(path), line)

@@ -17,8 +17,9 @@ batch measured by the run):
     disk per day = B x V x 86,400 x bytes per stored value
 
 Bytes per stored value: --bytes-per-value (docs/store.md's measurement with
-the agent's real fields, when there is one), else the run's store size over
-its values (a short run's lake, not compacted: an upper bound).
+the agent's real fields, when there is one), else the run's lake size over
+its values after ``hushmon store compact`` (else as written: many small
+files, an upper bound).
 
     .venv/bin/python bench/sizing.py --from load.json [--nodes 1000,2000,10000]
         [--periods-s 1,10] [--sensors V] [--bytes-per-value X] [--use 0.5]
@@ -70,7 +71,9 @@ def load_measured(path: Path, bytes_per_value: float | None) -> Measured:
         kinds = {k["kind"]: float(k["cpu_us_per_batch"]) for k in doc["kinds"]}
         vpb = int(doc["values_per_batch"])
         agents = int(doc["agents"])
-        run_bpv = float(doc["bytes_per_value"])
+        packed = doc.get("bytes_per_value_compacted")
+        run_bpv = float(packed if packed is not None else doc["bytes_per_value"])
+        run_how = "compacted" if packed is not None else "as written, not compacted"
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SystemExit(
             f"sizing: {path}: not bench_transport_load.py --json output ({exc})"
@@ -81,7 +84,7 @@ def load_measured(path: Path, bytes_per_value: float | None) -> Measured:
     if bytes_per_value is not None:
         return Measured(str(path), agents, vpb, kinds, bytes_per_value, "--bytes-per-value")
     return Measured(
-        str(path), agents, vpb, kinds, run_bpv, f"the run's store: {run_bpv:.2f} B per value"
+        str(path), agents, vpb, kinds, run_bpv, f"the run's lake ({run_how}): {run_bpv:.2f} B"
     )
 
 
