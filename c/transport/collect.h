@@ -74,6 +74,11 @@ HM_COLLECT_API int64_t hm_collect_fetch(hm_collect *c, int max_msgs, int64_t max
  * stored from now on. 0, or -1 (then nothing is known stored: the
  * messages come again and are looked up as redeliveries). */
 HM_COLLECT_API int hm_collect_ack(hm_collect *c, char *err, size_t cap);
+/* Tells the source the newest seq stored for (host, epoch) (the store's,
+ * at start: transport_batches): a later batch at or below it goes to
+ * recheck. Batches it acked count by themselves. 0, or -1. */
+HM_COLLECT_API int hm_collect_note_stored(hm_collect *c, const char *host, int64_t epoch, int64_t seq,
+                                          char *err, size_t cap);
 /* Lets unacked messages go, closes the connection, frees c. */
 HM_COLLECT_API void hm_collect_close(hm_collect *c);
 

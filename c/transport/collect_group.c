@@ -53,36 +53,35 @@ static void free_work(hm_collect_group *g)
 void hm_group_free(hm_collect_group *g)
 {
     free_work(g);
-    hm_group_cols *c = &g->cols;
-    hm_col *cols[] = {&c->s_series_id, &c->s_time_ns, &c->s_value, &c->s_batch, &c->se_id,
-                      &c->a_time_ns, &c->a_batch, &c->pending, &g->b_epoch, &g->b_seq,
-                      &g->b_lines, &g->b_period_ns, &g->b_period_valid, &g->b_dropped,
-                      &g->b_replay, &g->b_stream_seq, &g->b_received_us, &g->e_epoch, &g->e_seq,
-                      &g->e_has_key, &g->e_count, &g->recheck, &g->work};
+    hm_group_cols_free(&g->cols);
+    hm_col *cols[] = {&g->b_epoch, &g->b_seq, &g->b_lines, &g->b_period_ns, &g->b_period_valid,
+                      &g->b_dropped, &g->b_replay, &g->b_stream_seq, &g->b_received_us,
+                      &g->e_epoch, &g->e_seq, &g->e_has_key, &g->e_count, &g->recheck, &g->work};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
         hm_col_free(cols[i]);
-    hm_strcol *strs[] = {&c->se_host, &c->se_measurement, &c->se_tags, &c->se_field, &c->a_job,
-                         &c->a_host, &g->b_host, &g->b_subject, &g->e_kind, &g->e_host,
-                         &g->e_subject, &g->e_reason};
+    hm_strcol *strs[] = {&g->b_host, &g->b_subject, &g->e_kind, &g->e_host, &g->e_subject,
+                         &g->e_reason};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         hm_strcol_free(strs[i]);
     hm_strmap_free(&g->seen);
+    hm_strmap *newest = &g->newest;
+    for (size_t i = 0; i < newest->cap; i++)
+        if (newest->slots[i].key)
+            free(newest->slots[i].value);
+    hm_strmap_free(newest);
     hm_line_reader_free(&g->reader);
 }
 
 static void reset(hm_collect_group *g)
 {
-    hm_group_cols *c = &g->cols;
-    hm_col *cols[] = {&c->s_series_id, &c->s_time_ns, &c->s_value, &c->s_batch, &c->se_id,
-                      &c->a_time_ns, &c->a_batch, &c->pending, &g->b_epoch, &g->b_seq,
-                      &g->b_lines, &g->b_period_ns, &g->b_period_valid, &g->b_dropped,
-                      &g->b_replay, &g->b_stream_seq, &g->b_received_us, &g->e_epoch, &g->e_seq,
-                      &g->e_has_key, &g->e_count, &g->recheck};
+    hm_group_cols_reset(&g->cols);
+    hm_col *cols[] = {&g->b_epoch, &g->b_seq, &g->b_lines, &g->b_period_ns, &g->b_period_valid,
+                      &g->b_dropped, &g->b_replay, &g->b_stream_seq, &g->b_received_us,
+                      &g->e_epoch, &g->e_seq, &g->e_has_key, &g->e_count, &g->recheck};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
         cols[i]->n = 0;
-    hm_strcol *strs[] = {&c->se_host, &c->se_measurement, &c->se_tags, &c->se_field, &c->a_job,
-                         &c->a_host, &g->b_host, &g->b_subject, &g->e_kind, &g->e_host,
-                         &g->e_subject, &g->e_reason};
+    hm_strcol *strs[] = {&g->b_host, &g->b_subject, &g->e_kind, &g->e_host, &g->e_subject,
+                         &g->e_reason};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         hm_strcol_reset(strs[i]);
     free_work(g);
@@ -165,6 +164,53 @@ static int accept_all(hm_collect_group *g, const hm_collect_msg *msgs, size_t n)
     return 0;
 }
 
+/* The newest seq stored per host:epoch (NUL-free key), as int64_t*. */
+static int64_t *newest_of(hm_collect_group *g, const char *host, size_t host_len, int64_t epoch,
+                          bool add)
+{
+    char key[256];
+    int kl = snprintf(key, sizeof key, "%.*s:%" PRId64, (int)host_len, host, epoch);
+    if (kl < 0 || (size_t)kl >= sizeof key)
+        return NULL;
+    if (!add) {
+        hm_strmap_slot *s = hm_strmap_find(&g->newest, key, (size_t)kl);
+        return s ? s->value : NULL;
+    }
+    int added = 0;
+    hm_strmap_slot *s = hm_strmap_upsert(&g->newest, key, (size_t)kl, &added);
+    if (s == NULL)
+        return NULL;
+    if (added) {
+        s->value = calloc(1, sizeof(int64_t));
+        if (s->value == NULL) {
+            hm_strmap_remove(&g->newest, s);
+            return NULL;
+        }
+    }
+    return s->value;
+}
+
+/* collect_raw._maybe_stored: a redelivery, a replay, or at or below the
+ * newest seq stored for its (host, epoch). */
+static bool maybe_stored(hm_collect_group *g, const hm_batch_header *h, const hm_collect_msg *m)
+{
+    if (m->delivered > 1 || h->replay)
+        return true;
+    const int64_t *newest = newest_of(g, h->host, h->host_len, h->epoch, false);
+    return newest != NULL && h->seq <= *newest;
+}
+
+int hm_group_note_stored(hm_collect_group *g, const char *host, size_t host_len, int64_t epoch,
+                         int64_t seq)
+{
+    int64_t *newest = newest_of(g, host, host_len, epoch, true);
+    if (newest == NULL)
+        return -1;
+    if (seq > *newest)
+        *newest = seq;
+    return 0;
+}
+
 /* A body without a final newline reads as if it had one (_accept). */
 static int64_t lines_of(const char *data, size_t len)
 {
@@ -212,6 +258,8 @@ int hm_group_build(hm_collect_group *g, const hm_collect_msg *msgs, size_t n, in
             event(g, "rejected", a[i].h.host, a[i].h.host_len, a[i].msg->subject, &a[i].h, 1, a[i].lie) != 0)
             return hm_error_set(err, "collect: out of memory");
     }
+    if (hm_group_cols_dedupe(&g->cols) != 0)
+        return hm_error_set(err, "collect: out of memory");
     row = 0;
     for (size_t i = 0; i < na; i++) {
         if (a[i].v.liar)
@@ -228,7 +276,7 @@ int hm_group_build(hm_collect_group *g, const hm_collect_msg *msgs, size_t n, in
             hm_col_u8(&g->b_period_valid, period) != 0 || hm_col_i64(&g->b_dropped, h->dropped) != 0 ||
             hm_col_u8(&g->b_replay, h->replay) != 0 || hm_col_i64(&g->b_stream_seq, m->stream_seq) != 0 ||
             hm_col_i64(&g->b_received_us, received_us) != 0 ||
-            ((m->delivered > 1 || h->replay) && hm_col_i32(&g->recheck, row) != 0) ||
+            (maybe_stored(g, h, m) && hm_col_i32(&g->recheck, row) != 0) ||
             (a[i].v.malformed > 0 && event(g, "malformed_lines", h->host, h->host_len, m->subject, h,
                                            a[i].v.malformed, reason ? reason : "") != 0))
             return hm_error_set(err, "collect: out of memory");
@@ -237,7 +285,14 @@ int hm_group_build(hm_collect_group *g, const hm_collect_msg *msgs, size_t n, in
     return 0;
 }
 
-void hm_group_committed(hm_collect_group *g)
+int hm_group_committed(hm_collect_group *g)
 {
     hm_line_reader_committed(&g->reader, &g->cols);
+    const int64_t *epoch = g->b_epoch.p, *seq = g->b_seq.p;
+    const int32_t *off = g->b_host.offsets.p;
+    const char *hosts = g->b_host.bytes.p;
+    for (size_t i = 0; i < g->b_epoch.n; i++)
+        if (hm_group_note_stored(g, hosts + off[i], (size_t)(off[i + 1] - off[i]), epoch[i], seq[i]) != 0)
+            return -1;
+    return 0;
 }

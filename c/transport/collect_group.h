@@ -38,6 +38,7 @@ typedef struct hm_collect_group {
     int64_t max_batch_bytes;
     hm_line_reader reader;
     hm_strmap seen;  /* host:epoch:seq of the group */
+    hm_strmap newest; /* host:epoch -> int64_t* the newest seq stored (acked) */
     /* per accepted message of the group, while it is built */
     hm_col work;
 } hm_collect_group;
@@ -49,7 +50,12 @@ void hm_group_free(hm_collect_group *g);
  * when memory runs out: a bad message is an event, never an error. */
 int hm_group_build(hm_collect_group *g, const hm_collect_msg *msgs, size_t n, int64_t received_us,
                    hm_error *err);
-/* The group's rows are stored: its series are known from now on. */
-void hm_group_committed(hm_collect_group *g);
+/* The group's rows are stored: its series are known from now on, its
+ * batches raise the newest seq stored per (host, epoch). -1: no memory. */
+int hm_group_committed(hm_collect_group *g);
+/* A batch stored (by any collector, read from the store at start): later
+ * batches at or below it go to recheck. -1: no memory. */
+int hm_group_note_stored(hm_collect_group *g, const char *host, size_t host_len, int64_t epoch,
+                         int64_t seq);
 
 #endif

@@ -249,10 +249,166 @@ static int add_series(hm_group_cols *c, hm_key_info *k, hm_field_info *f, uint32
     return 0;
 }
 
+void hm_group_cols_reset(hm_group_cols *c)
+{
+    c->s_series_id.n = c->s_time_ns.n = c->s_value.n = c->s_batch.n = 0;
+    c->se_id.n = c->a_time_ns.n = c->a_batch.n = c->pending.n = 0;
+    hm_strcol *strs[] = {&c->se_host, &c->se_measurement, &c->se_tags, &c->se_field, &c->a_job,
+                         &c->a_host};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        hm_strcol_reset(strs[i]);
+    if (c->line_set_count)
+        memset(c->line_set, 0, c->line_set_cap * sizeof *c->line_set);
+    c->line_set_count = 0;
+    c->maybe_repeats = false;
+    hm_strmap_free(&c->activity_seen);
+    memset(&c->activity_seen, 0, sizeof c->activity_seen);
+}
+
+void hm_group_cols_free(hm_group_cols *c)
+{
+    hm_col *cols[] = {&c->s_series_id, &c->s_time_ns, &c->s_value, &c->s_batch, &c->se_id,
+                      &c->a_time_ns, &c->a_batch, &c->pending};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
+        hm_col_free(cols[i]);
+    hm_strcol *strs[] = {&c->se_host, &c->se_measurement, &c->se_tags, &c->se_field, &c->a_job,
+                         &c->a_host};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        hm_strcol_free(strs[i]);
+    free(c->line_set);
+    c->line_set = NULL;
+    c->line_set_cap = c->line_set_count = 0;
+    hm_strmap_free(&c->activity_seen);
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+/* Notes a line's (key, time); a second one sets maybe_repeats (a hash
+ * match only: the exact dedupe then decides). Keys are the prefix hash,
+ * so two spellings of one key (tags in another order) match too. */
+static int line_seen(hm_group_cols *c, uint64_t key_hash, int64_t t)
+{
+    uint64_t h = mix(key_hash ^ mix((uint64_t)t)) | 1; /* 0 marks an empty slot */
+    if (2 * (c->line_set_count + 1) > c->line_set_cap) {
+        size_t cap = c->line_set_cap ? c->line_set_cap * 2 : 4096;
+        uint64_t *set = calloc(cap, sizeof *set);
+        if (set == NULL)
+            return -1;
+        for (size_t i = 0; i < c->line_set_cap; i++) {
+            uint64_t x = c->line_set[i];
+            if (x == 0)
+                continue;
+            size_t j = (size_t)x & (cap - 1);
+            while (set[j] != 0)
+                j = (j + 1) & (cap - 1);
+            set[j] = x;
+        }
+        free(c->line_set);
+        c->line_set = set;
+        c->line_set_cap = cap;
+    }
+    size_t j = (size_t)h & (c->line_set_cap - 1);
+    while (c->line_set[j] != 0) {
+        if (c->line_set[j] == h) {
+            c->maybe_repeats = true;
+            return 0;
+        }
+        j = (j + 1) & (c->line_set_cap - 1);
+    }
+    c->line_set[j] = h;
+    c->line_set_count++;
+    return 0;
+}
+
+/* 1 when (job, host, time) is new in the group (collect_raw._activity
+ * keeps the first batch that named it), 0 when not, -1: no memory. */
+static int activity_fresh(hm_group_cols *c, const hm_key_info *k, int64_t t)
+{
+    char key[600];
+    int n = snprintf(key, sizeof key, "%.*s\x1f%.*s\x1f%lld", (int)k->job_len, k->job,
+                     (int)k->host_len, k->host, (long long)t);
+    if (n < 0 || (size_t)n >= sizeof key)
+        return 1; /* names are bounded well below this; never merge on a cut key */
+    int added = 0;
+    if (hm_strmap_upsert(&c->activity_seen, key, (size_t)n, &added) == NULL)
+        return -1;
+    return added;
+}
+
+typedef struct sample_ref {
+    int64_t sid, t;
+    size_t at;
+} sample_ref;
+
+static int by_series_time(const void *a, const void *b)
+{
+    const sample_ref *x = a, *y = b;
+    if (x->sid != y->sid)
+        return x->sid < y->sid ? -1 : 1;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+int hm_group_cols_dedupe(hm_group_cols *c)
+{
+    size_t n = c->s_series_id.n;
+    if (!c->maybe_repeats || n < 2)
+        return 0;
+    sample_ref *refs = malloc(n * sizeof *refs);
+    unsigned char *drop = calloc(n, 1);
+    if (refs == NULL || drop == NULL) {
+        free(refs);
+        free(drop);
+        return -1;
+    }
+    int64_t *sid = c->s_series_id.p, *t = c->s_time_ns.p;
+    double *val = c->s_value.p;
+    int32_t *bat = c->s_batch.p;
+    for (size_t i = 0; i < n; i++)
+        refs[i] = (sample_ref){sid[i], t[i], i};
+    qsort(refs, n, sizeof *refs, by_series_time);
+    for (size_t i = 1; i < n; i++)
+        if (refs[i].sid == refs[i - 1].sid && refs[i].t == refs[i - 1].t)
+            drop[refs[i].at] = 1;
+    size_t out = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (drop[i])
+            continue;
+        sid[out] = sid[i], t[out] = t[i], val[out] = val[i], bat[out] = bat[i];
+        out++;
+    }
+    c->s_series_id.n = c->s_time_ns.n = c->s_value.n = c->s_batch.n = out;
+    free(refs);
+    free(drop);
+    return 0;
+}
+
 /* Takes back what a batch appended (a liar's rows). */
 static void take_back(hm_group_cols *c, size_t samples, size_t activity, size_t series)
 {
     c->s_series_id.n = c->s_time_ns.n = c->s_value.n = c->s_batch.n = samples;
+    /* its activity is no longer in the group: a later batch may name it */
+    const int32_t *jo = c->a_job.offsets.p, *ho = c->a_host.offsets.p;
+    const int64_t *at = c->a_time_ns.p;
+    for (size_t i = activity; i < c->a_time_ns.n; i++) {
+        char key[600];
+        int n = snprintf(key, sizeof key, "%.*s\x1f%.*s\x1f%lld", (int)(jo[i + 1] - jo[i]),
+                         (const char *)c->a_job.bytes.p + jo[i], (int)(ho[i + 1] - ho[i]),
+                         (const char *)c->a_host.bytes.p + ho[i], (long long)at[i]);
+        hm_strmap_slot *slot = n > 0 && (size_t)n < sizeof key
+                                   ? hm_strmap_find(&c->activity_seen, key, (size_t)n)
+                                   : NULL;
+        if (slot != NULL)
+            hm_strmap_remove(&c->activity_seen, slot);
+    }
     hm_strcol_truncate(&c->a_job, activity);
     hm_strcol_truncate(&c->a_host, activity);
     c->a_time_ns.n = c->a_batch.n = activity;
@@ -417,13 +573,18 @@ int hm_read_batch(hm_line_reader *r, hm_group_cols *c, int32_t batch_row, const 
             continue;
         }
         const hm_lp_line *ln = &r->line;
+        if (!c->maybe_repeats && line_seen(c, k->prefix_hash, t) != 0)
+            return -1;
         if (k->is_job) {
             bool active = false;
             for (uint32_t i = 0; i < ln->nfields; i++)
                 if (!ln->field_is_string[i] && ln->field_value[i] != 0.0 &&
                     hm_lp_str_eq(ln->field_name[i], "active"))
                     active = true;
-            if (active && (hm_strcol_add(&c->a_job, k->job, k->job_len) != 0 ||
+            int fresh = active ? activity_fresh(c, k, t) : 0;
+            if (fresh < 0)
+                return -1;
+            if (fresh && (hm_strcol_add(&c->a_job, k->job, k->job_len) != 0 ||
                            hm_strcol_add(&c->a_host, k->host, k->host_len) != 0 ||
                            hm_col_i64(&c->a_time_ns, t) != 0 || hm_col_i32(&c->a_batch, batch_row) != 0))
                 return -1;
@@ -462,7 +623,7 @@ int hm_read_batch(hm_line_reader *r, hm_group_cols *c, int32_t batch_row, const 
         take_back(c, samples0, activity0, series0);
         return 0;
     }
-    v->reason_fast_mode = exact.set ? exact.buf : fastkey.set ? fastkey.buf : NULL;
+    v->reason_fast_mode = fastkey.set ? fastkey.buf : exact.set ? exact.buf : NULL;
     v->reason_exact_mode = any.set ? any.buf : NULL;
     return 0;
 }

@@ -55,14 +55,27 @@ typedef struct hm_group_cols {
     hm_strcol a_job, a_host;                                 /* activity */
     hm_col a_time_ns, a_batch;
     hm_col pending;                                          /* hm_series_ref of the series table */
+    /* (key, time) of each line read: a line that repeats one may repeat
+     * its values, which the group then drops (the first kept) */
+    uint64_t *line_set;
+    size_t line_set_cap, line_set_count;
+    bool maybe_repeats;
+    hm_strmap activity_seen;                                 /* job, host, time of the group */
 } hm_group_cols;
+
+/* A new group's columns: rows dropped, sets emptied (memory kept). */
+void hm_group_cols_reset(hm_group_cols *c);
+void hm_group_cols_free(hm_group_cols *c);
+/* Drops every value after the first of its (series, time), keeping the
+ * order (collect_raw._samples): only when maybe_repeats. -1: no memory. */
+int hm_group_cols_dedupe(hm_group_cols *c);
 
 /* What reading one batch found besides its rows. Reasons live in the
  * reader's text buffers until the next batch. */
 typedef struct hm_batch_verdict {
     bool liar;
     int64_t malformed;               /* lines rejected */
-    const char *reason_fast_mode;    /* first reason as the Python fast path orders them */
+    const char *reason_fast_mode;    /* first reason as collect_raw orders them: fastparse's, then the exact parser's */
     const char *reason_exact_mode;   /* first in line order (a group not valid UTF-8) */
     const char *lie;                 /* "line N tagged host=X, headers say Hm-Host=H" */
     bool has_fast_time;

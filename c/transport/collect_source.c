@@ -234,8 +234,24 @@ int hm_collect_ack(hm_collect *c, char *err, size_t cap)
         put(err, cap, &e);
         return -1;
     }
-    hm_group_committed(&c->group);
+    if (hm_group_committed(&c->group) != 0) {
+        hm_error_set(&e, "collect: out of memory after the acks");
+        put(err, cap, &e);
+        return -1;
+    }
     let_go(c);
+    return 0;
+}
+
+int hm_collect_note_stored(hm_collect *c, const char *host, int64_t epoch, int64_t seq, char *err,
+                           size_t cap)
+{
+    hm_error e;
+    if (host == NULL || hm_group_note_stored(&c->group, host, strlen(host), epoch, seq) != 0) {
+        hm_error_set(&e, "collect: out of memory noting a stored batch");
+        put(err, cap, &e);
+        return -1;
+    }
     return 0;
 }
 

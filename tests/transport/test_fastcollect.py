@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import nats
 import pytest
 from natssite import client_env, secure_site
@@ -25,11 +24,12 @@ from hushmon.errors import HushmonError
 from hushmon.paths import REPO_ROOT
 from hushmon.store.lake import series_id_of
 from hushmon.transport import fuzz
+from hushmon.transport.collect_raw import RawGroupBuilder
 from hushmon.transport.collect_records import Message
-from hushmon.transport.collect_store import CollectorStore
 from hushmon.transport.collector import _message
 from hushmon.transport.fastcollect import FastSource, library_path
-from hushmon.transport.natsserver import RAW_STREAM, LocalNatsServer
+from hushmon.transport.natsserver import MAX_PAYLOAD_BYTES, RAW_STREAM, LocalNatsServer
+from hushmon.transport.raw_group import RawGroup
 
 pytestmark = pytest.mark.skipif(
     not library_path().exists(), reason="libhushmon_collect.so not built (run make)"
@@ -95,58 +95,19 @@ def _stream_messages(url: str, count: int) -> list[Message]:
     return asyncio.run(run())
 
 
-def _python_rows(db: Path, messages: list[Message]) -> dict[str, Any]:
-    store = CollectorStore(db)
-    try:
-        store.write_raw(messages)
-    finally:
-        store.close()
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        q = con.execute
-        return {
-            "samples": q(
-                """SELECT host, measurement, tags, field, time_ns, value
-                   FROM samples JOIN series USING (series_id) ORDER BY ALL"""
-            ).fetchall(),
-            "activity": q("SELECT job, host, time_ns FROM job_activity ORDER BY ALL").fetchall(),
-            "batches": q(
-                """SELECT host, epoch, seq, lines, period_ns, dropped, replay, subject,
-                          stream_seq FROM transport_batches ORDER BY ALL"""
-            ).fetchall(),
-            "events": q(
-                """SELECT kind, host, subject, epoch, seq, count, reason
-                   FROM transport_events ORDER BY ALL"""
-            ).fetchall(),
-        }
-    finally:
-        con.close()
-
-
-def _c_rows(url: str, expected: int) -> dict[str, Any]:
-    with FastSource(url) as source:
-        group = source.fetch_group(GROUP, 64 << 20, 5.0)
-        assert source.messages == expected, (source.messages, expected)
-        series = {
-            r["series_id"]: (r["host"], r["measurement"], r["tags"], r["field"])
-            for r in group.series.to_pylist()
-        }
-        for sid, key in series.items():
-            assert sid == series_id_of(*key)  # the lake's id, computed in C
-        first: dict[tuple[int, int], float] = {}
-        for r in group.samples.to_pylist():  # the first value of a (series, time) wins
-            first.setdefault((r["series_id"], r["time_ns"]), r["value"])
-        source.ack_group()
-        assert source.fetch_group(GROUP, 0, 0.2).batches.num_rows == 0  # acked: none left
-    cols = ["host", "epoch", "seq", "lines", "period_ns", "dropped", "replay", "subject"]
-    batches = group.batches.to_pylist()
+def _rows(group: RawGroup) -> dict[str, list[tuple[Any, ...]]]:
+    """A RawGroup as comparable rows: tables in their order (samples and
+    series sorted: the paths meet values in another order), events sorted."""
+    batches = group.batches.drop_columns(["received_at"])
     return {
-        "samples": [(*series[s], t, v) for (s, t), v in first.items()],
-        "activity": list({(r["job"], r["host"], r["time_ns"]) for r in group.activity.to_pylist()}),
-        "batches": [(*(b[c] for c in cols), b["stream_seq"]) for b in batches],
-        "events": [
-            (e.kind, e.host, e.subject, e.epoch, e.seq, e.count, e.reason) for e in group.events
-        ],
+        "samples": _sorted([tuple(r.values()) for r in group.samples.to_pylist()]),
+        "series": _sorted(list({tuple(r.values()) for r in group.series.to_pylist()})),
+        "activity": _sorted([tuple(r.values()) for r in group.activity.to_pylist()]),
+        "batches": [tuple(r.values()) for r in batches.to_pylist()],
+        "events": _sorted(
+            [(e.kind, e.host, e.subject, e.epoch, e.seq, e.count, e.reason) for e in group.events]
+        ),
+        "recheck": [(i,) for i in group.recheck],
     }
 
 
@@ -154,19 +115,46 @@ def _sorted(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return sorted(rows, key=lambda r: tuple((x is None, str(x)) for x in r))
 
 
-def test_the_same_rows_and_decisions_as_the_python_path(
-    nats_server: LocalNatsServer, tmp_path: Path
-) -> None:
+def _c_group(url: str, expected: int) -> RawGroup:
+    with FastSource(url) as source:
+        group = source.fetch_group(GROUP, 64 << 20, 5.0)
+        assert source.messages == expected, (source.messages, expected)
+        for r in group.series.to_pylist():  # the lake's id, computed in C
+            assert r["series_id"] == series_id_of(
+                r["host"], r["measurement"], r["tags"], r["field"]
+            )
+        source.ack_group()
+        assert source.fetch_group(GROUP, 0, 0.2).batches.num_rows == 0  # acked: none left
+    return group
+
+
+def test_the_same_raw_group_as_the_python_path(nats_server: LocalNatsServer) -> None:
     publish(nats_server.url, spool_batches(BED, RACKS))  # the agent's real line set
     stored = _publish_core(nats_server.url, _poison(1500, seed=6))
     messages = _stream_messages(nats_server.url, stored)
-    py = _python_rows(tmp_path / "py.duckdb", messages)
-    c = _c_rows(nats_server.url, len(messages))
+    py = _rows(RawGroupBuilder(MAX_PAYLOAD_BYTES).build(messages))
+    c = _rows(_c_group(nats_server.url, len(messages)))
     assert len(py["samples"]) > 10_000 and len(py["events"]) > 100
     kinds = {e[0] for e in py["events"]}
     assert {"rejected", "malformed_lines", "duplicate"} <= kinds
-    for table in ("batches", "activity", "events", "samples"):
-        assert _sorted(c[table]) == _sorted(py[table]), table
+    for table in ("batches", "series", "activity", "events", "recheck", "samples"):
+        assert c[table] == py[table], table
+
+
+def test_rechecks_follow_the_newest_seq_stored(nats_server: LocalNatsServer) -> None:
+    """A batch at or below the newest seq stored for its (host, epoch) may be
+    stored: the C source marks it as the Python builder does."""
+    batches = spool_batches(BED, RACKS)[:6]
+    publish(nats_server.url, batches)
+    with FastSource(nats_server.url) as source:
+        b = batches[3]
+        source.note_stored({(b.host, b.epoch): b.seq})
+        group = source.fetch_group(GROUP, 0, 5.0)
+        keys = list(
+            zip(*(group.batches.column(c).to_pylist() for c in ("host", "seq")), strict=True)
+        )
+        expect = [i for i, (h, q) in enumerate(keys) if h == b.host and q <= b.seq]
+        assert expect and group.recheck == expect
 
 
 def test_a_killed_collectors_unacked_messages_come_again(

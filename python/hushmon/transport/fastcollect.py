@@ -138,6 +138,15 @@ def _load() -> ctypes.CDLL:
     ]
     lib.hm_collect_ack.restype = ctypes.c_int
     lib.hm_collect_ack.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.hm_collect_note_stored.restype = ctypes.c_int
+    lib.hm_collect_note_stored.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+    ]
     lib.hm_collect_close.restype = None
     lib.hm_collect_close.argtypes = [ctypes.c_void_p]
     return lib
@@ -290,6 +299,16 @@ class FastSource:
         err = ctypes.create_string_buffer(_ERR_BYTES)
         if self._lib.hm_collect_ack(self._live(), err, _ERR_BYTES) != 0:
             raise HushmonError(_text(err))
+
+    def note_stored(self, newest: dict[tuple[str, int], int]) -> None:
+        """The newest seq the store holds per (host, epoch) (read at start,
+        as LakeWriter.newest_seqs gives it): later batches at or below it
+        go to ``recheck``. Batches acked here count by themselves."""
+        handle = self._live()
+        err = ctypes.create_string_buffer(_ERR_BYTES)
+        for (host, epoch), seq in newest.items():
+            if self._lib.hm_collect_note_stored(handle, host.encode(), epoch, seq, err, _ERR_BYTES):
+                raise HushmonError(_text(err))
 
     def close(self) -> None:
         if self._handle is not None:
