@@ -163,13 +163,21 @@ def attach_fabric(data: JobData, topology: Path | None, previous: Path | None) -
     )
 
 
-def build_digest(db_path: Path, job: str, out_dir: Path, topology: Path | None = None) -> Digest:
+def build_digest(
+    db_path: Path,
+    job: str,
+    out_dir: Path,
+    topology: Path | None = None,
+    max_bins: int | None = None,
+) -> Digest:
     """Analyze ``job`` from the store at ``db_path``; write the report into ``out_dir``.
 
     ``topology``: Slurm's topology.conf (default: looked for, see hushmon.digest.fabric).
+    ``max_bins``: a job with more periods is read as per-node bins (default:
+    ``[resolution] max_bins`` in factors/parameters.toml).
     """
     started = time.perf_counter()
-    data = load_job(Path(db_path), job)
+    data = load_job(Path(db_path), job, max_bins)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     previous = out_dir / "digest.json"
