@@ -12,6 +12,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("bench", "hushmon.bench.cli"),
     ("noise", "hushmon.noise.cli"),
     ("ingest", "hushmon.store.cli"),
+    ("store", "hushmon.store.lake_cli"),
     ("run", "hushmon.run.cli"),
     ("digest", "hushmon.digest.cli"),
     ("compare", "hushmon.digest.compare_cli"),

@@ -1,0 +1,327 @@
+"""``hushmon store compact``: keep a lake fast and within its budget.
+
+One run, each step its own commit (retried by :func:`lake_commit` when a
+collector commits at the same moment, so collectors never stop):
+
+1. flush rows inlined in the catalog into Parquet files;
+2. build the 1-minute rollups ``samples_1m`` of every raw minute older than
+   ``settle_s`` that has none yet (a day per commit);
+3. retention (lake_retention.py): delete raw rows older than the policy's
+   cut, after checking minute by minute that their rollups count the same
+   rows (a late replay is rolled up again first), then old rollups. A DELETE
+   that covers every row of a file drops the file from the new snapshot
+   without writing a delete file; a file that straddles the cut gets a
+   delete file and is rewritten by step 4;
+4. rewrite files with deleted rows, merge small adjacent files (sorted by
+   series and time: DuckLake sorts on merge);
+5. expire snapshots older than ``grace_s`` and delete files unreferenced for
+   longer than ``grace_s`` (in practice up to the next UTC midnight after
+   that: :func:`_older_than`): a reader keeps the snapshot it started with,
+   so a digest shorter than the grace period never loses a file it planned
+   to read.
+
+DuckLake writes a Parquet file completely before its commit adds it to the
+catalog, and readers see only committed snapshots: a reader never meets a
+half-written file (tests/python/test_lake_store.py checks it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from hushmon.store.lake import LAKE_ALIAS, CommitStats, lake_commit, open_lake
+from hushmon.store.lake_files import (
+    RAW_TABLE,
+    ROLLUP_TABLE,
+    catalog_bytes,
+    folder_bytes,
+    live_files,
+    pending_deletion,
+)
+from hushmon.store.lake_retention import (
+    NS_PER_DAY,
+    NS_PER_MINUTE,
+    NS_PER_S,
+    RetentionPlan,
+    floor_minute,
+    plan_retention,
+    read_policy,
+)
+
+DEFAULT_GRACE_S = 600  # > the longest read (a 4096-node digest: about 60 s)
+DEFAULT_SETTLE_S = 300  # > a collector's lag (p99 5 s) and an agent's short replay
+# Files with at least this share of rows deleted are rewritten (retention's
+# straddling files); below it a delete file costs less than a rewrite.
+REWRITE_DELETE_SHARE = 0.05
+
+_MINUTE_SQL = f"time_ns - time_ns % {NS_PER_MINUTE}"
+
+
+@dataclass
+class TierBytes:
+    raw: int
+    rollups: int
+    other: int
+    catalog: int
+    digests: int
+    files: int
+
+    @property
+    def total(self) -> int:
+        return self.raw + self.rollups + self.other + self.catalog + self.digests
+
+
+def tier_bytes(con: duckdb.DuckDBPyConnection, lake: Path, reports: Path | None) -> TierBytes:
+    files = live_files(con)
+    by = {RAW_TABLE: 0, ROLLUP_TABLE: 0}
+    other = 0
+    for f in files:
+        if f.table in by:
+            by[f.table] += f.size_bytes
+        else:
+            other += f.size_bytes
+    digests = folder_bytes(reports) if reports is not None else 0
+    return TierBytes(
+        by[RAW_TABLE], by[ROLLUP_TABLE], other, catalog_bytes(lake), digests, len(files)
+    )
+
+
+@dataclass
+class CompactReport:
+    lake: str
+    now_ns: int
+    flushed_tables: int = 0
+    rollup_rows_added: int = 0
+    rollup_minutes_redone: int = 0
+    raw_rows_deleted: int = 0
+    rollup_rows_deleted: int = 0
+    plan: dict[str, Any] = field(default_factory=dict)
+    files_rewritten: int = 0
+    files_merged: int = 0
+    snapshots_expired: int = 0
+    files_deleted: int = 0
+    bytes_deleted: int = 0  # files removed from disk now (unreferenced > grace)
+    live_bytes_dropped: int = 0  # left the current snapshot now: on disk until the grace ends
+    pending_files: int = 0
+    pending_bytes: int = 0
+    before: dict[str, int] = field(default_factory=dict)
+    after: dict[str, int] = field(default_factory=dict)
+    over_budget_bytes: int = 0
+    commit_retries: int = 0
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _call(con: duckdb.DuckDBPyConnection, sql: str, stats: CommitStats) -> list[tuple[Any, ...]]:
+    return lake_commit(con, lambda c: c.execute(sql).fetchall(), stats)
+
+
+def build_rollups(
+    con: duckdb.DuckDBPyConnection, upto_ns: int, stats: CommitStats, oldest_raw_ns: int | None
+) -> int:
+    """Roll every raw minute in [last rollup + 1 min, ``upto_ns``) up, a UTC
+    day per commit; returns the rows added."""
+    if oldest_raw_ns is None:
+        return 0
+    upto_ns = floor_minute(upto_ns)
+    row = con.execute(f"SELECT max(minute_ns) FROM {ROLLUP_TABLE}").fetchone()
+    start = (
+        floor_minute(oldest_raw_ns)
+        if row is None or row[0] is None
+        else int(row[0]) + NS_PER_MINUTE
+    )
+    start = max(start, floor_minute(oldest_raw_ns))
+    added = 0
+    while start < upto_ns:
+        end = min(upto_ns, (start // NS_PER_DAY + 1) * NS_PER_DAY)
+        added += lake_commit(
+            con, functools.partial(_insert_rollups, start_ns=start, end_ns=end), stats
+        )
+        start = end
+    return added
+
+
+def _insert_rollups(con: duckdb.DuckDBPyConnection, start_ns: int, end_ns: int) -> int:
+    row = con.execute(
+        f"""INSERT INTO {ROLLUP_TABLE}
+            SELECT series_id, {_MINUTE_SQL} AS minute_ns, count(*), sum(value), min(value),
+                   max(value)
+            FROM {RAW_TABLE} WHERE time_ns >= ? AND time_ns < ?
+            GROUP BY ALL ORDER BY series_id, minute_ns""",
+        [start_ns, end_ns],
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _expire_raw(con: duckdb.DuckDBPyConnection, cut_ns: int) -> tuple[int, int]:
+    """Delete raw rows before ``cut_ns`` once every minute of them is rolled
+    up with the same count (minutes that differ, from late data, are rolled
+    up again in the same transaction). Returns (rows deleted, minutes redone)."""
+    redo = [
+        int(r[0])
+        for r in con.execute(
+            f"""WITH raw AS (
+                    SELECT {_MINUTE_SQL} AS minute_ns, count(*) AS n FROM {RAW_TABLE}
+                    WHERE time_ns < ? GROUP BY ALL),
+                rolled AS (
+                    SELECT minute_ns, sum(count) AS n FROM {ROLLUP_TABLE}
+                    WHERE minute_ns IN (SELECT minute_ns FROM raw) GROUP BY ALL)
+                SELECT raw.minute_ns FROM raw LEFT JOIN rolled USING (minute_ns)
+                WHERE rolled.n IS DISTINCT FROM raw.n ORDER BY 1""",
+            [cut_ns],
+        ).fetchall()
+    ]
+    if redo:
+        con.execute(
+            f"DELETE FROM {ROLLUP_TABLE} WHERE minute_ns IN (SELECT unnest(?))", [redo]
+        ).fetchall()
+        con.execute(
+            f"""INSERT INTO {ROLLUP_TABLE}
+                SELECT series_id, {_MINUTE_SQL} AS minute_ns, count(*), sum(value), min(value),
+                       max(value)
+                FROM {RAW_TABLE} WHERE time_ns < ? AND {_MINUTE_SQL} IN (SELECT unnest(?))
+                GROUP BY ALL ORDER BY series_id, minute_ns""",
+            [cut_ns, redo],
+        ).fetchall()
+    row = con.execute(f"DELETE FROM {RAW_TABLE} WHERE time_ns < ?", [cut_ns]).fetchone()
+    return (int(row[0]) if row else 0), len(redo)
+
+
+def _delete_before(con: duckdb.DuckDBPyConnection, table: str, column: str, cut_ns: int) -> int:
+    row = con.execute(f"DELETE FROM {table} WHERE {column} < ?", [cut_ns]).fetchone()
+    return int(row[0]) if row else 0
+
+
+def plan_for(
+    con: duckdb.DuckDBPyConnection, lake: Path, reports: Path | None, now_ns: int
+) -> tuple[RetentionPlan, TierBytes]:
+    sizes = tier_bytes(con, lake, reports)
+    fixed = sizes.other + sizes.catalog + sizes.digests
+    return plan_retention(live_files(con), read_policy(con), fixed, now_ns), sizes
+
+
+def compact(
+    lake: Path,
+    reports: Path | None = None,
+    now_ns: int | None = None,
+    grace_s: float = DEFAULT_GRACE_S,
+    settle_s: float = DEFAULT_SETTLE_S,
+) -> CompactReport:
+    """One compaction of ``lake`` (see the module's docstring)."""
+    began = time.perf_counter()
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    report = CompactReport(lake=str(lake), now_ns=now_ns)
+    stats = CommitStats()
+    con = open_lake(lake, create=False)
+    try:
+        report.before = asdict(tier_bytes(con, lake, reports))
+        flushed = _call(con, f"CALL ducklake_flush_inlined_data('{LAKE_ALIAS}')", stats)
+        report.flushed_tables = len(flushed)
+        raw_files = [f for f in live_files(con) if f.table == RAW_TABLE]
+        oldest = min((f.min_time_ns for f in raw_files if f.min_time_ns is not None), default=None)
+        report.rollup_rows_added = build_rollups(
+            con, now_ns - int(settle_s * NS_PER_S), stats, oldest
+        )
+        plan, _sizes = plan_for(con, lake, reports, now_ns)
+        report.plan = _plan_json(plan)
+        report.over_budget_bytes = plan.over_budget_after_bytes
+        for cut in plan.cuts:
+            if cut.table == RAW_TABLE:
+                deleted, redone = lake_commit(
+                    con, functools.partial(_expire_raw, cut_ns=cut.cut_ns), stats
+                )
+                report.raw_rows_deleted += deleted
+                report.rollup_minutes_redone += redone
+            else:
+                drop = functools.partial(
+                    _delete_before, table=ROLLUP_TABLE, column="minute_ns", cut_ns=cut.cut_ns
+                )
+                report.rollup_rows_deleted += lake_commit(con, drop, stats)
+        rewritten = _call(
+            con,
+            f"CALL ducklake_rewrite_data_files('{LAKE_ALIAS}', "
+            f"delete_threshold => {REWRITE_DELETE_SHARE})",
+            stats,
+        )
+        report.files_rewritten = sum(int(r[2]) for r in rewritten)
+        merged = _call(con, f"CALL ducklake_merge_adjacent_files('{LAKE_ALIAS}')", stats)
+        report.files_merged = sum(int(r[2]) for r in merged)
+        older = _older_than(grace_s)
+        expired = _call(
+            con,
+            f"SELECT count(*) FROM ducklake_expire_snapshots('{LAKE_ALIAS}', {older})",
+            stats,
+        )
+        report.snapshots_expired = int(expired[0][0])
+        report.files_deleted, report.bytes_deleted = _cleanup(con, older, stats)
+        pending = pending_deletion(con, lake)
+        report.pending_files, report.pending_bytes = pending.files, pending.size_bytes
+        after = tier_bytes(con, lake, reports)
+        report.after = asdict(after)
+        report.live_bytes_dropped = max(0, _live(report.before) - _live(report.after))
+    finally:
+        con.close()
+    report.commit_retries = stats.retries
+    report.seconds = time.perf_counter() - began
+    return report
+
+
+def _live(sizes: dict[str, int]) -> int:
+    return sizes["raw"] + sizes["rollups"] + sizes["other"]
+
+
+def _older_than(grace_s: float) -> str:
+    """The ``older_than`` argument that expires snapshots and deletes files
+    only once they are more than ``grace_s`` old.
+
+    DuckLake 1.0 with a SQLite catalog compares these times by their UTC date
+    only (measured: a file scheduled at 21:44 is deleted for any older_than
+    on the same day, even 'now() - 1 hour'; none for the day before). So the
+    time given is the end of the day before the one holding now - grace:
+    everything that goes is older than now - grace, and a file waits at most
+    a day more than the grace. A grace of 0 (a lake no one reads) deletes all
+    that is unreferenced at once.
+    """
+    if grace_s <= 0:
+        return "older_than => now() + INTERVAL 1 DAY"
+    limit_us = (time.time_ns() // 1000) - int(grace_s * 1e6)
+    day_us = NS_PER_DAY // 1000
+    last_us_of_day_before = limit_us - limit_us % day_us - 1
+    return f"older_than => make_timestamptz({last_us_of_day_before})"
+
+
+def _cleanup(con: duckdb.DuckDBPyConnection, older: str, stats: CommitStats) -> tuple[int, int]:
+    """Delete the files unreferenced for longer than the grace period; their
+    count and bytes (sized first: a dry run names them)."""
+    names = con.execute(
+        f"SELECT path FROM ducklake_cleanup_old_files('{LAKE_ALIAS}', dry_run => true, {older})"
+    ).fetchall()
+    size_bytes = 0
+    for (name,) in names:
+        with contextlib.suppress(FileNotFoundError):
+            size_bytes += os.stat(name).st_size
+    deleted = _call(
+        con, f"SELECT path FROM ducklake_cleanup_old_files('{LAKE_ALIAS}', {older})", stats
+    )
+    return len(deleted), size_bytes
+
+
+def _plan_json(plan: RetentionPlan) -> dict[str, Any]:
+    return {
+        "floor_ns": plan.floor_ns,
+        "total_bytes": plan.total_bytes,
+        "budget_bytes": plan.policy.budget_bytes,
+        "cuts": [asdict(c) for c in plan.cuts],
+        "freed_bytes_estimate": plan.freed_bytes,
+        "over_budget_after_bytes": plan.over_budget_after_bytes,
+    }
