@@ -90,8 +90,9 @@ _TABLES = (
         raw_days DOUBLE, rollup_days DOUBLE, budget_bytes BIGINT, min_raw_hours DOUBLE,
         set_at TIMESTAMP)""",
     # Within each Parquet file a series' values lie together in time order:
-    # neighbours differ little, so delta and dictionary encodings and zstd
-    # shrink them (bench/bench_store_bytes.py), and a one-series query reads
+    # a series' values repeat or differ little, so the dictionary and zstd
+    # shrink them (sorted by time then series instead: 3.2 bytes per value
+    # against 2.1, bench/bench_store_bytes.py), and a one-series query reads
     # one stretch of each file. DuckLake 1.0 sorts on insert, on compaction
     # and when it flushes inlined rows.
     "ALTER TABLE samples SET SORTED BY (series_id ASC, time_ns ASC)",
@@ -99,15 +100,15 @@ _TABLES = (
 )
 
 # Stored in the catalog (every writer and compaction uses them), set when the
-# lake is made; bench/bench_store_bytes.py measured the codec choices.
+# lake is made. bench/bench_store_bytes.py (8 nodes x 1800 s of the agent's
+# field set, 1 % jitter): zstd 9 with Parquet v1 pages 1.47 bytes per value;
+# zstd 3 1.54; zstd 19 1.36 at 4x the write time; Parquet v2 pages 2.07
+# (v2 picks BYTE_STREAM_SPLIT for the doubles where v1's dictionary wins).
+# DuckLake 1.0 cannot unset an option: with a level set, a codec other than
+# zstd is refused (docs/store.md says so).
 _OPTIONS: tuple[tuple[str, str | int], ...] = (
-    # zstd at level 9: 1.6x smaller samples than DuckLake's default snappy at
-    # about the same write cost per group on this VM (docs/store.md).
     ("parquet_compression", "zstd"),
     ("parquet_compression_level", 9),
-    # Parquet v2 pages: DELTA_BINARY_PACKED for the sorted time_ns and
-    # series_id columns, BYTE_STREAM_SPLIT available for doubles.
-    ("parquet_version", 2),
     # A group of ~2048 agent batches is ~200,000 values: a file each, merged by
     # compaction up to this size (large enough that a day of a big cluster is
     # hundreds of files, not millions; small enough that retention drops old
