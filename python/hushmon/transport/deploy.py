@@ -203,6 +203,51 @@ WantedBy=multi-user.target
 """
 
 
+# hushmon store compact, hourly, on the machine holding the lake (beside
+# hushmon-collect): docs/store.md, "The cluster store (lake)".
+COMPACT_UNIT = """\
+# hushmon-store-compact.service: one compaction of the cluster store (the
+# lake in /var/lib/hushmon): rollups, retention under the budget set with
+# `hushmon store policy`, small files merged, old files deleted after a
+# grace period. Collectors go on writing meanwhile. Started by
+# hushmon-store-compact.timer; runs as the collector's user (User=
+# hushmon-collect: units naming the same dynamic user share its uid) so
+# the lake's 0700 files stay readable to both.
+[Unit]
+Description=hushmon store compaction (rollups, retention, merge)
+After=hushmon-collect.service
+
+[Service]
+Type=oneshot
+Environment=HUSHMON_DATA=/var/lib/hushmon
+User=hushmon-collect
+ExecStart=/usr/bin/python3 -m hushmon.cli store compact
+Nice=10
+IOSchedulingClass=idle
+TimeoutStartSec=50min
+PrivateNetwork=true
+{hardening}
+StateDirectory=hushmon
+StateDirectoryMode=0700
+"""
+
+COMPACT_TIMER = """\
+# hushmon-store-compact.timer: `systemctl enable --now hushmon-store-compact.timer`.
+# Hourly, spread over 5 minutes; a run missed while the machine was off
+# starts at boot. A run still going when the next is due is not doubled.
+[Unit]
+Description=hushmon store compaction, hourly
+
+[Timer]
+OnCalendar=hourly
+RandomizedDelaySec=300
+Persistent=true
+
+[Install]
+WantedBy=timers.target
+"""
+
+
 def server_tls(secrets: Path) -> TlsFiles:
     """A server's TLS files: the CA, and its own pair copied from
     tls/server-<name>.pem/.key to tls/server.pem/.key on that machine."""
@@ -246,6 +291,8 @@ def render(secrets: Path = SECRETS_DIR) -> dict[str, str]:
         "hushmon-collect.service": COLLECT_UNIT.format(
             hub=hub, port=port, tls=_SERVICE_TLS.format(role="collect"), hardening=HARDENING
         ),
+        "hushmon-store-compact.service": COMPACT_UNIT.format(hardening=HARDENING),
+        "hushmon-store-compact.timer": COMPACT_TIMER,
     }
 
 
