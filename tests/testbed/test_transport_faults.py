@@ -18,6 +18,8 @@ import json
 import os
 import shutil
 import subprocess
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,7 +54,7 @@ def nats_bed() -> Iterator[Bed]:
         pytest.skip(reason)
     options = ("--nodes", "2", "--racks", "2", "--no-slurm", "--transport", "nats")
     with bed_up(*options) as (info, data):
-        assert info["transport"]["store"] == str(data / "hushmon.duckdb")
+        assert info["transport"]["store"] == str(data / "hushmon.lake")
         bed = load()
         assert bed is not None
         yield bed
@@ -144,6 +146,88 @@ def test_run_digests_from_the_collectors_store(nats_bed: Bed, tmp_path: Path) ->
     faults.time.sleep(6)  # rack reducers close a period 2 periods late, the top 2 s later
     summaries = _summaries(nats_bed, job)
     assert summaries.get("rack", 0) > 0 and summaries.get("job", 0) > 0, summaries
+    _a_second_run_digests_while_collecting(nats_bed, job)
+
+
+def _stored_batches(bed: Bed) -> int:
+    con = open_store_readonly(bed.store)
+    try:
+        return int(con.execute("SELECT count(*) FROM transport_batches").fetchall()[0][0])
+    finally:
+        con.close()
+
+
+def _a_second_run_digests_while_collecting(bed: Bed, earlier_job: str) -> None:
+    """Another hushmon run while digests of the earlier job are built again
+    and again: the collector keeps running (its pid stays), the lake's
+    stored-batch count grows from the job's end until the run's digest is
+    written (it waits for the collector, then digests), and every digest of
+    the earlier job succeeds, some of them meanwhile."""
+    transport.refresh_pids(bed)
+    collector_pid = bed.daemons["collect"]
+    counts: list[tuple[float, int]] = []
+    digests: list[tuple[float, float, int]] = []  # start, end, exit code
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            counts.append((time.time(), _stored_batches(bed)))
+            stop.wait(0.25)
+
+    def digest_earlier() -> None:
+        while not stop.is_set():
+            started = time.time()
+            r = hushmon(
+                "digest", earlier_job, "--data-dir", str(bed.data_root), "--json", "-", timeout=120
+            )
+            digests.append((started, time.time(), r.returncode))
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (sample, digest_earlier)]
+    for t in threads:
+        t.start()
+    try:
+        run = hushmon(
+            "run",
+            "--data-dir",
+            str(bed.data_root),
+            "--json",
+            "-",
+            "--",
+            "mpirun",
+            "--allow-run-as-root",
+            "--host",
+            "n1,n2",
+            "-np",
+            "2",
+            str(build_bin_dir() / "butterfly"),
+            "--cycles",
+            "2",
+            "--comm-ms",
+            "500",
+            "--compute-ms",
+            "500",
+            "--length",
+            "1M",
+            timeout=240,
+        )
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=150)
+    assert run.returncode == 0, run.stderr
+    outcome = json.loads(run.stdout)
+    digest_json = Path(outcome["digest"]["json"])
+    # from the job's end: the run waits until the collector stored what the
+    # agents sent, then builds its digest (written last)
+    began, done = outcome["ended_ns"] / 1e9, digest_json.stat().st_mtime
+    during = [c for t, c in counts if began <= t <= done]
+    print(f"stored batches from the job's end to its digest ({began:.1f}..{done:.1f}): {during}")
+    print(f"digests of job {earlier_job} (start, end, exit): {digests}")
+    transport.refresh_pids(bed)
+    assert bed.daemons["collect"] == collector_pid, "the collector was restarted"
+    assert len(during) >= 2 and during[-1] > during[0], counts
+    assert digests and all(rc == 0 for _s, _e, rc in digests), digests
+    assert any(s < done and e > began for s, e, _rc in digests), (began, done, digests)
 
 
 def test_kill_a_rack_reducer(nats_bed: Bed) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 
 from hushmon.errors import HushmonError
 from hushmon.store.lake import is_transient
@@ -27,7 +26,6 @@ from hushmon.transport.collect_store import count_raw_events
 from hushmon.transport.collect_summaries import write_summaries
 from hushmon.transport.lake_writer import LakeWriter, commit, insert_events
 from hushmon.transport.natsserver import MAX_PAYLOAD_BYTES
-from hushmon.transport.wire import BatchHeader, parse_batch_header
 
 
 class LakeCollectorStore:
@@ -71,18 +69,8 @@ class LakeCollectorStore:
         self.stats.batches_stored += len(appended.kept)
         self.stats.lines_stored += sum(lines[i] for i in appended.kept)
         self.stats.values_stored += appended.values
-        # the stored batches' bytes, in the group's order (accepted batches
-        # keep the messages' order, one message per batch)
-        stored = group.batches.take(pa.array(appended.kept, pa.int64()))
-        kept = set(
-            zip(
-                stored.column("host").to_pylist(),
-                stored.column("epoch").to_pylist(),
-                stored.column("seq").to_pylist(),
-                strict=True,
-            )
-        )
-        return [m.data for m in messages if _identity(m) in kept]
+        # the stored batches' bytes (for forwarding), in the group's order
+        return [self.builder.payloads[i] for i in appended.kept]
 
     def _set_aside(self, msg: Message, exc: Exception, kind: str) -> None:
         """A message that fails alone is poison: recorded with its sender and
@@ -131,11 +119,6 @@ class LakeCollectorStore:
         commit(self.writer.con, body, self.writer.commits)
         self.stats.add(stats)
         self.stats.summary_messages += len(messages)
-
-
-def _identity(msg: Message) -> tuple[str, int, int] | None:
-    h = parse_batch_header(msg.subject, msg.headers)
-    return (h.host, h.epoch, h.seq) if isinstance(h, BatchHeader) else None
 
 
 def _store_failure(exc: BaseException) -> bool:

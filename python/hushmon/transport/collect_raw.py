@@ -72,6 +72,8 @@ class RawGroupBuilder:
         # the newest seq this collector stored per (host, epoch): at or below
         # it a batch may be stored (raised by stored(), loaded by the store)
         self.newest_seq: dict[tuple[str, int], int] = {}
+        # the last group's accepted payloads, one per row of its batches
+        self.payloads: list[bytes] = []
 
     def forget(self) -> None:
         self.keys = _LineKeys()
@@ -87,6 +89,7 @@ class RawGroupBuilder:
 
     def build(self, messages: list[Message]) -> RawGroup:
         events: list[Event] = []
+        self.payloads = []
         accepted = _unique(accept_batches(messages, self.max_batch_bytes, events), events)
         if not accepted:
             nothing = RawGroup.empty()
@@ -104,16 +107,14 @@ class RawGroupBuilder:
                 empty.events = events
                 return empty
             group = _Group.of(accepted)  # parsed again: liars are rare
+        self.payloads = [a.message.data for a in accepted]
         cols, bad = self._columns(group)
         for i, (count, first) in sorted(bad.items()):
             h = accepted[i].header
             events.append(Event("malformed_lines", h.host, h.subject, h.epoch, h.seq, count, first))
         return RawGroup(
             samples=_samples(cols),
-            series=pa.Table.from_pylist(
-                [dict(zip(SERIES_SCHEMA.names, r, strict=True)) for r in cols.series],
-                schema=SERIES_SCHEMA,
-            ),
+            series=_series(cols.series),
             activity=_activity(cols),
             batches=_batches(accepted, _newest_time_per_batch(group)),
             events=events,
@@ -265,6 +266,16 @@ def _samples(cols: _Columns) -> pa.Table:
         keep = np.sort(order[np.concatenate(([True], ~repeat))])
         sid, t, value, batch = sid[keep], t[keep], value[keep], batch[keep]
     return pa.table([sid, t, value, batch], schema=SAMPLES_SCHEMA)
+
+
+def _series(rows: list[_SeriesRow]) -> pa.Table:
+    if not rows:
+        return SERIES_SCHEMA.empty_table()
+    columns = list(zip(*rows, strict=True))
+    return pa.table(
+        [pa.array(columns[0], pa.int64()), *(pa.array(c, pa.string()) for c in columns[1:])],
+        schema=SERIES_SCHEMA,
+    )
 
 
 def _activity(cols: _Columns) -> pa.Table:
