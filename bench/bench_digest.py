@@ -1,22 +1,31 @@
-"""Store and digest at cluster scale: ingest rate and digest time.
+"""Digest time and peak memory at cluster scale, old path against new; ingest rate.
 
-A synthetic job of --nodes nodes x --seconds periods x 100 sensors at 1 Hz
-(default 256 x 3600 = 92 M values, the issue's target) is written as agent
-spool files (cached between runs in --work-dir), then:
+Synthetic jobs of --nodes (default 256,1024,4096) nodes x --seconds (3600)
+periods x ~100 sensors at 1 Hz, a saturated network and a swapping phase,
+written straight into stores with DuckDB/Arrow (hushmon.store.synthetic.
+write_store: spool files of 4096 nodes x 1 h would be ~40 GB of text), cached
+in --work-dir:
 
-- ``hushmon ingest`` of the whole spool: values per second, peak memory;
-- the same spool again (idempotent pass: every file skipped);
-- ``hushmon digest`` in a fresh process: wall time (target < 30 s), peak memory;
+- ``N.duckdb``: the embedded store with every raw sample and the job-wide
+  summaries (job_summaries, the reducers' moments; sketches left empty);
+- ``N.lake``: a lake (DuckLake) with the 1-minute rollups and the summaries
+  and no raw samples, as after retention expired them (a job's digest reads
+  the rollups for bins of a minute or more whether raw data is there or not).
 
-and, on a sample of the same files, what a user would write instead:
+Each digest runs as a user runs it, ``hushmon digest`` in a fresh process
+(Python start and imports included); wall time and the process's own peak
+RSS (wait4). Paths:
 
-- a per-line Python parser with row-by-row INSERTs (executemany);
-- the same parser with one bulk Arrow insert;
-- DuckDB's read_csv splitting the lines in SQL (line protocol as a
-  space-separated file, fields unnested with string_split).
+- ``old``: every period of every node (``--max-bins`` above the periods: the
+  code path of every job before bins), where it fits (--old-max-nodes);
+- ``bins``: per-node bins from the raw samples (DuckDB store);
+- ``rollups``: per-node bins from the lake's rollups;
+- ``summaries``: ``--from-summaries`` (across-node factors only).
 
-Each alternative's rate is printed next to hushmon's as a ratio. The machine
-is shared: the load average is printed with the figures.
+Goals (issue 20): 256 nodes <= 10 s, 4096 nodes <= 60 s within 4 GiB.
+``--ingest`` also measures the spool path at --ingest-nodes (256): spool
+files, ``hushmon ingest``, a second pass and the per-line alternatives, as
+before. The machine is shared: the load average is printed with each figure.
 """
 
 from __future__ import annotations
@@ -30,13 +39,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 
 from hushmon import jsonio
 from hushmon.store.ingest import ingest_spool
-from hushmon.store.synthetic import Scenario, values_per_node_period, write_spool
+from hushmon.store.synthetic import Scenario, values_per_node_period, write_spool, write_store
 
 
 def _spool(sc: Scenario, work: Path) -> Path:
@@ -124,25 +134,58 @@ def _duckdb_read_csv(files: list[Path], work: Path) -> float:
     return n / elapsed
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--nodes", type=int, default=256)
-    ap.add_argument("--seconds", type=int, default=3600)
-    ap.add_argument("--work-dir", type=Path, default=Path("/tmp/hushmon-bench-digest"))
-    ap.add_argument(
-        "--sample-lines",
-        type=int,
-        default=200_000,
-        help="lines of the spool the per-line alternatives parse (rates only)",
-    )
-    ap.add_argument("--json", metavar="FILE", help="write the figures as JSON ('-' = stdout)")
-    args = ap.parse_args()
-    if args.nodes < 1 or args.seconds < 2:
-        ap.error("--nodes >= 1 and --seconds >= 2")
-    work = args.work_dir
-    work.mkdir(parents=True, exist_ok=True)
+def _store(sc: Scenario, work: Path, kind: str) -> Path:
+    """The scenario's store of ``kind`` (duckdb | lake), written once and cached."""
+    store = work / f"{sc.nodes}x{sc.seconds}.{kind}"
+    marker = work / f"{store.name}.complete"
+    if marker.exists():
+        return store
+    if store.is_dir():
+        shutil.rmtree(store)
+    store.unlink(missing_ok=True)
+    t = time.perf_counter()
+    write_store(sc, store, summaries=True, raw=kind == "duckdb")
+    marker.write_text("ok\n")
+    print(f"wrote {store} in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+    return store
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def _digest(store: Path, out: Path, *extra: str) -> dict[str, Any]:
+    """``hushmon digest`` in a fresh process: wall s, the child's peak RSS, what it found."""
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [sys.executable, "-m", "hushmon.cli", "digest", "bench", "--db", str(store)]
+    cmd += ["--out", str(out), "--json", str(out / "figures.json"), *extra]
+    load = _load()
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    if status != 0:
+        raise SystemExit(f"digest failed: {' '.join(cmd)}: {err.decode()[-400:]}")
+    doc = json.loads((out / "figures.json").read_text())
+    res = doc.get("resolution", {})
+    return {
+        "wall_s": wall,
+        "peak_rss_bytes": usage.ru_maxrss * 1024,
+        "findings": sorted(f"{f['factor']}:{f['severity']}" for f in doc["findings"]),
+        "source": res.get("source"),
+        "step_s": res.get("step_s"),
+        "steps": res.get("steps"),
+        "load_before": load,
+        "load_after": _load(),
+    }
+
+
+def _ingest_figures(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The spool path at --ingest-nodes: ingest rate, second pass, alternatives."""
     sc = Scenario(
-        nodes=args.nodes,
+        nodes=args.ingest_nodes,
         seconds=args.seconds,
         job="bench",
         network="saturated",
@@ -153,80 +196,28 @@ def main() -> int:
     spool = _spool(sc, work)
     files = sorted(spool.glob("*.lp"))
     spool_bytes = sum(f.stat().st_size for f in files)
-
-    db = work / "bench.duckdb"
+    db = work / "ingested.duckdb"
     db.unlink(missing_ok=True)
     rep = ingest_spool(db, spool)
     ingest_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     again = ingest_spool(db, spool)
-    # The digest runs as a user runs it: `hushmon digest` in a fresh process
-    # (Python start and imports included).
-    t = time.perf_counter()
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hushmon.cli",
-            "digest",
-            "bench",
-            "--db",
-            str(db),
-            "--out",
-            str(work / "report"),
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    digest_s = time.perf_counter() - t
-    digest_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    digest_json = json.loads((work / "report" / "digest.json").read_text())
-    report_bytes = (work / "report" / "report.html").stat().st_size
-
-    sample = files[: max(1, len(files) // max(1, args.nodes) * 4)]  # about four nodes' files
+    sample = files[: max(1, len(files) // max(1, sc.nodes) * 4)]  # about four nodes' files
     rows_rate = _naive_row_inserts(files, min(args.sample_lines // 100, 2_000), work)
     bulk_rate = _naive_bulk(files, args.sample_lines, work)
     csv_rate = _duckdb_read_csv(sample, work)
     ours = rep.values_per_s
-    figures = {
-        "nodes": args.nodes,
-        "seconds": args.seconds,
-        "values_per_node_period": per_node_period,
-        "values_stored": rep.values_stored,
-        "spool_bytes": spool_bytes,
-        "store_bytes": db.stat().st_size,
-        "ingest_s": rep.seconds,
-        "ingest_values_per_s": ours,
-        "ingest_peak_rss_bytes": ingest_rss,
-        "reingest_s": again.seconds,
-        "reingest_files_skipped": again.files_already_ingested,
-        "digest_s": digest_s,
-        "digest_peak_rss_bytes": digest_rss,
-        "digest_findings": [f["factor"] for f in digest_json["findings"]],
-        "digest_states": len(digest_json["states"]["states"]),
-        "report_bytes": report_bytes,
-        "alt_naive_row_inserts_values_per_s": rows_rate,
-        "alt_naive_bulk_values_per_s": bulk_rate,
-        "alt_duckdb_read_csv_values_per_s": csv_rate,
-        "load_average": os.getloadavg(),
-        "cpus": os.cpu_count(),
-    }
     print(
-        f"job: {args.nodes} nodes x {args.seconds} s x {per_node_period - 1} sensors "
+        f"ingest job: {sc.nodes} nodes x {sc.seconds} s x {per_node_period - 1} sensors "
         f"+ job line = {rep.values_stored:,} values, spool {spool_bytes / 1e9:.2f} GB, "
-        f"store {figures['store_bytes'] / 1e9:.2f} GB"
+        f"store {db.stat().st_size / 1e9:.2f} GB"
     )
     print(
         f"ingest:   {rep.seconds:7.1f} s  {ours / 1e6:6.2f} M values/s  "
-        f"peak RSS {ingest_rss / 1e9:.2f} GB"
+        f"peak RSS {ingest_rss / 1e9:.2f} GB  (load {_load():.1f})"
     )
     print(
         f"again:    {again.seconds:7.1f} s  ({again.files_already_ingested} files skipped, "
         f"{again.values_stored} values stored)"
-    )
-    print(
-        f"digest:   {digest_s:7.1f} s  (target < 30 s)  peak RSS {digest_rss / 1e9:.2f} GB, "
-        f"{len(figures['digest_findings'])} findings, {figures['digest_states']} states, "
-        f"report {figures['report_bytes'] / 1e6:.1f} MB"
     )
     print("alternatives (values/s, hushmon ingest / alternative):")
     for label, rate in (
@@ -235,8 +226,115 @@ def main() -> int:
         ("DuckDB read_csv + SQL split", csv_rate),
     ):
         print(f"  {label:42s} {rate / 1e6:7.3f} M/s   ratio {ours / rate:7.1f}x")
+    return {
+        "nodes": sc.nodes,
+        "values_stored": rep.values_stored,
+        "spool_bytes": spool_bytes,
+        "store_bytes": db.stat().st_size,
+        "ingest_s": rep.seconds,
+        "ingest_values_per_s": ours,
+        "ingest_peak_rss_bytes": ingest_rss,
+        "reingest_s": again.seconds,
+        "alt_naive_row_inserts_values_per_s": rows_rate,
+        "alt_naive_bulk_values_per_s": bulk_rate,
+        "alt_duckdb_read_csv_values_per_s": csv_rate,
+    }
+
+
+def _row(nodes: int, path: str, r: dict[str, Any], goal_s: float | None) -> str:
+    res = f"{r['steps']} steps of {r['step_s']:g} s ({r['source']})" if r["source"] else ""
+    goal = (
+        ""
+        if goal_s is None
+        else f" goal {goal_s:g} s: {'met' if r['wall_s'] <= goal_s else 'NOT met'}"
+    )
+    return (
+        f"{nodes:5d}  {path:9s} {r['wall_s']:7.1f} s  {r['peak_rss_bytes'] / 2**30:5.2f} GiB  "
+        f"load {r['load_before']:.1f}-{r['load_after']:.1f}  {res}{goal}\n"
+        f"                  findings: {', '.join(r['findings']) or 'none'}"
+    )
+
+
+GOALS_S = {256: 10.0, 4096: 60.0}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--nodes", default="256,1024,4096", help="comma-separated node counts")
+    ap.add_argument("--seconds", type=int, default=3600)
+    ap.add_argument("--work-dir", type=Path, default=Path("/tmp/hushmon-bench-digest"))
+    ap.add_argument(
+        "--old-max-nodes", type=int, default=256, help="run the old path up to this many nodes"
+    )
+    ap.add_argument(
+        "--raw-max-nodes",
+        type=int,
+        default=4096,
+        help="write the raw DuckDB store and digest it up to this many nodes",
+    )
+    ap.add_argument("--paths", default="old,bins,rollups,summaries", help="which paths to run")
+    ap.add_argument("--ingest", action="store_true", help="also the spool ingest figures")
+    ap.add_argument("--ingest-nodes", type=int, default=256)
+    ap.add_argument(
+        "--sample-lines",
+        type=int,
+        default=200_000,
+        help="lines of the spool the per-line alternatives parse (rates only)",
+    )
+    ap.add_argument("--json", metavar="FILE", help="write the figures as JSON ('-' = stdout)")
+    args = ap.parse_args()
+    try:
+        node_counts = [int(n) for n in args.nodes.split(",")]
+    except ValueError:
+        ap.error(f"--nodes takes numbers separated by commas, not {args.nodes!r}")
+    paths = set(args.paths.split(","))
+    unknown = paths - {"old", "bins", "rollups", "summaries"}
+    if unknown:
+        ap.error(f"unknown path(s): {', '.join(sorted(unknown))}")
+    if min(node_counts) < 1 or args.seconds < 2:
+        ap.error("--nodes >= 1 and --seconds >= 2")
+    work = args.work_dir
+    work.mkdir(parents=True, exist_ok=True)
+    figures: dict[str, Any] = {"seconds": args.seconds, "cpus": os.cpu_count(), "runs": []}
+    if args.ingest:
+        figures["ingest"] = _ingest_figures(args, work)
+    print(f"digest of a synthetic job, {args.seconds} periods of 1 s, on {os.cpu_count()} CPUs")
+    print("nodes  path        wall      peak RSS  load       what the factors saw")
+    for nodes in node_counts:
+        sc = Scenario(
+            nodes=nodes,
+            seconds=args.seconds,
+            job="bench",
+            network="saturated",
+            swap_phases=[(args.seconds // 3, args.seconds // 2)],
+        )
+        runs: dict[str, dict[str, Any]] = {}
+        raw_ok = nodes <= args.raw_max_nodes
+        if raw_ok and "old" in paths and nodes <= args.old_max_nodes:
+            duck = _store(sc, work, "duckdb")
+            runs["old"] = _digest(duck, work / "out-old", "--max-bins", str(10 * args.seconds))
+        if raw_ok and "bins" in paths:
+            runs["bins"] = _digest(_store(sc, work, "duckdb"), work / "out-bins")
+        if "rollups" in paths:
+            runs["rollups"] = _digest(_store(sc, work, "lake"), work / "out-rollups")
+        if "summaries" in paths:
+            store = _store(sc, work, "lake")
+            runs["summaries"] = _digest(store, work / "out-summaries", "--from-summaries")
+        for path, r in runs.items():
+            print(_row(nodes, path, r, GOALS_S.get(nodes) if path != "old" else None))
+            figures["runs"].append({"nodes": nodes, "path": path, **r})
+        old = runs.get("old")
+        for path in ("bins", "rollups", "summaries"):
+            if old and path in runs:
+                new = runs[path]
+                print(
+                    f"       old / {path}: time {old['wall_s'] / new['wall_s']:.1f}x, "
+                    f"peak RSS {old['peak_rss_bytes'] / new['peak_rss_bytes']:.1f}x"
+                )
+    figures["load_average"] = os.getloadavg()
     print(
-        f"load average {figures['load_average'][0]:.1f} on {figures['cpus']} CPUs "
+        f"load average {figures['load_average'][0]:.1f} / {figures['load_average'][1]:.1f} / "
+        f"{figures['load_average'][2]:.1f} on {figures['cpus']} CPUs "
         "(shared machine: figures are lower bounds)"
     )
     jsonio.emit(args.json, figures)

@@ -10,6 +10,7 @@ from typing import Any
 from hushmon import jsonio
 from hushmon.datadir import add_data_dir_options, from_args, writes_job_data
 from hushmon.display import printable
+from hushmon.errors import HushmonError
 
 
 def register(subparsers: Any) -> None:
@@ -35,6 +36,13 @@ def register(subparsers: Any) -> None:
         "of the job recorded)",
     )
     p.add_argument(
+        "--max-bins",
+        type=int,
+        metavar="N",
+        help="read a job with more periods than N as per-node bins (default: [resolution] "
+        "max_bins in factors/parameters.toml, 720); a large N reads every period",
+    )
+    p.add_argument(
         "--from-summaries",
         action="store_true",
         help="from the job-wide summaries hushmon collect stored (cluster mode), not raw data: "
@@ -49,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
     from hushmon.digest.build import build_digest
 
     dd, db = from_args(args)
+    if args.max_bins is not None and args.max_bins < 2:
+        raise HushmonError(f"--max-bins must be at least 2, not {args.max_bins}")
     if args.from_summaries:
         from hushmon.transport.sumdigest import digest_from_summaries
 
@@ -59,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             jsonio.emit(args.json, json.loads(small.json_path.read_text(encoding="utf-8")))
         return 0
-    digest = build_digest(db, args.job, args.out or dd.reports(args.job), args.topology)
+    digest = build_digest(
+        db, args.job, args.out or dd.reports(args.job), args.topology, args.max_bins
+    )
     human = jsonio.human_stream(args.json)
     for line in digest.summary_lines():
         print(printable(line), file=human)

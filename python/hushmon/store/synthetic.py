@@ -22,8 +22,10 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 CPU_FIELDS = [
     "user_pct",
@@ -344,24 +346,80 @@ def synthetic_store(sc: Scenario, folder: Path, db: Path | None = None) -> Path:
     return db
 
 
-def write_store(sc: Scenario, store: Path, nodes_per_insert: int = 32) -> Path:
+@dataclass
+class _Moments:
+    """Across-node count, mean, M2, min, max per (sensor key, period), merged
+    chunk by chunk (Chan et al., as the reducers merge their partials)."""
+
+    keys: list[tuple[str, str, str]]
+    count: np.ndarray
+    mean: np.ndarray
+    m2: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+    def add(self, values: np.ndarray) -> None:
+        """``values``: nodes x keys x periods of one chunk."""
+        n_b = values.shape[0]
+        mean_b = values.mean(axis=0)
+        m2_b = ((values - mean_b) ** 2).sum(axis=0)
+        n = self.count + n_b
+        delta = mean_b - self.mean
+        self.mean = self.mean + delta * n_b / n
+        self.m2 = self.m2 + m2_b + delta**2 * self.count * n_b / n
+        self.count = n
+        self.lo = np.minimum(self.lo, values.min(axis=0))
+        self.hi = np.maximum(self.hi, values.max(axis=0))
+
+
+def _rollups(ids: np.ndarray, values: np.ndarray, times: np.ndarray) -> dict[str, np.ndarray]:
+    """samples_1m rows (series x minute: count, sum, min, max) of series x periods values."""
+    minute_ns = 60_000_000_000
+    minutes = times // minute_ns
+    starts = np.flatnonzero(np.diff(minutes, prepend=minutes[0] - 1))
+    counts = np.diff(np.append(starts, len(times)))
+    n_min = len(starts)
+    return {
+        "series_id": np.repeat(ids, n_min),
+        "minute_ns": np.tile(minutes[starts] * minute_ns, len(ids)),
+        "count": np.tile(counts, len(ids)).astype(np.int64),
+        "sum": np.add.reduceat(values, starts, axis=1).ravel(),
+        "min": np.minimum.reduceat(values, starts, axis=1).ravel(),
+        "max": np.maximum.reduceat(values, starts, axis=1).ravel(),
+    }
+
+
+def write_store(
+    sc: Scenario,
+    store: Path,
+    nodes_per_insert: int = 32,
+    summaries: bool = False,
+    raw: bool = True,
+) -> Path:
     """Write the scenario straight into a store (the DuckDB file, or a lake:
     a ``*.lake`` folder) as ``hushmon ingest`` would have stored its spool:
     the same series, samples and job periods, without the text in between
-    (values keep full precision; the spool rounds them to 6 digits).
+    (values keep full precision; the spool rounds them to 6 digits). A lake
+    gets the 1-minute rollups its compaction would build (``samples_1m``).
+    ``summaries``: also the job-wide summaries the collector stores
+    (``job_summaries``: count, sum, mean, M2, min, max over the nodes per
+    period and sensor, merged as the reducers merge; the quantile sketch is
+    left empty). ``raw=False``: no raw samples, as after retention expired
+    them (a lake then keeps the rollups).
 
     For jobs whose spool is too big to write here (4096 nodes x 1 h is about
     40 GB of line protocol). Rows go in as Arrow tables of
     ``nodes_per_insert`` nodes each, so memory stays bounded by that chunk.
     """
-    import pyarrow as pa
-
     from hushmon.store.lake import is_lake, series_id_of
     from hushmon.store.schema import open_store
 
     lake = is_lake(store)
     con = open_store(store)
+    moments: _Moments | None = None
     try:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        rollups = "samples_1m" in tables
         row = con.execute("SELECT max(series_id) FROM series").fetchone()
         next_id = int(row[0]) + 1 if row and row[0] is not None else 1
         times = sc.start_ns + np.arange(sc.seconds, dtype=np.int64) * sc.period_ns
@@ -369,6 +427,7 @@ def write_store(sc: Scenario, store: Path, nodes_per_insert: int = 32) -> Path:
             names: list[tuple[str, str, str, str]] = []
             columns: list[np.ndarray] = []
             hosts = [sc.host(n) for n in range(first, min(first + nodes_per_insert, sc.nodes))]
+            keys: list[tuple[str, str, str]] = []
             for node, host in enumerate(hosts, start=first):
                 rng = np.random.default_rng(sc.seed * 100_003 + node)
                 for key, values in _node_series(sc, node, rng).items():
@@ -378,6 +437,8 @@ def write_store(sc: Scenario, store: Path, nodes_per_insert: int = 32) -> Path:
                     tags = ",".join(sorted(tags.split(","))) if tags else ""
                     for j, fname in enumerate(FIELDS[measurement]):
                         names.append((host, measurement, tags, fname))
+                        if node == first:
+                            keys.append((measurement, tags, fname))
                         col = values[:, j]
                         columns.append(np.round(col) if fname in _INTEGER_FIELDS else col)
             if lake:
@@ -385,6 +446,7 @@ def write_store(sc: Scenario, store: Path, nodes_per_insert: int = 32) -> Path:
             else:
                 ids = np.arange(next_id, next_id + len(names), dtype=np.int64)
                 next_id += len(names)
+            matrix = np.vstack(columns).astype(np.float64)  # series x periods
             series_in = pa.table(
                 {
                     "series_id": ids,
@@ -398,7 +460,7 @@ def write_store(sc: Scenario, store: Path, nodes_per_insert: int = 32) -> Path:
                 {
                     "series_id": np.repeat(ids, sc.seconds),
                     "time_ns": np.tile(times, len(ids)),
-                    "value": np.concatenate(columns).astype(np.float64),
+                    "value": matrix.ravel(),
                 }
             )
             activity_in = pa.table(
@@ -408,17 +470,57 @@ def write_store(sc: Scenario, store: Path, nodes_per_insert: int = 32) -> Path:
                     "time_ns": np.tile(times, len(hosts)),
                 }
             )
+            if summaries:
+                per_node = matrix.reshape(len(hosts), len(keys), sc.seconds)
+                if moments is None:
+                    zeros = np.zeros((len(keys), sc.seconds))
+                    moments = _Moments(
+                        keys, zeros, zeros.copy(), zeros.copy(), zeros + np.inf, zeros - np.inf
+                    )
+                moments.add(per_node)
+            if rollups:
+                con.register("rollups_in", pa.table(_rollups(ids, matrix, times)))
             con.register("series_in", series_in)
             con.register("samples_in", samples_in)
             con.register("activity_in", activity_in)
             con.execute("BEGIN TRANSACTION").fetchall()
             table = "series_rows" if lake else "series"
             con.execute(f"INSERT INTO {table} SELECT * FROM series_in").fetchall()
-            con.execute("INSERT INTO samples SELECT * FROM samples_in").fetchall()
+            if raw:
+                con.execute("INSERT INTO samples SELECT * FROM samples_in").fetchall()
             con.execute("INSERT INTO job_activity SELECT * FROM activity_in").fetchall()
+            if rollups:
+                con.execute("INSERT INTO samples_1m SELECT * FROM rollups_in").fetchall()
+                con.unregister("rollups_in")
             con.execute("COMMIT").fetchall()
             for name in ("series_in", "samples_in", "activity_in"):
                 con.unregister(name)
+        if moments is not None:
+            _insert_summaries(con, sc, moments, times)
     finally:
         con.close()
     return store
+
+
+def _insert_summaries(con: Any, sc: Scenario, m: _Moments, times: np.ndarray) -> None:
+    k, t = len(m.keys), len(times)
+    rows = pa.table(
+        {
+            "job": [sc.job] * (k * t),
+            "time_ns": np.tile(times, k),
+            "measurement": np.repeat([key[0] for key in m.keys], t),
+            "tags": np.repeat([key[1] for key in m.keys], t),
+            "field": np.repeat([key[2] for key in m.keys], t),
+            "count": m.count.ravel().astype(np.int64),
+            "sum": (m.mean * m.count).ravel(),
+            "mean": m.mean.ravel(),
+            "m2": m.m2.ravel(),
+            "min": m.lo.ravel(),
+            "max": m.hi.ravel(),
+            "sketch": ["{}"] * (k * t),
+            "origin": ["synthetic"] * (k * t),
+        }
+    )
+    con.register("summaries_in", rows)
+    con.execute("INSERT INTO job_summaries BY NAME SELECT * FROM summaries_in").fetchall()
+    con.unregister("summaries_in")

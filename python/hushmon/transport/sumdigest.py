@@ -52,8 +52,8 @@ class SummaryDigest:
         for s in self.sensors:
             if s["name"] in _SHOWN:
                 lines.append(
-                    f"  {s['name']}: min {s['min']:.4g}  avg {s['avg']:.4g}  max {s['max']:.4g}"
-                    f"  p50 {s['p50']:.4g}  p99 {s['p99']:.4g}"
+                    f"  {s['name']}: "
+                    + "  ".join(f"{k} {_num(s[k])}" for k in ("min", "avg", "max", "p50", "p99"))
                 )
         for f in sorted(self.findings, key=lambda f: SEVERITIES.index(f.severity)):
             lines.append(f"[{f.severity}] {f.title}: {f.hint}")
@@ -88,6 +88,11 @@ def _read_all(con: Any, job: str) -> dict[SensorKey, list[tuple[int, Summary]]]:
     for r in rows:
         out.setdefault(SensorKey(r[0], r[1], r[2]), []).append((int(r[3]), _summary(r[4:])))
     return out
+
+
+def _num(x: float | None) -> str:
+    """A figure for people; a quantile without a sketch is None."""
+    return "-" if x is None else f"{x:.4g}"
 
 
 def _finite(x: float) -> float | None:

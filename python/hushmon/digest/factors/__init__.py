@@ -94,6 +94,12 @@ def run_factors(job: JobData) -> FactorResult:
     res = job.resolution
     for factor in FACTORS:
         result.data_used[factor.name] = _data_used(factor, job)
+        missing = missing_sensors(factor, job)
+        if missing:
+            result.skipped.append(
+                Skipped(factor.name, SkipReason.MISSING_SENSOR, f"needs {', '.join(missing)}")
+            )
+            continue
         if res is not None and not res.per_node and factor.resolution == PER_NODE:
             result.skipped.append(
                 Skipped(
@@ -102,12 +108,6 @@ def run_factors(job: JobData) -> FactorResult:
                     "needs each node's values over time; the summaries hold only min / "
                     "average / max over nodes (digest the raw store for it)",
                 )
-            )
-            continue
-        missing = missing_sensors(factor, job)
-        if missing:
-            result.skipped.append(
-                Skipped(factor.name, SkipReason.MISSING_SENSOR, f"needs {', '.join(missing)}")
             )
             continue
         try:
