@@ -14,6 +14,8 @@ batch measured by the run):
                                                 process is given (default 0.5:
                                                 room for catch-up after an outage)
     rack reducers= max(2 per rack, processes)   two per rack share its consumer
+    leaves       = one per rack; the hub is one nats-server (multi-threaded) on
+                   a machine with that many cores
     disk per day = B x V x 86,400 x bytes per stored value
 
 Bytes per stored value: --bytes-per-value (docs/store.md's measurement with
@@ -23,7 +25,7 @@ files, an upper bound).
 
     .venv/bin/python bench/sizing.py --from load.json [--nodes 1000,2000,10000]
         [--periods-s 1,10] [--sensors V] [--bytes-per-value X] [--use 0.5]
-        [--nodes-per-rack 40] [--json FILE]
+        [--nodes-per-rack 40] [--markdown] [--json FILE]
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ def size_site(
     racks = max(1, math.ceil(nodes / nodes_per_rack))
     procs["rack reducer"] = max(2 * racks, procs["rack reducer"])
     procs["leaf nats-server"] = max(racks, procs["leaf nats-server"])
+    procs["hub nats-server"] = 1  # one server's threads use the cores of its machine
     return SiteRow(
         nodes=nodes,
         period_s=period_s,
@@ -120,6 +123,22 @@ def table(rows: list[SiteRow]) -> list[str]:
         out.append(
             f"{r.nodes:>7,} {r.period_s:>5g}s {r.values_per_s:>10,.0f} {cells}"
             f"   disk {r.disk_bytes_per_day / 1e9:,.1f} GB/day"
+        )
+    return out
+
+
+def markdown(rows: list[SiteRow]) -> list[str]:
+    """The same table for docs: cores (processes) per kind, disk per day."""
+    cols = [col for _k, col in KIND_COLUMNS]
+    out = [
+        "| nodes | period | values/s | " + " | ".join(cols) + " | disk per day |",
+        "|---" * (len(cols) + 4) + "|",
+    ]
+    for r in rows:
+        cells = " | ".join(f"{r.cores[k]:.2f} ({r.processes[k]})" for k, _c in KIND_COLUMNS)
+        out.append(
+            f"| {r.nodes:,} | {r.period_s:g} s | {r.values_per_s:,.0f} | {cells} | "
+            f"{r.disk_bytes_per_day / 1e9:,.1f} GB |"
         )
     return out
 
@@ -151,6 +170,7 @@ def main() -> int:
     ap.add_argument("--bytes-per-value", type=float, help="stored bytes per value (docs/store.md)")
     ap.add_argument("--use", type=float, default=0.5, help="share of a core per process")
     ap.add_argument("--nodes-per-rack", type=int, default=40)
+    ap.add_argument("--markdown", action="store_true", help="the table as Markdown (for docs)")
     ap.add_argument("--json", metavar="FILE", help="also write the table as JSON")
     a = ap.parse_args()
     try:
@@ -178,7 +198,7 @@ def main() -> int:
         f"per batch); {sensors} values per node per period; a process at {a.use:.0%} of a core; "
         f"{a.nodes_per_rack} nodes per rack; bytes per value from {m.bytes_source}"
     )
-    for line in table(rows):
+    for line in markdown(rows) if a.markdown else table(rows):
         print(line)
     for line in arithmetic(m, _largest_fast(rows), sensors):
         print(line)
