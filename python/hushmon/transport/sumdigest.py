@@ -23,7 +23,7 @@ from hushmon import jsonio
 from hushmon.digest.factors.base import SEVERITIES, Finding, Skipped
 from hushmon.errors import HushmonError
 from hushmon.store.schema import open_store_readonly
-from hushmon.transport.summary import Sketch, Summary, merge_all
+from hushmon.transport.summary import Sketch
 from hushmon.transport.wire import SensorKey
 
 LOST = (
@@ -72,22 +72,56 @@ _SHOWN = (
 )
 
 
-def _summary(r: tuple[Any, ...]) -> Summary:
-    """count, sum, mean, m2, min, max, sketch (JSON) as job_summaries stores them."""
-    return Summary(int(r[0]), r[1], r[2], r[3], r[4], r[5], Sketch.from_json(json.loads(r[6])))
+# Per sensor, the whole job's moments merged in SQL (Chan et al.: M2 = sum of
+# the periods' M2 + count x (period mean - job mean)^2) and its periods in
+# time order: one query, no Python per (sensor, period) but the sketches.
+_SENSORS_SQL = """
+WITH k AS (
+  SELECT measurement, tags, field, time_ns, count, mean, m2, min, max, sketch,
+         sum(count * mean) OVER w / sum(count) OVER w AS job_mean
+  FROM job_summaries WHERE job = $job
+  WINDOW w AS (PARTITION BY measurement, tags, field)
+)
+SELECT measurement, tags, field, sum(count) AS n, any_value(job_mean) AS mean,
+       sum(m2 + count * (mean - job_mean) ^ 2) AS m2, min(min) AS lo, max(max) AS hi,
+       list(sketch ORDER BY time_ns) FILTER (WHERE sketch <> '{}') AS sketches,
+       list(time_ns ORDER BY time_ns) AS times, list(min ORDER BY time_ns) AS mins,
+       list(mean ORDER BY time_ns) AS means, list(max ORDER BY time_ns) AS maxes,
+       list(count ORDER BY time_ns) AS counts
+FROM k GROUP BY measurement, tags, field ORDER BY measurement, tags, field
+"""
 
 
-def _read_all(con: Any, job: str) -> dict[SensorKey, list[tuple[int, Summary]]]:
-    """Every (sensor, period) summary of the job, in one query (periods x sensors rows)."""
-    rows = con.execute(
-        """SELECT measurement, tags, field, time_ns, count, sum, mean, m2, min, max, sketch
-           FROM job_summaries WHERE job = ? ORDER BY measurement, tags, field, time_ns""",
-        [job],
-    ).fetchall()
-    out: dict[SensorKey, list[tuple[int, Summary]]] = {}
-    for r in rows:
-        out.setdefault(SensorKey(r[0], r[1], r[2]), []).append((int(r[3]), _summary(r[4:])))
+def _sketch(texts: list[str] | None) -> Sketch:
+    """The periods' sketches merged (empty when the store kept none)."""
+    out = Sketch()
+    for text in texts or ():
+        out.merge(Sketch.from_json(json.loads(text)))
     return out
+
+
+def _sensor_rows(con: Any, job: str) -> list[dict[str, Any]]:
+    sensors = []
+    for r in con.execute(_SENSORS_SQL, {"job": job}).fetchall():
+        (m, tags, fld, n, mean, m2, lo, hi, sketches, times, mins, means, maxes, counts) = r
+        sketch = _sketch(sketches)
+        sensors.append(
+            {
+                "name": SensorKey(m, tags, fld).name,
+                "min": lo,
+                "avg": mean,
+                "max": hi,
+                "std": math.sqrt(m2 / n) if n else None,
+                "p50": _finite(sketch.quantile(0.5)),
+                "p99": _finite(sketch.quantile(0.99)),
+                "values": int(n),
+                "periods": [
+                    {"time_ns": t, "min": a, "avg": v, "max": b, "count": c}
+                    for t, a, v, b, c in zip(times, mins, means, maxes, counts, strict=True)
+                ],
+            }
+        )
+    return sensors
 
 
 def _num(x: float | None) -> str:
@@ -105,32 +139,12 @@ def digest_from_summaries(db: Path, job: str, out_dir: Path) -> SummaryDigest:
         tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         if "job_summaries" not in tables:
             raise HushmonError(f"{db} has no summaries: run 'hushmon collect' into it")
-        per_sensor = _read_all(con, job)
+        sensors = _sensor_rows(con, job)
     finally:
         con.close()
-    times = sorted({t for rows in per_sensor.values() for t, _s in rows})
+    times = sorted({p["time_ns"] for sensor in sensors for p in sensor["periods"]})
     if not times:
         raise HushmonError(f"no summaries of job {job!r} in {db} (collected with hushmon collect?)")
-    sensors = []
-    for key in sorted(per_sensor):
-        rows = per_sensor[key]
-        total = merge_all(s for _t, s in rows)
-        sensors.append(
-            {
-                "name": key.name,
-                "min": total.min,
-                "avg": total.mean,
-                "max": total.max,
-                "std": math.sqrt(total.variance) if total.count else None,
-                "p50": _finite(total.quantile(0.5)),
-                "p99": _finite(total.quantile(0.99)),
-                "values": total.count,
-                "periods": [
-                    {"time_ns": t, "min": s.min, "avg": s.mean, "max": s.max, "count": s.count}
-                    for t, s in rows
-                ],
-            }
-        )
     from hushmon.digest.factors import run_factors
     from hushmon.digest.summaries import load_summaries
 
