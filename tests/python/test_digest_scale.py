@@ -9,6 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -156,3 +157,16 @@ def test_a_lake_gives_the_digest_of_the_duckdb_store(tmp_path: Path) -> None:
         for stat in ("min", "avg", "max"):
             # DuckDB may add a bin's samples in another order: last-digit differences
             assert x[stat] == pytest.approx(y[stat], rel=1e-9, nan_ok=True), x["name"]
+
+
+def test_heat_map_rows_are_bounded() -> None:
+    from hushmon.digest.plots import MAX_HEAT_ROWS, node_rows
+
+    m = np.arange(1001 * 3, dtype=float).reshape(1001, 3)
+    m[4:8] = np.nan  # a group of nodes never measured stays unmeasured
+    rows, group = node_rows(m)
+    assert group == 4 and rows.shape == (251, 3) and len(rows) <= MAX_HEAT_ROWS
+    assert rows[0] == pytest.approx(m[:4].mean(axis=0))
+    assert np.isnan(rows[1]).all()
+    assert rows[-1] == pytest.approx(m[1000])  # the last, partial group
+    assert node_rows(m[:200])[1] == 1

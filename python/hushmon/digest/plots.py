@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -87,14 +88,32 @@ def band(job: JobData, sensors: list[str]) -> Figure:
     return fig
 
 
+# A heat map's rows at most: about the pixels a report's figure has in height.
+MAX_HEAT_ROWS = 256
+
+
+def node_rows(m: np.ndarray) -> tuple[np.ndarray, int]:
+    """At most MAX_HEAT_ROWS rows: consecutive nodes averaged in groups of k."""
+    k = -(-m.shape[0] // MAX_HEAT_ROWS)
+    if k == 1:
+        return m, 1
+    pad = (-m.shape[0]) % k
+    padded = np.vstack([m, np.full((pad, m.shape[1]), np.nan)]) if pad else m
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN group stays NaN
+        return np.nanmean(padded.reshape(-1, k, m.shape[1]), axis=1), k
+
+
 def per_node(job: JobData, sensor: str) -> Figure:
-    """Node x time heat map of one sensor (one row per node)."""
+    """Node x time heat map of one sensor (one row per node; groups of nodes
+    averaged when there are more than a figure has rows of pixels)."""
     m = job.matrix(sensor)
     assert m is not None
     k, unit = _scale(sensor)
+    rows, group = node_rows(m)
     fig, ax = plt.subplots(figsize=(10, min(0.16 * len(job.hosts) + 1.2, 4.5)))
     im = ax.imshow(
-        m * k,
+        rows * k,
         aspect="auto",
         interpolation="nearest",
         cmap="viridis",
@@ -102,6 +121,8 @@ def per_node(job: JobData, sensor: str) -> Figure:
     )
     if len(job.hosts) <= 24:
         ax.set_yticks(np.arange(len(job.hosts)) + 0.5, job.hosts, fontsize=7)
+    elif group > 1:
+        ax.set_ylabel(f"{len(job.hosts)} nodes\n(rows: means of {group})")
     else:
         ax.set_ylabel(f"{len(job.hosts)} nodes")
     ax.set_xlabel("seconds from job start")
