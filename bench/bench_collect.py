@@ -17,8 +17,19 @@ by the collector's own code: summaries per CPU-s. With --reducers,
 printed as a ratio of the rack reducer's node-batches per CPU-s.
 The machine is shared: the load average is printed with the figures.
 
+``--engine c`` (or ``both``, beside the Python collector) collects the same
+stream with the C hot path (libhushmon_collect through
+hushmon.transport.fastcollect) into a lake: a fresh process pulls groups of
+2048 (64 MiB at most), appends each with the lake writer
+(transport/lake_writer.py, one commit) and acks it; printed are its batches
+per CPU-second (the process's CPU over the loop: fetch, parse, append, ack;
+libnats' threads included), as a ratio of the Python collector's and of the
+rack reducer's (--reducers). Then ``--processes`` collectors of each engine
+share collect-raw at once on a stream published again: aggregate batches
+per second and CPU per batch, as a ratio of one process's.
+
     .venv/bin/python bench/bench_collect.py [--nodes 64 --seconds 120] [--reducers]
-        [--store duckdb|lake|both]
+        [--store duckdb|lake|both] [--engine python|c|both] [--processes 2]
 """
 
 from __future__ import annotations
@@ -42,7 +53,12 @@ from hushmon.store.lake import is_lake
 from hushmon.store.synthetic import Scenario, node_lines, write_spool
 from hushmon.transport.collect_lake import LakeCollectorStore
 from hushmon.transport.collect_store import CollectorStore, Message
-from hushmon.transport.natsserver import LocalNatsServer, NatsServerConfig, ensure_streams
+from hushmon.transport.natsserver import (
+    LocalNatsServer,
+    NatsServerConfig,
+    ensure_streams,
+    site_consumers,
+)
 from hushmon.transport.summary import Summary
 from hushmon.transport.wire import (
     H_SEQ,
@@ -174,7 +190,147 @@ def collect_run(
     return pub_s, json.loads(done.stdout), process_cpu_s, db
 
 
+GROUP_MSGS, GROUP_BYTES, FETCH_TIMEOUT_S = 2048, 64 << 20, 0.5
+
+
+def c_worker(url: str, lake: Path) -> dict:
+    """One C collector: pull, append to the lake, ack, until a pull finds
+    nothing; its CPU and wall time over the loop (not the start-up)."""
+    from hushmon.transport.fastcollect import FastSource
+    from hushmon.transport.lake_writer import LakeWriter
+
+    writer = LakeWriter(lake)
+    source = FastSource(url)
+    source.note_stored(writer.newest_seqs())
+    stored = values = groups = 0
+    started_s, cpu0 = time.time(), time.process_time()
+    ended_s, cpu1 = started_s, cpu0
+    phase = {"fetch": 0.0, "append": 0.0, "ack": 0.0}
+    try:
+        while True:
+            t0 = time.process_time()
+            group = source.fetch_group(GROUP_MSGS, GROUP_BYTES, FETCH_TIMEOUT_S)
+            if source.messages == 0:
+                break
+            t1 = time.process_time()
+            appended, _events = writer.append(group)
+            t2 = time.process_time()
+            source.ack_group()
+            phase["fetch"] += t1 - t0
+            phase["append"] += t2 - t1
+            phase["ack"] += time.process_time() - t2
+            stored += len(appended.kept)
+            values += appended.values
+            groups += 1
+            ended_s, cpu1 = time.time(), time.process_time()
+    finally:
+        source.close()
+        writer.close()
+    return {"batches_stored": stored, "values_stored": values, "groups": groups,
+            "cpu_seconds": cpu1 - cpu0, "start": started_s, "end": ended_s,
+            "phases": phase}  # fmt: skip
+
+
+def c_workers(url: str, lake: Path, count: int) -> list[dict]:
+    """count C collectors at once on one consumer and lake (fresh processes)."""
+    cmd = [sys.executable, __file__, "--c-worker", url, str(lake)]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) for _ in range(count)]
+    out = []
+    for p in procs:
+        text, _ = p.communicate()
+        if p.returncode != 0:
+            raise SystemExit(f"a C collector failed (exit {p.returncode})")
+        out.append(json.loads(text))
+    return out
+
+
+def python_workers(url: str, lake: Path, count: int) -> list[dict]:
+    """count ``hushmon collect --once`` at once (all but one --raw-only)."""
+    base = [sys.executable, "-m", "hushmon.cli", "collect", "--url", url, "--db", str(lake),
+            "--once", "--json", "-"]  # fmt: skip
+    procs = [
+        subprocess.Popen(base + (["--raw-only"] if i else []), stdout=subprocess.PIPE, text=True)
+        for i in range(count)
+    ]
+    out = []
+    for p in procs:
+        text, _ = p.communicate()
+        if p.returncode != 0:
+            raise SystemExit(f"a Python collector failed (exit {p.returncode})")
+        rep = json.loads(text)
+        out.append({"batches_stored": rep["batches_stored"], "cpu_seconds": rep["cpu_seconds"],
+                    "seconds": rep["seconds"]})  # fmt: skip
+    return out
+
+
+def engine_run(
+    tmp: Path, items: list[tuple[str, str, bytes, dict[str, str]]], engine: str, count: int
+) -> list[dict]:
+    """Publishes the batches to a fresh server, then count collectors of the
+    engine collect them into a fresh lake at once."""
+    tmp.mkdir()
+    server = LocalNatsServer(NatsServerConfig(name="bench", store_dir=tmp / "js"), tmp)
+    server.start()
+    try:
+        ensure_streams(server.url, consumers=site_consumers(()))
+        asyncio.run(publish(server.url, items))
+        run = c_workers if engine == "c" else python_workers
+        reports = run(server.url, tmp / "collected.lake", count)
+    finally:
+        server.stop()
+    stored = sum(r["batches_stored"] for r in reports)
+    if stored != len(items):
+        raise SystemExit(f"{engine} x{count}: stored {stored} of {len(items)} batches")
+    return reports
+
+
+def wall_s(reports: list[dict]) -> float:
+    if all("start" in r for r in reports):
+        return max(r["end"] for r in reports) - min(r["start"] for r in reports)
+    return max(r["seconds"] for r in reports)
+
+
+def print_engines(runs: dict[tuple[str, int], list[dict]], reducer_rate: float | None) -> None:
+    rate: dict[tuple[str, int], float] = {}
+    for (engine, count), reports in runs.items():
+        stored = sum(r["batches_stored"] for r in reports)
+        cpu_s = sum(r["cpu_seconds"] for r in reports)
+        rate[(engine, count)] = stored / cpu_s
+        each = ", ".join(f"{r['batches_stored']}" for r in reports)
+        wall = wall_s(reports)
+        print(
+            f"engine {engine} x{count} into a lake: {stored} batches ({each}) in {wall:.1f} s "
+            f"= {stored / wall:,.0f} batches/s; CPU {cpu_s:.2f} s = "
+            f"{1e6 * cpu_s / stored:.0f} us per batch = {stored / cpu_s:,.0f} batches per CPU-s"
+        )
+        if all("phases" in r for r in reports):
+            split = {k: sum(r["phases"][k] for r in reports) for k in reports[0]["phases"]}
+            print(
+                "  CPU per batch by phase: "
+                + ", ".join(f"{k} {1e6 * v / stored:.0f} us" for k, v in split.items())
+            )
+    for engine in ("python", "c"):
+        ones = [k for k in runs if k[0] == engine and k[1] == 1]
+        many = [k for k in runs if k[0] == engine and k[1] > 1]
+        if ones and many:
+            r1, rn = runs[ones[0]], runs[many[0]]
+            t1 = sum(r["batches_stored"] for r in r1) / wall_s(r1)
+            tn = sum(r["batches_stored"] for r in rn) / wall_s(rn)
+            print(
+                f"engine {engine}: {many[0][1]} processes / 1 = {tn / t1:.2f} x batches/s, "
+                f"{rate[many[0]] / rate[ones[0]]:.2f} x batches per CPU-s"
+            )
+    if ("c", 1) in rate and ("python", 1) in rate:
+        print(f"C / Python (batches per CPU-s, one process) = "
+              f"{rate[('c', 1)] / rate[('python', 1)]:.2f}")  # fmt: skip
+    if reducer_rate is not None and ("c", 1) in rate:
+        print(f"C collector / rack reducer (per CPU-s) = {rate[('c', 1)] / reducer_rate:.2f}")
+
+
 def main() -> int:
+    if len(sys.argv) == 4 and sys.argv[1] == "--c-worker":
+        print(json.dumps(c_worker(sys.argv[2], Path(sys.argv[3]))))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=64)
     ap.add_argument("--seconds", type=int, default=120)
@@ -188,7 +344,22 @@ def main() -> int:
         help="collect into the embedded DuckDB file, a lake, or both one after the other "
         "(the same stream published again; the lake's rate as a ratio of the file's)",
     )
+    ap.add_argument(
+        "--engine",
+        choices=("python", "c", "both"),
+        default="python",
+        help="c: the C hot path (libhushmon_collect) into a lake; both: beside the Python "
+        "collector on the same stream, as a ratio",
+    )
+    ap.add_argument(
+        "--processes",
+        type=int,
+        default=2,
+        help="with --engine: also this many collectors of each engine sharing collect-raw",
+    )
     args = ap.parse_args()
+    if args.engine != "python":
+        return engines_main(args)
     stores = ("duckdb", "lake") if args.store == "both" else (args.store,)
     sc = Scenario(nodes=args.nodes, seconds=args.seconds, job="bench")
     with tempfile.TemporaryDirectory(prefix="hm-bench-collect-") as tmp_name:
@@ -246,6 +417,35 @@ def main() -> int:
             f"rack reducer (bench_reduce.py --quick): {reducer_rate:,.0f} node-batches per CPU-s; "
             f"collector / reducer = {(call_rate or stored / process_cpu_s) / reducer_rate:.2f}"
         )
+    print(
+        f"load average while measured: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} "
+        f"({os.cpu_count()} CPUs)"
+    )
+    return 0
+
+
+def engines_main(args: argparse.Namespace) -> int:
+    """The engines side by side: one process each, then --processes each."""
+    engines = ("python", "c") if args.engine == "both" else ("c",)
+    sc = Scenario(nodes=args.nodes, seconds=args.seconds, job="bench")
+    items = batches(sc)
+    lines = sum(d.count(b"\n") for _r, _h, d, _x in items)
+    runs: dict[tuple[str, int], list[dict]] = {}
+    with tempfile.TemporaryDirectory(prefix="hm-bench-collect-") as tmp_name:
+        tmp = Path(tmp_name)
+        counts = (1, args.processes) if args.processes > 1 else (1,)
+        for count in counts:
+            for engine in engines:
+                runs[(engine, count)] = engine_run(tmp / f"{engine}{count}", items, engine, count)
+    load = os.getloadavg()
+    reducer_rate = reducers_rate() if args.reducers else None
+    print(
+        f"synthetic job: {args.nodes} nodes x {args.seconds} s = {len(items)} batches, "
+        f"{lines:,} lines ({lines / len(items):.0f} per batch)"
+    )
+    print_engines(runs, reducer_rate)
+    if reducer_rate is not None:
+        print(f"rack reducer (bench_reduce.py --quick): {reducer_rate:,.0f} node-batches per CPU-s")
     print(
         f"load average while measured: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} "
         f"({os.cpu_count()} CPUs)"

@@ -184,10 +184,11 @@ static bool fast_decimal(const char *s, size_t len, double *value)
 }
 
 /* The value of a simple field read in the pass that finds its end: a
- * plain decimal (at most 15 significant digits, no exponent) or an `i`
+ * plain decimal (at most 15 significant digits; an exponent while the
+ * power of ten it makes is exact, |k| <= 22) or an `i`
  * integer, ending at ',' or len. Gives exactly what parse_value gives for
  * such text (Clinger's fast path, as fast_decimal; an integer below 2^53
- * is exact); false for anything else (words, exponents, `u`, long
+ * is exact); false for anything else (words, larger exponents, `u`, long
  * mantissas, bad text), which goes the general way. */
 static bool fused_value(const char *s, size_t i, size_t len, double *value, size_t *end)
 {
@@ -215,6 +216,23 @@ static bool fused_value(const char *s, size_t i, size_t len, double *value, size
     }
     if (digits == 0)
         return false;
+    int exp10 = 0;
+    if (i < len && (s[i] == 'e' || s[i] == 'E')) {
+        /* an exponent (the agent writes large values as 3.09238e+10):
+         * still one correctly rounded operation while the power of ten
+         * is exact (|frac - exp| <= 22) */
+        size_t j = i + 1;
+        bool eneg = false;
+        if (j < len && (s[j] == '+' || s[j] == '-'))
+            eneg = s[j++] == '-';
+        int ed = 0;
+        while (j < len && s[j] >= '0' && s[j] <= '9' && ed < 4)
+            exp10 = exp10 * 10 + (s[j++] - '0'), ed++;
+        if (ed == 0 || ed == 4 || (j < len && s[j] != ','))
+            return false; /* no digits, a huge exponent, or 'i' after it: the general way */
+        exp10 = eneg ? -exp10 : exp10;
+        i = j;
+    }
     if (i < len && s[i] != ',') {
         if (s[i] != 'i' || point || digits > 20 || (i + 1 < len && s[i + 1] != ','))
             return false;
@@ -223,9 +241,10 @@ static bool fused_value(const char *s, size_t i, size_t len, double *value, size
         *end = i + 1;
         return true;
     }
-    if (frac > 22)
+    int k = exp10 - frac;
+    if (k < -22 || k > 22)
         return false;
-    double v = (double)mant / pow10_exact[frac];
+    double v = k < 0 ? (double)mant / pow10_exact[-k] : (double)mant * pow10_exact[k];
     *value = neg ? -v : v;
     *end = i;
     return true;

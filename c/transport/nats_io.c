@@ -261,8 +261,8 @@ int hm_nats_fetch_bytes(hm_nats *n, natsMsgList *list, int batch, int64_t max_by
         return 0;
     }
     memset(list, 0, sizeof *list);
-    if (s == NATS_TIMEOUT)
-        return 0;
+    if (s == NATS_TIMEOUT || (s == NATS_NOT_FOUND && max_bytes > 0))
+        return 0; /* nothing there (a no-wait request answers 404) */
     hm_error ferr;
     nats_fail(&ferr, s, jerr, "fetch");
     transient(n, now, ferr.msg);
