@@ -154,7 +154,6 @@ def _gaps(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[int, int, int]
 
 
 def store_status(db: Path, now_s: float | None = None) -> TransportStatus:
-    now_s = time.time() if now_s is None else now_s
     con = open_store_readonly(db)
     try:
         tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
@@ -189,6 +188,9 @@ def store_status(db: Path, now_s: float | None = None) -> TransportStatus:
         raise HushmonError(f"reading {db}: {str(exc).splitlines()[0]}") from exc
     finally:
         con.close()
+    # after the reads: collectors go on writing a lake while it is read, so
+    # a clock read before could be older than the newest batch read (age < 0)
+    now_s = time.time() if now_s is None else now_s
     nodes: dict[str, NodeStatus] = {}
     for host, n, replayed, seen_ms, period_ns in batches:
         nodes[host] = NodeStatus(
