@@ -158,7 +158,7 @@ def _digest(store: Path, out: Path, *extra: str) -> dict[str, Any]:
     """``hushmon digest`` in a fresh process: wall s, the child's peak RSS, what it found."""
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "hushmon.cli", "digest", "bench", "--db", str(store)]
-    cmd += ["--out", str(out), "--json", str(out / "figures.json"), *extra]
+    cmd += ["--out", str(out), *extra]
     load = _load()
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -168,7 +168,9 @@ def _digest(store: Path, out: Path, *extra: str) -> dict[str, Any]:
     wall = time.perf_counter() - t
     if status != 0:
         raise SystemExit(f"digest failed: {' '.join(cmd)}: {err.decode()[-400:]}")
-    doc = json.loads((out / "figures.json").read_text())
+    # what the digest wrote (not --json: re-emitting it indented is a cost of its own)
+    name = "digest-summaries.json" if "--from-summaries" in extra else "digest.json"
+    doc = json.loads((out / name).read_text())
     res = doc.get("resolution", {})
     return {
         "wall_s": wall,

@@ -238,7 +238,9 @@ def build_digest(
         },
         "exports": {k: p.name for k, p in exports.items()},
     }
-    jsonio.write_atomic(digest.json_path, payload)
+    # indented for people up to 64 nodes; beyond, each sensor's node means make
+    # it long and json's indenting encoder (pure Python) slow: compact then
+    jsonio.write_atomic(digest.json_path, payload, 2 if len(data.hosts) <= 64 else None)
     _report(data, digest, sensor_rows, corr_names, corr, scopes).write(digest.report_path)
     digest.seconds = time.perf_counter() - started
     return digest
