@@ -67,6 +67,13 @@ def run(args: argparse.Namespace) -> int:
             summary = {"job": args.export, "format": args.format, "path": out, "samples": rows}
             jsonio.emit(args.json, summary)
         return 0
+    from hushmon.store.lake import is_lake
+
+    if is_lake(Path(db)):
+        raise HushmonError(
+            f"--db {db} is a lake: hushmon ingest writes the embedded store (a .duckdb file); "
+            "a lake is written by hushmon collect"
+        )
     spool = args.spool or dd.spool
     if not spool.is_dir():
         raise HushmonError(f"spool folder {spool} does not exist")
