@@ -114,10 +114,6 @@ _OPTIONS: tuple[tuple[str, str | int], ...] = (
     # hundreds of files, not millions; small enough that retention drops old
     # data a file at a time without rewriting much).
     ("target_file_size", "256MB"),
-    # Small appends (a few events or summary rows per group) go into the
-    # SQLite catalog instead of a tiny Parquet file each; compaction flushes
-    # them to Parquet. Above this, rows go to a file at once.
-    ("data_inlining_row_limit", 100),
 )
 
 _VIEWS = (
@@ -181,6 +177,12 @@ def load_extensions(con: duckdb.DuckDBPyConnection) -> None:
 # NATS messages unacked.
 _SESSION_SETTINGS = (
     "SET enable_progress_bar = false",
+    # Small appends (a few events or summary rows per group) go into the
+    # SQLite catalog instead of a tiny Parquet file each; compaction flushes
+    # them to Parquet. Above this, rows go to a file at once. A session
+    # setting, not the lake's stored option: DuckDB 1.5.5 crashes (SIGSEGV)
+    # setting data_inlining_row_limit on a lake that holds inlined rows.
+    "SET ducklake_default_data_inlining_row_limit = 100",
     "SET ducklake_max_retry_count = 40",
     "SET ducklake_retry_wait_ms = 20",
     "SET ducklake_retry_backoff = 1.5",
@@ -338,11 +340,19 @@ def open_lake(path: Path, create: bool = True) -> duckdb.DuckDBPyConnection:
     drop_world_access(path / CATALOG_NAME)
     if (_check_version(con, path) or 0) < LAKE_SCHEMA_VERSION:
         try:
+            # The options in a transaction of their own (setting them twice,
+            # two processes at once, is harmless).
+            lake_commit(con, _set_options)
             lake_commit(con, lambda c: _create_or_migrate(c, path))
         except BaseException:
             con.close()
             raise
     return con
+
+
+def _set_options(con: duckdb.DuckDBPyConnection) -> None:
+    for name, value in _OPTIONS:
+        con.execute(f"CALL {LAKE_ALIAS}.set_option(?, ?)", [name, value]).fetchall()
 
 
 def _wal_catalog(catalog: Path) -> None:
@@ -365,7 +375,7 @@ def _wal_catalog(catalog: Path) -> None:
 
 
 def _create_or_migrate(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """Inside one transaction: every table, view and option, unless another
+    """Inside one transaction: every table and view, unless another
     process did it first (this runs again after a conflict, and then finds
     the version it wrote)."""
     version = _check_version(con, path) or 0
@@ -373,8 +383,6 @@ def _create_or_migrate(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         return
     for statement in _TABLES:
         con.execute(statement).fetchall()
-    for name, value in _OPTIONS:
-        con.execute(f"CALL {LAKE_ALIAS}.set_option(?, ?)", [name, value]).fetchall()
     con.execute(
         "INSERT INTO hushmon_schema VALUES (?, current_timestamp)", [LAKE_SCHEMA_VERSION]
     ).fetchall()
