@@ -203,3 +203,50 @@ def test_the_lake_sets_a_poison_message_aside_and_stops_on_its_own_failure(
         ]
     finally:
         store.close()
+
+
+async def _ack_pending(url: str) -> int:
+    nc = await nats.connect(url)
+    try:
+        info = await nc.jetstream().consumer_info("HM_RAW", "collect-raw")
+        return int(info.num_ack_pending)
+    finally:
+        await nc.close()
+
+
+def test_a_group_held_past_the_ack_wait_is_not_redelivered(
+    nats_server: LocalNatsServer, tmp_path: Path
+) -> None:
+    """Collector A holds its first group 3 ack waits before its commit
+    (stall-before-commit); its in-progress acks keep the server from
+    handing the group to collector B meanwhile, which would store it too."""
+    url, lake = nats_server.url, tmp_path / "c.lake"
+    asyncio.run(_set_ack_wait(url, ACK_WAIT_S))
+    batches = [synthetic_batch(h, i + 1, T0 + i * S) for i in range(16) for h in HOSTS]
+    publish(url, batches)
+    argv = _collect_argv(url, lake, "--fetch-batch", "16", "--once", "--json", "-")
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    a = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, FAULT_ENV: f"stall-before-commit:1:{3 * ACK_WAIT_S}"},
+    )
+    deadline = time.monotonic() + 60
+    while asyncio.run(_ack_pending(url)) < 16 and time.monotonic() < deadline:
+        time.sleep(0.1)  # A holds its first group
+    b = subprocess.Popen(
+        [*argv, "--raw-only"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    reports = []
+    for p in (a, b):
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        reports.append(json.loads(out))
+    assert reports[0]["batches_stored"] >= 16
+    assert sum(r["batches_stored"] for r in reports) == len(batches)
+    assert sum(r["redelivered"] + r["duplicate_batches"] for r in reports) == 0, reports
+    assert store_rows(
+        lake, "SELECT count(*), count(DISTINCT (host, epoch, seq)) FROM transport_batches"
+    ) == [(len(batches), len(batches))]

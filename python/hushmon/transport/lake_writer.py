@@ -38,23 +38,40 @@ from hushmon.transport.raw_group import RawGroup
 # HUSHMON_COLLECT_FAULT=exit-after-commit:N (or exit-before-commit:N): the
 # process ends with os._exit right after (before) the commit of its Nth raw
 # group, with nothing acked: the test of exactly-once storage.
+# stall-before-commit:N:SECONDS holds the Nth group that long before its
+# commit: the test that in-progress acks keep it from being redelivered.
 FAULT_ENV = "HUSHMON_COLLECT_FAULT"
 FAULT_EXIT_CODE = 86
-_FAULTS = ("exit-after-commit", "exit-before-commit")
+_FAULTS = ("exit-after-commit", "exit-before-commit", "stall-before-commit")
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    group: int  # the raw group it hits, from 1
+    stall_s: float = 0.0
+
 
 _DUPLICATE_WHY = "batch already stored (same host, epoch, seq)"
 
 
-def fault_from_env() -> tuple[str, int] | None:
+def fault_from_env() -> Fault | None:
     text = os.environ.get(FAULT_ENV, "")
     if not text:
         return None
-    kind, _, n = text.partition(":")
-    if kind not in _FAULTS or not (n or "1").isdigit() or int(n or "1") < 1:
+    kind, _, rest = text.partition(":")
+    n, _, seconds = rest.partition(":")
+    try:
+        fault = Fault(kind, int(n or "1"), float(seconds or "0"))
+    except ValueError:
+        fault = Fault("", 0)
+    stall = kind == "stall-before-commit"
+    if kind not in _FAULTS or fault.group < 1 or (stall != (fault.stall_s > 0)):
         raise HushmonError(
-            f"{FAULT_ENV}={text!r}: expected exit-after-commit:N or exit-before-commit:N (N >= 1)"
+            f"{FAULT_ENV}={text!r}: expected exit-after-commit:N, exit-before-commit:N or "
+            "stall-before-commit:N:SECONDS (N >= 1)"
         )
-    return kind, int(n or "1")
+    return fault
 
 
 @dataclass
@@ -104,6 +121,7 @@ class LakeWriter:
             result.append(self._write(con, group))
             self._fault("exit-before-commit")
 
+        self._fault("stall-before-commit")
         commit(self.con, body, self.commits)
         self._fault("exit-after-commit")
         appended, events, new_series = result[0]
@@ -115,7 +133,12 @@ class LakeWriter:
             commit(self.con, lambda con: insert_events(con, events), self.commits)
 
     def _fault(self, when: str) -> None:
-        if self.fault is not None and self.fault == (when, self.groups):
+        f = self.fault
+        if f is None or f.group != self.groups:
+            return
+        if f.kind == when == "stall-before-commit":
+            time.sleep(f.stall_s)  # outside the transaction: a retried commit stalls once
+        elif f.kind == when:
             os._exit(FAULT_EXIT_CODE)
 
     def _write(
