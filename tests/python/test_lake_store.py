@@ -23,6 +23,7 @@ from hushmon.store.lake import (
 )
 from hushmon.store.lake_compact import compact
 from hushmon.store.lake_files import live_files
+from hushmon.store.lake_status import lake_status
 
 GROUP_ROWS = 20_000
 
@@ -71,10 +72,13 @@ def test_a_reader_sees_only_whole_groups_while_a_writer_appends(tmp_path: Path) 
     writer = _writer(lake, groups=12, start=time.time())
     reader = open_lake_readonly(lake)
     counts = []
+    statuses = []
     try:
         while writer.poll() is None:
             # each count in its own transaction: the newest snapshot each time
             counts.append(int(reader.execute("SELECT count(*) FROM samples").fetchone()[0]))
+            if len(statuses) < 2 and counts[-1] > 0:  # `store status` while it writes
+                statuses.append(lake_status(lake, None)["tiers"]["raw"]["rows"])
             time.sleep(0.02)
         _out, err = writer.communicate()
         assert writer.returncode == 0, err
@@ -85,6 +89,7 @@ def test_a_reader_sees_only_whole_groups_while_a_writer_appends(tmp_path: Path) 
     assert all(b >= a for a, b in itertools.pairwise(counts)), counts
     assert all(c % GROUP_ROWS == 0 for c in counts), counts  # never half a group
     assert len(set(counts)) > 2, counts  # the reader did read during the writes
+    assert statuses and all(r % GROUP_ROWS == 0 and r > 0 for r in statuses), statuses
 
 
 def test_two_processes_create_a_fresh_lake_at_once(tmp_path: Path) -> None:
