@@ -1,11 +1,14 @@
 """Bytes per stored value: the lake against the embedded DuckDB file and PCP.
 
 Writes N nodes x T seconds at 1 Hz with the agent's real field set into a lake
-through the lake's append path (groups of --group node-batches, each one
-``lake_commit`` of an Arrow table into ``samples`` plus the new series, as the
-collector's RawGroup), runs ``hushmon store compact``, and prints bytes per
-value and per node per day, next to the embedded DuckDB store holding the same
-values and PCP's anchor (about 10 MB per host per day at a 10 s interval).
+through the collector's append path (``lake_writer.LakeWriter.append`` of a
+``RawGroup`` per --group node-batches: samples, new series, job activity and
+a transport_batches row per node and second, in one commit), runs
+``hushmon store compact``, and prints bytes per value and per node per day,
+next to the embedded DuckDB store holding the same values and PCP's anchor
+(about 10 MB per host per day at a 10 s interval). Bytes per value count the
+samples' files; bytes per node per day count the whole lake (samples, series,
+job activity, transport_batches, catalog) but not the rollups.
 
 The field set is the real agent's: every series of one period in
 tests/fixtures/spool/butterfly-1node (hushmon-agent on a 2-CPU VM: per-CPU
@@ -19,8 +22,10 @@ where the fixture has one), so no two nodes repeat each other and the
 dictionary cannot learn a short loop. --jitter 0 is the pure replay (an
 optimistic bound: each series has only P distinct values).
 
-Variants (--variants): the lake's settings (zstd 9, Parquet v1 pages, sorted
-by series then time) and one change each: zstd 3 and 19, Parquet v2 pages,
+Variants (--variants): the lake's settings (zstd 9, Parquet v1 pages, row
+groups of 262,144 rows, sorted by series then time) and one change each:
+zstd 3 and 19, Parquet v2 pages, row groups of 122,880 (DuckDB's default),
+1M or 4M rows,
 unsorted (rows as they arrive: second by second, node by node), sorted by
 time then series, values stored as FLOAT (float32, 7 significant digits:
 loses precision the agent writes; shown for the figure). DuckLake's default
@@ -45,9 +50,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 import numpy as np
 import pyarrow as pa
 
-from hushmon.store.lake import lake_commit, open_lake, series_id_of
+from hushmon.store.lake import open_lake, series_id_of
 from hushmon.store.lake_compact import compact, tier_bytes
 from hushmon.store.schema import open_store
+from hushmon.transport.lake_writer import LakeWriter
+from hushmon.transport.raw_group import (
+    ACTIVITY_SCHEMA,
+    BATCHES_SCHEMA,
+    SAMPLES_SCHEMA,
+    SERIES_SCHEMA,
+    RawGroup,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests/fixtures/spool/butterfly-1node"
@@ -123,10 +136,15 @@ class Variant:
 
 BASE_SORT = "series_id ASC, time_ns ASC"
 VARIANTS = {
-    "lake": Variant("lake (zstd 9, v1 pages, series+time)", {}, BASE_SORT),
+    "lake": Variant("lake (zstd 9, v1, 256k rows, sorted)", {}, BASE_SORT),
     "zstd3": Variant("zstd 3", {"parquet_compression_level": 3}, BASE_SORT),
     "zstd19": Variant("zstd 19", {"parquet_compression_level": 19}, BASE_SORT),
     "v2": Variant("Parquet v2 pages", {"parquet_version": 2}, BASE_SORT),
+    "rg122k": Variant(
+        "row groups of 122,880 rows (DuckDB's)", {"parquet_row_group_size": 122_880}, BASE_SORT
+    ),
+    "rg1m": Variant("row groups of 1M rows", {"parquet_row_group_size": 1_048_576}, BASE_SORT),
+    "rg4m": Variant("row groups of 4M rows", {"parquet_row_group_size": 4_194_304}, BASE_SORT),
     "unsorted": Variant("unsorted", {}, None),
     "timesort": Variant("sorted by time then series", {}, "time_ns ASC, series_id ASC"),
     "float": Variant("value FLOAT (float32)", {}, BASE_SORT, "FLOAT"),
@@ -163,48 +181,83 @@ def write_lake(
         ],
         dtype=np.int64,
     )
-    rows = pa.table(
+    con.close()
+    hosts = [f"n{n:05d}" for n in range(nodes)]
+    series_rows = pa.table(
         {
             "series_id": pa.array(ids.ravel()),
-            "host": pa.array(np.repeat([f"n{n:05d}" for n in range(nodes)], len(series))),
+            "host": pa.array(np.repeat(hosts, len(series))),
             "measurement": pa.array([s.measurement for s in series] * nodes),
             "tags": pa.array([s.tags for s in series] * nodes),
             "field": pa.array([s.field for s in series] * nodes),
-        }
+        },
+        schema=SERIES_SCHEMA,
     )
-
-    def add_series(c: object) -> None:
-        con.register("new_series", rows)
-        con.execute("INSERT INTO series_rows SELECT * FROM new_series").fetchall()
-        con.unregister("new_series")
-
-    lake_commit(con, add_series)
     values = np.stack([node_values(series, n, seconds, jitter) for n in range(nodes)])
     # groups of `group` node-batches, in arrival order (second by second)
     seconds_per_group = max(1, group // nodes)
     written = 0
+    writer = LakeWriter(lake)  # the collector's append path
     began = time.perf_counter()
     for t0 in range(0, seconds, seconds_per_group):
         t1 = min(seconds, t0 + seconds_per_group)
-        span = t1 - t0
-        # as batches arrive: second by second, node by node, series by series
-        sid = np.tile(ids.ravel(), span)
-        tns = np.repeat(START_NS + np.arange(t0, t1, dtype=np.int64) * 1_000_000_000, ids.size)
-        val = np.ascontiguousarray(values[:, :, t0:t1].transpose(2, 0, 1)).reshape(-1)
-        table = pa.table({"series_id": sid, "time_ns": tns, "value": val})
-
-        def body(c: object, table: pa.Table = table) -> None:
-            con.register("grp", table)
-            con.execute("INSERT INTO samples SELECT series_id, time_ns, value FROM grp").fetchall()
-            con.unregister("grp")
-
-        lake_commit(con, body)
-        written += table.num_rows
+        writer.append(_raw_group(ids, hosts, values, series_rows, t0, t1))
+        written += (t1 - t0) * ids.size
     write_s = time.perf_counter() - began
-    con.close()
+    writer.close()
     # 'now' just after the data so nothing expires; no grace: measure what stays
     compact(lake, now_ns=START_NS + seconds * 1_000_000_000 + 600 * 10**9, grace_s=0)
     return written, write_s
+
+
+def _raw_group(
+    ids: np.ndarray,
+    hosts: list[str],
+    values: np.ndarray,
+    series_rows: pa.Table,
+    t0: int,
+    t1: int,
+) -> RawGroup:
+    """Seconds [t0, t1) of every node as the collector's raw path hands them
+    to the lake writer: one batch per node and second (its transport_batches
+    row and its job line), values second by second, node by node."""
+    span, nodes = t1 - t0, len(hosts)
+    per_node = ids.shape[1]
+    times = START_NS + np.arange(t0, t1, dtype=np.int64) * 1_000_000_000
+    batch = np.arange(span * nodes, dtype=np.int32)  # batch = (second, node)
+    samples = pa.table(
+        {
+            "series_id": np.tile(ids.ravel(), span),
+            "time_ns": np.repeat(times, ids.size),
+            "value": np.ascontiguousarray(values[:, :, t0:t1].transpose(2, 0, 1)).reshape(-1),
+            "batch": np.repeat(batch, per_node),
+        },
+        schema=SAMPLES_SCHEMA,
+    )
+    batch_hosts = pa.array(hosts * span)
+    batch_times = np.repeat(times, nodes)
+    activity = pa.table(
+        {"job": pa.array(["1"] * (span * nodes)), "host": batch_hosts,
+         "time_ns": batch_times, "batch": batch},
+        schema=ACTIVITY_SCHEMA,
+    )  # fmt: skip
+    now_us = int(time.time() * 1e6)
+    batches = pa.table(
+        {
+            "host": batch_hosts,
+            "epoch": pa.array(np.ones(span * nodes, dtype=np.int64)),
+            "seq": pa.array(np.repeat(np.arange(t0, t1, dtype=np.int64), nodes)),
+            "lines": pa.array(np.full(span * nodes, 16, dtype=np.int64)),
+            "period_ns": pa.array(batch_times),
+            "dropped": pa.array(np.zeros(span * nodes, dtype=np.int64)),
+            "replay": pa.array(np.zeros(span * nodes, dtype=bool)),
+            "subject": pa.array([f"hm.raw.r1.{h}" for h in hosts] * span),
+            "stream_seq": pa.array(np.arange(t0 * nodes, t1 * nodes, dtype=np.int64)),
+            "received_at": pa.array(np.full(span * nodes, now_us), pa.timestamp("us")),
+        },
+        schema=BATCHES_SCHEMA,
+    )
+    return RawGroup(samples=samples, series=series_rows, activity=activity, batches=batches)
 
 
 def write_embedded(db: Path, series: list[Series], nodes: int, seconds: int, jitter: float) -> None:

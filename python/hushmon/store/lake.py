@@ -100,15 +100,18 @@ _TABLES = (
 )
 
 # Stored in the catalog (every writer and compaction uses them), set when the
-# lake is made. bench/bench_store_bytes.py (8 nodes x 1800 s of the agent's
-# field set, 1 % jitter): zstd 9 with Parquet v1 pages 1.47 bytes per value;
-# zstd 3 1.54; zstd 19 1.36 at 4x the write time; Parquet v2 pages 2.07
-# (v2 picks BYTE_STREAM_SPLIT for the doubles where v1's dictionary wins).
-# DuckLake 1.0 cannot unset an option: with a level set, a codec other than
-# zstd is refused (docs/store.md says so).
+# lake is made. bench/bench_store_bytes.py, 32 nodes x 3600 s of the agent's
+# field set (docs/store.md has the table): zstd 9 with Parquet v1 pages and
+# row groups of 256k rows 1.46 bytes per value; DuckDB's 122,880-row groups
+# 1.63, 1M 1.53, 4M 1.82 (the value column's dictionary stops paying); zstd
+# 3 1.69, zstd 19 1.53 at 3.5x the write time (both at 122,880 rows);
+# Parquet v2 pages 2.11 (v2 picks BYTE_STREAM_SPLIT for the doubles where
+# v1's dictionary wins). DuckLake 1.0 cannot unset an option: with a level
+# set, a codec other than zstd is refused (docs/store.md says so).
 _OPTIONS: tuple[tuple[str, str | int], ...] = (
     ("parquet_compression", "zstd"),
     ("parquet_compression_level", 9),
+    ("parquet_row_group_size", 262_144),
     # A group of ~2048 agent batches is ~200,000 values: a file each, merged by
     # compaction up to this size (large enough that a day of a big cluster is
     # hundreds of files, not millions; small enough that retention drops old
