@@ -16,7 +16,7 @@ import pytest
 from hushmon.digest.build import build_digest
 from hushmon.digest.factors import run_factors
 from hushmon.digest.jobdata import load_job
-from hushmon.digest.resolution import ACROSS_NODES, RAW, RAW_BINS, SUMMARIES
+from hushmon.digest.resolution import ACROSS_NODES, RAW, RAW_BINS, ROLLUPS, SUMMARIES
 from hushmon.paths import REPO_ROOT
 from hushmon.store.ingest import ingest_spool
 from hushmon.store.schema import open_store
@@ -65,6 +65,27 @@ def test_binned_job_gives_the_full_resolution_findings(tmp_path: Path) -> None:
     for f in binned_result.findings:
         assert "6-s bins" in f.evidence["resolution"]
     assert all("resolution" not in f.evidence for f in full_result.findings)
+
+
+def test_expired_raw_data_digests_from_the_lakes_rollups(tmp_path: Path) -> None:
+    # 20 min; the lake keeps only the 1-minute rollups (raw expired): 60-s bins
+    sc = Scenario(
+        nodes=4,
+        seconds=1200,
+        job="j",
+        slow_node=0,
+        network="saturated",
+        swap_phases=[(400, 700)],
+    )
+    full = load_job(write_store(sc, tmp_path / "s.duckdb"), "j")
+    rolled = load_job(write_store(sc, tmp_path / "s.lake", raw=False), "j")
+    assert rolled.resolution is not None and rolled.resolution.source == ROLLUPS
+    assert rolled.resolution.bin_s == 60.0 and rolled.cube.shape[2] == 21
+    for sensor in ("cpu.user_pct[cpu=total]", "vm.pswpin_per_s"):
+        assert rolled.node_means[sensor] == pytest.approx(full.node_means[sensor], rel=1e-5)
+    found = run_factors(rolled).findings
+    assert _verdicts(found) == _verdicts(run_factors(full).findings)
+    assert all("1-minute rollups" in f.evidence["resolution"] for f in found)
 
 
 def _store_summaries(db: Path, job: str) -> int:

@@ -278,9 +278,10 @@ def load_job(db_path: Path, job: str, max_bins: int | None = None) -> JobData:
             and len(spans) == 1
             and int(spans[0][2]) == len(times)
         )
-        if len(times) > lim.max_bins:
-            from hushmon.digest.binned import read_bins
+        from hushmon.digest.binned import has_raw, read_bins
 
+        # long jobs, and jobs whose raw samples expired (the lake's rollups remain)
+        if len(times) > lim.max_bins or (len(times) > 1 and not has_raw(con, times)):
             bins = read_bins(con, info.job, times, len(names), len(hosts), same_grid, lim)
             summed = {
                 int(r[0])

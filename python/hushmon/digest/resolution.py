@@ -45,7 +45,8 @@ class Limits:
     """How far a digest may read at full resolution, and DuckDB's bounds."""
 
     max_bins: int  # a job with more periods is binned
-    max_cells: int  # sensors x nodes x bins bound of the binned cube
+    max_cells: int  # sensors x nodes x bins bound of the cube binned from raw samples
+    max_rollup_cells: int  # the same, binned from 1-minute rollups
     memory_limit: str  # DuckDB's memory_limit while reading (it spills beyond)
     threads: int
 
@@ -61,6 +62,7 @@ def limits(max_bins: int | None = None) -> Limits:
     return Limits(
         max_bins=int(max_bins if max_bins is not None else p["max_bins"]),
         max_cells=int(p["max_cells"]),
+        max_rollup_cells=int(p["max_rollup_cells"]),
         memory_limit=str(p["duckdb_memory_limit"]),
         threads=int(p["duckdb_threads"]),
     )
