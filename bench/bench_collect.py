@@ -190,18 +190,27 @@ def collect_run(
     return pub_s, json.loads(done.stdout), process_cpu_s, db
 
 
-GROUP_MSGS, GROUP_BYTES, FETCH_TIMEOUT_S = 2048, 64 << 20, 0.5
+# Groups of 2048 as the Python collector's. No byte bound on the C side's
+# pulls here: with one (libnats' FetchRequest, 64 MiB) and 2048 messages a
+# second process sharing collect-raw was never served in this nats-server
+# (1024 was); the plain count-bounded fetch shares (docs/transport.md).
+GROUP_MSGS, GROUP_BYTES, FETCH_TIMEOUT_S = 2048, 0, 2.0
 
 
-def c_worker(url: str, lake: Path) -> dict:
+def c_worker(url: str, lake: Path, duckdb_threads: int) -> dict:
     """One C collector: pull, append to the lake, ack, until a pull finds
-    nothing; its CPU and wall time over the loop (not the start-up)."""
+    nothing; its CPU and wall time over the loop (not the start-up). It
+    starts when a line comes on stdin, so several start together."""
     from hushmon.transport.fastcollect import FastSource
     from hushmon.transport.lake_writer import LakeWriter
 
     writer = LakeWriter(lake)
+    if duckdb_threads:
+        writer.con.execute(f"SET threads = {int(duckdb_threads)}").fetchall()
     source = FastSource(url)
     source.note_stored(writer.newest_seqs())
+    print("ready", flush=True)
+    sys.stdin.readline()
     stored = values = groups = 0
     started_s, cpu0 = time.time(), time.process_time()
     ended_s, cpu1 = started_s, cpu0
@@ -231,20 +240,28 @@ def c_worker(url: str, lake: Path) -> dict:
             "phases": phase}  # fmt: skip
 
 
-def c_workers(url: str, lake: Path, count: int) -> list[dict]:
-    """count C collectors at once on one consumer and lake (fresh processes)."""
-    cmd = [sys.executable, __file__, "--c-worker", url, str(lake)]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) for _ in range(count)]
+def c_workers(url: str, lake: Path, count: int, duckdb_threads: int) -> list[dict]:
+    """count C collectors at once on one consumer and lake (fresh processes,
+    started together once each has opened the lake and bound the consumer)."""
+    cmd = [sys.executable, __file__, "--c-worker", url, str(lake), str(duckdb_threads)]
+    procs = [
+        subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for _ in range(count)
+    ]
+    for p in procs:
+        assert p.stdout is not None
+        if p.stdout.readline().strip() != "ready":
+            raise SystemExit("a C collector did not start")
     out = []
     for p in procs:
-        text, _ = p.communicate()
+        text, _ = p.communicate("go\n")
         if p.returncode != 0:
             raise SystemExit(f"a C collector failed (exit {p.returncode})")
         out.append(json.loads(text))
     return out
 
 
-def python_workers(url: str, lake: Path, count: int) -> list[dict]:
+def python_workers(url: str, lake: Path, count: int, _duckdb_threads: int) -> list[dict]:
     """count ``hushmon collect --once`` at once (all but one --raw-only)."""
     base = [sys.executable, "-m", "hushmon.cli", "collect", "--url", url, "--db", str(lake),
             "--once", "--json", "-"]  # fmt: skip
@@ -264,7 +281,11 @@ def python_workers(url: str, lake: Path, count: int) -> list[dict]:
 
 
 def engine_run(
-    tmp: Path, items: list[tuple[str, str, bytes, dict[str, str]]], engine: str, count: int
+    tmp: Path,
+    items: list[tuple[str, str, bytes, dict[str, str]]],
+    engine: str,
+    count: int,
+    duckdb_threads: int = 0,
 ) -> list[dict]:
     """Publishes the batches to a fresh server, then count collectors of the
     engine collect them into a fresh lake at once."""
@@ -275,7 +296,7 @@ def engine_run(
         ensure_streams(server.url, consumers=site_consumers(()))
         asyncio.run(publish(server.url, items))
         run = c_workers if engine == "c" else python_workers
-        reports = run(server.url, tmp / "collected.lake", count)
+        reports = run(server.url, tmp / "collected.lake", count, duckdb_threads)
     finally:
         server.stop()
     stored = sum(r["batches_stored"] for r in reports)
@@ -309,7 +330,7 @@ def print_engines(runs: dict[tuple[str, int], list[dict]], reducer_rate: float |
                 "  CPU per batch by phase: "
                 + ", ".join(f"{k} {1e6 * v / stored:.0f} us" for k, v in split.items())
             )
-    for engine in ("python", "c"):
+    for engine in dict.fromkeys(k[0] for k in runs):
         ones = [k for k in runs if k[0] == engine and k[1] == 1]
         many = [k for k in runs if k[0] == engine and k[1] > 1]
         if ones and many:
@@ -323,13 +344,15 @@ def print_engines(runs: dict[tuple[str, int], list[dict]], reducer_rate: float |
     if ("c", 1) in rate and ("python", 1) in rate:
         print(f"C / Python (batches per CPU-s, one process) = "
               f"{rate[('c', 1)] / rate[('python', 1)]:.2f}")  # fmt: skip
-    if reducer_rate is not None and ("c", 1) in rate:
-        print(f"C collector / rack reducer (per CPU-s) = {rate[('c', 1)] / reducer_rate:.2f}")
+    if reducer_rate is not None:
+        for (engine, count), r in rate.items():
+            if count == 1:
+                print(f"{engine} collector / rack reducer (per CPU-s) = {r / reducer_rate:.2f}")
 
 
 def main() -> int:
-    if len(sys.argv) == 4 and sys.argv[1] == "--c-worker":
-        print(json.dumps(c_worker(sys.argv[2], Path(sys.argv[3]))))
+    if len(sys.argv) == 5 and sys.argv[1] == "--c-worker":
+        print(json.dumps(c_worker(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=64)
@@ -356,6 +379,13 @@ def main() -> int:
         type=int,
         default=2,
         help="with --engine: also this many collectors of each engine sharing collect-raw",
+    )
+    ap.add_argument(
+        "--duckdb-threads",
+        type=int,
+        default=0,
+        help="with --engine c: also run the C collectors with the lake writer's DuckDB "
+        "limited to this many threads (0: only as the writer is, DuckDB's default)",
     )
     args = ap.parse_args()
     if args.engine != "python":
@@ -437,6 +467,11 @@ def engines_main(args: argparse.Namespace) -> int:
         for count in counts:
             for engine in engines:
                 runs[(engine, count)] = engine_run(tmp / f"{engine}{count}", items, engine, count)
+            if args.duckdb_threads:
+                name = f"c-threads{args.duckdb_threads}"
+                runs[(name, count)] = engine_run(
+                    tmp / f"{name}-{count}", items, "c", count, args.duckdb_threads
+                )
     load = os.getloadavg()
     reducer_rate = reducers_rate() if args.reducers else None
     print(

@@ -8,13 +8,14 @@
 #include <time.h>
 
 #include "collect_group.h"
+#include "collect_pull.h"
 #include "nats_io.h"
 
 struct hm_collect {
-    hm_nats nats;
+    hm_nats nats;       /* connection; the consumer checked to exist */
+    hm_puller puller;
     hm_collect_group group;
-    natsMsgList held;   /* the last group's messages, until acked */
-    bool holding;
+    hm_col held;        /* natsMsg* of the last group, until acked */
     hm_col msgs;        /* hm_collect_msg of held */
 };
 
@@ -44,12 +45,17 @@ hm_collect *hm_collect_open(const char *url, const char *stream, const char *dur
         goto fail;
     }
     hm_col_init(&c->msgs, sizeof(hm_collect_msg));
+    hm_col_init(&c->held, sizeof(natsMsg *));
     if (hm_nats_connect_now(&c->nats, url, "hushmon-collect", &e) != 0) {
         hm_error_wrap(&e, "collect: connecting to %s", url);
         goto fail;
     }
     if (hm_nats_pull(&c->nats, stream, durable, "hm.raw.>", &e) != 0) {
         hm_error_wrap(&e, "collect: binding %s on %s", durable, stream);
+        goto fail;
+    }
+    if (hm_puller_open(&c->puller, c->nats.nc, stream, durable, &e) != 0) {
+        hm_error_wrap(&e, "collect: pulling %s on %s", durable, stream);
         goto fail;
     }
     return c;
@@ -61,10 +67,10 @@ fail:
 
 static void let_go(hm_collect *c)
 {
-    if (c->holding)
-        natsMsgList_Destroy(&c->held);
-    memset(&c->held, 0, sizeof c->held);
-    c->holding = false;
+    natsMsg **held = c->held.p;
+    for (size_t i = 0; i < c->held.n; i++)
+        natsMsg_Destroy(held[i]);
+    c->held.n = 0;
     c->msgs.n = 0;
 }
 
@@ -161,21 +167,27 @@ int64_t hm_collect_fetch(hm_collect *c, int max_msgs, int64_t max_bytes, int64_t
         put(err, cap, &e);
         return -1;
     }
-    if (hm_nats_fetch_bytes(&c->nats, &c->held, max_msgs, max_bytes, timeout_ms, &e) != 0) {
+    if (natsConnection_IsClosed(c->nats.nc)) {
+        hm_error_set(&e, "collect: the connection to the server is closed");
+        put(err, cap, &e);
+        return -1;
+    }
+    if (hm_puller_fetch(&c->puller, &c->held, max_msgs, max_bytes, timeout_ms, &e) != 0) {
         hm_error_wrap(&e, "collect: fetching from %s", c->nats.durable);
         put(err, cap, &e);
         return -1;
     }
-    c->holding = true;
-    if (hm_col_reserve(&c->msgs, (size_t)c->held.Count) != 0) {
+    natsMsg **held = c->held.p;
+    int count = (int)c->held.n;
+    if (hm_col_reserve(&c->msgs, (size_t)count) != 0) {
         hm_error_set(&e, "collect: out of memory");
         put(err, cap, &e);
         return -1;
     }
     int64_t bytes = 0;
     hm_collect_msg *out = c->msgs.p;
-    for (int i = 0; i < c->held.Count; i++) {
-        natsMsg *m = c->held.Msgs[i];
+    for (int i = 0; i < count; i++) {
+        natsMsg *m = held[i];
         hm_collect_msg *o = &out[i];
         o->subject = natsMsg_GetSubject(m);
         o->headers.host = header(m, "Hm-Host");
@@ -200,7 +212,7 @@ int64_t hm_collect_fetch(hm_collect *c, int max_msgs, int64_t max_bytes, int64_t
         }
         bytes += (int64_t)o->len;
     }
-    c->msgs.n = (size_t)c->held.Count;
+    c->msgs.n = (size_t)count;
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     int64_t received_us = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
@@ -215,13 +227,15 @@ int64_t hm_collect_fetch(hm_collect *c, int max_msgs, int64_t max_bytes, int64_t
 int hm_collect_ack(hm_collect *c, char *err, size_t cap)
 {
     hm_error e;
-    if (!c->holding)
+    if (c->held.n == 0)
         return 0;
-    for (int i = 0; i < c->held.Count; i++) {
-        const char *reply = natsMsg_GetReply(c->held.Msgs[i]);
+    natsMsg **held = c->held.p;
+    int count = (int)c->held.n;
+    for (int i = 0; i < count; i++) {
+        const char *reply = natsMsg_GetReply(held[i]);
         natsStatus s = reply ? natsConnection_PublishString(c->nats.nc, reply, "+ACK") : NATS_INVALID_ARG;
         if (s != NATS_OK) {
-            hm_error_set(&e, "collect: ack of message %d of %d: %s", i + 1, c->held.Count,
+            hm_error_set(&e, "collect: ack of message %d of %d: %s", i + 1, count,
                          natsStatus_GetText(s));
             put(err, cap, &e);
             return -1;
@@ -230,7 +244,7 @@ int hm_collect_ack(hm_collect *c, char *err, size_t cap)
     /* the acks reach the server before the caller counts them sent */
     natsStatus s = natsConnection_FlushTimeout(c->nats.nc, 10000);
     if (s != NATS_OK) {
-        hm_error_set(&e, "collect: flushing %d acks: %s", c->held.Count, natsStatus_GetText(s));
+        hm_error_set(&e, "collect: flushing %d acks: %s", count, natsStatus_GetText(s));
         put(err, cap, &e);
         return -1;
     }
@@ -260,6 +274,8 @@ void hm_collect_close(hm_collect *c)
     if (c == NULL)
         return;
     let_go(c);
+    hm_puller_close(&c->puller);
+    hm_col_free(&c->held);
     hm_col_free(&c->msgs);
     hm_group_free(&c->group);
     if (c->nats.nc != NULL)

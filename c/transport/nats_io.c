@@ -192,9 +192,12 @@ static void transient(hm_nats *n, int64_t now, const char *what)
     n->fetch_errors_unlogged = 0;
 }
 
-/* Up to batch messages and max_bytes: what is there now (no wait), else
- * a request that waits up to timeout_ms (natsSubscription_Fetch does the
- * same without the byte bound). */
+/* Up to batch messages and max_bytes, waiting up to timeout_ms for them:
+ * one request, which ends full or at its expiry. (A no-wait request first,
+ * as natsSubscription_Fetch makes, had its late 404 end the next request
+ * here.) Requests of processes sharing a consumer are served in turn, each
+ * until full: a timeout shorter than the time to deliver one group leaves
+ * the other processes' requests expiring behind it. */
 static natsStatus fetch_bounded(hm_nats *n, natsMsgList *list, int batch, int64_t max_bytes,
                                 int64_t timeout_ms, jsErrCode *jerr)
 {
@@ -202,16 +205,7 @@ static natsStatus fetch_bounded(hm_nats *n, natsMsgList *list, int batch, int64_
     jsFetchRequest_Init(&req);
     req.Batch = batch;
     req.MaxBytes = max_bytes;
-    req.NoWait = true;
-    natsStatus s = natsSubscription_FetchRequest(list, n->sub, &req);
-    if (s == NATS_OK && list->Count > 0)
-        return s;
-    natsMsgList_Destroy(list);
-    memset(list, 0, sizeof *list);
-    jsFetchRequest_Init(&req);
-    req.Batch = batch;
-    req.MaxBytes = max_bytes;
-    req.Expires = timeout_ms * 1000000;
+    req.Expires = (timeout_ms > 0 ? timeout_ms : 1) * 1000000;
     *jerr = 0;
     return natsSubscription_FetchRequest(list, n->sub, &req);
 }

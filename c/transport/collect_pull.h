@@ -1,0 +1,36 @@
+/* The collector's pull of a durable consumer: JetStream pull requests
+ * published on an inbox of its own, every one no_wait (what is there
+ * now), again every 20 ms until the group is full or its time is up.
+ * A request that waits on the server (libnats' Fetch, and the Python
+ * collector's lingering pull) was left unserved for a second process
+ * sharing collect-raw while the first one's requests drained the backlog
+ * (measured: one process got every group); no_wait requests are served
+ * in turn.
+ * Messages that come after their group ended stay queued on the inbox
+ * and begin the next one. */
+#ifndef HM_COLLECT_PULL_H
+#define HM_COLLECT_PULL_H
+
+#include <stdint.h>
+
+#include <nats/nats.h>
+
+#include "collect_cols.h"
+#include "hm_error.h"
+
+typedef struct hm_puller {
+    natsConnection *nc;       /* not owned */
+    natsSubscription *sub;
+    char inbox[256], next_subject[512];
+} hm_puller;
+
+int hm_puller_open(hm_puller *p, natsConnection *nc, const char *stream, const char *durable,
+                   hm_error *err);
+/* Up to batch messages (and max_bytes, 0: none) into out (natsMsg*,
+ * the caller destroys them): the group ends full or after timeout_ms. -1 with err when the server refuses the pull (a status other
+ * than 404, 408, 409) or the connection fails. */
+int hm_puller_fetch(hm_puller *p, hm_col *out, int batch, int64_t max_bytes, int64_t timeout_ms,
+                    hm_error *err);
+void hm_puller_close(hm_puller *p);
+
+#endif
