@@ -170,20 +170,27 @@ def test_slurm_topology_names_racks_and_uplink_rate(tmp_path: Path) -> None:
 
 def test_slurm_job_ids_go_on_after_the_stores_newest(tmp_path: Path) -> None:
     bed = _bed(tmp_path, BedSpec(nodes=2, racks=1))
-    store = bed.store
-    assert slurm.first_job_id(store) == 1  # a new data folder
-    store.parent.mkdir(parents=True)
-    con = open_store(store)
+    lake, embedded = bed.store, bed.data_root / "hushmon.duckdb"
+    assert slurm.first_job_id(lake, embedded) == 1  # a new data folder
+    lake.parent.mkdir(parents=True)
+    con = open_store(embedded)  # a spool bed's runs: the embedded file
     con.execute(
         "INSERT INTO job_activity (host, job, time_ns) VALUES "
         "('n1', '7', 1), ('n2', '41', 2), ('n1', 'mpirun-3', 3)"
     )
     con.close()
-    assert slurm.first_job_id(store) == 42
-    assert "FirstJobId=42\n" in slurm.write_conf(bed, slurm.first_job_id(store)).read_text()
-    store.write_text("not a store")
+    assert slurm.first_job_id(lake, embedded) == 42
+    con = open_store(lake)  # a NATS bed's collector: the lake
+    con.execute("INSERT INTO job_activity (host, job, time_ns) VALUES ('n1', '50', 4)")
+    con.close()
+    assert slurm.first_job_id(lake, embedded) == 51
+    assert "FirstJobId=42\n" in slurm.write_conf(bed, slurm.first_job_id(embedded)).read_text()
+    embedded.write_text("not a store")
     with pytest.raises(HushmonError, match="cannot read the job ids"):
-        slurm.first_job_id(store)
+        slurm.first_job_id(lake, embedded)
+    (lake / "catalog.sqlite").write_text("not a catalog")
+    with pytest.raises(HushmonError, match="cannot read the job ids"):
+        slurm.first_job_id(lake)
 
 
 @pytest.mark.parametrize("action", ["up", "down"])

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hushmon.datadir import DataDir
 from hushmon.errors import HushmonError
 from hushmon.paths import build_bin_dir
 from hushmon.run.agent import AgentError
@@ -92,8 +93,9 @@ def up(spec: BedSpec, data_root: Path, say: Say = _quiet, root: Path = STATE_DIR
 
 def _build(bed: Bed, say: Say) -> None:
     spec = bed.spec
-    # Read before the collector opens the store for writing (DuckDB: one writer, no readers).
-    first_job_id = slurm.first_job_id(bed.store) if spec.slurm else 1
+    # The lake of a NATS bed and the embedded file of a spool bed's runs.
+    stores = (bed.store, DataDir(bed.data_root).database)
+    first_job_id = slurm.first_job_id(*stores) if spec.slurm else 1
     bed.root.mkdir(parents=True, exist_ok=True)
     bed.logs.mkdir(parents=True, exist_ok=True)
     bed.save()  # from here on, `down` knows what to look for

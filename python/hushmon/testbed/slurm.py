@@ -162,14 +162,19 @@ def write_conf(bed: Bed, first_job_id: int = 1) -> Path:
     return path
 
 
-def first_job_id(store: Path) -> int:
+def first_job_id(*stores: Path) -> int:
     """Where this bed's job numbers start. Slurm numbers from 1 on every new
     bed (its state is on /run); a data folder used again would then hold two
     jobs "1", their samples mixed in one digest. Numbers go on after the
-    highest numeric job id the bed's store holds."""
-    from hushmon.store.lake import CATALOG_NAME
+    highest numeric job id the bed's stores hold (the lake a NATS bed's
+    collector writes, the embedded file a spool bed's runs ingest into)."""
+    return max((_after_newest_job(s) for s in stores), default=1)
 
-    if not (store.is_file() or (store / CATALOG_NAME).is_file()):
+
+def _after_newest_job(store: Path) -> int:
+    from hushmon.store.lake import CATALOG_NAME, is_lake
+
+    if not ((store / CATALOG_NAME).is_file() if is_lake(store) else store.exists()):
         return 1
     import duckdb
 
@@ -181,7 +186,7 @@ def first_job_id(store: Path) -> int:
             row = con.execute("SELECT max(TRY_CAST(job AS BIGINT)) FROM job_activity").fetchone()
         finally:
             con.close()
-    except duckdb.Error as exc:
+    except (duckdb.Error, HushmonError) as exc:
         raise HushmonError(
             f"cannot read the job ids in {store} ({str(exc).splitlines()[0]}): "
             "is another program writing it? (job numbers would start at 1 again)"
