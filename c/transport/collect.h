@@ -74,6 +74,11 @@ HM_COLLECT_API int64_t hm_collect_fetch(hm_collect *c, int max_msgs, int64_t max
  * stored from now on. 0, or -1 (then nothing is known stored: the
  * messages come again and are looked up as redeliveries). */
 HM_COLLECT_API int hm_collect_ack(hm_collect *c, char *err, size_t cap);
+/* Tells the server the last group is still being stored (+WPI for each
+ * of its messages): its ack wait starts again, so a slow commit is not
+ * redelivered to another collector meanwhile. Call it a few times per
+ * ack wait while a group is in hand. 0, or -1. */
+HM_COLLECT_API int hm_collect_in_progress(hm_collect *c, char *err, size_t cap);
 /* Tells the source the newest seq stored for (host, epoch) (the store's,
  * at start: transport_batches): a later batch at or below it goes to
  * recheck. Batches it acked count by themselves. 0, or -1. */

@@ -257,6 +257,22 @@ int hm_collect_ack(hm_collect *c, char *err, size_t cap)
     return 0;
 }
 
+int hm_collect_in_progress(hm_collect *c, char *err, size_t cap)
+{
+    hm_error e;
+    natsMsg **held = c->held.p;
+    for (size_t i = 0; i < c->held.n; i++) {
+        const char *reply = natsMsg_GetReply(held[i]);
+        natsStatus s = reply ? natsConnection_PublishString(c->nats.nc, reply, "+WPI") : NATS_INVALID_ARG;
+        if (s != NATS_OK) {
+            hm_error_set(&e, "collect: in-progress ack: %s", natsStatus_GetText(s));
+            put(err, cap, &e);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int hm_collect_note_stored(hm_collect *c, const char *host, int64_t epoch, int64_t seq, char *err,
                            size_t cap)
 {

@@ -138,6 +138,8 @@ def _load() -> ctypes.CDLL:
     ]
     lib.hm_collect_ack.restype = ctypes.c_int
     lib.hm_collect_ack.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.hm_collect_in_progress.restype = ctypes.c_int
+    lib.hm_collect_in_progress.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
     lib.hm_collect_note_stored.restype = ctypes.c_int
     lib.hm_collect_note_stored.argtypes = [
         ctypes.c_void_p,
@@ -298,6 +300,14 @@ class FastSource:
         """Acks each message of the last group (call after its commit)."""
         err = ctypes.create_string_buffer(_ERR_BYTES)
         if self._lib.hm_collect_ack(self._live(), err, _ERR_BYTES) != 0:
+            raise HushmonError(_text(err))
+
+    def in_progress(self) -> None:
+        """Tells the server the last group is still being stored (+WPI per
+        message): call it a few times per ack wait while a commit is slow,
+        as the Python collector does, so it is not redelivered meanwhile."""
+        err = ctypes.create_string_buffer(_ERR_BYTES)
+        if self._lib.hm_collect_in_progress(self._live(), err, _ERR_BYTES) != 0:
             raise HushmonError(_text(err))
 
     def note_stored(self, newest: dict[tuple[str, int], int]) -> None:
