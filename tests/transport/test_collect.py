@@ -80,10 +80,7 @@ async def _delivered(url: str) -> int:
         await nc.close()
 
 
-def test_collector_killed_mid_stream_loses_nothing(
-    nats_server: LocalNatsServer, tmp_path: Path
-) -> None:
-    db = tmp_path / "c.duckdb"
+def test_collector_killed_mid_stream_loses_nothing(nats_server: LocalNatsServer, db: Path) -> None:
     hosts = [f"n{i}" for i in range(1, 5)]
     first = [synthetic_batch(h, i + 1, T0 + i * S, value=i) for i in range(100) for h in hosts]
     publish(nats_server.url, first)
@@ -115,16 +112,16 @@ def test_collector_killed_mid_stream_loses_nothing(
     ]
     publish(nats_server.url, second)
     # a collector that is restarted and stopped by SIGTERM exits cleanly
-    proc = subprocess.Popen(
+    again = subprocess.Popen(
         [sys.executable, "-m", "hushmon.cli", "collect", "--url", nats_server.url, "--db", str(db)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     time.sleep(3)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
+    again.send_signal(signal.SIGTERM)
+    out, err = again.communicate(timeout=60)
+    assert again.returncode == 0, err
     assert "collected" in out
     _collect(nats_server.url, db)
     n = 150 * len(hosts)
