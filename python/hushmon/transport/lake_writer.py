@@ -88,9 +88,9 @@ class Appended:
 class LakeWriter:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        self.fault = fault_from_env()  # a bad value: one line, before the lake is made
         self.con = open_lake(self.path)
         self.commits = CommitStats()
-        self.fault = fault_from_env()
         self.groups = 0
         self.known_series: set[int] = {
             int(r[0])
