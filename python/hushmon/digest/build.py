@@ -64,6 +64,8 @@ PER_NODE_SENSORS = (
     "gpu.mem_used_pct",
     "gpu.pcie_used_pct",
 )
+# Node links listed in the report's network table at most (the busiest).
+MAX_LINK_ROWS = 32
 # Columns of the correlation matrix, when present and varying.
 CORR_SENSORS = (
     *KEY_SENSORS,
@@ -291,7 +293,15 @@ def _network_section(page: Page, data: JobData) -> None:
     rack_stats = [s for s in (links.link_stats(u) for u in links.uplinks(data)) if s is not None]
     fabric = data.fabric
     rows = []
-    for link in node_links:
+    shown = node_links
+    if len(node_links) > MAX_LINK_ROWS:
+        # the busiest links: a table of thousands of nodes says less than its top
+        def ceiling(link: links.Link) -> float:
+            st = links.link_stats(link)
+            return -1.0 if st is None else st.ceiling
+
+        shown = sorted(node_links, key=ceiling, reverse=True)[:MAX_LINK_ROWS]
+    for link in shown:
         st = links.link_stats(link)
         rows.append(
             (
@@ -304,7 +314,11 @@ def _network_section(page: Page, data: JobData) -> None:
             )
         )
     sources = sorted({f"{link.source_kind}: {link.source}" for link in node_links})
-    page.paragraph("Node links' capacity: " + "; ".join(sources) + ".", "meta")
+    page.paragraph("Node links' capacity: " + "; ".join(sources[:8]) + ".", "meta")
+    if len(shown) < len(node_links):
+        page.paragraph(
+            f"The {len(shown)} busiest of {len(node_links)} node links (highest ceiling).", "meta"
+        )
     page.table(
         [
             "node",

@@ -126,6 +126,18 @@ def node_capacity(job: JobData, i: int, params: Mapping[str, Any]) -> tuple[floa
 
 
 def node_links(job: JobData, params: Mapping[str, Any]) -> list[Link]:
+    """Every node's link. Worked out once per job and capacity parameter: the
+    network factors and the report each ask, and a node's capacity and stats
+    cost a few medians and quantiles (4096 nodes: seconds)."""
+    cache: dict[tuple[float, int], list[Link]] = job.__dict__.setdefault("_node_links_cache", {})
+    # capacities come from the racks too: a fabric attached later is another key
+    key = (float(params.get("link_capacity_bytes_per_s", 0) or 0), id(job.fabric_info))
+    if key not in cache:
+        cache[key] = _node_links(job, params)
+    return cache[key]
+
+
+def _node_links(job: JobData, params: Mapping[str, Any]) -> list[Link]:
     tx = job.matrix("network.tx_bytes_per_s")
     rx = job.matrix("network.rx_bytes_per_s")
     if tx is None or rx is None:
@@ -181,8 +193,17 @@ def link_params() -> Mapping[str, Any]:
 
 
 def link_stats(link: Link, params: Mapping[str, Any] | None = None) -> LinkStats | None:
-    """None when the link carried no message phase (``params``: the [links] section)."""
-    params = params if params is not None else link_params()
+    """None when the link carried no message phase (``params``: the [links] section;
+    with the default one, computed once per link)."""
+    if params is None:
+        if "_stats" not in link.__dict__:
+            link.__dict__["_stats"] = _link_stats(link, link_params())
+        stats: LinkStats | None = link.__dict__["_stats"]
+        return stats
+    return _link_stats(link, params)
+
+
+def _link_stats(link: Link, params: Mapping[str, Any]) -> LinkStats | None:
     load = link.load
     finite = np.isfinite(load)
     if not finite.any():
