@@ -13,9 +13,11 @@ for people goes to :func:`human_stream`, which is stderr in that case.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, is_dataclass
@@ -54,8 +56,17 @@ def write_atomic(path: Path, value: Any, indent: int | None = 2) -> Path:
     """Writes ``value`` to ``path`` via a temporary file and rename, so a
     reader never sees half a file and a crash never destroys the old one."""
     path = Path(path)
+    text = dumps(value, indent) + "\n"
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(path.stat().st_mode) and not path.is_dir():
+            # A device or a pipe (``--json /dev/null``, a FIFO a script
+            # reads) is written in place: a rename would replace it with a
+            # regular file, for every process on the machine when run as root.
+            with path.open("w", encoding="utf-8") as out:
+                out.write(text)
+            return path
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(dumps(value, indent) + "\n", encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
     return path
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,3 +73,18 @@ def test_write_atomic_keeps_the_old_file_when_the_value_is_bad(tmp_path: Path) -
     with pytest.raises(TypeError):
         jsonio.write_atomic(target, {"v": object()})
     assert json.loads(target.read_text()) == {"v": 1}
+
+
+def test_a_pipe_is_written_in_place_never_replaced(tmp_path: Path) -> None:
+    """``--json`` naming a FIFO (or /dev/null) writes into it: a rename
+    would leave a regular file in its place (as root, /dev/null itself)."""
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    jsonio.emit(fifo, {"a": 1})
+    reader.join(timeout=10)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert json.loads(got[0]) == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["out.fifo"]  # no temporary left
