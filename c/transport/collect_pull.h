@@ -1,11 +1,8 @@
-/* The collector's pull of a durable consumer: JetStream pull requests
- * published on an inbox of its own, every one no_wait (what is there
- * now), again every 20 ms until the group is full or its time is up.
- * A request that waits on the server (libnats' Fetch, and the Python
- * collector's lingering pull) was left unserved for a second process
- * sharing collect-raw while the first one's requests drained the backlog
- * (measured: one process got every group); no_wait requests are served
- * in turn.
+/* The collector's pull of a durable consumer, as the Python collector
+ * pulls (collector._Puller: JetStream pull requests published on an inbox
+ * of its own, under the login's prefix): every request no_wait (what is
+ * there now) for at most 512 messages and the bytes left, again every
+ * 20 ms until the group is full (count or bytes) or its time is up.
  * Messages that come after their group ended stay queued on the inbox
  * and begin the next one. */
 #ifndef HM_COLLECT_PULL_H

@@ -25,6 +25,28 @@ static void put(char *err, size_t cap, const hm_error *e)
         snprintf(err, cap, "%s", e->msg);
 }
 
+/* The consumer is there (an admin made it: the collector never creates
+ * one). Only its info is asked: the pull is collect_pull.c's. */
+static int consumer_exists(hm_nats *n, const char *stream, const char *durable, hm_error *err)
+{
+    jsConsumerInfo *ci = NULL;
+    jsErrCode jerr = 0;
+    natsStatus s = js_GetConsumerInfo(&ci, n->js, stream, durable, NULL, &jerr);
+    jsConsumerInfo_Destroy(ci);
+    if (s == NATS_NOT_FOUND)
+        return hm_error_set(err, "collect: consumer %s on %s does not exist: an admin declares it "
+                                 "(python -m hushmon.transport.deploy streams URL --racks ...; "
+                                 "docs/transport.md)", durable, stream);
+    if (s != NATS_OK) {
+        const char *last = nats_GetLastError(NULL);
+        return hm_error_set(err, "collect: consumer %s on %s: %s", durable, stream,
+                            last && *last ? last : natsStatus_GetText(s));
+    }
+    snprintf(n->stream, sizeof n->stream, "%s", stream);
+    snprintf(n->durable, sizeof n->durable, "%s", durable);
+    return 0;
+}
+
 hm_collect *hm_collect_open(const char *url, const char *stream, const char *durable,
                             int64_t max_batch_bytes, char *err, size_t cap)
 {
@@ -50,10 +72,8 @@ hm_collect *hm_collect_open(const char *url, const char *stream, const char *dur
         hm_error_wrap(&e, "collect: connecting to %s", url);
         goto fail;
     }
-    if (hm_nats_pull(&c->nats, stream, durable, "hm.raw.>", &e) != 0) {
-        hm_error_wrap(&e, "collect: binding %s on %s", durable, stream);
+    if (consumer_exists(&c->nats, stream, durable, &e) != 0)
         goto fail;
-    }
     if (hm_puller_open(&c->puller, c->nats.nc, stream, durable, &e) != 0) {
         hm_error_wrap(&e, "collect: pulling %s on %s", durable, stream);
         goto fail;

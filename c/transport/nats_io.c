@@ -192,31 +192,7 @@ static void transient(hm_nats *n, int64_t now, const char *what)
     n->fetch_errors_unlogged = 0;
 }
 
-/* Up to batch messages and max_bytes, waiting up to timeout_ms for them:
- * one request, which ends full or at its expiry. (A no-wait request first,
- * as natsSubscription_Fetch makes, had its late 404 end the next request
- * here.) Requests of processes sharing a consumer are served in turn, each
- * until full: a timeout shorter than the time to deliver one group leaves
- * the other processes' requests expiring behind it. */
-static natsStatus fetch_bounded(hm_nats *n, natsMsgList *list, int batch, int64_t max_bytes,
-                                int64_t timeout_ms, jsErrCode *jerr)
-{
-    jsFetchRequest req;
-    jsFetchRequest_Init(&req);
-    req.Batch = batch;
-    req.MaxBytes = max_bytes;
-    req.Expires = (timeout_ms > 0 ? timeout_ms : 1) * 1000000;
-    *jerr = 0;
-    return natsSubscription_FetchRequest(list, n->sub, &req);
-}
-
 int hm_nats_fetch(hm_nats *n, natsMsgList *list, int batch, int64_t timeout_ms, hm_error *err)
-{
-    return hm_nats_fetch_bytes(n, list, batch, 0, timeout_ms, err);
-}
-
-int hm_nats_fetch_bytes(hm_nats *n, natsMsgList *list, int batch, int64_t max_bytes,
-                        int64_t timeout_ms, hm_error *err)
 {
     memset(list, 0, sizeof *list);
     if (natsConnection_IsClosed(n->nc))
@@ -247,16 +223,15 @@ int hm_nats_fetch_bytes(hm_nats *n, natsMsgList *list, int batch, int64_t max_by
                         n->durable, n->stream);
     }
     jsErrCode jerr = 0;
-    natsStatus s = max_bytes > 0 ? fetch_bounded(n, list, batch, max_bytes, timeout_ms, &jerr)
-                                 : natsSubscription_Fetch(list, n->sub, batch, timeout_ms, &jerr);
+    natsStatus s = natsSubscription_Fetch(list, n->sub, batch, timeout_ms, &jerr);
     if (s == NATS_OK) {
         n->last_msg_ns = mono_ns();
         n->backoff_ns = 0;
         return 0;
     }
     memset(list, 0, sizeof *list);
-    if (s == NATS_TIMEOUT || (s == NATS_NOT_FOUND && max_bytes > 0))
-        return 0; /* nothing there (a no-wait request answers 404) */
+    if (s == NATS_TIMEOUT)
+        return 0;
     hm_error ferr;
     nats_fail(&ferr, s, jerr, "fetch");
     transient(n, now, ferr.msg);

@@ -53,9 +53,6 @@ int hm_nats_pull(hm_nats *n, const char *stream, const char *durable, const char
  * fatal error (the connection closed for good): the caller exits
  * non-zero and its supervisor restarts it. */
 int hm_nats_fetch(hm_nats *n, natsMsgList *list, int batch, int64_t timeout_ms, hm_error *err);
-/* The same, bounded to max_bytes of messages as well (0: no bound). */
-int hm_nats_fetch_bytes(hm_nats *n, natsMsgList *list, int batch, int64_t max_bytes,
-                        int64_t timeout_ms, hm_error *err);
 /* A JetStream publish that waits for the stream's ack; *duplicate is set
  * when the stream dropped it as a duplicate of msg_id. */
 int hm_nats_publish(hm_nats *n, const char *subject, const char *msg_id, const char *data,
