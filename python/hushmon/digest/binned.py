@@ -144,9 +144,11 @@ def read_bins(
     per_bin = bin_periods(len(times), sensors, hosts, lim)
     width = per_bin * period_ns
     raw = has_raw(con, times)
-    # Bins of a minute or more read the rollups when they cover the job (60
-    # times fewer rows); expired raw data leaves them the only source.
-    use_rollups = (width >= NS_PER_MINUTE or not raw) and _rollups_cover(con, t0, last)
+    # The rollups (60 times fewer rows) when they cover the job and bins are a
+    # minute or more anyway, or the raw scan would be long (max_raw_values);
+    # expired raw data leaves them the only source.
+    costly = len(times) * sensors * hosts > lim.max_raw_values
+    use_rollups = (width >= NS_PER_MINUTE or costly or not raw) and _rollups_cover(con, t0, last)
     if use_rollups:
         # Rows already are per series and minute: the cube may hold more cells
         # (max_rollup_cells) for the same cost as raw bins under max_cells.

@@ -47,6 +47,7 @@ class Limits:
     max_bins: int  # a job with more periods is binned
     max_cells: int  # sensors x nodes x bins bound of the cube binned from raw samples
     max_rollup_cells: int  # the same, binned from 1-minute rollups
+    max_raw_values: int  # a longer raw scan reads the rollups instead, when they cover the job
     memory_limit: str  # DuckDB's memory_limit while reading (it spills beyond)
     threads: int
 
@@ -63,6 +64,7 @@ def limits(max_bins: int | None = None) -> Limits:
         max_bins=int(max_bins if max_bins is not None else p["max_bins"]),
         max_cells=int(p["max_cells"]),
         max_rollup_cells=int(p["max_rollup_cells"]),
+        max_raw_values=int(p["max_raw_values"]),
         memory_limit=str(p["duckdb_memory_limit"]),
         threads=int(p["duckdb_threads"]),
     )
