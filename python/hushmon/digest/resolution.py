@@ -48,6 +48,7 @@ class Limits:
     max_cells: int  # sensors x nodes x bins bound of the cube binned from raw samples
     max_rollup_cells: int  # the same, binned from 1-minute rollups
     max_raw_values: int  # a longer raw scan reads the rollups instead, when they cover the job
+    values_per_cell: int  # a long raw scan may fill one cell per this many values
     memory_limit: str  # DuckDB's memory_limit while reading (it spills beyond)
     threads: int
 
@@ -65,6 +66,7 @@ def limits(max_bins: int | None = None) -> Limits:
         max_cells=int(p["max_cells"]),
         max_rollup_cells=int(p["max_rollup_cells"]),
         max_raw_values=int(p["max_raw_values"]),
+        values_per_cell=int(p["values_per_cell"]),
         memory_limit=str(p["duckdb_memory_limit"]),
         threads=int(p["duckdb_threads"]),
     )
