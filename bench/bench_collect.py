@@ -233,8 +233,11 @@ def c_worker(url: str, lake: Path, duckdb_threads: int) -> dict:
             ended_s, cpu1 = time.time(), time.process_time()
     finally:
         source.close()
+        commits = writer.commits
         writer.close()
     return {"batches_stored": stored, "values_stored": values, "groups": groups,
+            "commits": commits.commits, "retries": commits.retries,
+            "commit_wait_s": commits.waited_s,
             "cpu_seconds": cpu1 - cpu0, "start": started_s, "end": ended_s,
             "phases": phase}  # fmt: skip
 
@@ -332,6 +335,9 @@ def print_engines(runs: dict[tuple[str, int], list[dict]], reducer_rate: float |
             print(
                 "  CPU per batch by phase: "
                 + ", ".join(f"{k} {1e6 * v / stored:.0f} us" for k, v in split.items())
+                + f"; lake commits {sum(r['commits'] for r in reports)}, retried "
+                f"{sum(r['retries'] for r in reports)} (another writer's commit in the way), "
+                f"{sum(r['commit_wait_s'] for r in reports):.1f} s waited"
             )
     for engine in dict.fromkeys(k[0] for k in runs):
         ones = [k for k in runs if k[0] == engine and k[1] == 1]
