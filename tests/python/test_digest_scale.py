@@ -169,6 +169,9 @@ def test_a_lake_gives_the_digest_of_the_duckdb_store(tmp_path: Path) -> None:
         del doc["generated_at"]
         docs.append(doc)
     assert docs[0]["resolution"]["source"] == RAW_BINS
+    # the job's own periods; the bins are the resolution's steps
+    assert (docs[0]["periods"], docs[0]["period_s"]) == (90, 1.0)
+    assert (docs[0]["resolution"]["steps"], docs[0]["resolution"]["step_s"]) == (30, 3.0)
     assert docs[0]["findings"], "the scenario's imbalance should be found"
     for k in docs[0]:
         if k != "sensors":

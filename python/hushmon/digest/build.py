@@ -216,8 +216,9 @@ def build_digest(
         "nodes": data.hosts,
         "start_ns": int(data.times_ns[0]),
         "end_ns": int(data.times_ns[-1]),
-        "periods": len(data.times_ns),
-        "period_s": data.period_s,
+        # the job's own periods; a binned job's steps are in "resolution"
+        "periods": (data.resolution or _full(data)).periods,
+        "period_s": (data.resolution or _full(data)).period_s,
         "duration_s": digest.duration_s,
         "sensors": sensor_rows,
         "states": {
@@ -421,6 +422,12 @@ def _app_section(page: Page, data: JobData) -> None:
     )
 
 
+def _periods_text(data: JobData) -> str:
+    res = data.resolution or _full(data)
+    text = f"{res.periods} periods of {res.period_s:g} s"
+    return text + (f", read as {res.steps} bins of {res.bin_s:g} s" if res.binned else "")
+
+
 def _resolution_text(data: JobData) -> str:
     res = data.resolution
     if res is None or res.source == RAW:
@@ -446,7 +453,7 @@ def _report(
             ("start (UTC)", start.isoformat(timespec="seconds")),
             (
                 "duration",
-                f"{digest.duration_s:.0f} s ({len(data.times_ns)} periods of {data.period_s:g} s)",
+                f"{digest.duration_s:.0f} s ({_periods_text(data)})",
             ),
             (
                 "sensors",
