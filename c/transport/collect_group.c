@@ -2,6 +2,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define REASON_MAX 8192
@@ -103,9 +104,20 @@ static int event(hm_collect_group *g, const char *kind, const char *host, size_t
     return 0;
 }
 
+/* A NUL-terminated copy of s[0..n) (strndup is POSIX, not C11). */
+static char *copy_of(const char *s, size_t n)
+{
+    char *out = malloc(n + 1);
+    if (out != NULL) {
+        memcpy(out, s, n);
+        out[n] = '\0';
+    }
+    return out;
+}
+
 static char *dup_or_null(const char *s)
 {
-    return s ? strdup(s) : NULL;
+    return s ? copy_of(s, strlen(s)) : NULL;
 }
 
 /* Checks each message; the accepted ones go to g->work. */
@@ -152,7 +164,7 @@ static int accept_all(hm_collect_group *g, const hm_collect_msg *msgs, size_t n)
                 return -1;
             continue;
         }
-        a.host = strndup(a.h.host, a.h.host_len);
+        a.host = copy_of(a.h.host, a.h.host_len);
         if (a.host == NULL)
             return -1;
         a.valid_utf8 = hm_utf8_valid(m->data, m->len);
@@ -242,7 +254,7 @@ int hm_group_build(hm_collect_group *g, const hm_collect_msg *msgs, size_t n, in
                           !all_valid, &a[i].v) != 0)
             return hm_error_set(err, "collect: out of memory reading a batch of %s", a[i].host);
         if (a[i].v.liar) {
-            a[i].lie = strdup(a[i].v.lie);
+            a[i].lie = dup_or_null(a[i].v.lie);
             if (a[i].lie == NULL)
                 return hm_error_set(err, "collect: out of memory");
             continue;
