@@ -60,7 +60,7 @@ def _writer(lake: str, writer: int, groups: int, rows: int, start: float, out: m
         lake_commit(con, body, stats)
     elapsed = time.perf_counter() - began
     con.close()
-    out.put(("writer", writer, stats.commits, stats.retries, stats.waited_s, elapsed))
+    out.put(("writer", writer, stats.commits, stats.retries, stats.waited_s, elapsed, stats.errors))
 
 
 def _reader(lake: str, rows: int, stop: mp.Event, out: mp.Queue) -> None:
@@ -76,6 +76,7 @@ def _reader(lake: str, rows: int, stop: mp.Event, out: mp.Queue) -> None:
         while not stop.is_set():
             counts.append(int(con.execute("SELECT count(*) FROM samples").fetchone()[0]))
             time.sleep(0.05)
+        counts.append(int(con.execute("SELECT count(*) FROM samples").fetchone()[0]))
         con.close()
     grew = all(b >= a for a, b in itertools.pairwise(counts))
     whole = all(c % rows == 0 for c in counts)
@@ -102,13 +103,15 @@ def run(lake: Path, writers: int, groups: int, rows: int, with_reader: bool) -> 
         reader.join()
     total_commits = 0
     longest_s = 0.0
-    for _kind, w, commits, retries, waited_s, elapsed in sorted(results):
+    for _kind, w, commits, retries, waited_s, elapsed, errors in sorted(results):
         total_commits += commits
         longest_s = max(longest_s, elapsed)
         print(
             f"  writer {w}: {commits} commits in {elapsed:.2f} s = {commits / elapsed:.2f}/s, "
             f"{retries} retries, {waited_s:.2f} s waiting, {commits * rows / elapsed:,.0f} values/s"
         )
+        for what, n in sorted(errors.items()):
+            print(f"    retried {n}x: {what}")
     rate = total_commits / longest_s
     print(f"  all writers: {rate:.2f} commits/s, {rate * rows:,.0f} values/s")
     return rate

@@ -24,12 +24,14 @@ What differs from the embedded DuckDB file (schema.py):
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib.util
+import os
 import random
 import sqlite3
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -220,6 +222,8 @@ class CommitStats:
     commits: int = 0
     retries: int = 0
     waited_s: float = 0.0
+    # what was retried: the first 160 characters of each error
+    errors: dict[str, int] = field(default_factory=dict)
 
 
 T = TypeVar("T")
@@ -246,13 +250,30 @@ def lake_commit(
     to ``attempts`` times, waits growing from 20 ms to 2 s). ``body`` must be
     safe to repeat: it runs in a fresh transaction each time, so it should
     decide what to write from what it reads there. Other errors are raised at
-    once; the last transient one after ``attempts`` as a HushmonError."""
+    once; the last transient one after ``attempts`` as a HushmonError.
+
+    The transaction runs under an exclusive lock on ``commit.lock`` in the
+    lake's folder, so the writers of one lake take turns. Measured
+    (bench_lake_commits, two writers of 200,000-value groups and a reader,
+    load 8): without it, a writer lost "Failed to flush changes into
+    DuckLake: database is locked" 12 times in a row and failed (SQLite
+    refuses a commit from a connection whose read snapshot another commit
+    made stale; DuckLake neither waits nor retries that, and a retried group
+    was stale again by the time it was encoded); with the lock around COMMIT
+    only, 7-9 retries and 0.54-0.64 of one writer's rate; around the whole
+    transaction, 0 retries and 0.85 (two processes on two busy cores). The
+    kernel drops the lock of a process that dies. Long operations (merging
+    files, rollups) are cut into short commits by their callers, so that
+    collectors wait at most one of them.
+    """
     last: BaseException | None = None
+    lock = _commit_lock_path(con)
     for attempt in range(attempts):
         try:
-            con.execute("BEGIN TRANSACTION").fetchall()
-            result = body(con)
-            con.execute("COMMIT").fetchall()
+            with _locked(lock):
+                con.execute("BEGIN TRANSACTION").fetchall()
+                result = body(con)
+                con.execute("COMMIT").fetchall()
         except duckdb.Error as exc:
             # A failed COMMIT may have left no transaction to roll back.
             with contextlib.suppress(duckdb.Error):
@@ -264,6 +285,8 @@ def lake_commit(
             if stats is not None:
                 stats.retries += 1
                 stats.waited_s += wait_s
+                what = " ".join(str(exc).split())[:160]
+                stats.errors[what] = stats.errors.get(what, 0) + 1
             time.sleep(wait_s)
             continue
         if stats is not None:
@@ -274,6 +297,37 @@ def lake_commit(
         f"lake commit failed {attempts} times, other writers kept the catalog busy: "
         f"{str(last).splitlines()[0]}"
     ) from last
+
+
+COMMIT_LOCK_NAME = "commit.lock"
+
+
+def _commit_lock_path(con: duckdb.DuckDBPyConnection) -> Path | None:
+    """``<lake>/commit.lock`` for a connection made by :func:`_attach` (the
+    catalog's folder); None for any other connection."""
+    row = con.execute(
+        "SELECT path FROM duckdb_databases() WHERE database_name = ? AND type = 'ducklake'",
+        [LAKE_ALIAS],
+    ).fetchone()
+    prefix = "sqlite:"
+    if row is None or not str(row[0] or "").startswith(prefix):
+        return None
+    return Path(str(row[0])[len(prefix) :]).parent / COMMIT_LOCK_NAME
+
+
+@contextlib.contextmanager
+def _locked(path: Path | None) -> Iterator[None]:
+    if path is None:
+        yield
+        return
+    # The kernel drops the lock when its holder dies: a killed collector
+    # never blocks the others.
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _attach(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:

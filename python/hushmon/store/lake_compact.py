@@ -48,6 +48,7 @@ from hushmon.store.lake_files import (
 )
 from hushmon.store.lake_retention import (
     NS_PER_DAY,
+    NS_PER_HOUR,
     NS_PER_MINUTE,
     NS_PER_S,
     RetentionPlan,
@@ -127,27 +128,36 @@ def _call(con: duckdb.DuckDBPyConnection, sql: str, stats: CommitStats) -> list[
 
 
 def build_rollups(
-    con: duckdb.DuckDBPyConnection, upto_ns: int, stats: CommitStats, oldest_raw_ns: int | None
+    con: duckdb.DuckDBPyConnection,
+    upto_ns: int,
+    stats: CommitStats,
+    raw_range_ns: tuple[int, int] | None,
 ) -> int:
-    """Roll every raw minute in [last rollup + 1 min, ``upto_ns``) up, a UTC
-    day per commit; returns the rows added."""
-    if oldest_raw_ns is None:
+    """Roll every raw minute in [last rollup + 1 min, ``upto_ns``) up, an
+    hour per commit (a short hold of the commit lock), skipping stretches
+    without raw data; returns the rows added. ``raw_range_ns``: the oldest and
+    newest raw time (None: no raw data)."""
+    if raw_range_ns is None:
         return 0
-    upto_ns = floor_minute(upto_ns)
+    oldest_ns, newest_ns = raw_range_ns
+    upto_ns = floor_minute(min(upto_ns, newest_ns + NS_PER_MINUTE))
     row = con.execute(f"SELECT max(minute_ns) FROM {ROLLUP_TABLE}").fetchone()
-    start = (
-        floor_minute(oldest_raw_ns)
-        if row is None or row[0] is None
-        else int(row[0]) + NS_PER_MINUTE
-    )
-    start = max(start, floor_minute(oldest_raw_ns))
+    start = floor_minute(oldest_ns)
+    if row is not None and row[0] is not None:
+        start = max(start, int(row[0]) + NS_PER_MINUTE)
     added = 0
     while start < upto_ns:
-        end = min(upto_ns, (start // NS_PER_DAY + 1) * NS_PER_DAY)
-        added += lake_commit(
-            con, functools.partial(_insert_rollups, start_ns=start, end_ns=end), stats
-        )
+        end = min(upto_ns, (start // NS_PER_HOUR + 1) * NS_PER_HOUR)
+        n = lake_commit(con, functools.partial(_insert_rollups, start_ns=start, end_ns=end), stats)
+        added += n
         start = end
+        if n == 0:  # a gap: go on from the next raw value
+            nxt = con.execute(
+                f"SELECT min(time_ns) FROM {RAW_TABLE} WHERE time_ns >= ?", [start]
+            ).fetchone()
+            if nxt is None or nxt[0] is None:
+                break
+            start = max(start, floor_minute(int(nxt[0])))
     return added
 
 
@@ -228,9 +238,13 @@ def compact(
         flushed = _call(con, f"CALL ducklake_flush_inlined_data('{LAKE_ALIAS}')", stats)
         report.flushed_tables = len(flushed)
         raw_files = [f for f in live_files(con) if f.table == RAW_TABLE]
-        oldest = min((f.min_time_ns for f in raw_files if f.min_time_ns is not None), default=None)
+        mins = [f.min_time_ns for f in raw_files if f.min_time_ns is not None]
+        maxs = [f.max_time_ns for f in raw_files if f.max_time_ns is not None]
         report.rollup_rows_added = build_rollups(
-            con, now_ns - int(settle_s * NS_PER_S), stats, oldest
+            con,
+            now_ns - int(settle_s * NS_PER_S),
+            stats,
+            (min(mins), max(maxs)) if mins and maxs else None,
         )
         plan, _sizes = plan_for(con, lake, reports, now_ns)
         report.plan = _plan_json(plan)
@@ -254,8 +268,7 @@ def compact(
             stats,
         )
         report.files_rewritten = sum(int(r[2]) for r in rewritten)
-        merged = _call(con, f"CALL ducklake_merge_adjacent_files('{LAKE_ALIAS}')", stats)
-        report.files_merged = sum(int(r[2]) for r in merged)
+        report.files_merged = _merge(con, stats)
         older = _older_than(grace_s)
         expired = _call(
             con,
@@ -274,6 +287,27 @@ def compact(
     report.commit_retries = stats.retries
     report.seconds = time.perf_counter() - began
     return report
+
+
+MAX_MERGE_COMMITS = 10_000
+
+
+def _merge(con: duckdb.DuckDBPyConnection, stats: CommitStats) -> int:
+    """Merge adjacent small files, one output file (up to the target size)
+    per commit: each commit holds the lake's commit lock (lake_commit), and
+    collectors wait for one short merge, not for all of them."""
+    merged = 0
+    for _ in range(MAX_MERGE_COMMITS):
+        rows = _call(
+            con,
+            f"CALL ducklake_merge_adjacent_files('{LAKE_ALIAS}', max_compacted_files => 1)",
+            stats,
+        )
+        done = sum(int(r[2]) for r in rows)
+        if done == 0:
+            break
+        merged += done
+    return merged
 
 
 def _live(sizes: dict[str, int]) -> int:
