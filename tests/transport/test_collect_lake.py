@@ -83,14 +83,15 @@ def test_two_collectors_store_each_batch_once_across_crashes(
     assert b.returncode == FAULT_EXIT_CODE, b.stderr
     assert store_rows(lake, "SELECT count(*) FROM transport_batches") == [(32,)]
     # two collectors share the consumer until the stream is drained (their
-    # --once waits for the dead ones' messages to come back after AckWait)
+    # --once waits for the dead ones' messages to come back after AckWait):
+    # one on each raw path, Python and C (fastcollect)
     argv = _collect_argv(url, lake, "--fetch-batch", "16", "--once", "--json", "-")
     env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
     procs = [
         subprocess.Popen(
             [*argv, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
-        for extra in ((), ("--raw-only",))
+        for extra in ((), ("--raw-only", "--engine", "c"))
     ]
     reports = []
     for p in procs:

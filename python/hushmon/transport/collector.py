@@ -81,6 +81,8 @@ class CollectOptions:
     progress: TextIO | None = None
     # raw batches only: another collector of the same lake takes the summaries
     raw_only: bool = False
+    # the raw path: "python" (nats-py, collect_raw) or "c" (fastcollect)
+    engine: str = "python"
 
 
 @dataclass
@@ -323,6 +325,33 @@ async def _in_progress_while(work: Awaitable[T], msgs: list[Any], every_s: float
             await m.in_progress()
 
 
+class _FastRaw:
+    """The C raw path (fastcollect.FastSource) in the collector's loop: the
+    same fetch, store, in-progress and ack steps as the Python path."""
+
+    def __init__(self, opts: CollectOptions, store: LakeCollectorStore) -> None:
+        from hushmon.transport.fastcollect import FastSource
+
+        self.store = store
+        self.source = FastSource(opts.url, max_batch_bytes=opts.max_batch_bytes)
+        self.source.note_stored(store.writer.newest_seqs())
+
+    async def take(self, max_msgs: int, wait_s: float, every_s: float) -> int:
+        """Fetches, stores and acks one group; how many messages it held."""
+        group = await asyncio.to_thread(self.source.fetch_group, max_msgs, FETCH_MAX_BYTES, wait_s)
+        messages = self.source.messages
+        if messages:
+            work = asyncio.ensure_future(asyncio.to_thread(self.store.write_group, group, messages))
+            while not (await asyncio.wait({work}, timeout=every_s))[0]:
+                self.source.in_progress()
+            work.result()
+            self.source.ack_group()
+        return messages
+
+    def close(self) -> None:
+        self.source.close()
+
+
 async def _ack_wait_s(sub: Any) -> float:
     info = await sub.consumer_info()
     wait = info.config.ack_wait
@@ -342,6 +371,7 @@ async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectRep
     report.stats = store.stats
     forwarder = LineForwarder(opts.forward_lp) if opts.forward_lp else None
     nc = None
+    fast: _FastRaw | None = None
     try:
         nc = await _connect(opts, stop)
         if nc is None:
@@ -353,12 +383,21 @@ async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectRep
         progress_every_s = await _ack_wait_s(raw_sub) / 3
         # pulled through _Puller (the subscriptions above: consumer state only)
         raw_pull = await _Puller(nc, RAW_STREAM, RAW_CONSUMER).start()
+        if opts.engine == "c":
+            if not isinstance(store, LakeCollectorStore) or forwarder is not None:
+                raise HushmonError("--engine c collects into a lake, without --forward-lp")
+            fast = _FastRaw(opts, store)
         sum_pull = None if opts.raw_only else await _Puller(nc, SUM_STREAM, SUM_CONSUMER).start()
         last_progress = time.monotonic()
         busy = False
         while not stop.is_set():
             wait_s = BUSY_FETCH_TIMEOUT_S if busy else FETCH_TIMEOUT_S
-            raw = await raw_pull.fetch(opts.fetch_batch, wait_s)
+            raw = []
+            if fast is not None:
+                took = await fast.take(opts.fetch_batch, wait_s, progress_every_s)
+            else:
+                raw = await raw_pull.fetch(opts.fetch_batch, wait_s)
+                took = len(raw)
             if raw:
                 stored = await _in_progress_while(
                     asyncio.to_thread(store.write_raw, [_message(m) for m in raw]),
@@ -373,7 +412,7 @@ async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectRep
             sums = []
             if sum_pull is not None:
                 sums = await sum_pull.fetch(
-                    opts.fetch_batch, BUSY_FETCH_TIMEOUT_S if raw else wait_s
+                    opts.fetch_batch, BUSY_FETCH_TIMEOUT_S if took else wait_s
                 )
             if sums:
                 await _in_progress_while(
@@ -383,7 +422,7 @@ async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectRep
                 )
                 for m in sums:
                     await m.ack()
-            busy = bool(raw or sums)
+            busy = bool(took or sums)
             if busy:
                 await nc.flush()
             now = time.monotonic()
@@ -392,7 +431,7 @@ async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectRep
                 report.seconds = now - started
                 report.cpu_seconds = time.process_time() - cpu_started
                 print(f"collect: {report.summary_lines()[0]}", file=opts.progress)
-            idle = opts.once and not raw and not sums
+            idle = opts.once and not took and not sums
             if (
                 idle
                 and await _pending(raw_sub) == 0
@@ -400,6 +439,8 @@ async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectRep
             ):
                 break
     finally:
+        if fast is not None:
+            fast.close()
         if nc is not None:
             # acks were flushed after each group; draining the pull
             # subscriptions would only wait for fetches nobody reads
