@@ -264,7 +264,8 @@ def lake_commit(
     transaction, 0 retries and 0.85 (two processes on two busy cores). The
     kernel drops the lock of a process that dies. Long operations (merging
     files, rollups) are cut into short commits by their callers, so that
-    collectors wait at most one of them.
+    collectors wait at most one of them. Not re-entrant: ``body`` must not
+    call lake_commit (the second lock would wait for the first forever).
     """
     last: BaseException | None = None
     lock = _commit_lock_path(con)
