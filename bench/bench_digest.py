@@ -18,7 +18,9 @@ RSS (wait4). Paths:
 
 - ``old``: every period of every node (``--max-bins`` above the periods: the
   code path of every job before bins), where it fits (--old-max-nodes);
-- ``bins``: per-node bins from the raw samples (DuckDB store);
+- ``bins``: per-node bins from the raw samples (DuckDB store), the job's
+  extremes from its summaries; ``bins-nosum``: the same store without
+  summaries (extremes from the GROUP BY);
 - ``rollups``: per-node bins from the lake's rollups;
 - ``summaries``: ``--from-summaries`` (across-node factors only).
 
@@ -150,6 +152,19 @@ def _store(sc: Scenario, work: Path, kind: str) -> Path:
     return store
 
 
+def _without_summaries(store: Path) -> Path:
+    """A copy of the DuckDB store without job_summaries (cached)."""
+    copy = store.with_name(store.stem + ".nosum.duckdb")
+    marker = copy.with_name(copy.name + ".complete")
+    if not marker.exists():
+        shutil.copyfile(store, copy)
+        con = duckdb.connect(str(copy))
+        con.execute("DELETE FROM job_summaries").fetchall()
+        con.close()
+        marker.write_text("ok\n")
+    return copy
+
+
 def _load() -> float:
     return os.getloadavg()[0]
 
@@ -274,7 +289,12 @@ def main() -> int:
         default=4096,
         help="write the raw DuckDB store and digest it up to this many nodes",
     )
-    ap.add_argument("--paths", default="old,bins,rollups,summaries", help="which paths to run")
+    ap.add_argument(
+        "--paths",
+        default="old,bins,bins-nosum,rollups,summaries",
+        help="which paths to run (bins-nosum: raw bins from a copy of the store without "
+        "job_summaries: the extremes then come from the GROUP BY)",
+    )
     ap.add_argument("--ingest", action="store_true", help="also the spool ingest figures")
     ap.add_argument("--ingest-nodes", type=int, default=256)
     ap.add_argument(
@@ -290,7 +310,7 @@ def main() -> int:
     except ValueError:
         ap.error(f"--nodes takes numbers separated by commas, not {args.nodes!r}")
     paths = set(args.paths.split(","))
-    unknown = paths - {"old", "bins", "rollups", "summaries"}
+    unknown = paths - {"old", "bins", "bins-nosum", "rollups", "summaries"}
     if unknown:
         ap.error(f"unknown path(s): {', '.join(sorted(unknown))}")
     if min(node_counts) < 1 or args.seconds < 2:
@@ -317,6 +337,9 @@ def main() -> int:
             runs["old"] = _digest(duck, work / "out-old", "--max-bins", str(10 * args.seconds))
         if raw_ok and "bins" in paths:
             runs["bins"] = _digest(_store(sc, work, "duckdb"), work / "out-bins")
+        if raw_ok and "bins-nosum" in paths:
+            store = _without_summaries(_store(sc, work, "duckdb"))
+            runs["bins-nosum"] = _digest(store, work / "out-bins-nosum")
         if "rollups" in paths:
             runs["rollups"] = _digest(_store(sc, work, "lake"), work / "out-rollups")
         if "summaries" in paths:
@@ -326,7 +349,7 @@ def main() -> int:
             print(_row(nodes, path, r, GOALS_S.get(nodes) if path != "old" else None))
             figures["runs"].append({"nodes": nodes, "path": path, **r})
         old = runs.get("old")
-        for path in ("bins", "rollups", "summaries"):
+        for path in ("bins", "bins-nosum", "rollups", "summaries"):
             if old and path in runs:
                 new = runs[path]
                 print(

@@ -53,6 +53,18 @@ def test_binned_job_gives_the_full_resolution_findings(tmp_path: Path) -> None:
     # per-node whole-job means are exact, not means of means
     for sensor in ("cpu.user_pct[cpu=total]", "ib.tx_bytes_per_s[device=mlx5_0,port=1]"):
         assert binned.node_means[sensor] == pytest.approx(full.node_means[sensor], rel=1e-5)
+    # with job summaries in the store the extremes come from them, not the GROUP BY
+    with_sums = load_job(write_store(sc, tmp_path / "sums.duckdb", summaries=True), "j", 40)
+    assert with_sums.extremes.keys() == binned.extremes.keys()
+    for name, (lo, hi) in binned.extremes.items():
+        assert with_sums.extremes[name] == pytest.approx((lo, hi), rel=1e-6), name
+    assert binned.extremes["cpu.user_pct[cpu=total]"] == pytest.approx(
+        (
+            float(np.nanmin(full.cube[full.base_names.index("cpu.user_pct[cpu=total]")])),
+            float(np.nanmax(full.cube[full.base_names.index("cpu.user_pct[cpu=total]")])),
+        ),
+        rel=1e-6,
+    )
     full_result, binned_result = run_factors(full), run_factors(binned)
     expected = {
         ("network_bandwidth", "high"),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -343,9 +344,14 @@ def load_job(db_path: Path, job: str, max_bins: int | None = None) -> JobData:
                 axis=2, dtype=np.float64
             )
         for i, name in enumerate(names):
-            # a summed sensor's (cgroups') extremes are its sums', seen as bin means
-            lo, hi = (mn[i], mx[i]) if i in summed else (bins.lo[i : i + 1], bins.hi[i : i + 1])
-            data.extremes[name] = (float(np.nanmin(lo)), float(np.nanmax(hi)))
+            # a summed sensor's (cgroups') extremes are its sums', seen as bin means;
+            # so are those of a sensor the summaries lacked when they stood in
+            lo, hi = float(bins.lo[i]), float(bins.hi[i])
+            if i in summed or np.isnan(lo) or np.isnan(hi):
+                with np.errstate(all="ignore"), warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    lo, hi = float(np.nanmin(mn[i])), float(np.nanmax(mx[i]))
+            data.extremes[name] = (lo, hi)
     for i, name in enumerate(names):
         data.stats[name] = SensorStats(mn[i], avg[i], mx[i], count[i])
         data.node_means[name] = node_mean[i]
