@@ -67,6 +67,7 @@ from load_figures import (
     kind_costs,
     memory_growth,
     projection_lines,
+    split_collectors,
     table_header,
     table_row,
 )
@@ -336,10 +337,11 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
         for g in gens:
             if g.proc.returncode != 0:
                 print(f"# {g.name} failed: {last_line(g.log)}")
-        # the store catches up: the collectors' consumer has nothing left
+        # the store catches up: the collectors' consumers have nothing left
         drain_from = time.monotonic()
         while time.monotonic() - drain_from < a.drain_s:
-            if watch.lag and watch.lag[-1][0] > drain_from and watch.lag[-1][1] == 0:
+            raw_done = watch.lag and watch.lag[-1][0] > drain_from and watch.lag[-1][1] == 0
+            if raw_done and watch.sum_lag and watch.sum_lag[-1][1] <= 0:
                 break
             time.sleep(0.5)
         drain_s = time.monotonic() - drain_from
@@ -391,13 +393,27 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
         f"collector (store's received_at): p50 {counts.taken_p50_s:.2f} s, "
         f"p99 {counts.taken_p99_s:.2f} s"
     )
+    sum_lag = watch.sum_unstored(load_abs[0], load_abs[1])
+    sum_p99 = float(np.percentile(sum_lag, 99)) if sum_lag.size else float("nan")
+    sum_end = watch.sum_lag[-1][1] if watch.sum_lag else -1
+    print(
+        f"   summaries not yet stored (collect-sum: pending + unacked messages; "
+        f"{len(watch.rack) + len(watch.job):,} rack partials and job summaries in all): "
+        f"p99 {sum_p99:.0f}, max {sum_lag.max() if sum_lag.size else -1}, "
+        f"{sum_end} when the collectors were stopped"
+    )
     print(
         f"4. CPU per daemon kind over the run ({end - load_from:.0f} s: load and drain), "
         f"{published:,} batches of {counts.values_per_batch} values:"
     )
-    # the steady load: after its first step (a run of one step: all of it)
-    steady = load_from + step if load_from + step < load_end else load_from
+    # the steady load: after its first step (a run shorter than two steps: all of it)
+    steady = load_from + step if load_end - (load_from + step) >= step else load_from
     costs = kind_costs(watched, published, counts.batches, steady, load_end)
+    stored_by = {
+        f.stem: int(json.loads(f.read_text()).get("batches_stored", 0))
+        for f in tmp.glob("collect-*.json")
+    }
+    costs = split_collectors(costs, watched, stored_by, published, steady, load_end)
     for line in projection_lines(costs, agents, os.cpu_count() or 1):
         print(line)
     dup_how = "per (series, time)" if counts.exact_values_check else "by count"
@@ -487,6 +503,9 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
             "collector_lag_p99_s": lag_p99,
             "collector_lag_max_s": lag_max,
             "drain_s": drain_s,
+            "summaries_unstored_p99": sum_p99,
+            "summaries_unstored_at_end": sum_end,
+            "summary_messages": len(watch.rack) + len(watch.job),
             "published": published,
             "stored": counts.batches,
             "periods_complete_in_job_summaries": complete,

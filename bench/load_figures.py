@@ -115,6 +115,54 @@ def kind_costs(
     return out
 
 
+def split_collectors(
+    costs: list[KindCost],
+    daemons: list[Daemon],
+    stored_by: dict[str, int],
+    published: int,
+    t_steady: float,
+    t_load_end: float,
+) -> list[KindCost]:
+    """The collectors as two kinds when the first takes the summaries and the
+    others raw batches only: the raw path's CPU per batch is the raw-only
+    collectors' (CPU / batches they stored), charged for the first one's raw
+    batches too; the rest of the first one's CPU is the summaries', per batch
+    published (a source row per node and period, partials per rack and job).
+    `stored_by`: batches each collector stored (its report). Unchanged when a
+    report is missing or there is no raw-only collector."""
+    mine = sorted((d for d in daemons if d.kind == "collector"), key=lambda d: d.name)
+    if len(mine) < 2 or any(d.name not in stored_by for d in mine):
+        return costs
+    first, rest = mine[0], mine[1:]
+    rest_batches = sum(stored_by[d.name] for d in rest)
+    if rest_batches == 0:
+        return costs
+    rest_cpu = sum(d.cpu_total() for d in rest)
+    first_raw_cpu = stored_by[first.name] * rest_cpu / rest_batches
+    peak = {d.name: max((s[1] for s in d.samples), default=0) / 1024 for d in mine}
+    raw = KindCost(
+        kind="collector, raw path",
+        processes=len(mine),
+        cpu_s=rest_cpu + first_raw_cpu,
+        batches=rest_batches + stored_by[first.name],
+        share_load=sum(d.cpu_between(t_steady, t_load_end) for d in rest)
+        / max(t_load_end - t_steady, 1e-9),
+        peak_rss_mib=sum(peak[d.name] for d in rest),
+    )
+    summaries = KindCost(
+        kind="collector, summaries",
+        processes=1,
+        cpu_s=max(0.0, first.cpu_total() - first_raw_cpu),
+        batches=published,
+        share_load=first.cpu_between(t_steady, t_load_end) / max(t_load_end - t_steady, 1e-9),
+        peak_rss_mib=peak[first.name],
+    )
+    out: list[KindCost] = []
+    for c in costs:
+        out.extend([raw, summaries] if c.kind == "collector" else [c])
+    return out
+
+
 def projection_lines(costs: list[KindCost], agents: int, cpus: int) -> list[str]:
     """Per kind: the arithmetic from CPU per batch to cores for 10,000 nodes;
     then which kind this machine runs out of first, and at how many agents."""

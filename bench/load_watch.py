@@ -13,6 +13,7 @@ import numpy as np
 
 SAMPLE_EVERY_S = 1.0
 RAW_CONSUMER = ("HM_RAW", "collect-raw")
+SUM_CONSUMER = ("HM_SUM", "collect-sum")
 
 
 class Watch:
@@ -25,6 +26,7 @@ class Watch:
         self.job: list[tuple[float, int, int]] = []  # + sources merged
         # monotonic, messages not stored yet (pending + unacked; -1 unknown), ack floor
         self.lag: list[tuple[float, int, int]] = []
+        self.sum_lag: list[tuple[float, int]] = []  # the same for the summaries' consumer
         self._stop = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
         self._thread.start()
@@ -54,6 +56,13 @@ class Watch:
             except Exception as exc:  # noqa: BLE001 - a slow answer under load is a gap
                 self.lag.append((time.monotonic(), -1, -1))
                 del exc
+            try:
+                info = await js.consumer_info(*SUM_CONSUMER)
+                unstored = int(info.num_pending or 0) + int(info.num_ack_pending or 0)
+                self.sum_lag.append((time.monotonic(), unstored))
+            except Exception as exc:  # noqa: BLE001 - as above
+                self.sum_lag.append((time.monotonic(), -1))
+                del exc
             await asyncio.sleep(SAMPLE_EVERY_S)
         await nc.close()
 
@@ -71,6 +80,10 @@ class Watch:
         return np.array(
             [n / per_s for t, n, _f in self.lag if t_from <= t <= t_to and n >= 0], dtype=float
         )
+
+    def sum_unstored(self, t_from: float, t_to: float) -> np.ndarray:
+        """Summary messages not stored yet at each sample between two times."""
+        return np.array([n for t, n in self.sum_lag if t_from <= t <= t_to and n >= 0], dtype=int)
 
     def stop(self) -> None:
         self._stop.set()

@@ -38,13 +38,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-KIND_COLUMNS = (
-    ("rack reducer", "rack reducers"),
-    ("collector", "collectors"),
-    ("hub nats-server", "hub"),
-    ("leaf nats-server", "leaves"),
-    ("top reducer", "top reducer"),
-)
+# the kinds of bench_transport_load's JSON, and their column names here
+COLUMN_NAMES = {
+    "rack reducer": "rack reducers",
+    "collector": "collectors",
+    "collector, raw path": "collectors (raw)",
+    "collector, summaries": "collector (summaries)",
+    "hub nats-server": "hub",
+    "leaf nats-server": "leaves",
+    "top reducer": "top reducer",
+}
+# kinds that run as one process whatever their load (the hub: one server whose
+# threads use its machine's cores)
+ONE_PROCESS = ("hub nats-server", "collector, summaries", "top reducer")
+# of those, the ones that do their work on about one core: above --use there
+# is a limit of this design, marked '!'
+SINGLE = ("collector, summaries", "top reducer")
 
 
 @dataclass(frozen=True)
@@ -80,9 +89,9 @@ def load_measured(path: Path, bytes_per_value: float | None) -> Measured:
         raise SystemExit(
             f"sizing: {path}: not bench_transport_load.py --json output ({exc})"
         ) from None
-    missing = [k for k, _ in KIND_COLUMNS if k not in kinds]
-    if missing or vpb < 1:
-        raise SystemExit(f"sizing: {path}: no CPU figure for {', '.join(missing) or 'values'}")
+    kinds = {k: v for k, v in kinds.items() if k in COLUMN_NAMES}
+    if "rack reducer" not in kinds or not any(k.startswith("collector") for k in kinds) or vpb < 1:
+        raise SystemExit(f"sizing: {path}: no CPU figure for the reducers, collectors or values")
     if bytes_per_value is not None:
         return Measured(str(path), agents, vpb, kinds, bytes_per_value, "--bytes-per-value")
     return Measured(
@@ -95,12 +104,12 @@ def size_site(
 ) -> SiteRow:
     batches_per_s = nodes / period_s
     scale = sensors / m.values_per_batch
-    cores = {k: batches_per_s * m.cpu_us_per_batch[k] * 1e-6 * scale for k, _ in KIND_COLUMNS}
-    procs = {k: max(1, math.ceil(c / use)) for k, c in cores.items()}
+    cores = {k: batches_per_s * us * 1e-6 * scale for k, us in m.cpu_us_per_batch.items()}
+    procs = {k: 1 if k in ONE_PROCESS else max(1, math.ceil(c / use)) for k, c in cores.items()}
     racks = max(1, math.ceil(nodes / nodes_per_rack))
     procs["rack reducer"] = max(2 * racks, procs["rack reducer"])
-    procs["leaf nats-server"] = max(racks, procs["leaf nats-server"])
-    procs["hub nats-server"] = 1  # one server's threads use the cores of its machine
+    if "leaf nats-server" in procs:
+        procs["leaf nats-server"] = max(racks, procs["leaf nats-server"])
     return SiteRow(
         nodes=nodes,
         period_s=period_s,
@@ -111,15 +120,20 @@ def size_site(
     )
 
 
-def table(rows: list[SiteRow]) -> list[str]:
+def cell(r: SiteRow, kind: str, use: float) -> str:
+    """cores (processes), '!' where one process would need more than --use."""
+    mark = "!" if kind in SINGLE and r.cores[kind] > use else ""
+    return f"{r.cores[kind]:.2f} ({r.processes[kind]}){mark}"
+
+
+def table(rows: list[SiteRow], use: float) -> list[str]:
+    kinds = list(rows[0].cores)
     head = f"{'nodes':>7} {'period':>6} {'values/s':>10} " + " ".join(
-        f"{col:>18}" for _k, col in KIND_COLUMNS
+        f"{COLUMN_NAMES[k]:>22}" for k in kinds
     )
-    out = [head, f"{'':26}" + " ".join(f"{'cores (processes)':>18}" for _ in KIND_COLUMNS)]
+    out = [head, f"{'':26}" + " ".join(f"{'cores (processes)':>22}" for _ in kinds)]
     for r in rows:
-        cells = " ".join(
-            f"{f'{r.cores[k]:.2f} ({r.processes[k]})':>18}" for k, _col in KIND_COLUMNS
-        )
+        cells = " ".join(f"{cell(r, k, use):>22}" for k in kinds)
         out.append(
             f"{r.nodes:>7,} {r.period_s:>5g}s {r.values_per_s:>10,.0f} {cells}"
             f"   disk {r.disk_bytes_per_day / 1e9:,.1f} GB/day"
@@ -127,15 +141,16 @@ def table(rows: list[SiteRow]) -> list[str]:
     return out
 
 
-def markdown(rows: list[SiteRow]) -> list[str]:
+def markdown(rows: list[SiteRow], use: float) -> list[str]:
     """The same table for docs: cores (processes) per kind, disk per day."""
-    cols = [col for _k, col in KIND_COLUMNS]
+    kinds = list(rows[0].cores)
+    cols = [COLUMN_NAMES[k] for k in kinds]
     out = [
         "| nodes | period | values/s | " + " | ".join(cols) + " | disk per day |",
         "|---" * (len(cols) + 4) + "|",
     ]
     for r in rows:
-        cells = " | ".join(f"{r.cores[k]:.2f} ({r.processes[k]})" for k, _c in KIND_COLUMNS)
+        cells = " | ".join(cell(r, k, use) for k in kinds)
         out.append(
             f"| {r.nodes:,} | {r.period_s:g} s | {r.values_per_s:,.0f} | {cells} | "
             f"{r.disk_bytes_per_day / 1e9:,.1f} GB |"
@@ -147,9 +162,9 @@ def arithmetic(m: Measured, r: SiteRow, sensors: int) -> list[str]:
     """The sums behind one row, written out."""
     b = r.nodes / r.period_s
     lines = [f"arithmetic for {r.nodes:,} nodes at a {r.period_s:g} s period, {sensors} values:"]
-    for k, col in KIND_COLUMNS:
+    for k in r.cores:
         lines.append(
-            f"  {col}: {b:,.0f} batches/s x {m.cpu_us_per_batch[k]:.1f} us x "
+            f"  {COLUMN_NAMES[k]}: {b:,.0f} batches/s x {m.cpu_us_per_batch[k]:.1f} us x "
             f"{sensors}/{m.values_per_batch} = {r.cores[k]:.2f} cores"
         )
     lines.append(
@@ -198,8 +213,10 @@ def main() -> int:
         f"per batch); {sensors} values per node per period; a process at {a.use:.0%} of a core; "
         f"{a.nodes_per_rack} nodes per rack; bytes per value from {m.bytes_source}"
     )
-    for line in markdown(rows) if a.markdown else table(rows):
+    for line in markdown(rows, a.use) if a.markdown else table(rows, a.use):
         print(line)
+    if any(k in SINGLE and r.cores[k] > a.use for r in rows for k in r.cores):
+        print(f"! one process of that kind would need more than {a.use:.0%} of a core")
     for line in arithmetic(m, _largest_fast(rows), sensors):
         print(line)
     if a.json:
