@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hushmon import jsonio
-from hushmon.datadir import add_data_dir_options, data_dir, writes_job_data
+from hushmon.datadir import DataDir, add_data_dir_options, data_dir, writes_job_data
 from hushmon.display import printable
 from hushmon.errors import HushmonError
 
@@ -119,7 +120,16 @@ def _lake_arg(args: argparse.Namespace) -> tuple[Path, Path]:
         )
     if not is_lake(lake) or not (lake / CATALOG_NAME).is_file():
         raise HushmonError(f"{lake} is not a lake: it holds no {CATALOG_NAME}")
-    return lake, dd.reports_root
+    return lake, _reports(args, dd)
+
+
+def _reports(args: argparse.Namespace, dd: DataDir) -> Path:
+    """The digests' folder counted in the budget: the data folder's, or, for
+    a --db given without --data-dir or $HUSHMON_DATA, the one beside it (a
+    data folder holds hushmon.lake and reports/ side by side)."""
+    if args.db is not None and args.data_dir is None and not os.environ.get("HUSHMON_DATA"):
+        return Path(args.db).parent / "reports"
+    return dd.reports_root
 
 
 def _parse_now(text: str | None) -> int | None:
@@ -210,7 +220,7 @@ def run_status(args: argparse.Namespace) -> int:
         )
     if path.is_dir() and not (path / "catalog.sqlite").is_file():
         raise HushmonError(f"{path} is not a lake: it holds no catalog.sqlite")
-    status = store_status(path, dd.reports_root, _parse_now(args.now))
+    status = store_status(path, _reports(args, dd), _parse_now(args.now))
     _print_status(status, jsonio.human_stream(args.json))
     if args.json:
         jsonio.emit(args.json, status)

@@ -55,7 +55,15 @@ class Policy:
 
 
 def read_policy(con: duckdb.DuckDBPyConnection) -> Policy:
-    """The newest policy row, or the defaults when none was set."""
+    """The newest policy row, or the defaults when none was set (or when a
+    schema-1 lake, read before any writer of this version migrated it, has
+    no policy table)."""
+    has_table = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = 'lake' "
+        "AND table_name = 'lake_policy'"
+    ).fetchone()
+    if not has_table or not has_table[0]:
+        return Policy()
     row = con.execute(
         "SELECT raw_days, rollup_days, budget_bytes, min_raw_hours FROM lake_policy "
         "ORDER BY set_at DESC LIMIT 1"
