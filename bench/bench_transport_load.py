@@ -396,10 +396,18 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
     sum_lag = watch.sum_unstored(load_abs[0], load_abs[1])
     sum_p99 = float(np.percentile(sum_lag, 99)) if sum_lag.size else float("nan")
     sum_end = watch.sum_lag[-1][1] if watch.sum_lag else -1
+    third = (load_abs[1] - load_abs[0]) / 3
+    sum_first = watch.sum_unstored(load_abs[0], load_abs[0] + third)
+    sum_last = watch.sum_unstored(load_abs[1] - third, load_abs[1])
+    sum_thirds = (
+        float(sum_first.mean()) if sum_first.size else float("nan"),
+        float(sum_last.mean()) if sum_last.size else float("nan"),
+    )
     print(
         f"   summaries not yet stored (collect-sum: pending + unacked messages; "
         f"{len(watch.rack) + len(watch.job):,} rack partials and job summaries in all): "
-        f"p99 {sum_p99:.0f}, max {sum_lag.max() if sum_lag.size else -1}, "
+        f"p99 {sum_p99:.0f}, max {sum_lag.max() if sum_lag.size else -1}, mean over the "
+        f"first third of the load {sum_thirds[0]:.0f}, over the last {sum_thirds[1]:.0f}; "
         f"{sum_end} when the collectors were stopped"
     )
     print(
@@ -505,6 +513,7 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
             "drain_s": drain_s,
             "summaries_unstored_p99": sum_p99,
             "summaries_unstored_at_end": sum_end,
+            "summaries_unstored_thirds": sum_thirds,
             "summary_messages": len(watch.rack) + len(watch.job),
             "published": published,
             "stored": counts.batches,

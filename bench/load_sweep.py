@@ -1,6 +1,7 @@
 """The largest agent count this machine holds: bench_transport_load.py at
 rising counts, short runs, until one does not hold (the collectors' lag p99
-over 5 s, a batch lost or duplicated, a daemon or a digest failing). Prints
+over 5 s, the summaries' backlog growing, a batch lost or duplicated, a
+daemon or a digest failing). Prints
 per count the lag, the drain, and each kind's CPU per 1000 agents; the last
 count that held is the one to run for 10 minutes.
 
@@ -40,12 +41,32 @@ def run_one(count: int, a: argparse.Namespace, out: Path) -> dict[str, object] |
     return doc
 
 
+def summaries_behind_s(doc: dict[str, object]) -> float:
+    """collect-sum's unstored messages (p99) in seconds of summaries."""
+    per_s = float(str(doc.get("summary_messages", 0))) / float(str(doc.get("periods", 1)))
+    behind = float(str(doc.get("summaries_unstored_p99", "nan")))
+    return behind / per_s if per_s > 0 else float("nan")
+
+
+def summaries_bounded(doc: dict[str, object]) -> bool:
+    """collect-sum's backlog did not grow: its mean over the last third of
+    the load is at most twice the first third's plus 5 s of summaries."""
+    thirds = doc.get("summaries_unstored_thirds")
+    if not isinstance(thirds, list) or len(thirds) != 2:
+        return False
+    per_s = float(str(doc.get("summary_messages", 0))) / float(str(doc.get("periods", 1)))
+    return float(thirds[1]) <= 2 * float(thirds[0]) + LAG_GOAL_S * per_s
+
+
 def held(doc: dict[str, object]) -> bool:
+    """Raw lag p99 within the goal, the summaries' backlog bounded, nothing
+    lost or duplicated, every daemon and digest fine."""
     lag = doc.get("collector_lag_p99_s")
     return (
         doc.get("rc") == 0
         and isinstance(lag, float)
         and lag <= LAG_GOAL_S
+        and summaries_bounded(doc)
         and doc.get("lost") == 0
         and doc.get("duplicated") == 0
     )
@@ -79,7 +100,9 @@ def main() -> int:
             ok = held(doc)
             print(
                 f"   {count} agents: {'held' if ok else 'did NOT hold'} (lag p99 "
-                f"{doc.get('collector_lag_p99_s', float('nan')):.2f} s, lost {doc.get('lost')}, "
+                f"{doc.get('collector_lag_p99_s', float('nan')):.2f} s, summaries "
+                f"{summaries_behind_s(doc):.1f} s behind (p99, "
+                f"{'bounded' if summaries_bounded(doc) else 'GROWING'}), lost {doc.get('lost')}, "
                 f"duplicated {doc.get('duplicated')}, exit {doc.get('rc')})",
                 flush=True,
             )
