@@ -144,6 +144,12 @@ def test_digest_from_summaries_agrees_with_raw_on_a_bed_job(tmp_path: Path) -> N
     assert _store_summaries(db, IMBALANCED) > 10
     raw = load_job(db, IMBALANCED)
     raw_result = run_factors(raw)
+    # the bed's real job binned (22 periods into 4-s bins): the same verdicts, exact node means
+    binned = load_job(db, IMBALANCED, max_bins=6)
+    assert binned.resolution is not None and binned.resolution.source == RAW_BINS
+    assert _verdicts(run_factors(binned).findings) == _verdicts(raw_result.findings)
+    work = "cpu.user_pct[cpu=total]"
+    assert binned.node_means[work] == pytest.approx(raw.node_means[work], rel=1e-5)
     small = digest_from_summaries(db, IMBALANCED, tmp_path / "out")
     doc = json.loads(small.json_path.read_text())
     assert doc["resolution"]["source"] == SUMMARIES
