@@ -90,6 +90,12 @@ class LakeWriter:
         self.path = Path(path)
         self.fault = fault_from_env()  # a bad value: one line, before the lake is made
         self.con = open_lake(self.path)
+        # One thread per collector: a group's Parquet write is too small for
+        # DuckDB's pool to pay for its hand-offs; measured on the C path
+        # (bench_collect --engine c --duckdb-threads 1, docs/transport.md)
+        # 1.4-2.3x more batches per CPU-second. A site scales out with more
+        # collector processes instead.
+        self.con.execute("SET threads = 1").fetchall()
         self.commits = CommitStats()
         self.groups = 0
         self.known_series: set[int] = {
