@@ -179,7 +179,7 @@ COLLECT_UNIT = """\
 # and collect-sum). The streams and consumers are an admin's step before it
 # starts (`deploy streams` with the admin login: deploy/nats/README.md).
 [Unit]
-Description=hushmon collector (NATS -> DuckDB store)
+Description=hushmon collector (NATS -> the lake store)
 After=network-online.target
 Wants=network-online.target
 
