@@ -421,7 +421,15 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
         f.stem: int(json.loads(f.read_text()).get("batches_stored", 0))
         for f in tmp.glob("collect-*.json")
     }
-    costs = split_collectors(costs, watched, stored_by, published, steady, load_end)
+    costs = split_collectors(
+        costs,
+        watched,
+        stored_by,
+        len(watch.rack) + len(watch.job),
+        end - load_from,
+        steady,
+        load_end,
+    )
     for line in projection_lines(costs, agents, os.cpu_count() or 1):
         print(line)
     dup_how = "per (series, time)" if counts.exact_values_check else "by count"

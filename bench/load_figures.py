@@ -65,27 +65,41 @@ class KindCost:
     kind: str
     processes: int
     cpu_s: float  # over the whole run: load and drain
-    batches: int  # the batches that work was for
+    batches: int  # the units that work was for: batches, or summary messages
     share_load: float  # cores in the steady load (after the first minute)
     peak_rss_mib: float
+    unit: str = "batch"  # what `batches` counts: its work grows with them
+    run_s: float = 0.0  # for a kind per summary message: the run's length
+
+    @property
+    def per_batch(self) -> bool:
+        return self.unit == "batch"
 
     @property
     def cpu_us_per_batch(self) -> float:
+        """CPU per unit (a batch, or a summary message) in microseconds."""
         return self.cpu_s / self.batches * 1e6 if self.batches else 0.0
 
     @property
     def cores_per_1000(self) -> float:
-        """Cores for 1000 agents at 1 Hz: CPU per batch x 1000 batches/s."""
-        return self.cpu_us_per_batch * 1e-6 * 1000
+        """Cores for 1000 agents at 1 Hz: CPU per batch x 1000 batches/s (0 for a
+        kind whose work grows with summary messages, not with agents)."""
+        return self.cpu_us_per_batch * 1e-6 * 1000 if self.per_batch else 0.0
+
+    @property
+    def cores_here(self) -> float:
+        """A per-message kind's cores at this run's message rate."""
+        return self.cpu_s / self.run_s if self.run_s > 0 else 0.0
 
     def to_json(self) -> dict[str, float | int | str]:
         return {
             "kind": self.kind,
             "processes": self.processes,
+            "unit": self.unit,
             "cpu_s": self.cpu_s,
-            "batches": self.batches,
+            "units": self.batches,
             "share_load_cores": self.share_load,
-            "cpu_us_per_batch": self.cpu_us_per_batch,
+            "cpu_us_per_unit": self.cpu_us_per_batch,
             "cores_per_1000_agents": self.cores_per_1000,
             "peak_rss_mib": self.peak_rss_mib,
         }
@@ -119,15 +133,18 @@ def split_collectors(
     costs: list[KindCost],
     daemons: list[Daemon],
     stored_by: dict[str, int],
-    published: int,
+    summary_messages: int,
+    run_s: float,
     t_steady: float,
     t_load_end: float,
 ) -> list[KindCost]:
     """The collectors as two kinds when the first takes the summaries and the
     others raw batches only: the raw path's CPU per batch is the raw-only
     collectors' (CPU / batches they stored), charged for the first one's raw
-    batches too; the rest of the first one's CPU is the summaries', per batch
-    published (a source row per node and period, partials per rack and job).
+    batches too; the rest of the first one's CPU is the summaries', per
+    summary message (rack partials and job summaries: they come per rack, job
+    and period whatever the node count; at 200-500 agents a message cost the
+    same on this machine).
     `stored_by`: batches each collector stored (its report). Unchanged when a
     report is missing or there is no raw-only collector."""
     mine = sorted((d for d in daemons if d.kind == "collector"), key=lambda d: d.name)
@@ -153,9 +170,11 @@ def split_collectors(
         kind="collector, summaries",
         processes=1,
         cpu_s=max(0.0, first.cpu_total() - first_raw_cpu),
-        batches=published,
+        batches=summary_messages,
         share_load=first.cpu_between(t_steady, t_load_end) / max(t_load_end - t_steady, 1e-9),
         peak_rss_mib=peak[first.name],
+        unit="summary message",
+        run_s=run_s,
     )
     out: list[KindCost] = []
     for c in costs:
@@ -164,34 +183,46 @@ def split_collectors(
 
 
 def projection_lines(costs: list[KindCost], agents: int, cpus: int) -> list[str]:
-    """Per kind: the arithmetic from CPU per batch to cores for 10,000 nodes;
-    then which kind this machine runs out of first, and at how many agents."""
+    """Per kind: the arithmetic from CPU per batch to cores for 10,000 nodes
+    (a kind per summary message: its cost per message and at this run's rate);
+    then how many agents this machine holds and which kind uses most."""
     scale = PROJECT_TO_NODES / 1000
     lines = [
         f"   kind (processes): CPU-s over the run / batches = CPU per batch -> x 1000 batches/s "
         f"= cores per 1000 agents -> x {scale:.0f} = cores for {PROJECT_TO_NODES:,} nodes at 1 Hz"
         f" (cores in the steady load at {agents:,} agents)"
     ]
-    site = [c for c in costs if not c.kind.startswith("loadgen")]
     for c in costs:
-        lines.append(
-            f"   {c.kind} ({c.processes}): {c.cpu_s:.1f} / {c.batches:,} = "
-            f"{c.cpu_us_per_batch:.1f} us -> {c.cores_per_1000:.3f} -> "
-            f"{c.cores_per_1000 * scale:.2f} cores ({c.share_load:.2f} measured)"
-        )
-    total_site = sum(c.cores_per_1000 for c in site)
-    total_all = sum(c.cores_per_1000 for c in costs)
+        if c.per_batch:
+            lines.append(
+                f"   {c.kind} ({c.processes}): {c.cpu_s:.1f} / {c.batches:,} = "
+                f"{c.cpu_us_per_batch:.1f} us -> {c.cores_per_1000:.3f} -> "
+                f"{c.cores_per_1000 * scale:.2f} cores ({c.share_load:.2f} measured)"
+            )
+        else:
+            lines.append(
+                f"   {c.kind} ({c.processes}): {c.cpu_s:.1f} / {c.batches:,} {c.unit}s = "
+                f"{c.cpu_us_per_batch / 1000:.1f} ms per {c.unit}; {c.cores_here:.2f} cores at "
+                f"this run's {c.batches / c.run_s if c.run_s else 0:.0f} per s ({c.share_load:.2f} "
+                f"measured with its raw batches): it grows with racks x jobs, not nodes "
+                "(bench/sizing.py)"
+            )
+    site = [c for c in costs if not c.kind.startswith("loadgen")]
+    per_1000_site = sum(c.cores_per_1000 for c in site)
+    per_1000_all = sum(c.cores_per_1000 for c in costs)
+    fixed = sum(c.cores_here for c in costs if not c.per_batch)
     lines.append(
-        f"   the site's daemons together: {total_site:.3f} cores per 1000 agents -> "
-        f"{total_site * scale:.1f} cores for {PROJECT_TO_NODES:,} nodes "
-        "(the load generator is the agents' side and not counted)"
+        f"   the site's daemons per batch together: {per_1000_site:.3f} cores per 1000 agents "
+        f"-> {per_1000_site * scale:.1f} cores for {PROJECT_TO_NODES:,} nodes, plus the summary "
+        "collector's per message (the load generator is the agents' side and not counted)"
     )
-    if total_all > 0:
-        biggest = max(site, key=lambda c: c.cores_per_1000)
+    if per_1000_all > 0:
+        biggest = max(site, key=lambda c: c.cores_per_1000 or c.cores_here)
         lines.append(
-            f"   this machine's {cpus} CPUs hold about {cpus / total_all * 1000:,.0f} agents with "
-            f"everything on them (the daemons and the load generator, {total_all:.3f} cores per "
-            f"1000); the largest consumer is the {biggest.kind} "
-            f"({biggest.cores_per_1000 / total_all * 100:.0f} % of it)"
+            f"   this machine's {cpus} CPUs hold about "
+            f"{max(0.0, cpus - fixed) / per_1000_all * 1000:,.0f} agents with everything on "
+            f"them: ({cpus} - {fixed:.2f} cores of summaries at this rate) / {per_1000_all:.3f} "
+            f"cores per 1000 (the daemons and the load generator); the largest consumer here is "
+            f"the {biggest.kind}"
         )
     return lines

@@ -16,6 +16,12 @@ batch measured by the run):
     rack reducers= max(2 per rack, processes)   two per rack share its consumer
     leaves       = one per rack; the hub is one nats-server (multi-threaded) on
                    a machine with that many cores
+    summaries    = M x c_msg x V / V0           the summary collector's work grows
+                                                with summary messages, not nodes:
+                                                M = (racks x (1 + jobs per rack)
+                                                + jobs) / period (a rack partial
+                                                per job in the rack and one for
+                                                idle nodes, a summary per job)
     disk per day = B x V x 86,400 x bytes per stored value
 
 Bytes per stored value: --bytes-per-value (docs/store.md's measurement with
@@ -25,7 +31,8 @@ files, an upper bound).
 
     .venv/bin/python bench/sizing.py --from load.json [--nodes 1000,2000,10000]
         [--periods-s 1,10] [--sensors V] [--bytes-per-value X] [--use 0.5]
-        [--nodes-per-rack 40] [--markdown] [--json FILE]
+        [--nodes-per-rack 40] [--jobs-per-rack 2] [--job-nodes 64] [--markdown]
+        [--json FILE]
 """
 
 from __future__ import annotations
@@ -61,7 +68,8 @@ class Measured:
     source: str
     agents: int
     values_per_batch: int
-    cpu_us_per_batch: dict[str, float]  # per kind
+    cpu_us_per_batch: dict[str, float]  # per kind: per its unit
+    per_message: tuple[str, ...]  # kinds whose unit is a summary message
     bytes_per_value: float
     bytes_source: str
 
@@ -79,7 +87,8 @@ class SiteRow:
 def load_measured(path: Path, bytes_per_value: float | None) -> Measured:
     try:
         doc: dict[str, Any] = json.loads(path.read_text())
-        kinds = {k["kind"]: float(k["cpu_us_per_batch"]) for k in doc["kinds"]}
+        kinds = {k["kind"]: float(k["cpu_us_per_unit"]) for k in doc["kinds"]}
+        per_message = tuple(k["kind"] for k in doc["kinds"] if k["unit"] != "batch")
         vpb = int(doc["values_per_batch"])
         agents = int(doc["agents"])
         packed = doc.get("bytes_per_value_compacted")
@@ -93,20 +102,48 @@ def load_measured(path: Path, bytes_per_value: float | None) -> Measured:
     if "rack reducer" not in kinds or not any(k.startswith("collector") for k in kinds) or vpb < 1:
         raise SystemExit(f"sizing: {path}: no CPU figure for the reducers, collectors or values")
     if bytes_per_value is not None:
-        return Measured(str(path), agents, vpb, kinds, bytes_per_value, "--bytes-per-value")
+        return Measured(
+            str(path), agents, vpb, kinds, per_message, bytes_per_value, "--bytes-per-value"
+        )
     return Measured(
-        str(path), agents, vpb, kinds, run_bpv, f"the run's lake ({run_how}): {run_bpv:.2f} B"
+        str(path),
+        agents,
+        vpb,
+        kinds,
+        per_message,
+        run_bpv,
+        f"the run's lake ({run_how}): {run_bpv:.2f} B",
     )
 
 
+@dataclass(frozen=True)
+class Shape:
+    """How the nodes are grouped: what summary messages a period makes."""
+
+    nodes_per_rack: int
+    jobs_per_rack: float
+    job_nodes: int
+
+    def racks(self, nodes: int) -> int:
+        return max(1, math.ceil(nodes / self.nodes_per_rack))
+
+    def summaries_per_period(self, nodes: int) -> float:
+        jobs = math.ceil(nodes / self.job_nodes)
+        return self.racks(nodes) * (1 + self.jobs_per_rack) + jobs
+
+
 def size_site(
-    m: Measured, nodes: int, period_s: float, sensors: int, use: float, nodes_per_rack: int
+    m: Measured, nodes: int, period_s: float, sensors: int, use: float, shape: Shape
 ) -> SiteRow:
     batches_per_s = nodes / period_s
+    messages_per_s = shape.summaries_per_period(nodes) / period_s
     scale = sensors / m.values_per_batch
-    cores = {k: batches_per_s * us * 1e-6 * scale for k, us in m.cpu_us_per_batch.items()}
+    cores = {
+        k: (messages_per_s if k in m.per_message else batches_per_s) * us * 1e-6 * scale
+        for k, us in m.cpu_us_per_batch.items()
+    }
     procs = {k: 1 if k in ONE_PROCESS else max(1, math.ceil(c / use)) for k, c in cores.items()}
-    racks = max(1, math.ceil(nodes / nodes_per_rack))
+    racks = shape.racks(nodes)
     procs["rack reducer"] = max(2 * racks, procs["rack reducer"])
     if "leaf nats-server" in procs:
         procs["leaf nats-server"] = max(racks, procs["leaf nats-server"])
@@ -158,11 +195,21 @@ def markdown(rows: list[SiteRow], use: float) -> list[str]:
     return out
 
 
-def arithmetic(m: Measured, r: SiteRow, sensors: int) -> list[str]:
+def arithmetic(m: Measured, r: SiteRow, sensors: int, shape: Shape) -> list[str]:
     """The sums behind one row, written out."""
     b = r.nodes / r.period_s
     lines = [f"arithmetic for {r.nodes:,} nodes at a {r.period_s:g} s period, {sensors} values:"]
     for k in r.cores:
+        if k in m.per_message:
+            racks, jobs = shape.racks(r.nodes), math.ceil(r.nodes / shape.job_nodes)
+            msgs = shape.summaries_per_period(r.nodes) / r.period_s
+            lines.append(
+                f"  {COLUMN_NAMES[k]}: ({racks} racks x (1 + {shape.jobs_per_rack:g}) + {jobs} "
+                f"jobs) / {r.period_s:g} s = {msgs:,.0f} summary messages/s x "
+                f"{m.cpu_us_per_batch[k] / 1000:.1f} ms x {sensors}/{m.values_per_batch} = "
+                f"{r.cores[k]:.2f} cores"
+            )
+            continue
         lines.append(
             f"  {COLUMN_NAMES[k]}: {b:,.0f} batches/s x {m.cpu_us_per_batch[k]:.1f} us x "
             f"{sensors}/{m.values_per_batch} = {r.cores[k]:.2f} cores"
@@ -185,6 +232,10 @@ def main() -> int:
     ap.add_argument("--bytes-per-value", type=float, help="stored bytes per value (docs/store.md)")
     ap.add_argument("--use", type=float, default=0.5, help="share of a core per process")
     ap.add_argument("--nodes-per-rack", type=int, default=40)
+    ap.add_argument(
+        "--jobs-per-rack", type=float, default=2.0, help="jobs with nodes in a rack (default 2)"
+    )
+    ap.add_argument("--job-nodes", type=int, default=64, help="a job's mean node count")
     ap.add_argument("--markdown", action="store_true", help="the table as Markdown (for docs)")
     ap.add_argument("--json", metavar="FILE", help="also write the table as JSON")
     a = ap.parse_args()
@@ -194,9 +245,17 @@ def main() -> int:
     except ValueError:
         print("sizing: --nodes and --periods-s are comma lists of numbers", file=sys.stderr)
         return 2
-    if min(nodes) < 1 or min(periods) <= 0 or not 0 < a.use <= 1 or a.nodes_per_rack < 1:
+    if (
+        min(nodes) < 1
+        or min(periods) <= 0
+        or not 0 < a.use <= 1
+        or a.nodes_per_rack < 1
+        or a.jobs_per_rack < 0
+        or a.job_nodes < 1
+    ):
         print(
-            "sizing: need nodes >= 1, periods > 0, 0 < --use <= 1, --nodes-per-rack >= 1",
+            "sizing: need nodes >= 1, periods > 0, 0 < --use <= 1, --nodes-per-rack >= 1, "
+            "--jobs-per-rack >= 0, --job-nodes >= 1",
             file=sys.stderr,
         )
         return 2
@@ -207,17 +266,19 @@ def main() -> int:
         return 2
     m = load_measured(a.src, a.bytes_per_value)
     sensors = a.sensors or m.values_per_batch
-    rows = [size_site(m, n, p, sensors, a.use, a.nodes_per_rack) for p in periods for n in nodes]
+    shape = Shape(a.nodes_per_rack, a.jobs_per_rack, a.job_nodes)
+    rows = [size_site(m, n, p, sensors, a.use, shape) for p in periods for n in nodes]
     print(
         f"# sizing from {m.source} (measured at {m.agents:,} agents, {m.values_per_batch} values "
         f"per batch); {sensors} values per node per period; a process at {a.use:.0%} of a core; "
-        f"{a.nodes_per_rack} nodes per rack; bytes per value from {m.bytes_source}"
+        f"{a.nodes_per_rack} nodes per rack, {a.jobs_per_rack:g} jobs per rack, jobs of "
+        f"{a.job_nodes} nodes; bytes per value from {m.bytes_source}"
     )
     for line in markdown(rows, a.use) if a.markdown else table(rows, a.use):
         print(line)
     if any(k in SINGLE and r.cores[k] > a.use for r in rows for k in r.cores):
         print(f"! one process of that kind would need more than {a.use:.0%} of a core")
-    for line in arithmetic(m, _largest_fast(rows), sensors):
+    for line in arithmetic(m, _largest_fast(rows), sensors, shape):
         print(line)
     if a.json:
         Path(a.json).write_text(json.dumps([r.__dict__ for r in rows], indent=1))
