@@ -17,6 +17,7 @@ HUSHMON = REPO / ".venv/bin/hushmon"
 # Above this many values the exact check (every (series, time) counted) needs
 # more memory and minutes than the run; the count check stands instead.
 EXACT_VALUE_CHECK_MAX = 30_000_000
+COMPACT_TIMEOUT_S = 180.0
 
 
 @dataclass
@@ -104,12 +105,16 @@ def compact(path: Path) -> Compaction:
     """``hushmon store compact`` once the collectors stopped, with no grace for
     readers (there are none): the lake as a site keeps it, small files merged."""
     t = time.monotonic()
-    r = subprocess.run(
-        [str(HUSHMON), "store", "compact", "--db", str(path), "--grace", "0"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    try:
+        r = subprocess.run(
+            [str(HUSHMON), "store", "compact", "--db", str(path), "--grace", "0"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=COMPACT_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return Compaction(False, COMPACT_TIMEOUT_S, store_bytes(path), "timed out")
     seconds = time.monotonic() - t
     text = (r.stdout + r.stderr).strip().splitlines()
     line = text[0] if r.returncode == 0 and text else (text[-1] if text else f"exit {r.returncode}")
