@@ -125,6 +125,15 @@ class Work:
             self._store = data
         return self._store
 
+    def lake(self) -> Path:
+        """A data folder with an empty lake (the collectors' store)."""
+        data = self.root / "lake"
+        if not data.exists():
+            from hushmon.store.schema import open_store
+
+            open_store(data / "hushmon.lake").close()
+        return data
+
     def noise_study(self) -> Path:
         """The results folder of the 'noise detect' case (for 'noise report')."""
         r = self.hushmon(noise_detect(self))
@@ -216,6 +225,22 @@ def overhead(w: Work) -> list[str]:
             "--settle-s", "0.2", "--out", str(w.path("overhead")), *JSON]  # fmt: skip
 
 
+def store_status(w: Work) -> list[str]:
+    return ["store", "status", "--data-dir", str(w.store()), *JSON]
+
+
+def store_status_lake(w: Work) -> list[str]:
+    return ["store", "status", "--data-dir", str(w.lake()), *JSON]
+
+
+def store_policy(w: Work) -> list[str]:
+    return ["store", "policy", "--data-dir", str(w.lake()), "--raw-days", "7", *JSON]
+
+
+def store_compact(w: Work) -> list[str]:
+    return ["store", "compact", "--data-dir", str(w.lake()), *JSON]
+
+
 def bed_status(_w: Work) -> list[str]:
     return ["testbed", "status", *JSON]
 
@@ -237,6 +262,9 @@ CASES: dict[str, list[Call] | NoJson | NotRunHere] = {
     "digest": [Call(digest, "job bf1: ")],
     "compare": [Call(compare, "compared 2 runs")],
     "overhead": [Call(overhead, "report: ")],
+    "store status": [Call(store_status, "(embedded)"), Call(store_status_lake, "(lake)")],
+    "store policy": [Call(store_policy, "policy set: raw 7 days")],
+    "store compact": [Call(store_compact, "compacted ")],
     # read-only; exit 1 when a bed on this machine is damaged or left over
     "testbed status": [Call(bed_status, "test bed", exit_codes=(0, 1))],
     "testbed up": NotRunHere(
