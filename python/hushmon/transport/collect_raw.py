@@ -20,7 +20,6 @@ inside the group is dropped here as a duplicate.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,10 +35,10 @@ from hushmon.transport.collect_store import (
     _liars,
     _newest_time_per_batch,
     accept_batches,
+    batches_table,
 )
 from hushmon.transport.raw_group import (
     ACTIVITY_SCHEMA,
-    BATCHES_SCHEMA,
     SAMPLES_SCHEMA,
     SERIES_SCHEMA,
     RawGroup,
@@ -116,7 +115,7 @@ class RawGroupBuilder:
             samples=_samples(cols),
             series=_series(cols.series),
             activity=_activity(cols),
-            batches=_batches(accepted, _newest_time_per_batch(group)),
+            batches=batches_table(accepted, _newest_time_per_batch(group)),
             events=events,
             recheck=[i for i, a in enumerate(accepted) if self._maybe_stored(a)],
         )
@@ -293,23 +292,4 @@ def _activity(cols: _Columns) -> pa.Table:
             "batch": pa.array(list(first.values()), pa.int32()),
         },
         schema=ACTIVITY_SCHEMA,
-    )
-
-
-def _batches(accepted: list[_Accepted], period: list[int | None]) -> pa.Table:
-    now = pa.scalar(int(time.time() * 1e6), pa.timestamp("us"))
-    return pa.table(
-        {
-            "host": [a.header.host for a in accepted],
-            "epoch": pa.array([a.header.epoch for a in accepted], pa.int64()),
-            "seq": pa.array([a.header.seq for a in accepted], pa.int64()),
-            "lines": pa.array([a.file.lines for a in accepted], pa.int64()),
-            "period_ns": pa.array(period, pa.int64()),
-            "dropped": pa.array([a.header.dropped for a in accepted], pa.int64()),
-            "replay": pa.array([a.header.replay for a in accepted], pa.bool_()),
-            "subject": [a.header.subject for a in accepted],
-            "stream_seq": pa.array([a.message.stream_seq for a in accepted], pa.int64()),
-            "received_at": pa.array([now.value] * len(accepted), pa.timestamp("us")),
-        },
-        schema=BATCHES_SCHEMA,
     )

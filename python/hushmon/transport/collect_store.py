@@ -13,6 +13,7 @@ Summaries: :mod:`hushmon.transport.collect_summaries`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from hushmon.store.schema import open_store
 from hushmon.transport.collect_records import CollectStats, Event, Message, sender_of
 from hushmon.transport.collect_summaries import write_summaries
 from hushmon.transport.natsserver import MAX_PAYLOAD_BYTES
+from hushmon.transport.raw_group import BATCHES_SCHEMA
 from hushmon.transport.wire import H_HOST, BatchHeader, parse_batch_header
 
 __all__ = ["COLLECT_MEMORY_MIB", "CollectStats", "CollectorStore", "Message"]
@@ -231,25 +233,12 @@ class CollectorStore:
                         reasons[0],
                     )
                 )
-            table = pa.table(
-                {
-                    "host": [a.header.host for a in fresh],
-                    "epoch": pa.array([a.header.epoch for a in fresh], pa.int64()),
-                    "seq": pa.array([a.header.seq for a in fresh], pa.int64()),
-                    "lines": pa.array([a.file.lines for a in fresh], pa.int64()),
-                    "period_ns": pa.array(period, pa.int64()),
-                    "dropped": pa.array([a.header.dropped for a in fresh], pa.int64()),
-                    "replay": pa.array([a.header.replay for a in fresh], pa.bool_()),
-                    "subject": [a.header.subject for a in fresh],
-                    "stream_seq": pa.array([a.message.stream_seq for a in fresh], pa.int64()),
-                }
-            )
+            table = batches_table(fresh, period)
             con.register("hm_batches", table)
             try:
                 con.execute(
-                    """INSERT INTO transport_batches
-                       (host, epoch, seq, lines, period_ns, dropped, replay, subject, stream_seq)
-                       SELECT * FROM hm_batches"""
+                    f"INSERT INTO transport_batches ({', '.join(table.column_names)}) "
+                    "SELECT * FROM hm_batches"
                 ).fetchall()
             finally:
                 con.unregister("hm_batches")
@@ -459,3 +448,23 @@ def _newest_time_per_batch(group: _Group) -> list[int | None]:
     newest = np.full(len(group.fresh), -1, dtype=np.int64)
     np.maximum.at(newest, group.batch_of_line[fast.line], fast.time_ns)
     return [int(t) if t >= 0 else None for t in newest.tolist()]
+
+
+def batches_table(accepted: list[_Accepted], period: list[int | None]) -> pa.Table:
+    """The transport_batches rows of accepted batches (both stores)."""
+    now = pa.scalar(int(time.time() * 1e6), pa.timestamp("us"))
+    return pa.table(
+        {
+            "host": [a.header.host for a in accepted],
+            "epoch": pa.array([a.header.epoch for a in accepted], pa.int64()),
+            "seq": pa.array([a.header.seq for a in accepted], pa.int64()),
+            "lines": pa.array([a.file.lines for a in accepted], pa.int64()),
+            "period_ns": pa.array(period, pa.int64()),
+            "dropped": pa.array([a.header.dropped for a in accepted], pa.int64()),
+            "replay": pa.array([a.header.replay for a in accepted], pa.bool_()),
+            "subject": [a.header.subject for a in accepted],
+            "stream_seq": pa.array([a.message.stream_seq for a in accepted], pa.int64()),
+            "received_at": pa.array([now.value] * len(accepted), pa.timestamp("us")),
+        },
+        schema=BATCHES_SCHEMA,
+    )
