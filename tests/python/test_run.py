@@ -97,10 +97,11 @@ FAKE_AGENT = textwrap.dedent(
                 jobs.discard(words[2]); reply = "ok"
             elif line == "flush":
                 close_file(); reply = "ok"
-            elif words[:1] == ["period"] and os.environ.get("FAKE_AGENT_USER_ONLY"):
-                reply = "error not authorized: uid 1000 may not change the node's period"
-            elif words[:1] == ["period"]:
-                period = int(words[1]) / 1000.0; reply = "ok"
+            elif len(words) == 2 and words[0] == "set" and os.environ.get("FAKE_AGENT_USER_ONLY"):
+                reply = "error not authorized: uid 1000 may not change the node's measurement"
+            elif words[:1] == ["set"] and len(words) == 2 and words[1].startswith("period="):
+                period = int(words[1].removeprefix("period=").removesuffix("ms")) / 1000.0
+                reply = f"ok applied period_ms={int(period * 1000)} scope=node"
             elif len(words) == 3 and words[0] == "set" and words[1][4:] in jobs:
                 period = int(words[2].removeprefix("period=").removesuffix("ms")) / 1000.0
                 reply = f"ok applied period_ms={int(period * 1000)} scope=job:{words[1][4:]}"
@@ -299,7 +300,8 @@ def test_running_agent_is_used_and_left_running(
         assert result["agent"] == "running" and result["warnings"] == []
         assert agent.poll() is None, "a running agent is not ours to stop"
         assert requests(agent_log) == [
-            "period 200", "job begin shared1", "job end shared1", "period 100", "flush",
+            "set period=200ms", "job begin shared1", "job end shared1", "set period=100ms",
+            "flush",
         ]  # fmt: skip
         assert "job=shared1 active=1i" in "".join(p.read_text() for p in other_spool.iterdir())
         if result["ingest"] is not None:
@@ -310,7 +312,7 @@ def test_running_agent_is_used_and_left_running(
 def test_a_users_period_on_a_running_agent_is_the_jobs(
     tmp_path: Path, fake_agent: Path, agent_log: Path
 ) -> None:
-    """A standing agent refuses a user's node-wide `period MS` (only root or
+    """A standing agent refuses a user's node-wide `set period=` (only root or
     an admin): the period is then set for the job alone, which the job's
     owner may and the agent undoes at the job's end; no warning."""
     data = DataDir(tmp_path / "data").create()
@@ -324,7 +326,7 @@ def test_a_users_period_on_a_running_agent_is_the_jobs(
         assert out.returncode == 0, out.stderr
         assert json.loads(summary.read_text())["warnings"] == []
         assert requests(agent_log) == [
-            "period 200", "job begin mine1", "set job=mine1 period=200ms", "job end mine1",
+            "set period=200ms", "job begin mine1", "set job=mine1 period=200ms", "job end mine1",
             "flush",
         ]  # fmt: skip
 

@@ -105,7 +105,7 @@ class Monitor:
         self.mode = "none"
         self.period_s = (options.period_ms or DEFAULT_PERIOD_MS) / 1000.0
         self.restore_period_ms: int | None = None
-        # A standing agent refuses a user's node-wide `period MS`: the
+        # A standing agent refuses a user's node-wide `set period=`: the
         # period is then asked for the job alone once it is announced.
         self.job_period_ms: int | None = None
         self.job_open = False
@@ -158,7 +158,7 @@ class Monitor:
             return
         if current and current != want:
             try:
-                client.request(f"period {want}")
+                client.request(f"set period={want}ms")
                 self.restore_period_ms = current
             except AgentError as exc:
                 self.period_s = current / 1000.0
@@ -216,7 +216,7 @@ class Monitor:
         if self.job_ours:
             self._request(f"job end {job}")
         if self.restore_period_ms is not None:
-            self._request(f"period {self.restore_period_ms}")
+            self._request(f"set period={self.restore_period_ms}ms")
         self._request("flush")
 
     def env(self) -> dict[str, str] | None:
