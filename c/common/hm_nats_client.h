@@ -23,11 +23,16 @@
 #include "hm_error.h"
 #include "hm_nats_login.h"
 
-static inline int hm_nats_client_fail(hm_error *err, natsStatus st, const char *what, const char *path)
+/* libnats' own last error says more than the status's name when there is one. */
+static inline const char *hm_nats_error_text(natsStatus st)
 {
     const char *last = nats_GetLastError(NULL);
-    return hm_error_set(err, "%s %s: %s", what, path,
-                        last != NULL && *last != '\0' ? last : natsStatus_GetText(st));
+    return last != NULL && *last != '\0' ? last : natsStatus_GetText(st);
+}
+
+static inline int hm_nats_client_fail(hm_error *err, natsStatus st, const char *what, const char *path)
+{
+    return hm_error_set(err, "%s %s: %s", what, path, hm_nats_error_text(st));
 }
 
 /* Login and TLS (configured, else the environment; configured may be

@@ -47,6 +47,7 @@
 #include "hm_log.h"
 #include "hm_nats_client.h"
 #include "hm_parse.h"
+#include "nats_control.h"
 #include "nats_outbox.h"
 #include "sink.h"
 #include "spool_files.h"
@@ -90,8 +91,7 @@ typedef struct nats_state {
     natsOptions *opts;
     natsConnection *nc;
     natsSubscription *acks;
-    /* control requests: hm.ctl.host.<host> and hm.ctl.all (docs/transport.md) */
-    natsSubscription *ctl[2];
+    hm_nats_control ctl; /* control requests over this connection */
     bool serviced; /* service() ran since the last serve_requests */
     char inbox[sizeof "_INBOX.." + 64 + 32]; /* _INBOX.<host>.<unique>: host[64] below */
     char subject[256];
@@ -132,12 +132,6 @@ typedef struct nats_state {
 /* libnats is opened once per process; a reload opens the new sink before
  * it closes the old one, so the library is closed with the last sink. */
 static int nats_sinks_open;
-
-static const char *nats_err(natsStatus st)
-{
-    const char *last = nats_GetLastError(NULL);
-    return last != NULL && last[0] != '\0' ? last : natsStatus_GetText(st);
-}
 
 static int remember_file(nats_state *s, int64_t start_ns, uint64_t file_seq, uint64_t last_seq,
                          hm_error *err)
@@ -630,7 +624,7 @@ static int connect_servers(nats_state *s, const hm_agent_config *cfg, hm_error *
     if (st == NATS_OK)
         st = natsOptions_SetReconnectedCB(s->opts, on_reconnected, s);
     if (st != NATS_OK)
-        return hm_error_set(err, "nats options: %s", nats_err(st));
+        return hm_error_set(err, "nats options: %s", hm_nats_error_text(st));
     snprintf(s->url, sizeof s->url, "%s", cfg->nats_url);
     if (dial(s, err) == 0)
         return 0;
@@ -652,14 +646,14 @@ static int dial(nats_state *s, hm_error *err)
 {
     natsStatus st = natsConnection_Connect(&s->nc, s->opts);
     if (st != NATS_OK && st != NATS_NOT_YET_CONNECTED)
-        return hm_error_set(err, "connecting to %s: %s", s->url, nats_err(st));
+        return hm_error_set(err, "connecting to %s: %s", s->url, hm_nats_error_text(st));
     /* The acks come to _INBOX.<host>.<unique>: a node's login may read
      * its own inbox only, not the replies and pulled batches of others
      * (python/hushmon/transport/natsusers.py, node_role). */
     natsInbox *inbox = NULL;
     st = natsInbox_Create(&inbox);
     if (st != NATS_OK)
-        return hm_error_set(err, "nats inbox: %s", nats_err(st));
+        return hm_error_set(err, "nats inbox: %s", hm_nats_error_text(st));
     const char *unique = strchr((const char *)inbox, '.');
     snprintf(s->inbox, sizeof s->inbox, "_INBOX.%s%s", s->host, unique != NULL ? unique : ".x");
     natsInbox_Destroy(inbox);
@@ -667,16 +661,9 @@ static int dial(nats_state *s, hm_error *err)
     snprintf(acks, sizeof acks, "%s.*", s->inbox);
     st = natsConnection_SubscribeSync(&s->acks, s->nc, acks);
     if (st != NATS_OK)
-        return hm_error_set(err, "subscribing to %s: %s", acks, nats_err(st));
-    /* Control requests: plain request/reply, no stream keeps them. */
-    char ctl_subject[2][128];
-    snprintf(ctl_subject[0], sizeof ctl_subject[0], "hm.ctl.host.%s", s->host);
-    snprintf(ctl_subject[1], sizeof ctl_subject[1], "hm.ctl.all");
-    for (int i = 0; i < 2; i++) {
-        st = natsConnection_SubscribeSync(&s->ctl[i], s->nc, ctl_subject[i]);
-        if (st != NATS_OK)
-            return hm_error_set(err, "subscribing to %s: %s", ctl_subject[i], nats_err(st));
-    }
+        return hm_error_set(err, "subscribing to %s: %s", acks, hm_nats_error_text(st));
+    if (hm_nats_control_subscribe(&s->ctl, s->nc, s->host, err) < 0)
+        return -1;
     drive_write(s); /* the SUBs */
     return 0;
 }
@@ -686,11 +673,7 @@ static void drop_connection(nats_state *s)
     if (s->acks != NULL)
         natsSubscription_Destroy(s->acks);
     s->acks = NULL;
-    for (int i = 0; i < 2; i++) {
-        if (s->ctl[i] != NULL)
-            natsSubscription_Destroy(s->ctl[i]);
-        s->ctl[i] = NULL;
-    }
+    hm_nats_control_unsubscribe(&s->ctl);
     if (s->nc != NULL) {
         natsConnection_Close(s->nc);
         natsConnection_Destroy(s->nc);
@@ -889,8 +872,7 @@ static int nats_flush(void *state, hm_error *err)
 
 /* Answers the control requests read since the last call (with the acks,
  * once per period: a request waits at most a period plus the server's
- * round trip). The reply goes to the request's reply subject; the
- * request's Hm-Uid header is the requester's claimed uid. */
+ * round trip; nats_control.c). */
 static void nats_serve_requests(void *state, hm_sink_request_handler handler, void *arg)
 {
     nats_state *s = state;
@@ -904,54 +886,7 @@ static void nats_serve_requests(void *state, hm_sink_request_handler handler, vo
     if (read)
         natsConnection_ProcessReadEvent(s->nc);
     s->serviced = false;
-    bool answered = false;
-    for (int i = 0; i < 2 && s->nc != NULL; i++) {
-        for (;;) {
-            int pending_msgs = 0, pending_bytes = 0;
-            if (natsSubscription_GetPending(s->ctl[i], &pending_msgs, &pending_bytes) != NATS_OK ||
-                pending_msgs == 0)
-                break;
-            natsMsg *m = NULL;
-            if (natsSubscription_NextMsg(&m, s->ctl[i], 0) != NATS_OK)
-                break;
-            const char *reply_to = natsMsg_GetReply(m);
-            char line[1024];
-            int len = natsMsg_GetDataLength(m);
-            if (len < 0 || len >= (int)sizeof line) {
-                len = -1;
-            } else {
-                memcpy(line, natsMsg_GetData(m), (size_t)len);
-                line[len] = '\0';
-            }
-            const char *uid_text = NULL;
-            long uid = -1;
-            if (natsMsgHeader_Get(m, "Hm-Uid", &uid_text) == NATS_OK && uid_text != NULL) {
-                char *end = NULL;
-                long v = strtol(uid_text, &end, 10);
-                if (end != uid_text && *end == '\0' && v >= 0)
-                    uid = v;
-            }
-            char response[1024];
-            if (len < 0 || memchr(line, '\n', (size_t)len) != NULL)
-                snprintf(response, sizeof response, "error host=%s a request is one line of at "
-                         "most %zu bytes", s->host, sizeof line - 1);
-            else
-                handler(arg, uid, line, response, sizeof response);
-            /* Every answer names the host: a broadcast (hm.ctl.all) gathers many. */
-            char named[sizeof response + 96];
-            if (strncmp(response, "error ", 6) == 0 && strncmp(response + 6, "host=", 5) != 0)
-                snprintf(named, sizeof named, "error host=%s %s", s->host, response + 6);
-            else
-                snprintf(named, sizeof named, "%s", response);
-            if (reply_to != NULL && reply_to[0] != '\0') {
-                natsStatus st = natsConnection_PublishString(s->nc, reply_to, named);
-                if (st != NATS_OK)
-                    hm_log_warn("nats: answering a control request: %s", nats_err(st));
-                answered = true;
-            }
-            natsMsg_Destroy(m);
-        }
-    }
+    bool answered = hm_nats_control_answer(&s->ctl, s->nc, handler, arg);
     if (answered || read)
         drive_write(s); /* the answers, and PONGs to what was read */
 }
