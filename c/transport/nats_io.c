@@ -113,9 +113,9 @@ static int consumer_missing(hm_error *err, const hm_nats *n)
 }
 
 /* The consumer exists (an admin made it: a reducer never creates one, its
- * login may not) and the pull subscription is bound to it (again after it
- * was made anew: *rebound set). *missing tells a missing consumer from
- * other trouble. */
+ * login may not) and the pull is open on it (asked anew after it was
+ * made anew: *rebound set). *missing tells a missing consumer from other
+ * trouble. */
 static int bind_consumer(hm_nats *n, bool *rebound, bool *missing, hm_error *err)
 {
     jsErrCode jerr = 0;
@@ -125,7 +125,7 @@ static int bind_consumer(hm_nats *n, bool *rebound, bool *missing, hm_error *err
     if (s == NATS_OK) {
         n->ack_wait_ns = ci->Config->AckWait;
         if (n->created_ns != 0 && ci->Created != n->created_ns)
-            *rebound = true; /* deleted and made again: bind to the new one */
+            *rebound = true; /* deleted and made again */
         n->created_ns = ci->Created;
     }
     jsConsumerInfo_Destroy(ci);
@@ -135,22 +135,17 @@ static int bind_consumer(hm_nats *n, bool *rebound, bool *missing, hm_error *err
     }
     if (s != NATS_OK)
         return nats_fail(err, s, jerr, "consumer");
-    if (n->sub != NULL && !*rebound && natsSubscription_IsValid(n->sub))
-        return 0;
-    if (n->sub != NULL) {
-        natsSubscription_Destroy(n->sub); /* what it held unacked comes again */
-        n->sub = NULL;
+    if (*rebound) {
+        /* The open request died with the old consumer; its unacked
+         * messages come again from the new one (acks to the old one's
+         * reply subjects go nowhere). */
+        hm_jspull_reset(&n->pull);
         n->resubscribed++;
     }
-    jsSubOptions so;
-    jsSubOptions_Init(&so);
-    so.Stream = n->stream;
-    so.Consumer = n->durable; /* bind: libnats creates nothing */
-    jerr = 0;
-    s = js_PullSubscribe(&n->sub, n->js, n->filter, n->durable, NULL, &so, &jerr);
-    if (s != NATS_OK) {
-        n->sub = NULL;
-        return nats_fail(err, s, jerr, "pull subscription");
+    if (!n->pulling) {
+        if (hm_jspull_open(&n->pull, n->nc, n->stream, n->durable, err) != 0)
+            return -1;
+        n->pulling = true;
     }
     return 0;
 }
@@ -192,9 +187,24 @@ static void transient(hm_nats *n, int64_t now, const char *what)
     n->fetch_errors_unlogged = 0;
 }
 
-int hm_nats_fetch(hm_nats *n, natsMsgList *list, int batch, int64_t timeout_ms, hm_error *err)
+/* The pull's end as a transient error's text, or NULL when it is none. */
+static const char *trouble_text(const hm_nats *n, hm_jspull_end end, char *buf, size_t cap)
 {
-    memset(list, 0, sizeof *list);
+    switch (end) {
+    case HM_JSPULL_CONFLICT:
+        snprintf(buf, cap, "pull ended by the server: 409 %s", n->pull.conflict);
+        return buf;
+    case HM_JSPULL_NO_RESPONDERS:
+        return "no JetStream answers the pull (server or hub away)";
+    case HM_JSPULL_LOST:
+        return "a pull request went unanswered (lost to a reconnect?)";
+    default:
+        return NULL;
+    }
+}
+
+int hm_nats_fetch(hm_nats *n, hm_col *out, int batch, int64_t timeout_ms, hm_error *err)
+{
     if (natsConnection_IsClosed(n->nc))
         return hm_error_set(err, "the connection to the server is closed");
     int64_t now = mono_ns();
@@ -206,7 +216,7 @@ int hm_nats_fetch(hm_nats *n, natsMsgList *list, int batch, int64_t timeout_ms, 
         nanosleep(&pause, NULL);
         return 0;
     }
-    if (n->sub == NULL ||
+    if (!n->pulling ||
         (now - n->last_msg_ns >= HM_NATS_IDLE_CHECK_NS && now - n->last_check_ns >= HM_NATS_IDLE_CHECK_NS)) {
         bool rebound = false, missing = false;
         hm_error cerr;
@@ -219,22 +229,28 @@ int hm_nats_fetch(hm_nats *n, natsMsgList *list, int batch, int64_t timeout_ms, 
             return 0;
         }
         if (rebound)
-            hm_log_warn("consumer %s on %s was made anew: bound to it (its unacked messages come again)",
+            hm_log_warn("consumer %s on %s was made anew: pulling it again (its unacked messages come again)",
                         n->durable, n->stream);
     }
-    jsErrCode jerr = 0;
-    natsStatus s = natsSubscription_Fetch(list, n->sub, batch, timeout_ms, &jerr);
-    if (s == NATS_OK) {
-        n->last_msg_ns = mono_ns();
-        n->backoff_ns = 0;
+    size_t had = out->n;
+    hm_jspull_end end;
+    hm_error perr;
+    if (hm_jspull_next(&n->pull, out, batch, timeout_ms, &end, &perr) != 0) {
+        if (strstr(perr.msg, "out of memory") != NULL)
+            return hm_error_set(err, "%s", perr.msg);
+        if (natsConnection_IsClosed(n->nc))
+            return hm_error_set(err, "the connection to the server is closed");
+        transient(n, now, perr.msg);
         return 0;
     }
-    memset(list, 0, sizeof *list);
-    if (s == NATS_TIMEOUT)
-        return 0;
-    hm_error ferr;
-    nats_fail(&ferr, s, jerr, "fetch");
-    transient(n, now, ferr.msg);
+    if (out->n > had) {
+        n->last_msg_ns = mono_ns();
+        n->backoff_ns = 0;
+    }
+    char buf[200];
+    const char *what = trouble_text(n, end, buf, sizeof buf);
+    if (what != NULL)
+        transient(n, now, what);
     return 0;
 }
 
@@ -268,8 +284,8 @@ void hm_nats_close(hm_nats *n)
 {
     if (n->nc)
         natsConnection_FlushTimeout(n->nc, 5000);
-    if (n->sub)
-        natsSubscription_Destroy(n->sub);
+    if (n->pulling)
+        hm_jspull_close(&n->pull);
     jsCtx_Destroy(n->js);
     natsConnection_Destroy(n->nc);
     memset(n, 0, sizeof *n);

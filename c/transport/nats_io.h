@@ -1,5 +1,7 @@
-/* The reducer's use of libnats: one connection, one durable pull consumer,
- * JetStream publishes with a message id, acks by reply subject. */
+/* The reducer's use of libnats: one connection, one durable pull consumer
+ * (pulled by jspull.c on an inbox of our own, not by libnats' pull
+ * subscription), JetStream publishes with a message id, acks by reply
+ * subject. */
 #ifndef HM_NATS_IO_H
 #define HM_NATS_IO_H
 
@@ -9,12 +11,15 @@
 
 #include <nats/nats.h>
 
+#include "collect_cols.h"
 #include "hm_error.h"
+#include "jspull.h"
 
 typedef struct hm_nats {
     natsConnection *nc;
     jsCtx *js;
-    natsSubscription *sub;
+    hm_jspull pull;
+    bool pulling; /* pull opened (hm_nats_pull) */
     uint64_t ack_errors;
     /* The consumer, to bind again when it was made anew (an admin's
      * `deploy streams` after it was deleted or lost with a server's store);
@@ -38,21 +43,22 @@ int hm_nats_connect_now(hm_nats *n, const char *url, const char *name, hm_error 
  * the operator to declare it. n->ack_wait_ns is then its AckWait. */
 int hm_nats_pull(hm_nats *n, const char *stream, const char *durable, const char *filter,
                  hm_error *err);
-/* Up to batch messages, waiting up to timeout_ms; 0 messages is not an
- * error. The caller destroys the list (empty after an error too).
- * A transient error (a timeout, a 408/409 status, the server away or
- * restarting, the consumer deleted or its leader changing) is counted,
- * logged at most every 10 s and retried with backoff (100 ms doubling to
- * 5 s); a consumer that is missing is counted (consumer_missing) and
- * looked for again the same way, with a line saying an admin declares it;
- * once made anew it is bound again (DeliverAll: what it had not acked
- * comes again, the partials' ids and sources drop what was summarized
- * already). When no
- * message came for HM_NATS_IDLE_CHECK_NS the consumer is checked the same
- * way, so a pull that was silently lost is noticed. Returns -1 only on a
- * fatal error (the connection closed for good): the caller exits
- * non-zero and its supervisor restarts it. */
-int hm_nats_fetch(hm_nats *n, natsMsgList *list, int batch, int64_t timeout_ms, hm_error *err);
+/* Up to batch messages (natsMsg*, the caller destroys them) appended to
+ * out, waiting up to timeout_ms for the first (jspull.c: one request
+ * open at a time, expiring after timeout_ms); 0 messages is not an error.
+ * A transient error (a 409 status: consumer deleted, leadership change,
+ * server shutdown; nothing answering the JetStream API; a request that
+ * went unanswered; the server away or restarting) is counted, logged at
+ * most every 10 s and retried with backoff (100 ms doubling to 5 s); a
+ * consumer that is missing is counted (consumer_missing) and looked for
+ * again the same way, with a line saying an admin declares it; once made
+ * anew it is pulled again (DeliverAll: what it had not acked comes
+ * again, the partials' ids and sources drop what was summarized already).
+ * When no message came for HM_NATS_IDLE_CHECK_NS the consumer is checked
+ * the same way, so a pull that was silently lost is noticed. Returns -1
+ * only on a fatal error (the connection closed for good, out of memory):
+ * the caller exits non-zero and its supervisor restarts it. */
+int hm_nats_fetch(hm_nats *n, hm_col *out, int batch, int64_t timeout_ms, hm_error *err);
 /* A JetStream publish that waits for the stream's ack; *duplicate is set
  * when the stream dropped it as a duplicate of msg_id. */
 int hm_nats_publish(hm_nats *n, const char *subject, const char *msg_id, const char *data,

@@ -316,18 +316,23 @@ int hm_reduce_rack(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_erro
     int64_t start = hm_reduce_now_ns(), last_stats = start, last_prune = start;
     uint64_t stats_batches = 0, stats_lines = 0;
     int rc = 0;
+    hm_col msgs; /* natsMsg* of one pull */
+    hm_col_init(&msgs, sizeof(natsMsg *));
     while (!*stop && rc == 0) {
-        natsMsgList list;
         int64_t wait_ms = hm_groups_pull_wait_ms(&r->groups, hm_reduce_now_ns(), grace_ns(r),
                                                  max_hold_ns(r), HM_REDUCE_PULL_MIN_MS,
                                                  HM_REDUCE_PULL_MAX_MS);
-        if (hm_nats_fetch(&r->nats, &list, (int)o->fetch_batch, wait_ms, err) != 0) {
+        if (hm_nats_fetch(&r->nats, &msgs, (int)o->fetch_batch, wait_ms, err) != 0) {
             rc = -1; /* fatal (transient errors are retried inside): exit non-zero */
             break;
         }
-        for (int i = 0; i < list.Count && rc == 0; i++)
-            rc = process(r, list.Msgs[i], err);
-        natsMsgList_Destroy(&list);
+        natsMsg **got = msgs.p;
+        for (size_t i = 0; i < msgs.n; i++) {
+            if (rc == 0)
+                rc = process(r, got[i], err);
+            natsMsg_Destroy(got[i]);
+        }
+        msgs.n = 0;
         int64_t now = hm_reduce_now_ns();
         hm_groups_due(&r->groups, now, grace_ns(r), max_hold_ns(r), false, publish_group, r);
         if (now - last_prune > NS_PER_S) {
@@ -342,6 +347,7 @@ int hm_reduce_rack(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_erro
             stats_lines = r->lines;
         }
     }
+    hm_col_free(&msgs);
     /* Drain: publish what is open (a later batch of these periods becomes a
      * late partial elsewhere), so the acks go out before we leave. */
     int64_t deadline = hm_reduce_now_ns() + 10 * NS_PER_S;

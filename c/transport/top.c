@@ -177,18 +177,23 @@ int hm_reduce_top(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_error
     int64_t start = hm_reduce_now_ns(), last_stats = start, last_prune = start;
     uint64_t stats_in = 0;
     int rc = 0;
+    hm_col msgs; /* natsMsg* of one pull */
+    hm_col_init(&msgs, sizeof(natsMsg *));
     while (!*stop && rc == 0) {
-        natsMsgList list;
         int64_t wait_ms = hm_groups_pull_wait_ms(&t.groups, hm_reduce_now_ns(), grace_ns(&t),
                                                  max_hold_ns(&t), HM_REDUCE_PULL_MIN_MS,
                                                  HM_REDUCE_PULL_MAX_MS);
-        if (hm_nats_fetch(&t.nats, &list, (int)o->fetch_batch, wait_ms, err) != 0) {
+        if (hm_nats_fetch(&t.nats, &msgs, (int)o->fetch_batch, wait_ms, err) != 0) {
             rc = -1; /* fatal (transient errors are retried inside): exit non-zero */
             break;
         }
-        for (int i = 0; i < list.Count && rc == 0; i++)
-            rc = process(&t, list.Msgs[i], err);
-        natsMsgList_Destroy(&list);
+        natsMsg **got = msgs.p;
+        for (size_t i = 0; i < msgs.n; i++) {
+            if (rc == 0)
+                rc = process(&t, got[i], err);
+            natsMsg_Destroy(got[i]);
+        }
+        msgs.n = 0;
         int64_t now = hm_reduce_now_ns();
         hm_groups_due(&t.groups, now, grace_ns(&t), max_hold_ns(&t), false, publish_group, &t);
         if (now - last_prune > NS_PER_S) {
@@ -201,6 +206,7 @@ int hm_reduce_top(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_error
             stats_in = t.partials_in;
         }
     }
+    hm_col_free(&msgs);
     int64_t deadline = hm_reduce_now_ns() + 10 * NS_PER_S;
     while (hm_groups_open(&t.groups) > 0 && hm_reduce_now_ns() < deadline)
         hm_groups_due(&t.groups, hm_reduce_now_ns(), 0, 0, true, publish_group, &t);
