@@ -103,8 +103,6 @@ int hm_agent_run(hm_agent *a, hm_error *err);
 /* Rereads the config file (flags still override) and reopens sources
  * and, if its settings changed, the sink. On error nothing changes. */
 int hm_agent_reload(hm_agent *a, hm_error *err);
-/* Arms the timer for the next aligned instant of the current period. */
-int hm_agent_reschedule(hm_agent *a, hm_error *err);
 /* Handles one control request from the control socket (agent_control.c);
  * the client is the socket's peer (SO_PEERCRED, SO_PEERGROUPS). */
 void hm_agent_control(void *agent, const char *request, char *response, size_t size);

@@ -161,40 +161,6 @@ static bool authorized(request *r, const char *prefix, const char *job, const ch
     return true;
 }
 
-static int set_period(hm_agent *a, int64_t ms, char *out, size_t size)
-{
-    hm_error err;
-    int64_t old = a->cfg.period_ms;
-    a->cfg.period_ms = ms;
-    if (hm_agent_reschedule(a, &err) < 0) {
-        a->cfg.period_ms = old;
-        snprintf(out, size, "error %s", err.msg);
-        return -1;
-    }
-    return 0;
-}
-
-/* The older form of `set period=` (hushmon run, scripts): node-wide, so
- * under the same rule as a node-wide set: root or an admin. */
-static void do_period(request *r)
-{
-    hm_error err;
-    int64_t ms;
-    if (!authorized(r, "", NULL, "change the node's period ('period MS' is node-wide; a job's "
-                    "owner uses 'set job=ID period=DUR', hushmon ctl set --job ID)"))
-        return;
-    if (r->argc != 1) {
-        snprintf(r->out, r->size, "error usage: period MS");
-    } else if (hm_parse_int64(r->argv[0], 10, 3600000, 0, &ms, &err) < 0) {
-        snprintf(r->out, r->size, "error period: %s (10 .. 3600000 ms)", err.msg);
-    } else if (r->a->cfg.offset_ms >= ms) {
-        snprintf(r->out, r->size, "error period %lld ms is not above offset_ms %lld", (long long)ms,
-                 (long long)r->a->cfg.offset_ms);
-    } else if (set_period(r->a, ms, r->out, r->size) == 0) {
-        snprintf(r->out, r->size, "ok period_ms=%lld", (long long)ms);
-    }
-}
-
 /* "200ms", "1s", "1.5s", "2m", "1h", or plain milliseconds. */
 static int parse_duration_ms(const char *text, int64_t *ms, hm_error *err)
 {
@@ -210,19 +176,21 @@ static int parse_duration_ms(const char *text, int64_t *ms, hm_error *err)
     else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
         unit = 60000;
     else if (strcmp(end, "h") == 0)
-        unit = 3600000;
+        unit = 3600.0 * 1000;
     double total = v * unit;
-    if (unit == 0 || !(total >= 10 && total <= 3600000) || total != (double)(int64_t)total)
-        return hm_error_set(err, "period '%s' is not a whole number of ms in 10ms .. 1h "
-                                 "(e.g. 200ms, 1s, 2m)", text);
+    if (unit == 0 || !(total >= HM_PERIOD_MS_MIN && total <= HM_PERIOD_MS_MAX) ||
+        total != (double)(int64_t)total)
+        return hm_error_set(err, "period '%s' is not a whole number of ms in %d ms .. %d ms "
+                                 "(e.g. 200ms, 1s, 2m, 1h)", text, HM_PERIOD_MS_MIN,
+                            HM_PERIOD_MS_MAX);
     *ms = (int64_t)total;
     return 0;
 }
 
 /* set [job=ID] [period=DUR] [sources=+a,-b|a,b] [apps=-NAME,+NAME]:
- * checked whole first, so
- * a bad value changes nothing; applied at once, which the sampling loop
- * sees at its next period boundary (the timer is re-armed there). */
+ * checked whole first, so a bad value changes nothing. A period is the
+ * one wanted (a->cfg.period_ms): the sampling loop, which alone owns the
+ * timer, re-arms it for the new period when this request returns. */
 static void do_set(request *r)
 {
     hm_agent *a = r->a;
@@ -299,8 +267,7 @@ static void do_set(request *r)
         snprintf(a->job_scope.sources, sizeof a->job_scope.sources, "%s", a->cfg.sources);
         a->job_scope.muted = a->app.muted;
     }
-    if (period_ms != a->cfg.period_ms && set_period(a, period_ms, r->out, r->size) < 0)
-        return;
+    a->cfg.period_ms = period_ms;
     if (sources != NULL && strcmp(new_sources, a->cfg.sources) != 0 &&
         hm_agent_set_sources(a, new_sources, &err) < 0) {
         snprintf(r->out, r->size, "error set: %s", err.msg);
@@ -336,13 +303,10 @@ void hm_agent_control_tick(hm_agent *a)
     if (a->job_scope.job[0] == '\0' || hm_jobs_find(&a->jobs, a->job_scope.job) != NULL)
         return;
     hm_error err;
-    char out[HM_CONTROL_LINE_MAX];
     hm_log_notice("control: job %s ended; back to period %lld ms, sources %s", a->job_scope.job,
                   (long long)a->job_scope.period_ms, a->job_scope.sources);
     a->job_scope.job[0] = '\0';
-    if (a->job_scope.period_ms != a->cfg.period_ms &&
-        set_period(a, a->job_scope.period_ms, out, sizeof out) < 0)
-        hm_log_warn("control: restoring the period: %s", out);
+    a->cfg.period_ms = a->job_scope.period_ms; /* the loop re-arms the timer */
     if (strcmp(a->job_scope.sources, a->cfg.sources) != 0 &&
         hm_agent_set_sources(a, a->job_scope.sources, &err) < 0)
         hm_log_warn("control: restoring the sources: %s", err.msg);
@@ -499,8 +463,6 @@ static void do_reload(request *r)
         a->job_scope.job[0] = '\0'; /* the file's settings are the node's now */
         snprintf(r->out, r->size, "ok reloaded period_ms=%lld sources=%zu",
                  (long long)a->cfg.period_ms, a->nsources);
-        if (hm_agent_reschedule(a, &err) < 0)
-            hm_log_warn("re-arming the timer: %s", err.msg);
     }
 }
 
@@ -511,7 +473,6 @@ static const struct {
     void (*handle)(request *r);
 } requests[] = {
     {"status", "status", true, do_status},
-    {"period", "period MS", false, do_period},
     {"set", "set [job=ID] period=DUR sources=+a,-b apps=-NAME", true, do_set},
     {"job", "job begin ID [cgroup=PATH] [uid=N] | job end ID", false, do_job},
     {"app", "app send JOB NAME COMMAND [ARGS] | app acks ID", true, do_app},

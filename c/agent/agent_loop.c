@@ -1,6 +1,8 @@
 /* The sampling loop: an absolute CLOCK_REALTIME timerfd for the aligned
  * instants, a signalfd for SIGTERM/SIGINT (stop) and SIGHUP (reload), and
- * the control socket's descriptors, all in one poll(). */
+ * the control socket's descriptors, all in one poll(). The loop alone arms
+ * the timer: control requests and reloads change the wanted period and
+ * offset (a->cfg), and the loop applies them after each turn. */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -32,14 +34,6 @@ static int arm_timer(hm_agent *a, int64_t deadline_ns, hm_error *err)
     if (timerfd_settime(a->timer_fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &its, NULL) < 0)
         return hm_error_errno(err, "timerfd_settime");
     return 0;
-}
-
-int hm_agent_reschedule(hm_agent *a, hm_error *err)
-{
-    if (a->timer_fd < 0)
-        return 0;
-    return arm_timer(a, hm_agent_next_boundary(hm_realtime_ns(), a->cfg.period_ms * 1000000,
-                                               a->cfg.offset_ms * 1000000), err);
 }
 
 int hm_agent_run(hm_agent *a, hm_error *err)
@@ -145,7 +139,8 @@ int hm_agent_run(hm_agent *a, hm_error *err)
         }
         hm_control_serve(&a->control, fds + 2, n - 2, hm_agent_control, hm_agent_peer_is_admin, a);
         hm_agent_control_tick(a);
-        /* A `period` request or a reload may have changed the schedule. */
+        /* A `set period=` request (socket or NATS), a job's end or a
+         * reload may have changed the wanted schedule. */
         if (a->cfg.period_ms * 1000000 != period_ns || a->cfg.offset_ms * 1000000 != offset_ns) {
             period_ns = a->cfg.period_ms * 1000000;
             offset_ns = a->cfg.offset_ms * 1000000;

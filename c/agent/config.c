@@ -36,8 +36,8 @@ typedef struct option_def {
 static const option_def options[] = {
     {"host", "--host", STR(host), 0, 0, NULL, "host tag on every line (default: short host name)"},
     {"root", "--root", STR(root), 0, 0, NULL, "prefix of every /proc and /sys path (fixture trees)"},
-    {"period_ms", "--period-ms", INT(period_ms), 10, 3600000, NULL, "sampling period, 10 ms .. 1 h (default 1000)"},
-    {"offset_ms", "--offset-ms", INT(offset_ms), 0, 3600000, NULL, "per-node offset from the aligned boundary (< period)"},
+    {"period_ms", "--period-ms", INT(period_ms), HM_PERIOD_MS_MIN, HM_PERIOD_MS_MAX, NULL, "sampling period, 10 ms .. 1 h (default 1000)"},
+    {"offset_ms", "--offset-ms", INT(offset_ms), 0, HM_PERIOD_MS_MAX, NULL, "per-node offset from the aligned boundary (< period)"},
     {"sources", "--sources", LIST(sources), 0, 0, NULL, "comma-separated sources, or 'default' (see below)"},
     {"sink.type", "--sink", STR(sink), 0, 0, "spool|stdout|nats", "where batches go (default spool; nats: spool first, then JetStream)"},
     {"sink.spool_dir", "--spool-dir", STR(spool_dir), 0, 0, NULL, "spool directory (default /var/spool/hushmon)"},

@@ -12,6 +12,12 @@
 
 #include "hm_error.h"
 
+/* The sampling period's bounds, 10 ms .. 1 h: the file, the flags and the
+ * control request `set period=` check these (python/hushmon keeps the same
+ * pair in one constant; docs/agent.md cites them). */
+#define HM_PERIOD_MS_MIN 10
+#define HM_PERIOD_MS_MAX 3600000
+
 typedef struct hm_agent_config {
     char config_path[PATH_MAX];   /* "" when none */
     char host[64];

@@ -55,8 +55,9 @@ static void usage(FILE *out)
     fprintf(out, "  %-8s (not in this build: no libnats)\n", "nats");
 #endif
     fprintf(out,
-            "\nControl socket requests: status | period MS | job begin ID [cgroup=PATH] |\n"
-            "  job end ID | flush | reload   (one line each; answer starts with ok or error)\n");
+            "\nControl socket requests: status | set [job=ID] period=DUR sources=+a,-b |\n"
+            "  job begin ID [cgroup=PATH] [uid=N] | job end ID | app send|acks ... | flush |\n"
+            "  reload   (one line each; answer starts with ok or error)\n");
 }
 
 /* Written to a temporary name and renamed, so a reader (systemd, a script

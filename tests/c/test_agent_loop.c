@@ -115,8 +115,11 @@ int main(void)
                  strcmp(reply, "ok job 7 begins\n") == 0);
     CHECK(c, request(sock, "frobnicate", reply, sizeof reply) == 0 &&
                  strncmp(reply, "error unknown request 'frobnicate'", 34) == 0);
+    /* The retired `period MS` is an unknown request now. */
     CHECK(c, request(sock, "period 15", reply, sizeof reply) == 0 &&
-                 strcmp(reply, "ok period_ms=15\n") == 0);
+                 strncmp(reply, "error unknown request 'period 15'", 33) == 0);
+    CHECK(c, request(sock, "set period=15ms", reply, sizeof reply) == 0 &&
+                 strncmp(reply, "ok applied host=n1 period_ms=15 ", 32) == 0);
     CHECK(c, request(sock, "status", reply, sizeof reply) == 0);
     long before = samples_of(reply);
     for (int i = 0; i < 300 && samples_of(reply) < before + 20; i++) {
@@ -124,6 +127,24 @@ int main(void)
         request(sock, "status", reply, sizeof reply);
     }
     CHECK(c, samples_of(reply) >= before + 20);
+    /* The loop re-arms its timer for a period a request changed: an hour
+     * stops the samples (one may be on its way), 15 ms starts them again
+     * at once, not an hour later. */
+    CHECK(c, request(sock, "set period=1h", reply, sizeof reply) == 0 &&
+                 strncmp(reply, "ok applied host=n1 period_ms=3600000 ", 37) == 0);
+    request(sock, "status", reply, sizeof reply);
+    before = samples_of(reply);
+    sleep_ms(300);
+    request(sock, "status", reply, sizeof reply);
+    CHECK(c, samples_of(reply) <= before + 1);
+    CHECK(c, request(sock, "set period=15ms", reply, sizeof reply) == 0);
+    request(sock, "status", reply, sizeof reply);
+    before = samples_of(reply);
+    for (int i = 0; i < 300 && samples_of(reply) < before + 5; i++) {
+        sleep_ms(10);
+        request(sock, "status", reply, sizeof reply);
+    }
+    CHECK(c, samples_of(reply) >= before + 5);
     CHECK(c, strstr(reply, "jobs=1234,7") != NULL || strstr(reply, "jobs=7,1234") != NULL);
     /* set (docs/agent.md, "Control channel"); this uid is an admin (control.admin_uids). */
     CHECK(c, request(sock, "set period=25ms sources=-pmu,-ib", reply, sizeof reply) == 0 &&

@@ -137,17 +137,17 @@ def test_control_protocol(agent_factory: AgentFactory) -> None:
         "job begin bad/id",
         "job end 99",
         "jobs please",
-        "period 5",
-        "period 100",
+        "set period=5ms",
+        "set period=100ms",
         "",
     )
     assert answers[0] == "ok job 42 begins"
     assert answers[1] == "ok job 43 begins"
     assert answers[2].startswith("error bad job id 'bad/id'")
     assert answers[3] == "error job 99 is not running on this node"
-    assert answers[4].startswith("error unknown request 'jobs please' (status, period MS")
-    assert answers[5].startswith("error period: 5 is outside")
-    assert answers[6] == "ok period_ms=100"
+    assert answers[4].startswith("error unknown request 'jobs please' (status, set [job=ID]")
+    assert answers[5].startswith("error set: period '5ms' is not a whole number of ms in 10 ms")
+    assert answers[6].startswith("ok applied host=n1 period_ms=100 ")
     assert answers[7].startswith("error empty request")
     assert agent.status()["jobs"] == "42,43"
     samples = int(agent.status()["samples"])

@@ -1,9 +1,9 @@
 """Who owns a job and who may change the node's period, with two real uids
 (setpriv): root (a Slurm prolog) announces a user's job with
 `job begin ID uid=N`, and that user, not another, may then steer it; only
-root or an admin announces jobs; the older node-wide `period MS` request is
-refused to a uid that is neither root nor an admin, with the way that is
-allowed. The attacks on the sockets are in test_agent_sockets.py."""
+root or an admin announces jobs; a node-wide `set period=` is refused to a
+uid that is neither root nor an admin, with the way that is allowed, and the
+retired `period MS` request is unknown. The attacks on the sockets are in test_agent_sockets.py."""
 
 from __future__ import annotations
 
@@ -89,23 +89,24 @@ def test_only_root_or_an_admin_announces_jobs(agent: RunningAgent) -> None:
     assert send(agent, "set job=58 period=400ms", OWNER).startswith("ok applied")
 
 
-def test_period_request_needs_root_or_an_admin(bin_dir: Path) -> None:
+def test_node_wide_period_needs_root_or_an_admin(bin_dir: Path) -> None:
     work = Path(tempfile.mkdtemp(prefix="hm-owner-"))
     work.chmod(0o755)
     cfg = work / "agent.toml"
     cfg.write_text(f'period_ms = 500\n[control]\nadmin_uids = "{OTHER}"\nsocket_mode = "0666"\n')
     try:
         with running_agent(bin_dir, work, "--config", str(cfg)) as a:
-            refused = send(a, "period 200", OWNER)
+            refused = send(a, "set period=200ms", OWNER)
             assert refused == (
-                f"error not authorized: uid {OWNER} may not change the node's period ('period "
-                "MS' is node-wide; a job's owner uses 'set job=ID period=DUR', hushmon ctl set "
-                "--job ID): only root or an admin (control.admin_uids, control.admin_group) may"
+                f"error not authorized: uid {OWNER} may not change the node's measurement (a "
+                "job's owner names it: job=ID): only root or an admin (control.admin_uids, "
+                "control.admin_group) may"
             ), refused
             assert "period_ms=500 " in a.status()
-            assert send(a, "period 200", OTHER) == "ok period_ms=200"  # an admin
-            assert send(a, "period 300") == "ok period_ms=300"  # root
+            assert " period_ms=200 " in send(a, "set period=200ms", OTHER)  # an admin
+            assert " period_ms=300 " in send(a, "set period=300ms")  # root
             assert "period_ms=300 " in a.status()
+            assert send(a, "period 200").startswith("error unknown request 'period 200'")
     finally:
         shutil.rmtree(work)
 

@@ -163,7 +163,7 @@ def test_foreign_job_requests_are_refused_and_logged(bin_dir: Path) -> None:
             ("set job=70 period=300ms", f"uid {OTHER} is not the owner of job 70 (owner {OWNER})"),
             ("app send 70 * stop", f"uid {OTHER} is not the owner of job 70"),
             ("job end 70", f"uid {OTHER} is not the owner of job 70"),
-            ("period 300", f"uid {OTHER} may not change the node's period"),
+            ("set period=300ms", f"uid {OTHER} may not change the node's measurement"),
             ("reload", f"uid {OTHER} may not reload the config"),
             ("flush", f"uid {OTHER} may not flush the spool"),
         ]

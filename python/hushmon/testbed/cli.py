@@ -11,6 +11,7 @@ from typing import Any
 from hushmon import jsonio
 from hushmon.datadir import data_dir
 from hushmon.errors import HushmonError
+from hushmon.period import PERIOD_MS_MAX, PERIOD_MS_MIN
 
 
 def register(subparsers: Any) -> None:
@@ -84,8 +85,8 @@ def _say(message: str) -> None:
 def _spec(args: argparse.Namespace) -> Any:
     from hushmon.testbed.spec import BedSpec, parse_bytes, parse_latency_us, parse_rate_bits
 
-    if not 10 <= args.period_ms <= 3_600_000:
-        raise HushmonError(f"--period-ms {args.period_ms}: use 10 .. 3600000")
+    if not PERIOD_MS_MIN <= args.period_ms <= PERIOD_MS_MAX:
+        raise HushmonError(f"--period-ms {args.period_ms}: use {PERIOD_MS_MIN} .. {PERIOD_MS_MAX}")
     return BedSpec(
         nodes=args.nodes,
         racks=args.racks,
