@@ -6,36 +6,16 @@
 
 #define MAX_DEPTH 32
 
-/* Arena: a chain of blocks, so nodes never move and one free releases all. */
-typedef struct block {
-    struct block *next;
-    size_t used, cap;
-    max_align_t data[];
-} block;
-
 typedef struct reader {
     const char *p, *end;
-    block *arena;
+    hm_arena *arena; /* the document's */
     hm_error *err;
     int depth;
 } reader;
 
 static void *alloc(reader *r, size_t n)
 {
-    n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
-    if (r->arena == NULL || r->arena->used + n > r->arena->cap) {
-        size_t cap = n > 65536 ? n : 65536;
-        block *b = malloc(sizeof *b + cap);
-        if (b == NULL)
-            return NULL;
-        b->next = r->arena;
-        b->used = 0;
-        b->cap = cap;
-        r->arena = b;
-    }
-    void *out = (char *)r->arena->data + r->arena->used;
-    r->arena->used += n;
-    return out;
+    return hm_arena_alloc(r->arena, n);
 }
 
 static void skip_ws(reader *r)
@@ -241,15 +221,14 @@ static int read_value(reader *r, hm_jnode **out)
 
 int hm_json_read(const char *text, size_t len, hm_jdoc *doc, hm_error *err)
 {
-    reader r = {.p = text, .end = text + len, .arena = NULL, .err = err, .depth = 0};
-    doc->root = NULL;
+    *doc = (hm_jdoc){0};
+    reader r = {.p = text, .end = text + len, .arena = &doc->arena, .err = err, .depth = 0};
     int rc = read_value(&r, &doc->root);
     if (rc == 0) {
         skip_ws(&r);
         if (r.p != r.end)
             rc = bad(&r, "text after the value");
     }
-    doc->arena = r.arena;
     if (rc != 0) {
         hm_jdoc_free(doc);
         return -1;
@@ -259,13 +238,7 @@ int hm_json_read(const char *text, size_t len, hm_jdoc *doc, hm_error *err)
 
 void hm_jdoc_free(hm_jdoc *doc)
 {
-    block *b = doc->arena;
-    while (b) {
-        block *next = b->next;
-        free(b);
-        b = next;
-    }
-    doc->arena = NULL;
+    hm_arena_free(&doc->arena);
     doc->root = NULL;
 }
 

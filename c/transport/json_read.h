@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arena.h"
 #include "hm_error.h"
 
 typedef enum { HM_JNULL, HM_JBOOL, HM_JNUM, HM_JSTR, HM_JARR, HM_JOBJ } hm_jtype;
@@ -28,7 +29,7 @@ struct hm_jnode {
 
 typedef struct hm_jdoc {
     hm_jnode *root;
-    void *arena;       /* every allocation, freed together */
+    hm_arena arena;    /* every node and string: nodes never move, one free releases all */
 } hm_jdoc;
 
 int hm_json_read(const char *text, size_t len, hm_jdoc *doc, hm_error *err);
