@@ -13,7 +13,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("noise", "hushmon.noise.cli"),
     ("ingest", "hushmon.store.cli"),
     ("store", "hushmon.store.lake_cli"),
-    ("run", "hushmon.run.cli"),
+    ("run", "hushmon.runcmd.cli"),
     ("digest", "hushmon.digest.cli"),
     ("compare", "hushmon.digest.compare_cli"),
     ("testbed", "hushmon.testbed.cli"),

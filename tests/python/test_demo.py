@@ -9,7 +9,7 @@ import pytest
 
 from hushmon.datadir import DataDir
 from hushmon.errors import HushmonError
-from hushmon.run import demo
+from hushmon.runcmd import demo
 
 
 def test_without_root_it_falls_back_to_one_node_and_says_why(

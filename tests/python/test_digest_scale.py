@@ -17,12 +17,12 @@ from hushmon.digest.build import build_digest
 from hushmon.digest.factors import run_factors
 from hushmon.digest.jobdata import load_job
 from hushmon.digest.resolution import ACROSS_NODES, RAW, RAW_BINS, ROLLUPS, SUMMARIES
+from hushmon.digest.sumdigest import digest_from_summaries
 from hushmon.paths import REPO_ROOT
 from hushmon.store.ingest import ingest_spool
 from hushmon.store.schema import open_store
 from hushmon.store.synthetic import Scenario, write_store
 from hushmon.transport.rawsummary import summaries_from_store
-from hushmon.transport.sumdigest import digest_from_summaries
 
 BED = REPO_ROOT / "tests" / "fixtures" / "spool" / "testbed-4n2r"
 IMBALANCED = "5"  # the bed's job with one rank computing 2x (test_digest_testbed)

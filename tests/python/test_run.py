@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from hushmon.agentclient import AgentClient
 from hushmon.datadir import DataDir
 from hushmon.run import agent as agent_mod
 from hushmon.run import command as command_mod
@@ -271,7 +272,7 @@ def standing_agent(
         env={**os.environ, **(env or {})},
     )  # fmt: skip
     try:
-        client = agent_mod.AgentClient(data.agent_socket)
+        client = AgentClient(data.agent_socket)
         deadline = time.monotonic() + 20
         while not client.answers() and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -346,7 +347,7 @@ def test_a_job_the_prolog_announced_is_left_for_its_epilog_to_end(
         assert out.returncode == 0, out.stderr
         assert "job begin 77" in requests(agent_log)
         assert "job end 77" not in requests(agent_log)
-        assert agent_mod.AgentClient(data.agent_socket).status()["jobs"] == "77"
+        assert AgentClient(data.agent_socket).status()["jobs"] == "77"
 
 
 def test_agent_that_cannot_start_leaves_the_command_running(

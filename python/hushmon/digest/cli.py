@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_bins is not None and args.max_bins < 2:
         raise HushmonError(f"--max-bins must be at least 2, not {args.max_bins}")
     if args.from_summaries:
-        from hushmon.transport.sumdigest import digest_from_summaries
+        from hushmon.digest.sumdigest import digest_from_summaries
 
         small = digest_from_summaries(db, args.job, args.out or dd.reports(args.job))
         human = jsonio.human_stream(args.json)

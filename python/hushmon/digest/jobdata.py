@@ -29,6 +29,8 @@ import duckdb
 import numpy as np
 
 from hushmon.digest import resolution as res
+from hushmon.digest.binned import has_raw, read_bins
+from hushmon.digest.sensors import DERIVED, add_derived
 from hushmon.errors import HushmonError
 from hushmon.store.query import JobInfo, job_info
 from hushmon.store.schema import open_store_readonly
@@ -166,8 +168,6 @@ class JobData:
                 self._trace.append(sensor)
             return self.cube[idx].astype(np.float64)
         if sensor not in self._derived:
-            from hushmon.digest.sensors import DERIVED
-
             outer, self._trace = self._trace, []
             try:
                 self._derived[sensor] = DERIVED[sensor].compute(self) if sensor in DERIVED else None
@@ -279,8 +279,6 @@ def load_job(db_path: Path, job: str, max_bins: int | None = None) -> JobData:
             and len(spans) == 1
             and int(spans[0][2]) == len(times)
         )
-        from hushmon.digest.binned import has_raw, read_bins
-
         # long jobs, and jobs whose raw samples expired (the lake's rollups remain)
         if len(times) > lim.max_bins or (len(times) > 1 and not has_raw(con, times)):
             bins = read_bins(con, info.job, times, len(names), len(hosts), same_grid, lim)
@@ -355,7 +353,5 @@ def load_job(db_path: Path, job: str, max_bins: int | None = None) -> JobData:
     for i, name in enumerate(names):
         data.stats[name] = SensorStats(mn[i], avg[i], mx[i], count[i])
         data.node_means[name] = node_mean[i]
-    from hushmon.digest.sensors import add_derived
-
     add_derived(data)
     return data

@@ -3,10 +3,10 @@
 An agent in node scope (a test bed node, a container: docs/agent.md "Node
 scope") writes the node's own CPU and memory (from the node's cgroup) and
 network (from the node's network namespace) under the usual names, adds a
-``node_cgroup`` line, and tags every host-wide line ``scope=host``: those
-count every process on the machine, so on a machine shared by several nodes
-they are the same on all of them. Without node scope each node is a machine
-and every sensor is that node's.
+``node_cgroup`` line, and tags every host-wide line ``scope=host``
+(:mod:`hushmon.digest.hosttag`): those count every process on the machine,
+so on a machine shared by several nodes they are the same on all of them.
+Without node scope each node is a machine and every sensor is that node's.
 
 The digest lists both groups (digest.json ``scopes``, the report's "Where
 the numbers come from"), and the analyzers read node-scoped series where
@@ -16,14 +16,13 @@ both exist (:mod:`hushmon.digest.sensors`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from hushmon.digest.jobdata import JobData
-
-HOST_TAG = "scope=host"
+from hushmon.digest.hosttag import is_host_wide
+from hushmon.digest.jobview import JobView
+from hushmon.digest.sensors import DERIVED
 
 # Where a node-scoped measurement comes from, in node scope.
 NODE_SOURCES = {
@@ -35,19 +34,7 @@ NODE_SOURCES = {
 }
 
 
-def host_variant(name: str) -> str:
-    """``cpu.user_pct[cpu=total]`` -> ``cpu.user_pct[cpu=total,scope=host]``."""
-    if name.endswith("]"):
-        return name[:-1] + "," + HOST_TAG + "]"
-    return name + "[" + HOST_TAG + "]"
-
-
-def is_host_wide(sensor: str) -> bool:
-    tags = sensor[sensor.find("[") + 1 : -1] if sensor.endswith("]") else ""
-    return HOST_TAG in tags.split(",")
-
-
-def in_node_scope(job: JobData) -> bool:
+def in_node_scope(job: JobView) -> bool:
     """Whether the agents ran in node scope (several nodes may share a machine)."""
     return any(is_host_wide(s) or s.startswith("node_cgroup.") for s in job.base_names)
 
@@ -87,7 +74,7 @@ class Scopes:
         return text
 
 
-def _scope_of(job: JobData, inputs: list[str], mode: str) -> str:
+def _scope_of(job: JobView, inputs: list[str], mode: str) -> str:
     if not inputs:
         return "none"
     if mode == "machine":
@@ -96,7 +83,7 @@ def _scope_of(job: JobData, inputs: list[str], mode: str) -> str:
     return kinds.pop() if len(kinds) == 1 else "mixed"
 
 
-def shared_host(job: JobData) -> tuple[bool | None, str]:
+def shared_host(job: JobView) -> tuple[bool | None, str]:
     """Nodes whose host-wide CPU series agree period by period run on one machine."""
     m = job.matrix("cpu.idle_pct[cpu=total,scope=host]")
     if m is None or m.shape[0] < 2:
@@ -115,9 +102,7 @@ def shared_host(job: JobData) -> tuple[bool | None, str]:
     return same, evidence
 
 
-def describe(job: JobData) -> Scopes:
-    from hushmon.digest.sensors import DERIVED
-
+def describe(job: JobView) -> Scopes:
     mode = "node" if in_node_scope(job) else "machine"
     sc = Scopes(mode)
     for s in job.base_names:

@@ -8,10 +8,11 @@ missing too (never zeros). Adding one = one line in ``DERIVED``.
 Scope: an agent in node scope (a test bed node, a container) writes the
 node's own CPU and memory (its cgroup) and network (its namespace) under the
 usual names and tags the host-wide duplicates ``scope=host``
-(:mod:`hushmon.digest.scope`). Derived sensors read the node's own series
-where both exist and fall back to the host-wide one (swap, disks, page
-faults have no node-scoped version); ``JobData.derived_inputs`` records which
-series each was computed from, and the digest lists them.
+(:mod:`hushmon.digest.scope`, :mod:`hushmon.digest.hosttag`). Derived
+sensors read the node's own series where both exist and fall back to the
+host-wide one (swap, disks, page faults have no node-scoped version);
+``JobData.derived_inputs`` records which series each was computed from, and
+the digest lists them.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hushmon.digest.jobdata import JobData
-from hushmon.digest.scope import host_variant
+from hushmon.digest.hosttag import host_variant
+from hushmon.digest.jobview import JobView
 
 Matrix = np.ndarray
 
 
-def _sum(job: JobData, sensors: list[str]) -> Matrix | None:
+def _sum(job: JobView, sensors: list[str]) -> Matrix | None:
     mats = [m for m in (job.matrix(s) for s in sensors) if m is not None]
     if not mats:
         return None
@@ -37,12 +38,12 @@ def _sum(job: JobData, sensors: list[str]) -> Matrix | None:
     return out
 
 
-def _max(job: JobData, sensors: list[str]) -> Matrix | None:
+def _max(job: JobView, sensors: list[str]) -> Matrix | None:
     return _max_of([m for m in (job.matrix(s) for s in sensors) if m is not None])
 
 
-def _network(direction: str) -> Callable[[JobData], Matrix | None]:
-    def compute(job: JobData) -> Matrix | None:
+def _network(direction: str) -> Callable[[JobView], Matrix | None]:
+    def compute(job: JobView) -> Matrix | None:
         names = job.base_sensors(f"ib.{direction}_bytes_per_s") + [
             s for s in job.base_sensors(f"net.{direction}_bytes_per_s") if s.find("iface=lo") < 0
         ]
@@ -51,11 +52,11 @@ def _network(direction: str) -> Callable[[JobData], Matrix | None]:
     return compute
 
 
-def _loopback(direction: str) -> Callable[[JobData], Matrix | None]:
+def _loopback(direction: str) -> Callable[[JobView], Matrix | None]:
     return lambda job: _sum(job, [f"net.{direction}_bytes_per_s[iface=lo]"])
 
 
-def scoped(job: JobData, name: str) -> str:
+def scoped(job: JobView, name: str) -> str:
     """``name`` when the node has it, else its host-wide (``scope=host``) twin."""
     if name in job.base_names:
         return name
@@ -63,17 +64,17 @@ def scoped(job: JobData, name: str) -> str:
     return host if host in job.base_names else name
 
 
-def _alias(name: str, host_fallback: bool = True) -> Callable[[JobData], Matrix | None]:
+def _alias(name: str, host_fallback: bool = True) -> Callable[[JobView], Matrix | None]:
     """The node's series; its host-wide twin only where ``host_fallback`` (a node's
     cgroup has no I/O wait: the host's would be counted on top of the node's idle)."""
     return lambda job: job.matrix(scoped(job, name) if host_fallback else name)
 
 
-def _swap(job: JobData) -> Matrix | None:
+def _swap(job: JobView) -> Matrix | None:
     return _sum(job, [scoped(job, "vm.pswpin_per_s"), scoped(job, "vm.pswpout_per_s")])
 
 
-def _host_busy(job: JobData) -> Matrix | None:
+def _host_busy(job: JobView) -> Matrix | None:
     """Host-wide busy CPU: every node and process sharing the machine."""
     idle = job.matrix("cpu.idle_pct[cpu=total,scope=host]")
     if idle is None:
@@ -82,7 +83,7 @@ def _host_busy(job: JobData) -> Matrix | None:
     return 100.0 - idle - (0.0 if iowait is None else np.nan_to_num(iowait))
 
 
-def _mem_usage(job: JobData) -> Matrix | None:
+def _mem_usage(job: JobView) -> Matrix | None:
     """Memory charged (page cache included), % of the node's limit or of RAM."""
     total = job.matrix(scoped(job, "mem.total_bytes"))
     free = job.matrix(scoped(job, "mem.free_bytes"))
@@ -92,17 +93,17 @@ def _mem_usage(job: JobData) -> Matrix | None:
         return np.where(total > 0, 100.0 * (1.0 - free / total), np.nan)
 
 
-def _disk_bytes(job: JobData) -> Matrix | None:
+def _disk_bytes(job: JobView) -> Matrix | None:
     return _sum(
         job, job.base_sensors("disk.read_bytes_per_s") + job.base_sensors("disk.write_bytes_per_s")
     )
 
 
-def _disk_busy(job: JobData) -> Matrix | None:
+def _disk_busy(job: JobView) -> Matrix | None:
     return _max(job, job.base_sensors("disk.busy_pct"))
 
 
-def _cpu_busy(job: JobData) -> Matrix | None:
+def _cpu_busy(job: JobView) -> Matrix | None:
     idle = job.matrix(scoped(job, "cpu.idle_pct[cpu=total]"))
     if idle is None:
         return None
@@ -110,12 +111,12 @@ def _cpu_busy(job: JobData) -> Matrix | None:
     return 100.0 - idle - (0.0 if iowait is None else np.nan_to_num(iowait))
 
 
-def _gpus(job: JobData, field: str) -> list[str]:
+def _gpus(job: JobView, field: str) -> list[str]:
     """Every GPU's series of a gpu_nvidia field (any scope tag)."""
     return job.base_sensors(f"gpu.{field}")
 
 
-def _mean(job: JobData, sensors: list[str]) -> Matrix | None:
+def _mean(job: JobView, sensors: list[str]) -> Matrix | None:
     mats = [m for m in (job.matrix(s) for s in sensors) if m is not None]
     if not mats:
         return None
@@ -126,12 +127,12 @@ def _mean(job: JobData, sensors: list[str]) -> Matrix | None:
 
 
 def _gpu(
-    field: str, how: Callable[[JobData, list[str]], Matrix | None]
-) -> Callable[[JobData], Matrix | None]:
+    field: str, how: Callable[[JobView, list[str]], Matrix | None]
+) -> Callable[[JobView], Matrix | None]:
     return lambda job: how(job, _gpus(job, field))
 
 
-def _min(job: JobData, sensors: list[str]) -> Matrix | None:
+def _min(job: JobView, sensors: list[str]) -> Matrix | None:
     neg = _max_of([-m for m in (job.matrix(s) for s in sensors) if m is not None])
     return None if neg is None else -neg
 
@@ -146,7 +147,7 @@ def _max_of(mats: list[Matrix]) -> Matrix | None:
     return out
 
 
-def _gpu_pcie_used(job: JobData) -> Matrix | None:
+def _gpu_pcie_used(job: JobView) -> Matrix | None:
     """Per node, the fullest GPU link direction, % of its capacity."""
     mats = []
     for cap_name in _gpus(job, "pcie_capacity_bytes_per_s"):
@@ -167,7 +168,7 @@ def _gpu_pcie_used(job: JobData) -> Matrix | None:
 class Derived:
     name: str
     description: str
-    compute: Callable[[JobData], Matrix | None]
+    compute: Callable[[JobView], Matrix | None]
 
 
 DERIVED_LIST: tuple[Derived, ...] = (
@@ -216,7 +217,7 @@ DERIVED_LIST: tuple[Derived, ...] = (
 DERIVED: dict[str, Derived] = {d.name: d for d in DERIVED_LIST}
 
 
-def add_derived(job: JobData) -> None:
+def add_derived(job: JobView) -> None:
     """Compute every derived sensor whose inputs exist; add its stats to the job."""
     for d in DERIVED_LIST:
         m = job.matrix(d.name)

@@ -24,22 +24,22 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hushmon.agentclient import AgentClient, AgentError, remove_stale_socket
+from hushmon.agentclient import running_agent as find_running_agent
 from hushmon.datadir import DataDir, owner_only
 from hushmon.errors import HushmonError
-from hushmon.run.agent import AgentClient, AgentError, EmbeddedAgent, remove_stale_socket
-from hushmon.run.agent import running_agent as find_running_agent
+from hushmon.run.agent import EmbeddedAgent
 from hushmon.run.command import CommandResult, run_in_group
+from hushmon.run.monitor import ClusterFinder, JobMonitor, Warn
 
 DEFAULT_PERIOD_MS = 1000
 JOB_ID = re.compile(r"^[A-Za-z0-9_.-]{1,63}$")
-
-Warn = Callable[[str], None]
 
 
 def warn_stderr(message: str) -> None:
@@ -68,7 +68,10 @@ class RunOptions:
     digest: bool = True
     agent_path: Path | None = None  # None: build/bin/hushmon-agent
     job_stdout_to_stderr: bool = False  # our stdout is taken (--json -): the job's goes to stderr
-    testbed: bool | None = None  # None: on the test bed when one is up and COMMAND targets it
+    # True: the agents of a cluster (``clusters``) must watch COMMAND; False:
+    # this machine's only; None: a cluster's when COMMAND goes to its nodes.
+    cluster: bool | None = None
+    clusters: Sequence[ClusterFinder] = ()
 
 
 @dataclass
@@ -337,27 +340,19 @@ def _unexpected(warn: Warn, data: DataDir, what: str, exc: Exception) -> None:
     warn(f"{what}: unexpected {type(exc).__name__}: {exc} (a bug; {where})")
 
 
-def _monitor(options: RunOptions, warn: Warn) -> Any:
-    """The agents that see the command: the test bed's, when one is up and
-    the command goes to its nodes (Slurm, or an MPI host list naming them);
-    else this machine's own (running or embedded)."""
-    if options.testbed is not False:
-        from hushmon.run.cluster import ClusterMonitor, targets_bed
-        from hushmon.testbed.state import load
-
-        try:
-            bed = load()
-        except HushmonError as exc:
-            warn(f"{exc}; monitoring this machine only")
-            bed = None
-        if options.testbed and (bed is None or not bed.spec.agents):
-            raise HushmonError("--testbed: no test bed with agents is up ('hushmon testbed up')")
-        if (
-            bed is not None
-            and bed.spec.agents
-            and (options.testbed or targets_bed(list(options.command), bed))
-        ):
-            return ClusterMonitor(bed, options, warn)
+def _monitor(options: RunOptions, warn: Warn) -> JobMonitor:
+    """The agents that see the command: a cluster's, when one of
+    ``options.clusters`` says the command goes to its nodes (Slurm, or an
+    MPI host list naming them); else this machine's own (running or
+    embedded)."""
+    if options.cluster is not False:
+        required = bool(options.cluster)
+        for find in options.clusters:
+            monitor = find(list(options.command), options.data, required, warn)
+            if monitor is not None:
+                return monitor
+        if required:
+            raise HushmonError("no cluster's agents can watch this command: none is known here")
     return Monitor(options, warn)
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import subprocess
 import time
 
+from hushmon.agentclient import AgentClient, AgentError
 from hushmon.errors import HushmonError
 from hushmon.paths import program
-from hushmon.run.agent import AgentClient, AgentError
 from hushmon.testbed import system
 from hushmon.testbed.spec import leaf_address, rack_name
 from hushmon.testbed.state import Bed

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hushmon.agentclient import AgentError
 from hushmon.datadir import DataDir
 from hushmon.errors import HushmonError
 from hushmon.paths import build_bin_dir
-from hushmon.run.agent import AgentError
 from hushmon.testbed import (
     agents,
     cgroups,

@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hushmon.agentclient import AgentError
 from hushmon.errors import HushmonError
-from hushmon.run.agent import AgentError
-from hushmon.testbed import agents, network, system, transport
+from hushmon.testbed import agents, delivery, network, system, transport
 from hushmon.testbed.spec import rack_name
 from hushmon.testbed.state import Bed
 
@@ -135,7 +135,7 @@ def check_exactly_once(bed: Bed, fault: str, timeout_s: float = 120.0) -> Check:
 
     started = time.monotonic()
     targets = _targets(bed)
-    missing = transport.wait_collected(bed, timeout_s)
+    missing = delivery.wait_collected(bed, timeout_s)
     waited = time.monotonic() - started
     counts = [NodeCount(h, e, s) for h, (e, s) in sorted(targets.items())]
     with tempfile.TemporaryDirectory(prefix="hm-truth-", dir="/var/tmp") as tmp:

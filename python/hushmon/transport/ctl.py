@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from hushmon.agentclient import exchange_line
 from hushmon.errors import HushmonError
-from hushmon.run.agent import exchange_line
 
 SUBJECT_HOST = "hm.ctl.host.{host}"
 SUBJECT_ALL = "hm.ctl.all"

@@ -78,8 +78,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hushmon.digest.fabric import expand_hostlist
     from hushmon.errors import HushmonError
+    from hushmon.hostlist import expand_hostlist
     from hushmon.transport.ctl import ask_nats, ask_socket, build_request
 
     if not 0 < args.timeout <= 600:

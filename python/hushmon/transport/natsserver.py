@@ -18,12 +18,21 @@ from pathlib import Path
 from typing import Any
 
 from hushmon.errors import HushmonError
+
+# The names live in natsnames (natsusers needs them and natsserver needs
+# natsusers); re-exported here, where the servers that use them are made.
+from hushmon.transport.natsnames import (
+    COLLECT_RAW,
+    COLLECT_SUM,
+    RAW_STREAM,
+    RAW_SUBJECTS,
+    REDUCE_TOP,
+    SUM_STREAM,
+    SUM_SUBJECTS,
+    reduce_consumer,
+)
 from hushmon.transport.natstls import HANDSHAKE_TIMEOUT_S, TlsFiles
 
-RAW_STREAM = "HM_RAW"
-RAW_SUBJECTS = "hm.raw.>"
-SUM_STREAM = "HM_SUM"
-SUM_SUBJECTS = "hm.sum.>"
 # Long enough to cover an agent's reconnect and replay after a short outage;
 # the store deduplicates by (host, epoch, seq) beyond it.
 DUPLICATE_WINDOW_S = 15 * 60
@@ -341,11 +350,6 @@ class StreamLimits:
                 )
 
 
-# The durable consumers, made by the admin step with the streams (`deploy
-# streams`): the services only bind to them and pull, so no service login
-# may create or redefine a consumer (a creator picks its deliver subject,
-# which the server does not check against the creator's permissions).
-COLLECT_RAW, COLLECT_SUM, REDUCE_TOP = "collect-raw", "collect-sum", "reduce-top"
 # A collector's group must commit before its messages come again; after a
 # kill -9 the messages in flight come back after this long.
 COLLECT_ACK_WAIT_S = 30.0
@@ -353,11 +357,6 @@ COLLECT_ACK_WAIT_S = 30.0
 # (c/transport/rack.c): 40 s covers 5 graces of 2 s periods plus 10 s.
 REDUCE_ACK_WAIT_S = 40.0
 REDUCE_MAX_ACK_PENDING = 20000
-
-
-def reduce_consumer(rack: str) -> str:
-    """A rack reducer's durable consumer on HM_RAW (and its login's name)."""
-    return f"reduce-{rack}"
 
 
 @dataclass(frozen=True)

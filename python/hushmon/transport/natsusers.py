@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hushmon.errors import HushmonError
-from hushmon.transport.natsserver import (
+from hushmon.transport.natsnames import (
     COLLECT_RAW,
     COLLECT_SUM,
     RAW_STREAM,

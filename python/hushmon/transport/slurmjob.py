@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from hushmon.digest.fabric import expand_hostlist
+from hushmon.hostlist import expand_hostlist
 
 # A job that is still running or winding down; a finished job has no nodes to change.
 _ACTIVE_STATES = "RUNNING,COMPLETING,SUSPENDED"

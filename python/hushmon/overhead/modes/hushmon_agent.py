@@ -6,10 +6,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from hushmon.agentclient import AgentClient
 from hushmon.errors import HushmonError
 from hushmon.overhead.modes.base import Processes, spawn, wait_until
 from hushmon.paths import program
-from hushmon.run.agent import AgentClient
 
 
 def start_agent(work: Path, period_s: float, extra: list[str], what: str) -> Processes:

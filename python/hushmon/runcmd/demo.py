@@ -37,6 +37,7 @@ from hushmon.paths import program
 from hushmon.run.output import outcome_json, print_outcome
 from hushmon.run.session import RunOptions, RunOutcome, run_monitored
 from hushmon.runner import mpirun_command
+from hushmon.testbed.runmonitor import find_monitor
 
 DEMO_RANKS = 2
 BED_NODES = 4
@@ -238,7 +239,8 @@ def _run_jobs(
                 job=job_id,
                 period_ms=period_ms,
                 job_stdout_to_stderr=jsonio.to_stdout(json_target),
-                testbed=testbed,
+                cluster=testbed,
+                clusters=(find_monitor,),
             )
         )
         print_outcome(outcome)

@@ -1,11 +1,16 @@
-"""The agent side of a run on a test bed (``hushmon testbed up``): every
-node's agent instead of one, the bed's MPI and Slurm environment for the
+"""The agent side of ``hushmon run`` on a test bed (``hushmon testbed up``):
+every node's agent instead of one, the bed's MPI and Slurm environment for the
 command, and Slurm's job ids when the command goes through Slurm.
 
 With srun/sbatch/salloc the Slurm prolog and epilog announce the job on
 each node it runs on, so its samples carry Slurm's job id; any other
 command (``mpirun --host n1,n2 ...``) is announced by us on every node.
 ``sbatch`` returns at submission: we wait for the jobs it submitted to end.
+
+:func:`find_monitor` is a ``hushmon.run.monitor.ClusterFinder`` and
+:class:`BedMonitor` a ``JobMonitor``: ``hushmon run`` is handed the finder
+by the program that assembles it (:mod:`hushmon.runcmd`), so neither
+package imports the other.
 """
 
 from __future__ import annotations
@@ -13,13 +18,17 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from hushmon.run.agent import AgentClient, AgentError
-from hushmon.run.session import RunOptions, Warn
-from hushmon.testbed import agents, launcher, slurm
-from hushmon.testbed.state import Bed
+from hushmon.agentclient import AgentClient, AgentError
+from hushmon.datadir import DataDir
+from hushmon.errors import HushmonError
+from hushmon.testbed import agents, delivery, launcher, slurm
+from hushmon.testbed.state import Bed, load
+
+Warn = Callable[[str], None]
 
 SLURM_COMMANDS = ("srun", "sbatch", "salloc")
 FINAL_STATES = (
@@ -77,17 +86,36 @@ def targets_bed(command: list[str], bed: Bed) -> bool:
     return False
 
 
-class ClusterMonitor:
-    """Same contract as session.Monitor: failures become warnings."""
+def find_monitor(
+    command: Sequence[str], data: DataDir, required: bool, warn: Warn
+) -> BedMonitor | None:
+    """The bed's monitor when a bed with agents is up and COMMAND goes to
+    its nodes (or ``required``: --testbed); None otherwise."""
+    try:
+        bed = load()
+    except HushmonError as exc:
+        warn(f"{exc}; monitoring this machine only")
+        bed = None
+    if bed is None or not bed.spec.agents:
+        if required:
+            raise HushmonError("--testbed: no test bed with agents is up ('hushmon testbed up')")
+        return None
+    if required or targets_bed(list(command), bed):
+        return BedMonitor(bed, list(command), data, warn)
+    return None
 
-    def __init__(self, bed: Bed, options: RunOptions, warn: Warn) -> None:
+
+class BedMonitor:
+    """A ``JobMonitor`` over every node's agent: failures become warnings."""
+
+    def __init__(self, bed: Bed, command: list[str], data: DataDir, warn: Warn) -> None:
         self.bed = bed
-        self.options = options
+        self.data = data
         self.warn = warn
         self.mode = "testbed"
         self.period_s = bed.spec.period_ms / 1000.0
         self.spool: Path = bed.spool_root
-        self.slurm = bed.spec.slurm and is_slurm_command(list(options.command))
+        self.slurm = bed.spec.slurm and is_slurm_command(command)
         self.first_new_job = 0
         self.slurm_jobs: list[str] = []
         self.announced = False
@@ -143,11 +171,9 @@ class ClusterMonitor:
             self._each(f"job end {job}")
         self._each("flush")
         if self.bed.spec.transport == "nats":
-            from hushmon.testbed import transport
-
             # The digest reads the collector's store: every batch the agents
             # wrote must have travelled leaf -> hub -> collector first.
-            missing = transport.wait_collected(self.bed)
+            missing = delivery.wait_collected(self.bed)
             if missing:
                 self.warn("not everything reached the collector's store: " + "; ".join(missing))
 
@@ -156,10 +182,10 @@ class ClusterMonitor:
         store, not to be ingested from the spools."""
         if self.bed.spec.transport != "nats":
             return None
-        if self.options.data.lake != self.bed.store:
+        if self.data.lake != self.bed.store:
             self.warn(
                 f"the bed's collector writes {self.bed.store}: the digest is built there "
-                f"(not in {self.options.data.store})"
+                f"(not in {self.data.store})"
             )
         # a lake: read while the collector goes on writing it
         return contextlib.nullcontext(self.bed.store)

@@ -1,5 +1,10 @@
 """``hushmon run [options] -- COMMAND ...``: monitor a job and explain it.
 
+This module assembles the command: :mod:`hushmon.run` (the monitored run)
+with the clusters a command may go to (the test bed's
+:func:`~hushmon.testbed.runmonitor.find_monitor`) and the demo. It sits
+above both, so that ``run`` never imports the bed, nor the bed ``run``.
+
 Our own messages go to stderr, so the command's stdout stays the command's
 (with --json -, stdout holds the JSON alone and the command's stdout goes to
 stderr too); the exit code is the command's (127/126 if it could not start,
@@ -104,7 +109,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.demo:
         if command:
             raise HushmonError("--demo takes no COMMAND")
-        from hushmon.run.demo import run_demo
+        from hushmon.runcmd.demo import run_demo
 
         return run_demo(
             data_dir(args.data_dir),
@@ -114,6 +119,9 @@ def run_command(args: argparse.Namespace) -> int:
         )
     if not command:
         raise HushmonError("no command given: hushmon run [options] -- COMMAND [ARGS...]")
+    # Here, not at the top: register() stays cheap (hushmon.commands).
+    from hushmon.testbed.runmonitor import find_monitor
+
     data = data_dir(args.data_dir)
     job = job_id(args.job)
     say(f"job {job}: {' '.join(command)}")
@@ -126,7 +134,8 @@ def run_command(args: argparse.Namespace) -> int:
             digest=not args.no_digest,
             agent_path=args.agent,
             job_stdout_to_stderr=jsonio.to_stdout(args.json),
-            testbed=args.testbed,
+            cluster=args.testbed,
+            clusters=(find_monitor,),
         )
     )
     print_outcome(outcome)
