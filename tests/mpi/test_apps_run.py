@@ -7,13 +7,19 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 
-from hushmon.runner import mpirun_command
+from hushmon.runner import launcher, mpirun_command
+
+# One try's limit: the run takes about 6 s, 30-60 s on a loaded 2-core box.
+RUN_TIMEOUT_S = 150
 
 pytestmark = pytest.mark.mpi
 
@@ -38,15 +44,51 @@ def butterfly_run(tmp_path_factory: pytest.TempPathFactory, bin_dir: Path, agent
         "--compute-ms", "700",
     ]  # fmt: skip
     command = mpirun_command(2, butterfly, tcp=True)
-    out = subprocess.run(
-        [
-            sys.executable, "-m", "hushmon.cli", "run", "--data-dir", str(data),
-            "--job", "bfly", "--period", "250", "--agent", str(agent),
-            "--json", str(summary), "--", *command,
-        ],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+    argv = [
+        sys.executable, "-m", "hushmon.cli", "run", "--data-dir", str(data),
+        "--job", "bfly", "--period", "250", "--agent", str(agent),
+        "--json", str(summary), "--", *command,
+    ]  # fmt: skip
+    out = _run_ending_the_job(argv)
+    if out.returncode == -signal.SIGTERM and "verified" in out.stdout and _is_hydra():
+        # MPICH 4.0 over UCX 1.13's TCP transport sometimes never returns
+        # from MPI_Finalize after the work is done and verified: one rank
+        # waits for its endpoint flush while its peer already sits in the
+        # PMI barrier (openucx/ucx#8738; about 1 run in 20 here). Not ours to
+        # fix; a second try tells it from a hang of our own.
+        warnings.warn(
+            "butterfly under MPICH/UCX TCP hung in MPI_Finalize after its verified "
+            "result (openucx/ucx#8738); ran it again",
+            stacklevel=1,
+        )
+        shutil.rmtree(data, ignore_errors=True)
+        summary.unlink(missing_ok=True)
+        out = _run_ending_the_job(argv)
     return out, json.loads(summary.read_text()) if summary.exists() else None, data
+
+
+def _is_hydra() -> bool:
+    return launcher().kind == "hydra"
+
+
+def _run_ending_the_job(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Runs ``hushmon run``; past RUN_TIMEOUT_S it gets SIGTERM, which it
+    passes to the job's own session and then kills that session, so no
+    launcher or rank outlives the test (a SIGKILL to hushmon run alone
+    would leave them spinning on the box's two cores, as it once did).
+    A run ended that way returns -SIGTERM."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT_S)
+        return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            stdout, stderr = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+        return subprocess.CompletedProcess(argv, -signal.SIGTERM, stdout, stderr)
 
 
 def test_run_reports_success_and_paths(butterfly_run) -> None:
