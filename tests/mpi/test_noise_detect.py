@@ -66,7 +66,7 @@ def test_detect_timed_mode(mpirun: MpiRun, tmp_path: Path) -> None:
         (["--count", "0"], "--count"),
         (["--size", "-4"], "--size"),
         (["--timer", "sundial"], "unknown timer"),
-        (["--bogus"], "unknown or incomplete option"),
+        (["--bogus"], "unknown option '--bogus'"),
     ],
 )
 def test_detect_bad_input_fails_on_every_rank(

@@ -7,7 +7,6 @@
  * detours can be counted and folded over an injector's period. Rank 0
  * writes the JSON summary and the binary event file, with the mapping from
  * the synchronized clock to CLOCK_REALTIME (the injector's log clock). */
-#include <getopt.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 #include "hm_json.h"
 #include "hm_mpi_launch.h"
 #include "hm_mpi_timer.h"
+#include "hm_options.h"
 #include "hm_parse.h"
 #include "hm_stats.h"
 #include "hm_timer.h"
@@ -43,27 +43,64 @@ typedef struct detect_options {
     bool list;
 } detect_options;
 
+static int set_op(void *base, const hm_option *opt, const char *value, hm_error *err)
+{
+    detect_options *o = base;
+    o->op = hm_op_find(value);
+    if (o->op == NULL)
+        return hm_error_set(err, "--%s: unknown operation '%s' (see --list)", opt->name, value);
+    return 0;
+}
+
+static int set_timer(void *base, const hm_option *opt, const char *value, hm_error *err)
+{
+    if (!hm_mpi_timer_name_valid(value))
+        return hm_error_set(err, "--%s: unknown timer '%s'", opt->name, value);
+    ((detect_options *)base)->timer_name = value;
+    return 0;
+}
+
+#define AT(field) .offset = offsetof(detect_options, field)
+static const hm_option option_rows[] = {
+    {.name = "op", .kind = HM_OPT_CALL, .call = set_op, .arg = "NAME",
+     .help = "operation of hushmon-bench [barrier] (--list shows them)"},
+    {.name = "size", .kind = HM_OPT_INT64, AT(size_bytes), .arg = "BYTES", .min = 0,
+     .max = INT32_MAX, .suffixes = true, .help = "message size, K/M/G suffixes [2K]"},
+    {.name = "count", .kind = HM_OPT_INT64, AT(count), .arg = "N", .min = 1,
+     .max = INT64_C(1) << 40, .suffixes = true, .help = "collectives in the timed loop [100000]"},
+    {.name = "seconds", .kind = HM_OPT_DOUBLE, AT(seconds), .arg = "S", .dmin = 0.001,
+     .dmax = 86400,
+     .help = "instead of --count: loop for S seconds (the ranks agree\n"
+             "to stop at the first block boundary past S)"},
+    {.name = "warmup", .kind = HM_OPT_INT64, AT(warmup), .arg = "N", .min = 0,
+     .max = INT64_C(1) << 40, .suffixes = true, .help = "untimed collectives before the loop [1000]"},
+    {.name = "block", .kind = HM_OPT_INT64, AT(block_iters), .arg = "N", .min = 1,
+     .max = INT64_C(1) << 40, .suffixes = true, .help = "iterations per recorded block [1000]"},
+    {.name = "threshold-ns", .kind = HM_OPT_INT64, AT(threshold_ns), .arg = "NS", .min = 1,
+     .max = INT64_C(1) << 40,
+     .help = "an iteration longer than this is a detour\n"
+             "[10 x the warm-up median of the slowest rank, >= 2000]"},
+    {.name = "max-detours", .kind = HM_OPT_INT64, AT(max_detours), .arg = "N", .min = 0,
+     .max = 100000000, .suffixes = true,
+     .help = "detours kept per rank (more are counted) [200000]"},
+    {.name = "timer", .kind = HM_OPT_CALL, .call = set_timer, .arg = "NAME",
+     .help = "monotonic, monotonic_raw, gettimeofday, tsc, mpi_wtime\n[monotonic]"},
+    {.name = "events", .kind = HM_OPT_STRING, AT(events_path), .arg = "FILE",
+     .help = "binary detours and blocks (format in docs/noise.md)"},
+    {.name = "json", .kind = HM_OPT_STRING, AT(json_path), .arg = "FILE|-",
+     .help = "summary as JSON"},
+    {.name = "list", .kind = HM_OPT_SET, AT(list), .help = "list the operations"},
+    {.name = "help", .kind = HM_OPT_HELP, .help = "this text"},
+};
+#undef AT
+static const hm_option_table options = HM_OPTION_TABLE(option_rows);
+
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: mpirun -np N " PROGRAM " [options]\n"
-            "Times a loop of COUNT collectives; the value is the loop time of the slowest rank.\n\n"
-            "  --op NAME          operation of hushmon-bench [barrier] (--list shows them)\n"
-            "  --size BYTES       message size, K/M/G suffixes [2K]\n"
-            "  --count N          collectives in the timed loop [100000]\n"
-            "  --seconds S        instead of --count: loop for S seconds (the ranks agree\n"
-            "                     to stop at the first block boundary past S)\n"
-            "  --warmup N         untimed collectives before the loop [1000]\n"
-            "  --block N          iterations per recorded block [1000]\n"
-            "  --threshold-ns NS  an iteration longer than this is a detour\n"
-            "                     [10 x the warm-up median of the slowest rank, >= 2000]\n"
-            "  --max-detours N    detours kept per rank (more are counted) [200000]\n"
-            "  --timer NAME       monotonic, monotonic_raw, gettimeofday, tsc, mpi_wtime\n"
-            "                     [monotonic]\n"
-            "  --events FILE      binary detours and blocks (format in docs/noise.md)\n"
-            "  --json FILE|-      summary as JSON\n"
-            "  --list             list the operations\n"
-            "  --help\n");
+            "Times a loop of COUNT collectives; the value is the loop time of the slowest rank.\n\n");
+    hm_options_print_help(&options, out);
 }
 
 static void list_ops(FILE *out)
@@ -75,83 +112,21 @@ static void list_ops(FILE *out)
 }
 
 /* Parsed identically on every rank, so every rank reaches the same verdict
- * on bad input and all exit together (no rank is left in a collective). */
+ * on bad input and all exit together (no rank is left in a collective).
+ * 1 after --help (printed). */
 static int parse_options(int argc, char **argv, detect_options *o, hm_error *err)
 {
-    enum { OPT_OP = 256, OPT_SIZE, OPT_COUNT, OPT_SECONDS, OPT_WARMUP, OPT_BLOCK, OPT_THRESHOLD,
-           OPT_MAX_DETOURS, OPT_TIMER, OPT_EVENTS, OPT_JSON, OPT_LIST, OPT_HELP };
-    static const struct option longopts[] = {
-        {"op", required_argument, NULL, OPT_OP},
-        {"size", required_argument, NULL, OPT_SIZE},
-        {"count", required_argument, NULL, OPT_COUNT},
-        {"seconds", required_argument, NULL, OPT_SECONDS},
-        {"warmup", required_argument, NULL, OPT_WARMUP},
-        {"block", required_argument, NULL, OPT_BLOCK},
-        {"threshold-ns", required_argument, NULL, OPT_THRESHOLD},
-        {"max-detours", required_argument, NULL, OPT_MAX_DETOURS},
-        {"timer", required_argument, NULL, OPT_TIMER},
-        {"events", required_argument, NULL, OPT_EVENTS},
-        {"json", required_argument, NULL, OPT_JSON},
-        {"list", no_argument, NULL, OPT_LIST},
-        {"help", no_argument, NULL, OPT_HELP},
-        {NULL, 0, NULL, 0},
-    };
     *o = (detect_options){.op = hm_op_find("barrier"), .size_bytes = 2048, .count = 100000,
                           .warmup = 1000, .block_iters = 1000, .max_detours = 200000,
                           .timer_name = "monotonic"};
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (c) {
-        case OPT_OP:
-            o->op = hm_op_find(optarg);
-            if (o->op == NULL)
-                return hm_error_set(err, "--op: unknown operation '%s' (see --list)", optarg);
-            break;
-        case OPT_SIZE:
-            if (hm_parse_int64(optarg, 0, INT32_MAX, 1, &o->size_bytes, err) != 0)
-                return hm_error_wrap(err, "--size");
-            break;
-        case OPT_COUNT:
-            if (hm_parse_int64(optarg, 1, (int64_t)1 << 40, 1, &o->count, err) != 0)
-                return hm_error_wrap(err, "--count");
-            break;
-        case OPT_SECONDS:
-            if (hm_parse_double(optarg, 0.001, 86400, &o->seconds, err) != 0)
-                return hm_error_wrap(err, "--seconds");
-            break;
-        case OPT_WARMUP:
-            if (hm_parse_int64(optarg, 0, (int64_t)1 << 40, 1, &o->warmup, err) != 0)
-                return hm_error_wrap(err, "--warmup");
-            break;
-        case OPT_BLOCK:
-            if (hm_parse_int64(optarg, 1, (int64_t)1 << 40, 1, &o->block_iters, err) != 0)
-                return hm_error_wrap(err, "--block");
-            break;
-        case OPT_THRESHOLD:
-            if (hm_parse_int64(optarg, 1, (int64_t)1 << 40, 0, &o->threshold_ns, err) != 0)
-                return hm_error_wrap(err, "--threshold-ns");
-            break;
-        case OPT_MAX_DETOURS:
-            if (hm_parse_int64(optarg, 0, 100000000, 1, &o->max_detours, err) != 0)
-                return hm_error_wrap(err, "--max-detours");
-            break;
-        case OPT_TIMER:
-            if (!hm_mpi_timer_name_valid(optarg))
-                return hm_error_set(err, "--timer: unknown timer '%s'", optarg);
-            o->timer_name = optarg;
-            break;
-        case OPT_EVENTS: o->events_path = optarg; break;
-        case OPT_JSON: o->json_path = optarg; break;
-        case OPT_LIST: o->list = true; break;
-        case OPT_HELP: o->list = false; usage(stdout); return 1;
-        default:
-            return hm_error_set(err, "unknown or incomplete option '%s' (see --help)",
-                                argv[optind - 1]);
-        }
+    int rc = hm_options_parse(&options, argc, argv, o, err);
+    if (rc == 1) {
+        o->list = false;
+        usage(stdout);
+        return 1;
     }
-    if (optind < argc)
-        return hm_error_set(err, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (rc != 0)
+        return -1;
     if (o->op == NULL)
         return hm_error_set(err, "the operation table has no 'barrier'");
     return 0;

@@ -4,7 +4,6 @@
  * period, until the duration is over; it logs each activation and checks its
  * own duty cycle. Runs standalone or one per node under mpirun (it does not
  * need MPI: --start boundary lines the nodes up on CLOCK_REALTIME). */
-#include <getopt.h>
 #include <math.h>
 #include <sched.h>
 #include <signal.h>
@@ -16,6 +15,7 @@
 
 #include "hm_error.h"
 #include "hm_json.h"
+#include "hm_options.h"
 #include "hm_parse.h"
 #include "inject_run.h"
 #include "inject_shape.h"
@@ -38,63 +38,84 @@ static void on_signal(int sig)
     stop_requested = 1;
 }
 
+static int set_level(void *base, const hm_option *opt, const char *value, hm_error *err)
+{
+    inject_options *o = base;
+    if (hm_parse_double(value, 0.0, 100.0, &o->cfg.level_pct, err) != 0)
+        return hm_error_wrap(err, "--%s (percent, 0..100)", opt->name);
+    if (o->cfg.level_pct > 0 && o->cfg.level_pct < 0.001)
+        return hm_error_set(err, "--%s %s: the smallest load is 0.001 %%", opt->name, value);
+    return 0;
+}
+
+static int set_shape(void *base, const hm_option *opt, const char *value, hm_error *err)
+{
+    inject_options *o = base;
+    o->cfg.shape = hm_inject_shape_find(value);
+    if (o->cfg.shape == NULL)
+        return hm_error_set(err, "--%s: unknown shape '%s' (see --help)", opt->name, value);
+    return 0;
+}
+
+/* The enums are stored as int by HM_OPT_CHOICE, in the order of their
+ * choices. */
+_Static_assert(sizeof(hm_inject_start) == sizeof(int) && HM_INJECT_START_NOW == 2,
+               "--start stores an int index");
+_Static_assert(sizeof(hm_inject_work_clock) == sizeof(int) && HM_INJECT_WORK_WALL == 1,
+               "--work-clock stores an int index");
+
+#define AT(field) .offset = offsetof(inject_options, field)
+static const hm_option option_rows[] = {
+    {.name = "level", .kind = HM_OPT_CALL, .call = set_level, .arg = "PCT",
+     .help = "load in percent of the period, 0 (idle) .. 100 [1]"},
+    {.name = "period", .kind = HM_OPT_SCALED, AT(cfg.period_ns), .arg = "SEC", .unit = "seconds",
+     .dmin = 0.001, .dmax = 3600, .scale = 1e9, .help = "activation period [1]"},
+    {.name = "duration", .kind = HM_OPT_SCALED, AT(cfg.duration_ns), .arg = "SEC",
+     .unit = "seconds", .dmin = 0.001, .dmax = 7 * 86400.0, .scale = 1e9,
+     .help = "total time from the first activation [10]"},
+    {.name = "shape", .kind = HM_OPT_CALL, .call = set_shape, .arg = "NAME",
+     .help = "load shape [sum]"},
+    {.name = "burst-every", .kind = HM_OPT_INT, AT(cfg.burst_every), .arg = "N", .min = 1,
+     .max = 1000000, .help = "burst shape: one detour every N periods [10]"},
+    {.name = "cpu", .kind = HM_OPT_INT, AT(cpu), .arg = "N", .min = 0, .max = CPU_SETSIZE - 1,
+     .help = "pin to CPU N"},
+    {.name = "start", .kind = HM_OPT_CHOICE, AT(cfg.start), .arg = "MODE",
+     .choices = "boundary|random|now",
+     .help = "boundary (next multiple of the period on CLOCK_REALTIME,\n"
+             "the same instant on every node), random (random phase), now\n[boundary]"},
+    {.name = "phase", .kind = HM_OPT_SCALED, AT(cfg.phase_ns), .arg = "SEC", .unit = "seconds",
+     .dmin = 0, .dmax = 3600, .scale = 1e9,
+     .help = "offset added to the boundary, 0 <= SEC < period [0]"},
+    {.name = "seed", .kind = HM_OPT_INT64, AT(cfg.seed), .arg = "N", .min = 0, .max = INT64_MAX,
+     .help = "seed of the random phase [time and pid]"},
+    {.name = "work-clock", .kind = HM_OPT_CHOICE, AT(cfg.work_clock), .arg = "CLK",
+     .choices = "cpu|wall",
+     .help = "cpu: work until level x period of CPU time was used;\n"
+             "wall: until that much wall time passed (the seed) [cpu]"},
+    {.name = "log", .kind = HM_OPT_STRING, AT(log_path), .arg = "FILE",
+     .help = "activation log, one line per activation (%h = host name)"},
+    {.name = "json", .kind = HM_OPT_STRING, AT(json_path), .arg = "FILE|-",
+     .help = "summary and duty-cycle check as JSON"},
+    {.name = "quiet", .kind = HM_OPT_SET, AT(quiet),
+     .help = "no summary (on stdout; on stderr with --json -)"},
+    {.name = "help", .kind = HM_OPT_HELP, .help = "this text"},
+};
+#undef AT
+static const hm_option_table options = HM_OPTION_TABLE(option_rows);
+
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: " PROGRAM " [options]\n"
-            "A model of a monitoring agent: every period, work for level x period, then sleep.\n\n"
-            "  --level PCT        load in percent of the period, 0 (idle) .. 100 [1]\n"
-            "  --period SEC       activation period [1]\n"
-            "  --duration SEC     total time from the first activation [10]\n"
-            "  --shape NAME       load shape [sum]\n"
-            "  --burst-every N    burst shape: one detour every N periods [10]\n"
-            "  --cpu N            pin to CPU N\n"
-            "  --start MODE       boundary (next multiple of the period on CLOCK_REALTIME,\n"
-            "                     the same instant on every node), random (random phase), now\n"
-            "                     [boundary]\n"
-            "  --phase SEC        offset added to the boundary, 0 <= SEC < period [0]\n"
-            "  --seed N           seed of the random phase [time and pid]\n"
-            "  --work-clock CLK   cpu: work until level x period of CPU time was used;\n"
-            "                     wall: until that much wall time passed (the seed) [cpu]\n"
-            "  --log FILE         activation log, one line per activation (%%h = host name)\n"
-            "  --json FILE|-      summary and duty-cycle check as JSON\n"
-            "  --quiet            no summary (on stdout; on stderr with --json -)\n"
-            "  --help\n\nshapes:\n");
+            "A model of a monitoring agent: every period, work for level x period, then sleep.\n\n");
+    hm_options_print_help(&options, out);
+    fprintf(out, "\nshapes:\n");
     for (size_t i = 0; hm_inject_shapes[i] != NULL; i++)
         fprintf(out, "  %-10s %s\n", hm_inject_shapes[i]->name, hm_inject_shapes[i]->description);
 }
 
-static int parse_seconds_ns(const char *s, double min_s, double max_s, int64_t *out,
-                            hm_error *err)
-{
-    double v;
-    if (hm_parse_double(s, min_s, max_s, &v, err) != 0)
-        return -1;
-    *out = (int64_t)llround(v * 1e9);
-    return 0;
-}
-
 static int parse_options(int argc, char **argv, inject_options *o, hm_error *err)
 {
-    enum { OPT_LEVEL = 256, OPT_PERIOD, OPT_DURATION, OPT_SHAPE, OPT_BURST, OPT_CPU, OPT_START,
-           OPT_PHASE, OPT_SEED, OPT_WORK_CLOCK, OPT_LOG, OPT_JSON, OPT_QUIET, OPT_HELP };
-    static const struct option longopts[] = {
-        {"level", required_argument, NULL, OPT_LEVEL},
-        {"period", required_argument, NULL, OPT_PERIOD},
-        {"duration", required_argument, NULL, OPT_DURATION},
-        {"shape", required_argument, NULL, OPT_SHAPE},
-        {"burst-every", required_argument, NULL, OPT_BURST},
-        {"cpu", required_argument, NULL, OPT_CPU},
-        {"start", required_argument, NULL, OPT_START},
-        {"phase", required_argument, NULL, OPT_PHASE},
-        {"seed", required_argument, NULL, OPT_SEED},
-        {"work-clock", required_argument, NULL, OPT_WORK_CLOCK},
-        {"log", required_argument, NULL, OPT_LOG},
-        {"json", required_argument, NULL, OPT_JSON},
-        {"quiet", no_argument, NULL, OPT_QUIET},
-        {"help", no_argument, NULL, OPT_HELP},
-        {NULL, 0, NULL, 0},
-    };
     *o = (inject_options){
         .cfg = {.level_pct = 1.0, .period_ns = 1000000000LL, .duration_ns = 10000000000LL,
                 .shape = hm_inject_shape_find("sum"), .burst_every = 10,
@@ -103,78 +124,13 @@ static int parse_options(int argc, char **argv, inject_options *o, hm_error *err
                 .work_clock = HM_INJECT_WORK_CPU},
         .cpu = -1,
     };
-    int64_t iv;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (c) {
-        case OPT_LEVEL:
-            if (hm_parse_double(optarg, 0.0, 100.0, &o->cfg.level_pct, err) != 0)
-                return hm_error_wrap(err, "--level (percent, 0..100)");
-            if (o->cfg.level_pct > 0 && o->cfg.level_pct < 0.001)
-                return hm_error_set(err, "--level %s: the smallest load is 0.001 %%", optarg);
-            break;
-        case OPT_PERIOD:
-            if (parse_seconds_ns(optarg, 0.001, 3600, &o->cfg.period_ns, err) != 0)
-                return hm_error_wrap(err, "--period (seconds)");
-            break;
-        case OPT_DURATION:
-            if (parse_seconds_ns(optarg, 0.001, 7 * 86400.0, &o->cfg.duration_ns, err) != 0)
-                return hm_error_wrap(err, "--duration (seconds)");
-            break;
-        case OPT_SHAPE:
-            o->cfg.shape = hm_inject_shape_find(optarg);
-            if (o->cfg.shape == NULL)
-                return hm_error_set(err, "--shape: unknown shape '%s' (see --help)", optarg);
-            break;
-        case OPT_BURST:
-            if (hm_parse_int64(optarg, 1, 1000000, 0, &iv, err) != 0)
-                return hm_error_wrap(err, "--burst-every");
-            o->cfg.burst_every = (int)iv;
-            break;
-        case OPT_CPU:
-            if (hm_parse_int64(optarg, 0, CPU_SETSIZE - 1, 0, &iv, err) != 0)
-                return hm_error_wrap(err, "--cpu");
-            o->cpu = (int)iv;
-            break;
-        case OPT_START:
-            if (strcmp(optarg, "boundary") == 0)
-                o->cfg.start = HM_INJECT_START_BOUNDARY;
-            else if (strcmp(optarg, "random") == 0)
-                o->cfg.start = HM_INJECT_START_RANDOM;
-            else if (strcmp(optarg, "now") == 0)
-                o->cfg.start = HM_INJECT_START_NOW;
-            else
-                return hm_error_set(err, "--start: '%s' is not boundary, random or now", optarg);
-            break;
-        case OPT_PHASE:
-            if (parse_seconds_ns(optarg, 0, 3600, &o->cfg.phase_ns, err) != 0)
-                return hm_error_wrap(err, "--phase (seconds)");
-            break;
-        case OPT_SEED:
-            if (hm_parse_int64(optarg, 0, INT64_MAX, 0, &iv, err) != 0)
-                return hm_error_wrap(err, "--seed");
-            o->cfg.seed = (uint64_t)iv;
-            break;
-        case OPT_WORK_CLOCK:
-            if (strcmp(optarg, "cpu") == 0)
-                o->cfg.work_clock = HM_INJECT_WORK_CPU;
-            else if (strcmp(optarg, "wall") == 0)
-                o->cfg.work_clock = HM_INJECT_WORK_WALL;
-            else
-                return hm_error_set(err, "--work-clock: '%s' is not cpu or wall", optarg);
-            break;
-        case OPT_LOG: o->log_path = optarg; break;
-        case OPT_JSON: o->json_path = optarg; break;
-        case OPT_QUIET: o->quiet = true; break;
-        case OPT_HELP: usage(stdout); exit(0);
-        default:
-            return hm_error_set(err, "unknown or incomplete option '%s' (see --help)",
-                                argv[optind - 1]);
-        }
+    int rc = hm_options_parse(&options, argc, argv, o, err);
+    if (rc == 1) {
+        usage(stdout);
+        exit(0);
     }
-    if (optind < argc)
-        return hm_error_set(err, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (rc != 0)
+        return -1;
     if (o->cfg.phase_ns >= o->cfg.period_ns)
         return hm_error_set(err, "--phase must be smaller than --period");
     return 0;
