@@ -10,6 +10,7 @@ packages=(
   mpich libmpich-dev                  # MPICH beside it (make test-mpich; mpirun stays Open MPI's)
   nats-server libnats-dev             # online transport (cluster mode)
   victoria-metrics                    # hushmon collect --forward-lp is tested against the real server
+  prometheus                          # hushmon metrics and the Grafana dashboards' PromQL are tested against a real Prometheus
   linux-perf                          # perf stat, for checks of the PMU
   prometheus-node-exporter collectd-core pcp  # agents compared in bench/ and measured by hushmon noise
   chromium                            # headless screenshots of reports in tests
