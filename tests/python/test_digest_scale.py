@@ -66,11 +66,13 @@ def test_binned_job_gives_the_full_resolution_findings(tmp_path: Path) -> None:
         rel=1e-6,
     )
     full_result, binned_result = run_factors(full), run_factors(binned)
+    # severities from the estimated loss (issue 21): idle 49 % of the CPU time -> high;
+    # swapping in 21 % of the run at 75 % of the rate -> 16 % of the run time, medium
     expected = {
         ("network_bandwidth", "high"),
         ("imbalance", "high"),
-        ("idle_cpu", "medium"),
-        ("disk_swap", "high"),
+        ("idle_cpu", "high"),
+        ("disk_swap", "medium"),
     }
     assert expected <= _verdicts(full_result.findings)
     assert _verdicts(binned_result.findings) == _verdicts(full_result.findings)
@@ -147,7 +149,17 @@ def test_digest_from_summaries_agrees_with_raw_on_a_bed_job(tmp_path: Path) -> N
     # the bed's real job binned (22 periods into 4-s bins): the same verdicts, exact node means
     binned = load_job(db, IMBALANCED, max_bins=6)
     assert binned.resolution is not None and binned.resolution.source == RAW_BINS
-    assert _verdicts(run_factors(binned).findings) == _verdicts(raw_result.findings)
+    binned_result = run_factors(binned)
+    assert {f.factor for f in binned_result.findings} == {f.factor for f in raw_result.findings}
+    # the estimated losses agree as ranges: 4-s bins mix the message and compute periods,
+    # so the imbalance's range moves (raw 13-26 %, binned 24-29 %: the program's own
+    # answer is 22 %) and its severity may land on either side of the 20 % threshold
+    for f in raw_result.findings:
+        g = next(b for b in binned_result.findings if b.factor == f.factor)
+        if f.loss is None or g.loss is None:
+            assert f.loss is None and g.loss is None and f.severity == g.severity
+        else:
+            assert g.loss.low_share <= f.loss.high_share and f.loss.low_share <= g.loss.high_share
     work = "cpu.user_pct[cpu=total]"
     assert binned.node_means[work] == pytest.approx(raw.node_means[work], rel=1e-5)
     small = digest_from_summaries(db, IMBALANCED, tmp_path / "out")

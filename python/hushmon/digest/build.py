@@ -102,7 +102,8 @@ class Digest:
         if not self.findings:
             lines.append("no factor limiting scalability was found in the monitoring data")
         for f in sorted(self.findings, key=lambda f: SEVERITIES.index(f.severity)):
-            lines.append(f"[{f.severity}] {f.title}: {f.hint}")
+            cost = f" {f.loss.words()}" if f.loss is not None else ""
+            lines.append(f"[{f.severity}] {f.title}: {f.hint}{cost}")
         for s in self.skipped:
             lines.append(f"(skipped {s.factor}: {s.detail})")
         lines.append(f"report: {self.report_path}")
@@ -275,9 +276,27 @@ def _finding_html(f: Finding) -> str:
     return (
         f"<div class='finding {escape(f.severity)}'><b>{escape(f.title)}</b>"
         f" <span class='meta'>({escape(f.severity)}, factor {escape(f.factor)})</span><br>"
-        f"{escape(f.hint)}<details{' open' if f.severity in ('high', 'medium') else ''}>"
+        f"{escape(f.hint)}{_loss_html(f)}"
+        f"<details{' open' if f.severity in ('high', 'medium') else ''}>"
         "<summary>evidence</summary>"
         f"<table class='meta'>{rows}</table></details></div>"
+    )
+
+
+def _loss_html(f: Finding) -> str:
+    """What removing the limit would buy, in words a user acts on, with what it assumes."""
+    if f.severity == "info":
+        return ""
+    if f.loss is None:
+        return (
+            "<p class='meta'><b>Cost:</b> not estimated: "
+            f"{escape(f.loss_unknown)}. Severity: {escape(f.severity_rule)}.</p>"
+        )
+    items = "".join(f"<li>{escape(a)}</li>" for a in f.loss.assumptions)
+    return (
+        f"<p><b>Cost: removing this would save {escape(f.loss.range_text())} of the run "
+        f"time</b> ({escape(f.loss.basis)}), assuming:</p><ul class='meta'>{items}</ul>"
+        f"<p class='meta'>Severity {escape(f.severity_rule)}.</p>"
     )
 
 

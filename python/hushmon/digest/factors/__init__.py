@@ -29,8 +29,10 @@ from hushmon.digest.factors.base import (
     AnalyzerSkip,
     Factor,
     FactorResult,
+    Finding,
     Skipped,
     SkipReason,
+    severity_from_loss,
 )
 from hushmon.digest.jobdata import JobData
 from hushmon.digest.resolution import PER_NODE, RAW
@@ -56,7 +58,9 @@ PARAMETERS_FILE = Path(__file__).with_name("parameters.toml")
 def parameters() -> Mapping[str, Mapping[str, Any]]:
     with PARAMETERS_FILE.open("rb") as f:
         params = tomllib.load(f)
-    missing = [f.name for f in FACTORS if f.name not in params]
+    missing = [f.name for f in FACTORS if f.name not in params] + [
+        s for s in ("loss", "links", "fabric") if s not in params
+    ]
     if missing:
         raise RuntimeError(f"{PARAMETERS_FILE} lacks sections for: {', '.join(missing)}")
     return params
@@ -119,8 +123,29 @@ def run_factors(job: JobData) -> FactorResult:
         for f in found:
             if note:
                 f.evidence["resolution"] = note
+            apply_loss_rule(f, params["loss"])
         result.findings.extend(found)
     return result
+
+
+def apply_loss_rule(f: Finding, rule: Mapping[str, Any]) -> None:
+    """Severity from the estimated loss ([loss] in parameters.toml), the same for
+    every factor; an info finding (the factor does not limit the job) stays info,
+    and a finding without an estimate keeps its factor's own rule, saying so."""
+    if f.severity == "info":
+        f.severity_rule = "info: the factor does not limit this job"
+        return
+    if f.loss is None:
+        why = f.loss_unknown or "the factor gives no estimate"
+        f.loss_unknown = why
+        f.severity_rule = f"the factor's own threshold (no loss estimate: {why})"
+        return
+    f.severity = severity_from_loss(f.loss, rule)
+    f.severity_rule = (
+        f"from the estimated loss {f.loss.range_text()} of the run time (middle "
+        f"{f.loss.mid_share:.0%}): high from {rule['high_share']:.0%} with the low end at "
+        f"{rule['high_min_low_share']:.0%}+, medium from {rule['medium_share']:.0%}"
+    )
 
 
 def factor_metric(factor: Factor, job: JobData) -> float | None:

@@ -169,6 +169,8 @@ class AppTimeline:
                         f"(Spearman rho {rho:.2f} over {n} periods){moves}. "
                         "A correlation, not a cause: read it beside the other factors."
                     ),
+                    loss_unknown="a correlation with a sensor, not a limit: it has no cost of "
+                    "its own (read the factor of that sensor)",
                 )
             )
         if not findings:

@@ -31,6 +31,51 @@ class SkipReason(StrEnum):
 
 
 @dataclass
+class Loss:
+    """What removing a limit would save: a share of the job's run time, as a range.
+
+    ``low_share`` / ``high_share``: 0-1 of the run time (the run would take
+    ``1 - share`` of its time without the limit). ``basis`` says in words,
+    with the numbers, how the factor computed it; ``assumptions`` what must
+    hold for it to be true (the bench checks them: bench/bench_findings.py)."""
+
+    low_share: float
+    high_share: float
+    basis: str
+    assumptions: list[str]
+
+    def __post_init__(self) -> None:
+        lo, hi = sorted((self.low_share, self.high_share))
+        self.low_share = float(min(1.0, max(0.0, lo)))
+        self.high_share = float(min(1.0, max(0.0, hi)))
+
+    @property
+    def mid_share(self) -> float:
+        return (self.low_share + self.high_share) / 2
+
+    def range_text(self) -> str:
+        lo, hi = round(100 * self.low_share), round(100 * self.high_share)
+        return f"{lo}%" if lo == hi else f"{lo}-{hi}%"
+
+    def words(self) -> str:
+        """What a user acts on: 'removing this would save 12-25% of the run time, assuming ...'."""
+        assuming = "; ".join(self.assumptions)
+        return (
+            f"Removing this limit would save {self.range_text()} of the run time "
+            f"({self.basis})" + (f", assuming {assuming}." if assuming else ".")
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "low_share": round(self.low_share, 4),
+            "high_share": round(self.high_share, 4),
+            "basis": self.basis,
+            "assumptions": list(self.assumptions),
+            "text": self.words(),
+        }
+
+
+@dataclass
 class Finding:
     factor: str
     title: str
@@ -38,16 +83,39 @@ class Finding:
     evidence: dict[str, Any]
     hint: str
     span_s: tuple[float, float] | None = None  # seconds from the job's start
+    loss: Loss | None = None  # the run time removing the limit would save
+    loss_unknown: str = ""  # why the factor cannot estimate it (loss is None)
+    severity_rule: str = ""  # how the severity was set (from the loss, or the factor's own)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "factor": self.factor,
             "title": self.title,
             "severity": self.severity,
+            "severity_rule": self.severity_rule,
+            "loss": self.loss.to_json() if self.loss is not None else None,
+            "loss_unknown": self.loss_unknown if self.loss is None else "",
             "evidence": {k: jsonio.plain(v) for k, v in self.evidence.items()},
             "span_s": list(self.span_s) if self.span_s else None,
             "hint": self.hint,
         }
+
+
+def severity_from_loss(loss: Loss, params: Mapping[str, Any]) -> str:
+    """The ``[loss]`` rule of parameters.toml: the middle of the range sets it
+    (high / medium / low), and a high finding must cost at least
+    ``high_min_low_share`` even at the low end (else medium)."""
+    mid = loss.mid_share
+    if mid >= params["high_share"] and loss.low_share >= params["high_min_low_share"]:
+        return "high"
+    if mid >= params["medium_share"]:
+        return "medium"
+    return "low"
+
+
+def share_of_time(mask: np.ndarray) -> float:
+    """Share of the job's run time in the periods of ``mask`` (periods are equal)."""
+    return float(np.mean(mask)) if mask.size else 0.0
 
 
 @dataclass

@@ -79,7 +79,17 @@ class Decomposition:
             "work per process gets small, organizing the computation costs as much as "
             "the computation: use fewer processes for this size, or a larger problem."
         )
-        return [Finding(self.name, self.title, severity, evidence, hint)]
+        return [
+            Finding(
+                self.name,
+                self.title,
+                severity,
+                evidence,
+                hint,
+                loss_unknown="compares runs of different sizes: the time a larger problem per "
+                "process would save depends on the size chosen",
+            )
+        ]
 
 
 FACTOR = Decomposition()

@@ -29,6 +29,7 @@ import numpy as np
 from hushmon.digest.factors.base import (
     AnalyzerSkip,
     Finding,
+    Loss,
     SkipReason,
     longest_run,
     mb,
@@ -187,7 +188,7 @@ class DiskSwap:
             "ranks more memory (more nodes, fewer ranks per node, a higher limit) so the data "
             "stays in the page cache, or read and write it in larger sequential blocks."
         )
-        return Finding(
+        finding = Finding(
             self.name,
             "Memory at its limit: data streams through the disk",
             severity,
@@ -195,6 +196,20 @@ class DiskSwap:
             hint,
             span_of(job, longest_run(pressed)),
         )
+        finding.loss = _io_loss(
+            share,
+            iowait,
+            evidence.get("work_while_at_limit"),
+            evidence.get("work_otherwise"),
+            "at the memory limit with the disk busy",
+            "the job's data stays in the page cache once each node has the memory it needs "
+            "(a higher limit, fewer ranks per node)",
+        )
+        if finding.loss is None:
+            finding.loss_unknown = (
+                "neither the CPUs' I/O wait nor periods off the limit to compare with"
+            )
+        return finding
 
     def analyze(self, job: JobData, params: Mapping[str, Any]) -> list[Finding]:
         if len(job.times_ns) < 5:
@@ -250,16 +265,35 @@ class DiskSwap:
                 "processes per node, or a smaller problem; check for memory leaks."
             )
             run = longest_run(swapping)
-            findings.append(
-                Finding(
-                    self.name,
-                    "Swapping slows computation",
-                    severity,
-                    evidence,
-                    hint,
-                    span_of(job, run),
-                )
+            finding = Finding(
+                self.name,
+                "Swapping slows computation",
+                severity,
+                evidence,
+                hint,
+                span_of(job, run),
             )
+            if np.isnan(slowdown):
+                finding.loss_unknown = (
+                    "the job swapped the whole time: no swap-free periods give the rate it "
+                    "would work at"
+                )
+            else:
+                best = float(np.nanquantile(work_avg[~swapping], 0.9))
+                w_on = float(evidence["work_while_swapping"])
+                high = 1 - w_on / best if best > 0 else slowdown
+                finding.loss = Loss(
+                    share * max(0.0, slowdown),
+                    share * max(0.0, slowdown, high),
+                    f"the {share:.0%} of the run spent swapping works {slowdown:.0%} slower "
+                    f"than the average other period ({high:.0%} slower than the best ones)",
+                    [
+                        "the job's memory fits once the limit is removed (more nodes, fewer "
+                        "ranks per node, more memory)",
+                        f"the swapping periods then work at the rate of the others ({work_name})",
+                    ],
+                )
+            findings.append(finding)
         memory = self._memory_finding(job, params, work_name, work_avg)
         if memory is not None:
             findings.append(memory)  # it carries the disk's figures
@@ -334,7 +368,7 @@ class DiskSwap:
             "job: write less often or in larger blocks, overlap I/O with computation, use "
             "node-local scratch or a parallel file system."
         )
-        return Finding(
+        finding = Finding(
             self.name,
             "Disk I/O slows computation",
             severity,
@@ -342,6 +376,69 @@ class DiskSwap:
             hint,
             span_of(job, longest_run(active)),
         )
+        finding.loss = _io_loss(
+            share,
+            float(evidence["iowait_pct"]) if "iowait_pct" in evidence else float("nan"),
+            evidence.get("work_while_disk_busy"),
+            evidence.get("work_otherwise"),
+            "with the disk busy",
+            "the I/O overlaps computation or goes to a faster device",
+        )
+        if finding.loss is None:
+            finding.loss_unknown = "neither the CPUs' I/O wait nor quiet periods to compare with"
+        return finding
+
+
+def _io_loss(
+    share: float,
+    iowait_pct: float,
+    work_on: float | None,
+    work_off: float | None,
+    where: str,
+    removed: str,
+) -> Loss | None:
+    """The run time a disk-bound stretch costs: at least the CPUs' time waiting for
+    I/O in it, at most its whole time when no other periods show what the job would
+    do (else the work rate lost against them)."""
+    waited = iowait_pct / 100 if np.isfinite(iowait_pct) else None
+    lost = (
+        1 - work_on / work_off
+        if work_on is not None and work_off is not None and work_off > 0
+        else None
+    )
+    # a work rate no lower than in the other periods says the others are no baseline
+    # (start-up, the same I/O): then only the I/O wait is evidence
+    compared = lost is not None and lost > 0
+    if waited is None and not compared:
+        return None
+    parts = []
+    if waited is not None:
+        parts.append(f"the CPUs wait for I/O {waited:.0%} of that time")
+    if compared and lost is not None:
+        parts.append(f"the work rate is {lost:.0%} lower than in the other periods")
+    found = [v for v in (waited, lost if compared else None) if v is not None]
+    low = min(found)
+    high = max(found) if compared else 1.0
+    return Loss(
+        share * low,
+        share * high,
+        f"{share:.0%} of the run {where}: " + ", ".join(parts),
+        [
+            removed,
+            "the waiting is the job's own (the I/O wait is host-wide: other work on the "
+            "machine counts too)"
+            if waited is not None
+            else "the work rate measures the job's progress",
+        ]
+        + (
+            [
+                "with no other periods that show the job's rate without the disk, all of "
+                "that time may be lost (high end)"
+            ]
+            if not compared
+            else []
+        ),
+    )
 
 
 FACTOR = DiskSwap()

@@ -96,7 +96,20 @@ class GpuIdle:
             f"{cause}"
         )
         run = longest_run(per_time >= 0.5)
-        return [Finding(self.name, self.title, severity, evidence, hint, span_of(job, run))]
+        return [
+            Finding(
+                self.name,
+                self.title,
+                severity,
+                evidence,
+                hint,
+                span_of(job, run),
+                loss_unknown=(
+                    "idle GPUs cost the job time only if work could move onto them, which "
+                    "the GPU counters do not show"
+                ),
+            )
+        ]
 
 
 FACTOR = GpuIdle()

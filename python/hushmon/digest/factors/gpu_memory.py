@@ -66,7 +66,20 @@ class GpuMemory:
             "or spread the model over more GPUs."
         )
         run = longest_run(per_time)
-        return [Finding(self.name, self.title, severity, evidence, hint, span_of(job, run))]
+        return [
+            Finding(
+                self.name,
+                self.title,
+                severity,
+                evidence,
+                hint,
+                span_of(job, run),
+                loss_unknown=(
+                    "a full GPU memory costs time only when it forces smaller batches or "
+                    "transfers, which the counters do not show"
+                ),
+            )
+        ]
 
 
 FACTOR = GpuMemory()

@@ -112,7 +112,20 @@ class GpuThrottle:
         )
         severity = "high" if share >= params["share_high"] else "medium"
         run = longest_run(any_flag.any(axis=0))
-        return [Finding(self.name, self.title, severity, evidence, hint, span_of(job, run))]
+        return [
+            Finding(
+                self.name,
+                self.title,
+                severity,
+                evidence,
+                hint,
+                span_of(job, run),
+                loss_unknown=(
+                    "how kernel time follows the SM clock is not measured (no real GPU job "
+                    "has been digested to check a clock-ratio rule)"
+                ),
+            )
+        ]
 
 
 FACTOR = GpuThrottle()

@@ -103,7 +103,20 @@ class GpuTransfer:
         if not bound:
             severity = "low"
         run = longest_run(near.any(axis=0))
-        return [Finding(self.name, self.title, severity, evidence, hint, span_of(job, run))]
+        return [
+            Finding(
+                self.name,
+                self.title,
+                severity,
+                evidence,
+                hint,
+                span_of(job, run),
+                loss_unknown=(
+                    "how much of the copies overlap the kernels is not measured, so the "
+                    "time a faster link would save cannot be told"
+                ),
+            )
+        ]
 
 
 FACTOR = GpuTransfer()

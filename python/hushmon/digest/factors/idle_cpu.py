@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from hushmon.digest.factors.base import Finding, longest_run, span_of
+from hushmon.digest.factors.base import Finding, Loss, longest_run, span_of
 from hushmon.digest.jobdata import JobData
 from hushmon.digest.resolution import ACROSS_NODES
 
@@ -102,8 +102,26 @@ class IdleCpu:
             "per core, overlap communication (and I/O) with computation, or look for serial "
             "phases."
         )
-        run = longest_run(per_time >= params["idle_medium_pct"])
-        return [Finding(self.name, self.title, severity, evidence, hint, span_of(job, run))]
+        over = per_time >= params["idle_medium_pct"]
+        run = longest_run(over)
+        finding = Finding(self.name, self.title, severity, evidence, hint, span_of(job, run))
+        long_share = float(np.mean(over)) if over.size else 0.0
+        with np.errstate(all="ignore"):
+            idle_in_long = float(np.nanmean(per_time[over])) / 100 if over.any() else 0.0
+        finding.loss = Loss(
+            long_share * idle_in_long,
+            avg / 100,
+            f"the CPUs idle or wait {avg:.0f}% of the job's CPU time, {idle_in_long:.0%} in "
+            f"the {long_share:.0%} of the run where the average node idles "
+            f"{params['idle_medium_pct']}% or more",
+            [
+                "the job's work can use the idle CPUs (more ranks or threads per node, "
+                "waits overlapped with computation)",
+                "only the stretches of long idleness can be reclaimed (low end), or all of "
+                "it (high end)",
+            ],
+        )
+        return [finding]
 
     def _shared(
         self,
@@ -142,7 +160,14 @@ class IdleCpu:
             "the job's."
         )
         return Finding(
-            self.name, "CPUs shared with other nodes of the machine", "low", evidence, hint
+            self.name,
+            "CPUs shared with other nodes of the machine",
+            "low",
+            evidence,
+            hint,
+            loss_unknown="whether the job's ranks were ready to run while other nodes had the "
+            "CPUs is not measured (no CPU pressure sensor), so what CPUs of its own would "
+            "save cannot be told",
         )
 
 

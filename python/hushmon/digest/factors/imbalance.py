@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from hushmon.digest.factors.base import AnalyzerSkip, Finding, SkipReason
+from hushmon.digest.factors.base import AnalyzerSkip, Finding, Loss, SkipReason, share_of_time
 from hushmon.digest.factors.work import work_matrix
 from hushmon.digest.jobdata import JobData
 from hushmon.digest.resolution import PER_NODE
@@ -114,7 +114,52 @@ class Imbalance:
             "busiest at every synchronization, so adding nodes helps little; rebalance the "
             "decomposition (or check that node for a hardware or placement problem)."
         )
-        return [Finding(self.name, self.title, severity, evidence, hint)]
+        finding = Finding(self.name, self.title, severity, evidence, hint)
+        self._estimate(job, finding)
+        return [finding]
+
+    def _estimate(self, job: JobData, finding: Finding) -> None:
+        """The run time an even spread of the work would save: in the periods the job
+        works (across-node mean work at half its high quantile or more), every node waits
+        for the busiest, so they would take mean / max of their time."""
+        work = work_matrix(job)
+        assert work is not None
+        name, m = work
+        with np.errstate(all="ignore"):
+            per_period = np.nanmean(m, axis=0)
+        finite = np.isfinite(per_period)
+        if finite.sum() < 3:
+            finding.loss_unknown = "fewer than 3 periods with the work rate measured"
+            return
+        top = float(np.nanquantile(per_period, 0.9))
+        working = finite & (per_period >= 0.5 * top)
+        with np.errstate(all="ignore"):
+            node_w = np.nanmean(m[:, working], axis=1)
+        mx = float(np.nanmax(node_w)) if np.isfinite(node_w).any() else 0.0
+        if mx <= 0:
+            finding.loss_unknown = "no node did measurable work"
+            return
+        imb_w = 1 - float(np.nanmean(node_w)) / mx
+        share = share_of_time(working)
+        finding.evidence["work_periods_share"] = round(share, 3)
+        finding.evidence["imbalance_in_work_periods"] = round(imb_w, 3)
+        finding.loss = Loss(
+            share * imb_w,
+            max(imb_w, float(finding.evidence["imbalance"])),
+            f"in the {int(working.sum())} work periods ({share:.0%} of the run) the average "
+            f"node does {1 - imb_w:.0%} of the busiest node's work ({name})",
+            [
+                "the same total work spread evenly over the nodes",
+                "the others wait for the busiest node in the work periods (low end) or "
+                "throughout the run (high end)",
+                f"{name} measures the work"
+                + (
+                    " (a waiting rank that polls counts as working, so the imbalance may be larger)"
+                    if name == "cpu.user_pct"
+                    else ""
+                ),
+            ],
+        )
 
 
 FACTOR = Imbalance()

@@ -23,9 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from hushmon.digest.factors import costs
 from hushmon.digest.factors.base import (
     AnalyzerSkip,
     Finding,
+    Loss,
     SkipReason,
     longest_run,
     mb,
@@ -212,16 +214,57 @@ class NetworkBandwidth:
             "communicating ranks on the same node."
         )
         run = longest_run(worst.near)
-        return [
-            Finding(
-                self.name,
-                self.title,
-                severity,
-                evidence,
-                load_text + node_text + advice,
-                span_of(job, run),
+        finding = Finding(
+            self.name,
+            self.title,
+            severity,
+            evidence,
+            load_text + node_text + advice,
+            span_of(job, run),
+        )
+        self._estimate(job, params, worst, finding)
+        return [finding]
+
+    def _estimate(
+        self, job: JobData, params: Mapping[str, Any], worst: LinkStats, finding: Finding
+    ) -> None:
+        """The run time the link costs: its message periods at the next limit's rate
+        (factors/costs.py), only the bytes that crossed for an uplink."""
+        from hushmon.digest.factors import parameters  # the package imports this module
+
+        rule = parameters()["loss"]
+        caps = {link.nodes[0]: link.capacity for link in node_links(job, params)}
+        nxt = costs.next_limit(job, worst, caps, rule)
+        if nxt is None:
+            finding.loss_unknown = (
+                "the capacity of what would carry these bytes without this link (the nodes' "
+                "own links) is not known"
             )
+            return
+        saving = costs.transfer_saving(job, worst, nxt[0], nxt[1], rule)
+        crossed = costs.crossed_bounds(job, worst)
+        link = worst.link
+        finding.evidence["next_limit"] = nxt[1]
+        if link.bound:
+            finding.evidence["share_crossed_bounds"] = f"{crossed.low:.0%}-{crossed.high:.0%}"
+        eff = float(rule["next_link_efficiency_low"])
+        basis = (
+            f"{saving.periods_low} of {len(worst.message)} periods near the capacity "
+            f"({saving.bytes_low / 1e6:.0f} MB) would move their bytes at {nxt[1]}"
+            + (f"; {crossed.how}" if link.bound else "")
+        )
+        assumptions = [
+            "the job waits for these transfers (they do not overlap its computation)",
+            f"without this link the bytes move at {eff:.0%} (low end) to 100% (high end, "
+            f"every {saving.periods_high} message periods) of the next limit's capacity",
         ]
+        if link.bound:
+            assumptions.append(
+                "the time saved shrinks in proportion to the share of the rack's bytes that crossed"
+            )
+        finding.loss = Loss(
+            crossed.low * saving.low_share, crossed.high * saving.high_share, basis, assumptions
+        )
 
     def _plateau_below_capacity(
         self,
@@ -265,7 +308,15 @@ class NetworkBandwidth:
             "program's own synchronization."
         )
         return [
-            Finding(self.name, "Network traffic at a plateau below capacity", "low", evidence, hint)
+            Finding(
+                self.name,
+                "Network traffic at a plateau below capacity",
+                "low",
+                evidence,
+                hint,
+                loss_unknown="no known link is near its capacity: what sets the plateau, and "
+                "so what removing it would save, is not measured",
+            )
         ]
 
     # -- without capacities (the seed's method) ----------------------------
@@ -310,7 +361,18 @@ class NetworkBandwidth:
             "communication faster: send less per node (more computation per byte, "
             "aggregation, compression) or place communicating ranks on the same node."
         )
-        return [Finding(self.name, self.title, severity, evidence, hint, span_of(job, run))]
+        return [
+            Finding(
+                self.name,
+                self.title,
+                severity,
+                evidence,
+                hint,
+                span_of(job, run),
+                loss_unknown="the link's capacity is not known, so the rate its bytes would "
+                "move at without the limit cannot be told",
+            )
+        ]
 
 
 FACTOR = NetworkBandwidth()

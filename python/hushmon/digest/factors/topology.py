@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from hushmon.digest.factors.base import AnalyzerSkip, Finding, SkipReason, mb, spans_text
-from hushmon.digest.factors.links import LinkStats, link_params, link_stats, uplinks
+from hushmon.digest.factors import costs
+from hushmon.digest.factors.base import AnalyzerSkip, Finding, Loss, SkipReason, mb, spans_text
+from hushmon.digest.factors.links import LinkStats, link_params, link_stats, node_links, uplinks
 from hushmon.digest.jobdata import JobData
 from hushmon.digest.resolution import PER_NODE
 
@@ -132,13 +133,23 @@ class Topology:
         severity = "medium" if share >= params["external_share_medium"] else "low"
         hint = (
             f"{share:.0%} of the traffic leaves the node ({mb(external)} MB/s per node "
-            f"sent over the network, spread across nodes CV {cv:.0%}). Partners on other "
-            "nodes (butterfly-like) load the network; placing ranks that exchange most on "
-            "the same node (snake-like, e.g. --map-by core / block distribution) keeps "
-            "that traffic in memory. Where the racks are is not known, so whether it "
-            "crosses a narrow uplink cannot be told (--topology FILE)."
+            f"sent over the network, spread across nodes CV {cv:.0%}): the job's partners "
+            "sit on other nodes for that share. Placing ranks that exchange most on the "
+            "same node (e.g. --map-by core / block distribution) keeps that traffic in "
+            "memory. Where the racks are is not known, so whether it crosses a narrow uplink "
+            "cannot be told (--topology FILE)."
         )
-        return [Finding(self.name, self.title, severity, evidence, hint)]
+        return [
+            Finding(
+                self.name,
+                self.title,
+                severity,
+                evidence,
+                hint,
+                loss_unknown="the racks and the links' capacities are not known: the time the "
+                "traffic leaving the nodes costs cannot be told",
+            )
+        ]
 
     def _one_node(self, job: JobData, params: Mapping[str, Any]) -> list[Finding]:
         """One node: its ranks' messages over loopback (TCP) are all one can see."""
@@ -186,23 +197,50 @@ class Topology:
         util = worst.utilization or 0.0
         pressure = min(1.0, util)
         lp = link_params()
+        crossed = {s.link.rack: costs.crossed_bounds(job, s) for s in stats}
+        lo = min(c.low for c in crossed.values())
         evidence.update(
             {
                 "share_that_may_cross_racks": round(may_cross, 3),
                 "share_that_stayed_in_racks_at_least": round(1 - may_cross, 3),
+                "share_that_crossed_racks_at_least": round(lo, 3),
                 "uplink_capacity_MB_per_s": mb(worst.link.capacity or 0.0),
                 "uplink_capacity_source": worst.link.source,
                 "rack_send_ceiling_MB_per_s": mb(worst.ceiling),
                 "rack_send_share_of_uplink": round(util, 3),
                 "per_rack": "; ".join(
                     f"{s.link.rack}: sends {mb(s.ceiling)} MB/s = {s.utilization or 0.0:.0%} "
-                    f"of its uplink, at least {s.stayed_share:.0%} stayed in the rack "
-                    "(busiest periods)"
+                    f"of its uplink; crossed {crossed[s.link.rack].low:.0%}-"
+                    f"{crossed[s.link.rack].high:.0%} (busiest periods)"
                     for s in stats
                 ),
+                "partners": "not measured: the node counters give bounds only",
             }
         )
         cap = mb(worst.link.capacity or 0.0)
+        known = lo >= may_cross - 0.02
+        if known:
+            what = (
+                f"All of it crossed ({crossed[worst.link.rack].how})"
+                if lo >= 0.98
+                else f"{lo:.0%}-{may_cross:.0%} of it crossed"
+            )
+        else:
+            what = (
+                f"How much of it crossed between racks the counters cannot tell: at least "
+                f"{lo:.0%}, at most {may_cross:.0%}"
+                + (
+                    f" (they sent more than the uplinks can carry: at least {1 - may_cross:.0%} "
+                    "stayed inside them)"
+                    if util > lp["over_capacity"]
+                    else " (the job's nodes in each rack received as much as they sent, so "
+                    "every byte may have stayed inside or crossed)"
+                )
+            )
+        hint = (
+            f"The racks send up to {mb(worst.ceiling):g} MB/s ({util:.0%} of their "
+            f"{cap:g} MB/s uplinks) in their message periods. {what}."
+        )
         if may_cross >= params["may_cross_high"]:
             severity = (
                 "high"
@@ -211,37 +249,62 @@ class Topology:
                 if pressure >= params["uplink_pressure_medium"]
                 else "low"
             )
-            hint = (
-                f"The racks send up to {mb(worst.ceiling):g} MB/s ({util:.0%} of their "
-                f"{cap:g} MB/s uplinks), all of which may cross between racks: nothing in the "
-                "counters shows traffic staying inside a rack, as when every rank's partner "
-                "sits in another rack (butterfly-like). "
-            )
-            if severity == "high":
-                hint += (
-                    "The uplink is the narrow part of this job's path: keep the job in one "
-                    "rack (sbatch --switches=1) or order the ranks so that partners share a "
-                    "rack."
-                )
-            else:
-                hint += "The uplinks still have room, so this placement costs little now."
         else:
             severity = "low"
-            over = util > lp["over_capacity"]
-            hint = (
-                "In their busiest message periods at least "
-                f"{1 - may_cross:.0%} of what the racks sent stayed inside them"
-                + (
-                    f": they sent up to {mb(worst.ceiling):g} MB/s, more than their "
-                    f"{cap:g} MB/s uplinks can carry, so at most {may_cross:.0%} crossed"
-                    if over
-                    else ""
-                )
-                + ". Partners sit partly in the same rack (snake-like), so the uplinks "
-                "carry less of this job's traffic than of a job whose partners are all in "
-                "other racks."
+        finding = Finding(self.name, self.title, severity, evidence, hint)
+        self._estimate(job, worst, crossed[worst.link.rack], lo, may_cross, finding)
+        if finding.loss is not None and finding.loss.high_share >= 0.05:
+            finding.hint += (
+                " Keep the job in one rack (sbatch --switches=1) or place the ranks that "
+                "exchange most in the same rack."
             )
-        return Finding(self.name, self.title, severity, evidence, hint)
+        elif pressure < params["uplink_pressure_medium"]:
+            finding.hint += " The uplinks still have room, so this placement costs little now."
+        return finding
+
+    def _estimate(
+        self,
+        job: JobData,
+        worst: LinkStats,
+        crossed: costs.Crossed,
+        lo: float,
+        hi: float,
+        finding: Finding,
+    ) -> None:
+        """The run time a placement in one rack would save: the uplink's periods at the
+        node links' rate, for the share of the bytes that crossed (bounds)."""
+        from hushmon.digest.factors import parameters  # the package imports this module
+
+        params = parameters()
+        rule = params["loss"]
+        caps = {
+            link.nodes[0]: link.capacity for link in node_links(job, params["network_bandwidth"])
+        }
+        nxt = costs.next_limit(job, worst, caps, rule)
+        if nxt is None:
+            finding.loss_unknown = "the nodes' own link capacities are not known"
+            return
+        saving = costs.transfer_saving(job, worst, nxt[0], nxt[1], rule)
+        eff = float(rule["next_link_efficiency_low"])
+        low = min(lo, crossed.low) * saving.low_share
+        high = max(hi, crossed.high) * saving.high_share
+        basis = (
+            f"with every rank in one rack, the {saving.periods_low} periods rack "
+            f"{worst.link.rack}'s uplink ran near its capacity would move the bytes that "
+            f"crossed ({lo:.0%}-{hi:.0%} of them) at {nxt[1]}"
+        )
+        assumptions = [
+            "the job waits for these transfers (they do not overlap its computation)",
+            f"in one rack the bytes move at {eff:.0%} (low end) to 100% (high end) of the "
+            "node links' capacity",
+        ]
+        if lo < hi - 0.02:
+            assumptions.append(
+                f"the share that crossed lies between the counters' bounds ({lo:.0%} and "
+                f"{hi:.0%}); which rank sent to which is not measured (per-destination byte "
+                "counts would narrow it)"
+            )
+        finding.loss = Loss(low, high, basis, assumptions)
 
 
 FACTOR = Topology()
