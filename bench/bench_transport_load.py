@@ -67,6 +67,9 @@ from load_figures import (
     kind_costs,
     memory_growth,
     projection_lines,
+    rss_json,
+    rss_lines,
+    rss_points,
     split_collectors,
     table_header,
     table_row,
@@ -134,6 +137,18 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument(
         "--drain-s", type=float, default=300.0, help="longest wait for the store after the load"
     )
+    ap.add_argument(
+        "--warmup-s",
+        type=float,
+        default=360.0,
+        help="resident sizes are compared from this far into the load (default 360: the "
+        "reducers' --keep-s window of 300 s full) to its end",
+    )
+    ap.add_argument(
+        "--reduce-bin",
+        metavar="PATH",
+        help="the hushmon-reduce to run (default: the build's; e.g. build-asan's)",
+    )
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     a = ap.parse_args()
     if a.quick:
@@ -151,6 +166,8 @@ def check_args(a: argparse.Namespace, help_text: str) -> str | None:
         return "jobs need a run of at least 20 s (--minutes 0.34), or --jobs 0"
     if a.engine and "--engine" not in help_text:
         return "--engine: this hushmon collect has no --engine option"
+    if a.reduce_bin and not os.access(a.reduce_bin, os.X_OK):
+        return f"--reduce-bin {a.reduce_bin}: not an executable file"
     if a.store == "duckdb" and a.collectors > 1:
         return "--store duckdb: the embedded store takes one writer: --collectors 1"
     return None
@@ -238,7 +255,7 @@ def start_daemons(
     leaves: dict[str, LocalNatsServer],
     store: Path,
 ) -> list[Daemon]:
-    reduce_bin = str(build_bin_dir() / "hushmon-reduce")
+    reduce_bin = a.reduce_bin or str(build_bin_dir() / "hushmon-reduce")
     grace = ["--period-grace-ms", str(a.grace_ms)]
     daemons = []
     for rack, leaf in leaves.items():
@@ -498,8 +515,12 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
     if digests_bad:
         print(f"# digests failed or not as scheduled: {', '.join(digests_bad)}")
     print(f"# /proc/loadavg after: {loadavg()}")
+    rss_at = rss_points(5.0, load_from, load_end, a.warmup_s)
+    for line in rss_lines(watched, *rss_at):
+        print(line)
     if a.json:
         figures = {
+            "rss_mib_start_warm_end": rss_json(watched, *rss_at[:3]),
             "agents": agents,
             "racks": a.racks,
             "collectors": a.collectors,

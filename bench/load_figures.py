@@ -60,6 +60,55 @@ def growth_line(what: str, growth: dict[str, float]) -> str:
     )
 
 
+def rss_points(
+    a: float, load_from: float, load_end: float, warmup_s: float
+) -> tuple[float, float, float, str]:
+    """Times of the resident-size table: the load's start (its first
+    seconds in), the end of the warm-up (the reducers' --keep-s window
+    full) and the end of the load; a run too short for the warm-up plus a
+    minute has its warm point at the middle, said in the note."""
+    start = load_from + min(a, (load_end - load_from) / 4)
+    warm = load_from + warmup_s
+    note = f"warm-up {warmup_s:.0f} s"
+    if warm + 60 > load_end:
+        warm = (start + load_end) / 2
+        note = f"run too short for a {warmup_s:.0f} s warm-up: its middle instead"
+    return start, warm, load_end, note
+
+
+def rss_lines(daemons: list[Daemon], start: float, warm: float, end: float, note: str) -> list[str]:
+    """Each daemon's resident MiB at the three points, and its growth after
+    the warm-up: flat when under FLAT_GROWTH."""
+    out = [
+        f"   resident MiB at t={start:.0f} s (start) / {warm:.0f} s ({note}) / {end:.0f} s "
+        "(end of the load), growth after the warm-up:"
+    ]
+    for d in daemons:
+        pts = [d.at(t) for t in (start, warm, end)]
+        if any(p is None for p in pts):
+            out.append(f"     {d.name:<14} (not sampled at every point: exited?)")
+            continue
+        mib = [p[1] / 1024 for p in pts if p is not None]
+        growth = (mib[2] - mib[1]) / mib[1] if mib[1] else 0.0
+        flat = "flat" if growth < FLAT_GROWTH else "NOT flat"
+        out.append(
+            f"     {d.name:<14} {mib[0]:7.1f} / {mib[1]:7.1f} / {mib[2]:7.1f}  "
+            f"{growth * 100:+5.1f} % ({flat})"
+        )
+    return out
+
+
+def rss_json(
+    daemons: list[Daemon], start: float, warm: float, end: float
+) -> dict[str, list[float]]:
+    """name -> resident MiB at start, warm-up, end (-1 where not sampled)."""
+    out = {}
+    for d in daemons:
+        pts = [d.at(t) for t in (start, warm, end)]
+        out[d.name] = [p[1] / 1024 if p else -1.0 for p in pts]
+    return out
+
+
 @dataclass
 class KindCost:
     kind: str

@@ -92,7 +92,12 @@ int hm_group_published(hm_groups *g, hm_group *grp, int64_t now_ns, hm_ack_fn ac
         msg->refs--;
         hm_pending_release_if_free(g, msg, ack, ctx);
     }
-    grp->npending = 0;
+    /* A published group is kept --keep-s (300 s) to recognize late and
+     * duplicate messages, mostly never to hold one again: its array of
+     * held messages (up to the rack's node count) goes now, not with it. */
+    free(grp->pending);
+    grp->pending = NULL;
+    grp->npending = grp->cap_pending = 0;
     char *job = strdup(grp->cur.job);
     if (job == NULL)
         return hm_error_set(err, "out of memory");

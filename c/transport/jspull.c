@@ -194,6 +194,7 @@ int hm_jspull_next(hm_jspull *p, hm_col *out, int batch, int64_t wait_ms, hm_jsp
     *end = HM_JSPULL_OPEN;
     size_t had = out->n, stop = out->n + (size_t)batch;
     int64_t deadline = nats_Now() + wait_ms;
+    bool lingered = false;
     for (;;) {
         int64_t now = nats_Now();
         if (lost(p, now, end))
@@ -207,8 +208,18 @@ int hm_jspull_next(hm_jspull *p, hm_col *out, int batch, int64_t wait_ms, hm_jsp
             return -1;
         if (out->n >= stop || trouble(*end))
             return 0;
+        if (got == 0 && out->n > had && p->open_id != 0 && !lingered) {
+            /* A burst still arriving: let a millisecond's worth queue up,
+             * so a call takes tens of messages rather than each one as it
+             * comes (the caller's work per call is not per message). */
+            nats_Sleep(HM_JSPULL_LINGER_MS);
+            lingered = true;
+            continue;
+        }
         if (got == 0 && p->open_id != 0 && (out->n > had || nats_Now() >= deadline))
             return 0; /* nothing more queued, or the caller's wait is up */
+        if (got == 1)
+            lingered = false;
         /* got 1: keep taking; a request that ended (full, expired) is
          * followed by the next one while the caller's wait lasts */
         if (got == 0 && p->open_id == 0 && nats_Now() >= deadline)

@@ -46,6 +46,10 @@ typedef enum hm_jspull_end {
     HM_JSPULL_NO_RESPONDERS, /* nothing serves the API subject (JetStream away) */
 } hm_jspull_end;
 
+/* hm_jspull_next, with messages in hand and none queued, waits this long
+ * once for more before it returns (a burst arriving). */
+#define HM_JSPULL_LINGER_MS 1
+
 /* A request the server never answered (lost to a reconnect) is given up
  * this long after its own expiry. */
 #define HM_JSPULL_LOST_MS 5000
@@ -79,8 +83,8 @@ int hm_jspull_request(hm_jspull *p, hm_col *out, int ask, int64_t max_bytes, int
                       hm_jspull_end *end, hm_error *err);
 
 /* The reducers' pull: up to batch messages appended to out, waiting at
- * most wait_ms for the first; returns as soon as some came and nothing
- * more is queued on the inbox. Keeps one request (batch, expires wait_ms)
+ * most wait_ms for the first; returns once some came and nothing more
+ * came in HM_JSPULL_LINGER_MS. Keeps one request (batch, expires wait_ms)
  * open on the server at a time: a new one is sent only when the last
  * ended (filled, 404/408/409, or lost), so a burst is taken by the request
  * already waiting and a quiet stream costs one request per wait_ms.
