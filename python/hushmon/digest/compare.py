@@ -90,8 +90,95 @@ class Run:
 
     racks: str = ""  # what the run's digest knew of the racks
     findings: dict[str, Finding] = field(default_factory=dict)  # the run's worst per factor
+    all_findings: list[Finding] = field(default_factory=list)
+    period_s: float = 1.0
     host_busy_pct: float | None = None  # host-wide CPU busy (node-scoped agents)
     nodes_share_host: bool | None = None
+
+
+@dataclass
+class Check:
+    """A finding of the first run that is gone or smaller in the second: the
+    run time its digest said removing it would save, against the change measured."""
+
+    factor: str
+    title: str
+    severity: str
+    low_share: float | None  # predicted (None: the finding gave no estimate)
+    high_share: float | None
+    measured_share: float  # 1 - T_B / T_A
+    tolerance: float  # the run times' resolution (one sampling period each), as a share
+    in_b: str  # what the second run says of the factor
+
+    @property
+    def verdict(self) -> str:
+        if self.low_share is None or self.high_share is None:
+            return "no estimate"
+        lo, hi = self.low_share - self.tolerance, self.high_share + self.tolerance
+        return "hit" if lo <= self.measured_share <= hi else "miss"
+
+    def text(self) -> str:
+        pred = (
+            "no estimate"
+            if self.low_share is None or self.high_share is None
+            else f"{100 * self.low_share:.0f}-{100 * self.high_share:.0f}%"
+        )
+        return (
+            f"[{self.severity}] {self.title}: predicted {pred} of the run time, measured "
+            f"{100 * self.measured_share:+.0f}% (+-{100 * self.tolerance:.0f}), "
+            f"{self.verdict}; in the second run: {self.in_b}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "factor": self.factor,
+            "title": self.title,
+            "severity": self.severity,
+            "predicted_low_share": self.low_share,
+            "predicted_high_share": self.high_share,
+            "measured_share": round(self.measured_share, 4),
+            "tolerance": round(self.tolerance, 4),
+            "verdict": self.verdict,
+            "in_second_run": self.in_b,
+        }
+
+
+def predicted_vs_measured(a: Run, b: Run) -> list[Check]:
+    """Each finding of ``a`` that ``b`` no longer has, or has smaller (a lower
+    severity or a smaller estimated loss): its predicted saving against the run
+    time saved from ``a`` to ``b``."""
+    if a.duration_s <= 0:
+        return []
+    measured = 1 - b.duration_s / a.duration_s
+    tol = a.period_s / a.duration_s + b.period_s / a.duration_s
+    checks = []
+    for f in a.all_findings:
+        if f.severity == "info":
+            continue
+        same = [g for g in b.all_findings if g.factor == f.factor and g.title == f.title]
+        g = max(same, key=lambda x: _rank(x), default=None)
+        if g is not None:
+            smaller = _rank(g) < _rank(f) or (
+                f.loss is not None and g.loss is not None and g.loss.mid_share < f.loss.mid_share
+            )
+            if not smaller:
+                continue
+            in_b = f"[{g.severity}]" + (f" {g.loss.range_text()}" if g.loss is not None else "")
+        else:
+            in_b = "gone"
+        checks.append(
+            Check(
+                f.factor,
+                f.title,
+                f.severity,
+                None if f.loss is None else f.loss.low_share,
+                None if f.loss is None else f.loss.high_share,
+                measured,
+                tol,
+                in_b,
+            )
+        )
+    return checks
 
 
 @dataclass
@@ -102,6 +189,9 @@ class Comparison:
     report_path: Path
     json_path: Path
     side_by_side: bool = False
+    checks: list[Check] = field(default_factory=list)
+    first: Run | None = None  # the runs as given: checks read first -> second
+    second: Run | None = None
 
     def summary_lines(self) -> list[str]:
         how = "side by side (same size)" if self.side_by_side else f"by {self.size_label}"
@@ -114,8 +204,21 @@ class Comparison:
             )
         for f in sorted(self.findings, key=lambda f: SEVERITIES.index(f.severity)):
             lines.append(f"[{f.severity}] {f.title}: {f.hint}")
+        if self.first is not None and self.second is not None:
+            lines.append(self.checks_heading())
+            lines.extend("  " + c.text() for c in self.checks)
+            if not self.checks:
+                lines.append(f"  no finding of {self.first.name} is gone or smaller")
         lines.append(f"report: {self.report_path}")
         return lines
+
+    def checks_heading(self) -> str:
+        a, b = self.first, self.second
+        assert a is not None and b is not None
+        return (
+            f"predicted against measured, {a.name} -> {b.name}: run time {a.duration_s:.0f} s "
+            f"-> {b.duration_s:.0f} s ({100 * (1 - b.duration_s / a.duration_s):+.0f}% saved)"
+        )
 
 
 def split_label(spec: str) -> tuple[str, str]:
@@ -158,7 +261,9 @@ def _measure(job: JobData, size: float) -> Run:
     ]
     run.network_send = float(np.mean(sends)) if sends else None
     run.racks = job.fabric_info.describe() if job.fabric_info is not None else ""
-    for f in sorted(run_factors(job).findings, key=lambda f: SEVERITIES.index(f.severity)):
+    run.period_s = job.period_s
+    run.all_findings = run_factors(job).findings
+    for f in sorted(run.all_findings, key=lambda f: SEVERITIES.index(f.severity)):
         run.findings.setdefault(f.factor, f)
     if job.has("cpu.host_busy_pct"):
         run.host_busy_pct = float(np.nanmean(job.stats["cpu.host_busy_pct"].avg))
@@ -270,6 +375,7 @@ def compare_runs(
         run = _measure(job, size if size is not None else float(len(job.hosts)))
         run.label = label
         runs.append(run)
+    given = list(runs)
     runs.sort(key=lambda r: r.size)
     rates = [r.work_rate for r in runs]
     best = max((x for x in rates if x is not None), default=None)
@@ -277,8 +383,11 @@ def compare_runs(
         r.influence["decomposition"] = (
             1 - r.work_rate / best if best and r.work_rate is not None else None
         )
+    pair = (given[0], given[1]) if len(given) == 2 else None
     if len({r.size for r in runs}) < 2:
-        return _finish(runs, size_label, _side_by_side(runs), out_dir, {}, side_by_side=True)
+        return _finish(
+            runs, size_label, _side_by_side(runs), out_dir, {}, side_by_side=True, pair=pair
+        )
     sizes = np.array([r.size for r in runs])
     findings: list[Finding] = []
     trends: dict[str, dict[str, Any]] = {}
@@ -335,7 +444,7 @@ def compare_runs(
     if not any(f.factor == "decomposition" for f in findings):
         findings.extend(dec)
     _explain_shared_cpus(runs, findings)
-    return _finish(runs, size_label, findings, out_dir, trends)
+    return _finish(runs, size_label, findings, out_dir, trends, pair=pair)
 
 
 def _explain_shared_cpus(runs: list[Run], findings: list[Finding]) -> None:
@@ -369,6 +478,7 @@ def _finish(
     out_dir: Path,
     trends: dict[str, dict[str, Any]],
     side_by_side: bool = False,
+    pair: tuple[Run, Run] | None = None,
 ) -> Comparison:
     out_dir.mkdir(parents=True, exist_ok=True)
     cmp = Comparison(
@@ -379,6 +489,9 @@ def _finish(
         out_dir / "compare.json",
         side_by_side,
     )
+    if pair is not None:
+        cmp.first, cmp.second = pair
+        cmp.checks = predicted_vs_measured(*pair)
     payload = {
         "hushmon_version": __version__,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -404,6 +517,16 @@ def _finish(
         ],
         "trends": trends,
         "findings": [f.to_json() for f in findings],
+        "predicted_vs_measured": None
+        if cmp.first is None or cmp.second is None
+        else {
+            "first": cmp.first.job,
+            "second": cmp.second.job,
+            "first_duration_s": cmp.first.duration_s,
+            "second_duration_s": cmp.second.duration_s,
+            "measured_share_saved": round(1 - cmp.second.duration_s / cmp.first.duration_s, 4),
+            "checks": [c.to_json() for c in cmp.checks],
+        },
     }
     jsonio.write_atomic(cmp.json_path, payload)
     _page(cmp).write(cmp.report_path)
@@ -433,6 +556,31 @@ def _page(cmp: Comparison) -> Page:
         )
     for f in sorted(cmp.findings, key=lambda f: SEVERITIES.index(f.severity)):
         page.finding(f.severity, f.title, f.hint)
+    if cmp.first is not None and cmp.second is not None:
+        page.heading("Predicted against measured")
+        page.paragraph(
+            cmp.checks_heading()
+            + ". Each finding of the first run that the second no longer has, or has "
+            "smaller: the run time its digest said removing it would save, against the "
+            "change measured (the run times are known to one sampling period each)."
+        )
+        page.table(
+            ["finding (first run)", "severity", "predicted", "measured", "hit", "second run"],
+            [
+                (
+                    c.title,
+                    c.severity,
+                    "no estimate"
+                    if c.low_share is None or c.high_share is None
+                    else f"{100 * c.low_share:.0f}-{100 * c.high_share:.0f}%",
+                    f"{100 * c.measured_share:+.0f}% +-{100 * c.tolerance:.0f}",
+                    c.verdict,
+                    c.in_b,
+                )
+                for c in cmp.checks
+            ],
+            text_columns=(0, 1, 2, 3, 4, 5),
+        )
     page.heading("Influence per run")
     cols = ["factor", "meaning"] + [r.column for r in cmp.runs]
     rows: list[list[Any]] = []

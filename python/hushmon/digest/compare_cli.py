@@ -18,7 +18,9 @@ def register(subparsers: Any) -> None:
         description="Compare jobs of the same program run at different process counts or "
         "problem sizes (which factor grows with the size), or runs of the same size side by "
         "side (which factor differs, and why). RUN is JOB or JOB@SIZE (SIZE defaults to the "
-        "job's node count).",
+        "job's node count). With two runs (before and after removing a limit), each finding "
+        "of the first that is gone or smaller in the second is shown with the run time its "
+        "digest predicted removing it would save against the change measured: hit or miss.",
     )
     p.add_argument("runs", nargs="+", metavar="RUN", help="JOB, JOB@SIZE or JOB@SIZE=NAME")
     p.add_argument(

@@ -10,12 +10,14 @@ with no network traffic on several nodes communicates inside nodes only).
 On a tree network the next question is which traffic crosses between racks.
 With Slurm's topology.conf (:mod:`hushmon.digest.fabric`) the racks of the
 job's nodes are known, and node counters bound what each rack sent to the
-others: at most everything its nodes sent, and when that is more than the
-rack's uplink can carry, at least the excess stayed in the rack. The
-finding's severity follows the pressure on the uplinks: partners that may
-all sit in other racks behind a nearly full uplink (butterfly across racks)
-are a high finding; a job of which a good part provably stayed inside the
-racks (snake, whose neighbours share a rack) is a low one.
+others (:func:`costs.crossed_bounds`): at most everything its nodes sent (less
+what its uplink cannot have carried), and at least what no other job node of
+the rack can have received (all of it, for a rack where the job has one
+node). The finding says which: measured when the bounds meet, a range when
+they do not, and it names no communication pattern the data does not show.
+Its cost is the uplink's periods near capacity at the node links' rate, for
+the share that crossed (a range from the bounds), and its severity follows
+from that cost (``[loss]`` in parameters.toml).
 """
 
 from __future__ import annotations
