@@ -1,146 +1,171 @@
 #include "bench_options.h"
 
-#include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "hm_parse.h"
 #include "hm_mpi_timer.h"
+#include "hm_options.h"
+#include "hm_parse.h"
 
 const char *const hm_bench_method_names[HM_BENCH_METHODS] = {"sync", "loop", "loop_barrier",
                                                              "osu", "imb"};
 
-enum {
-    OPT_SYNC = 256, OPT_SYNC_ROUNDS, OPT_SYNC_PING_SHARED, OPT_BCAST_PROBES, OPT_STAGE,
-    OPT_WARMUP, OPT_INVALID, OPT_GAMMA, OPT_SHRINK, OPT_WIDE, OPT_RSE, OPT_MIN_VALID, OPT_MAX_TOTAL,
-    OPT_MAX_VALID, OPT_TRIM, OPT_CI, OPT_LOOP_ITERS, OPT_BUFFERS, OPT_ROTATE, OPT_JSON,
-    OPT_PER_RANK, OPT_RAW, OPT_SPIN, OPT_SKEW, OPT_DRIFT_PPM, OPT_CLOCK_SHARE, OPT_LATE_TOL, OPT_QUIET, OPT_LIST, OPT_TIMER, OPT_ROOT, OPT_METHOD, OPT_NPROCS,
-    OPT_PASSES, OPT_SEED, OPT_IN_ORDER, OPT_BUDGET, OPT_MAX_LAUNCHES, OPT_DISAGREE,
-};
+static int set_timer(void *base, const hm_option *opt, const char *value, hm_error *err)
+{
+    if (!hm_mpi_timer_name_valid(value))
+        return hm_error_set(err, "--%s: unknown timer '%s' (expected monotonic, "
+                                 "monotonic_raw, gettimeofday, tsc, mpi_wtime)", opt->name, value);
+    ((hm_bench_opts *)base)->timer = value;
+    return 0;
+}
 
-static const struct option long_opts[] = {
-    {"op", required_argument, NULL, 'o'},
-    {"sizes", required_argument, NULL, 's'},
-    {"nprocs", required_argument, NULL, OPT_NPROCS},
-    {"method", required_argument, NULL, OPT_METHOD},
-    {"root", required_argument, NULL, OPT_ROOT},
-    {"timer", required_argument, NULL, OPT_TIMER},
-    {"sync", required_argument, NULL, OPT_SYNC},
-    {"sync-rounds", required_argument, NULL, OPT_SYNC_ROUNDS},
-    {"sync-ping-shared", no_argument, NULL, OPT_SYNC_PING_SHARED},
-    {"bcast-probes", required_argument, NULL, OPT_BCAST_PROBES},
-    {"spin-us", required_argument, NULL, OPT_SPIN},
-    {"simulate-skew-us", required_argument, NULL, OPT_SKEW},
-    {"simulate-drift-ppm", required_argument, NULL, OPT_DRIFT_PPM},
-    {"clock-error-share", required_argument, NULL, OPT_CLOCK_SHARE},
-    {"late-tolerance-us", required_argument, NULL, OPT_LATE_TOL},
-    {"stage-launches", required_argument, NULL, OPT_STAGE},
-    {"warmup-launches", required_argument, NULL, OPT_WARMUP},
-    {"invalid-fraction", required_argument, NULL, OPT_INVALID},
-    {"gamma", required_argument, NULL, OPT_GAMMA},
-    {"shrink-after", required_argument, NULL, OPT_SHRINK},
-    {"wide-factor", required_argument, NULL, OPT_WIDE},
-    {"rse", required_argument, NULL, OPT_RSE},
-    {"min-valid", required_argument, NULL, OPT_MIN_VALID},
-    {"max-total", required_argument, NULL, OPT_MAX_TOTAL},
-    {"max-valid", required_argument, NULL, OPT_MAX_VALID},
-    {"trim", required_argument, NULL, OPT_TRIM},
-    {"ci-level", required_argument, NULL, OPT_CI},
-    {"loop-iters", required_argument, NULL, OPT_LOOP_ITERS},
-    {"buffers", required_argument, NULL, OPT_BUFFERS},
-    {"rotate-bytes", required_argument, NULL, OPT_ROTATE},
-    {"passes", required_argument, NULL, OPT_PASSES},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"in-order", no_argument, NULL, OPT_IN_ORDER},
-    {"budget-ms", required_argument, NULL, OPT_BUDGET},
-    {"max-launches", required_argument, NULL, OPT_MAX_LAUNCHES},
-    {"disagree-share", required_argument, NULL, OPT_DISAGREE},
-    {"json", required_argument, NULL, OPT_JSON},
-    {"per-rank", no_argument, NULL, OPT_PER_RANK},
-    {"raw", no_argument, NULL, OPT_RAW},
-    {"quiet", no_argument, NULL, OPT_QUIET},
-    {"list", no_argument, NULL, OPT_LIST},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
+static int set_sync(void *base, const hm_option *opt, const char *value, hm_error *err)
+{
+    if (hm_sync_algo_parse(value, &((hm_bench_opts *)base)->sync, err) != 0)
+        return hm_error_wrap(err, "--%s", opt->name);
+    return 0;
+}
+
+static int set_buffers(void *base, const hm_option *opt, const char *value, hm_error *err)
+{
+    hm_bench_opts *o = base;
+    o->buffers_given = true;
+    if (strcmp(value, "reuse") == 0)
+        o->buffers = HM_BUFFERS_REUSE;
+    else if (strcmp(value, "rotate") == 0)
+        o->buffers = HM_BUFFERS_ROTATE;
+    else
+        return hm_error_set(err, "--%s: expected reuse or rotate, got '%s'", opt->name, value);
+    return 0;
+}
+
+#define AT(field) .offset = offsetof(hm_bench_opts, field)
+static const hm_option option_rows[] = {
+    {.kind = HM_OPT_HEADING, .help = "what to measure:"},
+    {.name = "op", .letter = 'o', .kind = HM_OPT_STRING, AT(ops_text), .arg = "LIST",
+     .help = "operations, comma-separated, or 'all' (default bcast)"},
+    {.name = "sizes", .letter = 's', .kind = HM_OPT_STRING, AT(sizes_text), .arg = "LIST",
+     .help = "message sizes in bytes: 0,8,1K  1:1M:x2  0:4K:+512\n(default 1:1M:x4)"},
+    {.name = "nprocs", .kind = HM_OPT_STRING, AT(nprocs_text), .arg = "LIST",
+     .help = "process counts to sweep (sub-communicators of the first\n"
+             "ranks; default all ranks)"},
+    {.name = "method", .kind = HM_OPT_STRING, AT(methods_text), .arg = "LIST",
+     .help = "sync, loop, loop_barrier, osu, imb (default sync);\n"
+             "osu and imb follow OSU Micro-Benchmarks 7.x and\n"
+             "IMB-MPI1 (docs/bench.md)"},
+    {.name = "root", .kind = HM_OPT_INT, AT(root), .arg = "R", .min = 0, .max = 1 << 30,
+     .help = "root of rooted operations (default 0)"},
+    {.name = "buffers", .kind = HM_OPT_CALL, .call = set_buffers, .arg = "MODE",
+     .help = "reuse | rotate (default rotate: a pool of\n"
+             "--rotate-bytes, default 2x last-level cache; osu and\n"
+             "imb reuse unless --buffers is given; rotate is\n"
+             "IMB's -off_cache)"},
+    {.name = "rotate-bytes", .kind = HM_OPT_INT64, AT(rotate_bytes), .arg = "SIZE", .min = 4096,
+     .max = INT64_C(1) << 40, .suffixes = true, .help = "pool size when rotating"},
+    {.kind = HM_OPT_HEADING, .help = "clocks:"},
+    {.name = "timer", .kind = HM_OPT_CALL, .call = set_timer, .arg = "NAME",
+     .help = "monotonic, monotonic_raw, gettimeofday, tsc, mpi_wtime\n(default monotonic)"},
+    {.name = "sync", .kind = HM_OPT_CALL, .call = set_sync, .arg = "ALGO",
+     .help = "linear, ring, tree (default ring)"},
+    {.name = "sync-rounds", .kind = HM_OPT_INT, AT(sync_rounds), .arg = "D", .min = 1,
+     .max = 1000000,
+     .help = "stop a ping-pong after D rounds without a smaller\nRTT (default 100)"},
+    {.name = "sync-ping-shared", .kind = HM_OPT_SET, AT(sync_ping_shared),
+     .help = "ping-pong even ranks that share a node's clock"},
+    {.name = "bcast-probes", .kind = HM_OPT_INT, AT(bcast_probes), .arg = "N", .min = 1,
+     .max = 100000, .help = "broadcasts behind the t_bcast bound (default 10)"},
+    {.name = "spin-us", .kind = HM_OPT_SCALED, AT(spin_ns), .arg = "US", .dmin = 0, .dmax = 1e7,
+     .scale = 1e3,
+     .help = "wait for a launch by spinning its last US microseconds,\n"
+             "sleeping before (default 200)"},
+    {.name = "simulate-skew-us", .kind = HM_OPT_SCALED, AT(simulated_skew_ns), .arg = "US",
+     .dmin = -1e9, .dmax = 1e9, .scale = 1e3,
+     .help = "make rank r's clock read r*US ahead, to check the clock\n"
+             "sync on one machine (default 0)"},
+    {.name = "simulate-drift-ppm", .kind = HM_OPT_DOUBLE, AT(simulated_drift_ppm), .arg = "PPM",
+     .dmin = -1e4, .dmax = 1e4,
+     .help = "make rank r's clock run r*PPM ppm fast, as clocks\n"
+             "calibrated by each rank do; the sync is not told, so\n"
+             "the clock check must catch it (default 0)"},
+    {.name = "clock-error-share", .kind = HM_OPT_DOUBLE, AT(clock_error_share), .arg = "X",
+     .dmin = 0, .dmax = 1e6,
+     .help = "a synchronized result is not valid when the ranks'\n"
+             "clocks disagreed by more than X of its mean time and\n"
+             "more than the late tolerance (default 0.1)"},
+    {.kind = HM_OPT_HEADING, .help = "schedule and stop rules (sync method):"},
+    {.name = "stage-launches", .kind = HM_OPT_INT, AT(schedule.launches_per_stage), .arg = "K",
+     .min = 1, .max = 100000, .help = "launches per stage (default 8)"},
+    {.name = "warmup-launches", .kind = HM_OPT_INT, AT(schedule.warmup_launches), .arg = "K'",
+     .min = 1, .max = 100000, .help = "launches of warm-up stage 0, discarded (default 4)"},
+    {.name = "late-tolerance-us", .kind = HM_OPT_SCALED, AT(late_tolerance_ns), .arg = "US",
+     .dmin = 0, .dmax = 1e9, .scale = 1e3,
+     .help = "a launch is late when a rank leaves its wait more than\n"
+             "US after the start (default 10 timer steps, >= 0.1)"},
+    {.name = "invalid-fraction", .kind = HM_OPT_DOUBLE, AT(schedule.invalid_fraction),
+     .arg = "G", .dmin = 0, .dmax = 1,
+     .help = "grow the window when more of a stage is invalid\n(default 0.25)"},
+    {.name = "gamma", .kind = HM_OPT_DOUBLE, AT(schedule.gamma), .arg = "X", .dmin = 1.0001,
+     .dmax = 10, .help = "window growth factor (default 1.1)"},
+    {.name = "shrink-after", .kind = HM_OPT_INT, AT(schedule.shrink_after_calm), .arg = "N",
+     .min = 0, .max = 100000,
+     .help = "shrink the window after N calm stages, 0 = never\n(default 1)"},
+    {.name = "wide-factor", .kind = HM_OPT_DOUBLE, AT(schedule.wide_factor), .arg = "F",
+     .dmin = 0, .dmax = 1e9,
+     .help = "set aside valid launches timed under a window more than\n"
+             "F times the point's narrowest, 0 = never (default 4)"},
+    {.name = "rse", .kind = HM_OPT_DOUBLE, AT(stop.rse_max), .arg = "X", .dmin = 0, .dmax = 1e6,
+     .help = "stop at relative standard error <= X ... (default 0.05)"},
+    {.name = "min-valid", .kind = HM_OPT_INT, AT(stop.min_valid), .arg = "N", .min = 1,
+     .max = 100000000, .help = "... with at least N valid launches (default 10)"},
+    {.name = "max-total", .kind = HM_OPT_INT, AT(stop.max_total), .arg = "N", .min = 1,
+     .max = 100000000, .help = "or stop beyond N launches (default 100)"},
+    {.name = "max-valid", .kind = HM_OPT_INT, AT(stop.max_valid), .arg = "N", .min = 1,
+     .max = 100000000, .help = "or beyond N valid launches (default 30)"},
+    {.name = "trim", .kind = HM_OPT_DOUBLE, AT(trim), .arg = "X", .dmin = 0, .dmax = 0.49,
+     .help = "fraction dropped at each end (default 0.25)"},
+    {.name = "ci-level", .kind = HM_OPT_DOUBLE, AT(ci_level), .arg = "P", .dmin = 0.5,
+     .dmax = 0.9999, .help = "confidence level of ci_low/ci_high (default 0.95)"},
+    {.name = "loop-iters", .kind = HM_OPT_INT, AT(loop_iters), .arg = "N", .min = 1,
+     .max = 100000000, .help = "launches per sample of the loop methods (default 100)"},
+    {.kind = HM_OPT_HEADING, .help = "repeatability:"},
+    {.name = "passes", .kind = HM_OPT_INT, AT(passes), .arg = "N", .min = 1, .max = 10000,
+     .help = "independent passes over every point, each with a fresh\n"
+             "clock sync; a point's figure is the median (default 1)"},
+    {.name = "seed", .kind = HM_OPT_INT64, AT(seed), .arg = "S", .min = 0, .max = INT64_MAX,
+     .help = "order of the points in each pass (default 1)"},
+    {.name = "in-order", .kind = HM_OPT_CLEAR, AT(shuffle),
+     .help = "measure the points in the order given, not shuffled"},
+    {.name = "budget-ms", .kind = HM_OPT_DOUBLE, AT(budget_ns), .arg = "MS", .dmin = 0,
+     .dmax = 1e7, .scale = 1e6,
+     .help = "sync: keep launching a point for MS per pass before the\n"
+             "stop rule may end it; 0 = count-based only (default 0)"},
+    {.name = "max-launches", .kind = HM_OPT_INT, AT(max_launches), .arg = "N", .min = 1,
+     .max = 100000000,
+     .help = "launches of a point at most, with a budget (default\n100000)"},
+    {.name = "disagree-share", .kind = HM_OPT_DOUBLE, AT(disagree_share), .arg = "X", .dmin = 0,
+     .dmax = 1e6,
+     .help = "flag a point whose passes fall into groups more than\n"
+             "X of the median apart (default 0.25)"},
+    {.kind = HM_OPT_HEADING, .help = "output:"},
+    {.name = "json", .kind = HM_OPT_STRING, AT(json_path), .arg = "FILE|-",
+     .help = "results as JSON (table goes to stderr with -)"},
+    {.name = "per-rank", .kind = HM_OPT_SET, AT(per_rank),
+     .help = "per-rank mean/min/max in the JSON"},
+    {.name = "raw", .kind = HM_OPT_SET, AT(raw), .help = "every launch's times in the JSON"},
+    {.name = "quiet", .kind = HM_OPT_SET, AT(quiet), .help = "no table"},
+    {.name = "list", .kind = HM_OPT_SET, AT(list), .help = "list the operations and exit"},
+    {.name = "help", .letter = 'h', .kind = HM_OPT_HELP, .help = "this text"},
 };
+#undef AT
+static const hm_option_table options = HM_OPTION_TABLE(option_rows);
 
 void hm_bench_print_help(FILE *out)
 {
-    fprintf(out,
-            "usage: mpirun -np N hushmon-bench [options]\n"
-            "Times MPI collectives with synchronized launches (MPIPerf method).\n\n"
-            "what to measure:\n"
-            "  --op LIST              operations, comma-separated, or 'all' (default bcast)\n"
-            "  --sizes LIST           message sizes in bytes: 0,8,1K  1:1M:x2  0:4K:+512\n"
-            "                         (default 1:1M:x4)\n"
-            "  --nprocs LIST          process counts to sweep (sub-communicators of the first\n"
-            "                         ranks; default all ranks)\n"
-            "  --method LIST          sync, loop, loop_barrier, osu, imb (default sync);\n"
-            "                         osu and imb follow OSU Micro-Benchmarks 7.x and\n"
-            "                         IMB-MPI1 (docs/bench.md)\n"
-            "  --root R               root of rooted operations (default 0)\n"
-            "  --buffers MODE         reuse | rotate (default rotate: a pool of\n"
-            "                         --rotate-bytes, default 2x last-level cache; osu and\n"
-            "                         imb reuse unless --buffers is given; rotate is\n"
-            "                         IMB's -off_cache)\n"
-            "  --rotate-bytes SIZE    pool size when rotating\n\n"
-            "clocks:\n"
-            "  --timer NAME           monotonic, monotonic_raw, gettimeofday, tsc, mpi_wtime\n"
-            "                         (default monotonic)\n"
-            "  --sync ALGO            linear, ring, tree (default ring)\n"
-            "  --sync-rounds D        stop a ping-pong after D rounds without a smaller\n"
-            "                         RTT (default 100)\n"
-            "  --sync-ping-shared     ping-pong even ranks that share a node's clock\n"
-            "  --bcast-probes N       broadcasts behind the t_bcast bound (default 10)\n"
-            "  --spin-us US           wait for a launch by spinning its last US microseconds,\n"
-            "                         sleeping before (default 200)\n"
-            "  --simulate-skew-us US  make rank r's clock read r*US ahead, to check the clock\n"
-            "                         sync on one machine (default 0)\n"
-            "  --simulate-drift-ppm PPM  make rank r's clock run r*PPM ppm fast, as clocks\n"
-            "                         calibrated by each rank do; the sync is not told, so\n"
-            "                         the clock check must catch it (default 0)\n"
-            "  --clock-error-share X  a synchronized result is not valid when the ranks'\n"
-            "                         clocks disagreed by more than X of its mean time and\n"
-            "                         more than the late tolerance (default 0.1)\n\n"
-            "schedule and stop rules (sync method):\n"
-            "  --stage-launches K     launches per stage (default 8)\n"
-            "  --warmup-launches K'   launches of warm-up stage 0, discarded (default 4)\n"
-            "  --late-tolerance-us US a launch is late when a rank leaves its wait more than\n"
-            "                         US after the start (default 10 timer steps, >= 0.1)\n"
-            "  --invalid-fraction G   grow the window when more of a stage is invalid\n"
-            "                         (default 0.25)\n"
-            "  --gamma X              window growth factor (default 1.1)\n"
-            "  --shrink-after N       shrink the window after N calm stages, 0 = never\n"
-            "                         (default 1)\n"
-            "  --wide-factor F        set aside valid launches timed under a window more than\n"
-            "                         F times the point's narrowest, 0 = never (default 4)\n"
-            "  --rse X                stop at relative standard error <= X ... (default 0.05)\n"
-            "  --min-valid N          ... with at least N valid launches (default 10)\n"
-            "  --max-total N          or stop beyond N launches (default 100)\n"
-            "  --max-valid N          or beyond N valid launches (default 30)\n"
-            "  --trim X               fraction dropped at each end (default 0.25)\n"
-            "  --ci-level P           confidence level of ci_low/ci_high (default 0.95)\n"
-            "  --loop-iters N         launches per sample of the loop methods (default 100)\n\n"
-            "repeatability:\n"
-            "  --passes N             independent passes over every point, each with a fresh\n"
-            "                         clock sync; a point's figure is the median (default 1)\n"
-            "  --seed S               order of the points in each pass (default 1)\n"
-            "  --in-order             measure the points in the order given, not shuffled\n"
-            "  --budget-ms MS         sync: keep launching a point for MS per pass before the\n"
-            "                         stop rule may end it; 0 = count-based only (default 0)\n"
-            "  --max-launches N       launches of a point at most, with a budget (default\n"
-            "                         100000)\n"
-            "  --disagree-share X     flag a point whose passes fall into groups more than\n"
-            "                         X of the median apart (default 0.25)\n\n"
-            "output:\n"
-            "  --json FILE|-          results as JSON (table goes to stderr with -)\n"
-            "  --per-rank             per-rank mean/min/max in the JSON\n"
-            "  --raw                  every launch's times in the JSON\n"
-            "  --quiet                no table\n"
-            "  --list                 list the operations and exit\n"
-            "  --help                 this text\n\n"
-            "operations:\n");
+    fprintf(out, "usage: mpirun -np N hushmon-bench [options]\n"
+                 "Times MPI collectives with synchronized launches (MPIPerf method).\n");
+    hm_options_print_help(&options, out);
+    fprintf(out, "\noperations:\n");
     hm_bench_print_list(out);
 }
 
@@ -236,186 +261,13 @@ static int add_method(hm_bench_opts *o, const char *name, hm_error *err)
                         name);
 }
 
-static int parse_int(const char *s, const char *opt, int64_t min, int64_t max, int *out,
-                     hm_error *err)
-{
-    int64_t v;
-    if (hm_parse_int64(s, min, max, 0, &v, err) != 0)
-        return hm_error_wrap(err, "%s", opt);
-    *out = (int)v;
-    return 0;
-}
-
-static int parse_dbl(const char *s, const char *opt, double min, double max, double *out,
-                     hm_error *err)
-{
-    if (hm_parse_double(s, min, max, out, err) != 0)
-        return hm_error_wrap(err, "%s", opt);
-    return 0;
-}
-
-static int apply(hm_bench_opts *o, int c, const char *arg, hm_error *err)
-{
-    hm_schedule_params *sp = &o->schedule;
-    hm_stop_rule *st = &o->stop;
-    switch (c) {
-    case 'o':
-        o->ops_text = arg;
-        return 0;
-    case 's':
-        o->sizes_text = arg;
-        return 0;
-    case OPT_NPROCS:
-        o->nprocs_text = arg;
-        return 0;
-    case OPT_METHOD:
-        o->methods_text = arg;
-        return 0;
-    case OPT_ROOT:
-        return parse_int(arg, "--root", 0, 1 << 30, &o->root, err);
-    case OPT_TIMER:
-        if (!hm_mpi_timer_name_valid(arg))
-            return hm_error_set(err, "--timer: unknown timer '%s' (expected monotonic, "
-                                     "monotonic_raw, gettimeofday, tsc, mpi_wtime)", arg);
-        o->timer = arg;
-        return 0;
-    case OPT_SYNC:
-        return hm_sync_algo_parse(arg, &o->sync, err) == 0 ? 0 : hm_error_wrap(err, "--sync");
-    case OPT_SYNC_ROUNDS:
-        return parse_int(arg, "--sync-rounds", 1, 1000000, &o->sync_rounds, err);
-    case OPT_SYNC_PING_SHARED:
-        o->sync_ping_shared = true;
-        return 0;
-    case OPT_BCAST_PROBES:
-        return parse_int(arg, "--bcast-probes", 1, 100000, &o->bcast_probes, err);
-    case OPT_SPIN: {
-        double us;
-        if (parse_dbl(arg, "--spin-us", 0.0, 1e7, &us, err) != 0)
-            return -1;
-        o->spin_ns = (int64_t)(us * 1000.0);
-        return 0;
-    }
-    case OPT_LATE_TOL: {
-        double us;
-        if (parse_dbl(arg, "--late-tolerance-us", 0.0, 1e9, &us, err) != 0)
-            return -1;
-        o->late_tolerance_ns = (int64_t)(us * 1000.0);
-        return 0;
-    }
-    case OPT_SKEW: {
-        double us;
-        if (parse_dbl(arg, "--simulate-skew-us", -1e9, 1e9, &us, err) != 0)
-            return -1;
-        o->simulated_skew_ns = (int64_t)(us * 1000.0);
-        return 0;
-    }
-    case OPT_DRIFT_PPM:
-        return parse_dbl(arg, "--simulate-drift-ppm", -1e4, 1e4, &o->simulated_drift_ppm, err);
-    case OPT_CLOCK_SHARE:
-        return parse_dbl(arg, "--clock-error-share", 0.0, 1e6, &o->clock_error_share, err);
-    case OPT_STAGE:
-        return parse_int(arg, "--stage-launches", 1, 100000, &sp->launches_per_stage, err);
-    case OPT_WARMUP:
-        return parse_int(arg, "--warmup-launches", 1, 100000, &sp->warmup_launches, err);
-    case OPT_INVALID:
-        return parse_dbl(arg, "--invalid-fraction", 0.0, 1.0, &sp->invalid_fraction, err);
-    case OPT_GAMMA:
-        return parse_dbl(arg, "--gamma", 1.0001, 10.0, &sp->gamma, err);
-    case OPT_SHRINK:
-        return parse_int(arg, "--shrink-after", 0, 100000, &sp->shrink_after_calm, err);
-    case OPT_WIDE:
-        return parse_dbl(arg, "--wide-factor", 0.0, 1e9, &sp->wide_factor, err);
-    case OPT_RSE:
-        return parse_dbl(arg, "--rse", 0.0, 1e6, &st->rse_max, err);
-    case OPT_MIN_VALID:
-        return parse_int(arg, "--min-valid", 1, 100000000, &st->min_valid, err);
-    case OPT_MAX_TOTAL:
-        return parse_int(arg, "--max-total", 1, 100000000, &st->max_total, err);
-    case OPT_MAX_VALID:
-        return parse_int(arg, "--max-valid", 1, 100000000, &st->max_valid, err);
-    case OPT_TRIM:
-        return parse_dbl(arg, "--trim", 0.0, 0.49, &o->trim, err);
-    case OPT_CI:
-        return parse_dbl(arg, "--ci-level", 0.5, 0.9999, &o->ci_level, err);
-    case OPT_LOOP_ITERS:
-        return parse_int(arg, "--loop-iters", 1, 100000000, &o->loop_iters, err);
-    case OPT_PASSES:
-        return parse_int(arg, "--passes", 1, 10000, &o->passes, err);
-    case OPT_SEED: {
-        int64_t v;
-        if (hm_parse_int64(arg, 0, INT64_MAX, 0, &v, err) != 0)
-            return hm_error_wrap(err, "--seed");
-        o->seed = (uint64_t)v;
-        return 0;
-    }
-    case OPT_IN_ORDER:
-        o->shuffle = false;
-        return 0;
-    case OPT_BUDGET: {
-        double ms;
-        if (parse_dbl(arg, "--budget-ms", 0.0, 1e7, &ms, err) != 0)
-            return -1;
-        o->budget_ns = ms * 1e6;
-        return 0;
-    }
-    case OPT_MAX_LAUNCHES:
-        return parse_int(arg, "--max-launches", 1, 100000000, &o->max_launches, err);
-    case OPT_DISAGREE:
-        return parse_dbl(arg, "--disagree-share", 0.0, 1e6, &o->disagree_share, err);
-    case OPT_BUFFERS:
-        o->buffers_given = true;
-        if (strcmp(arg, "reuse") == 0)
-            o->buffers = HM_BUFFERS_REUSE;
-        else if (strcmp(arg, "rotate") == 0)
-            o->buffers = HM_BUFFERS_ROTATE;
-        else
-            return hm_error_set(err, "--buffers: expected reuse or rotate, got '%s'", arg);
-        return 0;
-    case OPT_ROTATE:
-        if (hm_parse_int64(arg, 4096, INT64_C(1) << 40, 1, &o->rotate_bytes, err) != 0)
-            return hm_error_wrap(err, "--rotate-bytes");
-        return 0;
-    case OPT_JSON:
-        o->json_path = arg;
-        return 0;
-    case OPT_PER_RANK:
-        o->per_rank = true;
-        return 0;
-    case OPT_RAW:
-        o->raw = true;
-        return 0;
-    case OPT_QUIET:
-        o->quiet = true;
-        return 0;
-    case OPT_LIST:
-        o->list = true;
-        return 0;
-    case 'h':
-        o->help = true;
-        return 0;
-    }
-    return hm_error_set(err, "internal: option %d not handled", c);
-}
-
 int hm_bench_parse(int argc, char **argv, hm_bench_opts *o, hm_error *err)
 {
     set_defaults(o);
-    optind = 0; /* GNU: full re-initialisation, so tests can parse twice */
-    opterr = 0; /* our own one-line messages instead of getopt's */
-    int c;
-    while ((c = getopt_long(argc, argv, ":o:s:h", long_opts, NULL)) != -1) {
-        if (c == '?') {
-            if (optopt != 0)
-                return hm_error_set(err, "unknown option '-%c' (see --help)", optopt);
-            return hm_error_set(err, "unknown option '%s' (see --help)", argv[optind - 1]);
-        }
-        if (c == ':')
-            return hm_error_set(err, "missing value for '%s'", argv[optind - 1]);
-        if (apply(o, c, optarg, err) != 0)
-            return -1;
-    }
-    if (optind < argc)
-        return hm_error_set(err, "unexpected argument '%s' (see --help)", argv[optind]);
+    int rc = hm_options_parse(&options, argc, argv, o, err);
+    if (rc < 0)
+        return -1;
+    o->help = rc == 1;
     if (o->help || o->list)
         return 0;
     if (for_each_item(o->ops_text, "--op", o, add_op, err) != 0)
