@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from as_other_uid import hushmon_as
 
 from agentproc import RunningAgent, running_agent
 from hushmon.paths import REPO_ROOT
@@ -56,9 +57,9 @@ def work() -> Iterator[Path]:
 
 
 def hushmon_ctl(*args: str, uid: int | None = None) -> subprocess.CompletedProcess[str]:
+    if uid is not None:  # another user, from a checkout it may not read
+        return hushmon_as(uid, ["ctl", *args])
     cmd = [sys.executable, "-m", "hushmon.cli", "ctl", *args]
-    if uid is not None:
-        cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *cmd]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "python")}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False, env=env)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import nats
 import pytest
+from as_other_uid import hushmon_as
 from nats.aio.msg import Msg
 
 from hushmon.transport.natsserver import LocalNatsServer
@@ -32,9 +33,9 @@ PERIOD_RE = re.compile(rb"^hushmon_agent,.*period_ms=(\d+)i", re.M)
 
 
 def hushmon_ctl(*args: str, uid: int | None = None) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "hushmon.cli", "ctl", *args]
     if uid is not None:  # another user, as the kernel sees it (SO_PEERCRED)
-        cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *cmd]
+        return hushmon_as(uid, ["ctl", *args], timeout_s=30)
+    cmd = [sys.executable, "-m", "hushmon.cli", "ctl", *args]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "python")}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False, env=env)
 
