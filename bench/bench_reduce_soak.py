@@ -53,7 +53,7 @@ from load_watch import Watch, latency_s
 from loadgen import publish_argv
 
 from hushmon.paths import build_bin_dir
-from hushmon.transport.natsserver import ensure_streams, site_consumers
+from hushmon.transport.natsserver import StreamLimits, ensure_streams, site_consumers
 
 STARTUP_S = 3.0
 AFTER_LOAD_S = 8.0  # the last periods' partials and job summaries
@@ -88,6 +88,13 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument(
         "--warmup-s", type=float, default=360.0, help="resident sizes compared from here on"
     )
+    ap.add_argument(
+        "--raw-max-mib",
+        type=int,
+        default=-1,
+        help="HM_RAW's size limit (default -1: none, the 6 h max age only): what the hub's "
+        "resident size follows",
+    )
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     return ap.parse_args()
 
@@ -95,6 +102,8 @@ def parse_args() -> argparse.Namespace:
 def check_args(a: argparse.Namespace) -> str | None:
     if a.racks < 1 or a.agents < a.racks or a.minutes <= 0 or not 0 <= a.jobs <= 6:
         return "need --racks >= 1, --agents >= --racks, --minutes > 0, 0 <= --jobs <= 6"
+    if 0 <= a.raw_max_mib < 64:
+        return "--raw-max-mib: at least 64 (64 messages of the largest size), or -1"
     if a.compare_bin and a.racks < 2:
         return "--compare-bin needs --racks >= 2 (one rack against the others)"
     if a.compare_rack not in [f"r{k + 1}" for k in range(a.racks)]:
@@ -156,14 +165,16 @@ def run(tmp: Path, a: argparse.Namespace) -> int:
     print(f"# bench_reduce_soak: {' '.join(sys.argv[1:]) or '(defaults)'}")
     print(
         f"# {agents} agents in {a.racks} racks at 1 Hz for {periods} s, {len(jobs)} jobs, "
-        f"no collectors; machine: {os.cpu_count()} CPUs; /proc/loadavg before: {loadavg()}"
+        f"no collectors; HM_RAW limit {a.raw_max_mib} MiB; machine: {os.cpu_count()} CPUs; "
+        f"/proc/loadavg before: {loadavg()}"
     )
     hub, leaves = start_servers(tmp, racks)
     servers = [hub]
     daemons: list[Daemon] = []
     gens: list[Daemon] = []
     try:
-        ensure_streams(hub.url, consumers=site_consumers(racks))
+        limits = StreamLimits(raw_max_bytes=a.raw_max_mib * 2**20 if a.raw_max_mib > 0 else -1)
+        ensure_streams(hub.url, consumers=site_consumers(racks), limits=limits)
         for leaf in leaves.values():
             servers.append(leaf.start())
         time.sleep(1.0)  # leaves join the hub

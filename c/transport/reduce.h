@@ -9,16 +9,12 @@
 #include "hm_error.h"
 
 /* How long one pull waits for messages: until the first open group is
- * due, at least HM_REDUCE_PULL_MIN_MS, at most HM_REDUCE_PULL_MAX_MS.
- * Each pull the server lets expire unanswered comes back as a 408 status
- * message, often after the next pull has started. With a fixed 100 ms
- * pull (ten such expiries a second on an idle stream, several between the
- * period bursts of a live one) libnats 3.4.1 corrupted its heap within
- * 30-80 s at 1000 batches/s on a loaded machine (4 of 4 runs; none under
- * valgrind or ASan, which serialize or slow the threads: a race inside the
- * library), and the rack reducer spent 4x the CPU per batch. Waiting until
- * a group is due keeps publication on time with a pull or two per period
- * (bench/bench_transport_load.py). */
+ * due, at least HM_REDUCE_PULL_MIN_MS, at most HM_REDUCE_PULL_MAX_MS. It
+ * is also the open pull request's expiry (jspull.c): a quiet stream costs
+ * one request (and one 408 status) per wait, and a period's burst is taken
+ * by the request already waiting. With a fixed 100 ms pull the rack
+ * reducer spent 4x the CPU per batch (and libnats 3.4.1's own pull, used
+ * then, corrupted its heap: docs/transport.md, "The pull"). */
 #define HM_REDUCE_PULL_MIN_MS 50
 #define HM_REDUCE_PULL_MAX_MS 1000
 

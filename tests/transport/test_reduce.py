@@ -330,6 +330,10 @@ def test_reduce_exact_through_kill(
     print("top final:", top)
     assert top["overlaps"] == 0
     assert top["summaries"] >= len(raw.sources)
+    # The pull (c/transport/jspull.c) on a healthy server: every request
+    # answered (by messages, or its 408 once it expired).
+    for stats in (*r2, r1b, top):
+        assert stats["pull_requests"] > 0 and stats["pull_lost"] == 0, stats
     # The offending node is named in the log.
     r2_log = logs["r2a"].read_text() + logs["r2b"].read_text()
     assert "node b2: bad_host" in r2_log and "node b3: bad_oversized" in r2_log
