@@ -23,4 +23,5 @@ COMMANDS: list[tuple[str, str]] = [
     ("overhead", "hushmon.overhead.cli"),
     ("top", "hushmon.live.top_cli"),
     ("serve", "hushmon.live.serve_cli"),
+    ("metrics", "hushmon.metrics.cli"),
 ]
