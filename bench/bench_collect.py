@@ -196,13 +196,16 @@ def collect_run(
 GROUP_MSGS, GROUP_BYTES, FETCH_TIMEOUT_S = 2048, 64 << 20, 0.25
 
 
-def c_worker(url: str, lake: Path, duckdb_threads: int) -> dict:
+def c_worker(url: str, lake: Path, duckdb_threads: int, group_msgs: int, cpu: int) -> dict:
     """One C collector: pull, append to the lake, ack, until a pull finds
     nothing; its CPU and wall time over the loop (not the start-up). It
-    starts when a line comes on stdin, so several start together."""
+    starts when a line comes on stdin, so several start together. cpu >= 0:
+    it runs on that CPU only."""
     from hushmon.transport.fastcollect import FastSource
     from hushmon.transport.lake_writer import LakeWriter
 
+    if cpu >= 0:
+        os.sched_setaffinity(0, {cpu})
     writer = LakeWriter(lake)
     if duckdb_threads:
         writer.con.execute(f"SET threads = {int(duckdb_threads)}").fetchall()
@@ -217,7 +220,7 @@ def c_worker(url: str, lake: Path, duckdb_threads: int) -> dict:
     try:
         while True:
             t0 = time.process_time()
-            group = source.fetch_group(GROUP_MSGS, GROUP_BYTES, FETCH_TIMEOUT_S)
+            group = source.fetch_group(group_msgs, GROUP_BYTES, FETCH_TIMEOUT_S)
             if source.messages == 0:
                 break
             t1 = time.process_time()
@@ -235,20 +238,40 @@ def c_worker(url: str, lake: Path, duckdb_threads: int) -> dict:
         source.close()
         commits = writer.commits
         writer.close()
+    phase["append: files"] = writer.files_cpu_s
+    phase["append: transaction"] = writer.commit_cpu_s
     return {"batches_stored": stored, "values_stored": values, "groups": groups,
             "commits": commits.commits, "retries": commits.retries,
             "commit_wait_s": commits.waited_s,
+            "lock_held_s": writer.lock_held_s, "commit_wall_s": writer.commit_wall_s,
             "cpu_seconds": cpu1 - cpu0, "start": started_s, "end": ended_s,
             "phases": phase}  # fmt: skip
 
 
-def c_workers(url: str, lake: Path, count: int, duckdb_threads: int) -> list[dict]:
+def c_workers(
+    url: str, lake: Path, count: int, duckdb_threads: int, group_msgs: int, pin: bool
+) -> list[dict]:
     """count C collectors at once on one consumer and lake (fresh processes,
-    started together once each has opened the lake and bound the consumer)."""
-    cmd = [sys.executable, __file__, "--c-worker", url, str(lake), str(duckdb_threads)]
+    started together once each has opened the lake and bound the consumer);
+    pin: collector i on CPU i (of those this process may use)."""
+    cpus = sorted(os.sched_getaffinity(0))
     procs = [
-        subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        for _ in range(count)
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--c-worker",
+                url,
+                str(lake),
+                str(duckdb_threads),
+                str(group_msgs),
+                str(cpus[i % len(cpus)] if pin else -1),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(count)
     ]
     for p in procs:
         assert p.stdout is not None
@@ -267,10 +290,12 @@ def c_workers(url: str, lake: Path, count: int, duckdb_threads: int) -> list[dic
     return out
 
 
-def python_workers(url: str, lake: Path, count: int, _duckdb_threads: int) -> list[dict]:
+def python_workers(
+    url: str, lake: Path, count: int, _duckdb_threads: int, group_msgs: int, _pin: bool
+) -> list[dict]:
     """count ``hushmon collect --once`` at once (all but one --raw-only)."""
     base = [sys.executable, "-m", "hushmon.cli", "collect", "--url", url, "--db", str(lake),
-            "--once", "--json", "-"]  # fmt: skip
+            "--once", "--json", "-", "--fetch-batch", str(group_msgs)]  # fmt: skip
     procs = [
         subprocess.Popen(base + (["--raw-only"] if i else []), stdout=subprocess.PIPE, text=True)
         for i in range(count)
@@ -292,9 +317,12 @@ def engine_run(
     engine: str,
     count: int,
     duckdb_threads: int = 0,
+    group_msgs: int = GROUP_MSGS,
+    pin: bool = False,
 ) -> list[dict]:
     """Publishes the batches to a fresh server, then count collectors of the
-    engine collect them into a fresh lake at once."""
+    engine collect them into a fresh lake at once: the stream is full before
+    they start, so the publisher does not compete with them for the CPUs."""
     tmp.mkdir()
     server = LocalNatsServer(NatsServerConfig(name="bench", store_dir=tmp / "js"), tmp)
     server.start()
@@ -302,7 +330,7 @@ def engine_run(
         ensure_streams(server.url, consumers=site_consumers(()))
         asyncio.run(publish(server.url, items))
         run = c_workers if engine == "c" else python_workers
-        reports = run(server.url, tmp / "collected.lake", count, duckdb_threads)
+        reports = run(server.url, tmp / "collected.lake", count, duckdb_threads, group_msgs, pin)
     finally:
         server.stop()
     stored = sum(r["batches_stored"] for r in reports)
@@ -339,6 +367,13 @@ def print_engines(runs: dict[tuple[str, int], list[dict]], reducer_rate: float |
                 f"{sum(r['retries'] for r in reports)} (another writer's commit in the way), "
                 f"{sum(r['commit_wait_s'] for r in reports):.1f} s waited"
             )
+        if all("lock_held_s" in r for r in reports):
+            print(
+                "  each collector's wall time: holding the commit lock "
+                + ", ".join(f"{r['lock_held_s'] / wall:.0%}" for r in reports)
+                + "; in lake_commit (waiting for the lock included) "
+                + ", ".join(f"{r['commit_wall_s'] / wall:.0%}" for r in reports)
+            )
     for engine in dict.fromkeys(k[0] for k in runs):
         ones = [k for k in runs if k[0] == engine and k[1] == 1]
         many = [k for k in runs if k[0] == engine and k[1] > 1]
@@ -360,8 +395,9 @@ def print_engines(runs: dict[tuple[str, int], list[dict]], reducer_rate: float |
 
 
 def main() -> int:
-    if len(sys.argv) == 5 and sys.argv[1] == "--c-worker":
-        print(json.dumps(c_worker(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))))
+    if len(sys.argv) == 7 and sys.argv[1] == "--c-worker":
+        url, lake, threads, group, cpu = sys.argv[2:]
+        print(json.dumps(c_worker(url, Path(lake), int(threads), int(group), int(cpu))))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=64)
@@ -395,6 +431,17 @@ def main() -> int:
         default=0,
         help="with --engine c: also run the C collectors with the lake writer's DuckDB "
         "limited to this many threads (0: only as the writer is, DuckDB's default)",
+    )
+    ap.add_argument(
+        "--group-msgs",
+        default=str(GROUP_MSGS),
+        help="with --engine: batches per group (a lake commit), a comma list to compare "
+        "(the collector's --fetch-batch; default %(default)s)",
+    )
+    ap.add_argument(
+        "--pin",
+        action="store_true",
+        help="with --engine: collector i of a run on CPU i (sched_setaffinity)",
     )
     args = ap.parse_args()
     if args.engine != "python":
@@ -470,17 +517,41 @@ def engines_main(args: argparse.Namespace) -> int:
     items = batches(sc)
     lines = sum(d.count(b"\n") for _r, _h, d, _x in items)
     runs: dict[tuple[str, int], list[dict]] = {}
+    try:
+        sizes = [int(g) for g in args.group_msgs.split(",")]
+    except ValueError:
+        raise SystemExit(
+            f"--group-msgs {args.group_msgs!r}: expected numbers, e.g. 2048,8192"
+        ) from None
+    if not sizes or min(sizes) < 1:
+        raise SystemExit("--group-msgs: each size must be at least 1")
+    load0 = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="hm-bench-collect-") as tmp_name:
         tmp = Path(tmp_name)
         counts = (1, args.processes) if args.processes > 1 else (1,)
-        for count in counts:
-            for engine in engines:
-                runs[(engine, count)] = engine_run(tmp / f"{engine}{count}", items, engine, count)
-            if args.duckdb_threads:
-                name = f"c-threads{args.duckdb_threads}"
-                runs[(name, count)] = engine_run(
-                    tmp / f"{name}-{count}", items, "c", count, args.duckdb_threads
-                )
+        for size in sizes:
+            tag = "" if len(sizes) == 1 else f" g{size}"
+            for count in counts:
+                for engine in engines:
+                    runs[(engine + tag, count)] = engine_run(
+                        tmp / f"{engine}{count}-{size}",
+                        items,
+                        engine,
+                        count,
+                        group_msgs=size,
+                        pin=args.pin,
+                    )
+                if args.duckdb_threads:
+                    name = f"c-threads{args.duckdb_threads}{tag}"
+                    runs[(name, count)] = engine_run(
+                        tmp / f"{name}-{count}-{size}",
+                        items,
+                        "c",
+                        count,
+                        args.duckdb_threads,
+                        group_msgs=size,
+                        pin=args.pin,
+                    )
     load = os.getloadavg()
     reducer_rate = reducers_rate() if args.reducers else None
     print(
@@ -491,8 +562,8 @@ def engines_main(args: argparse.Namespace) -> int:
     if reducer_rate is not None:
         print(f"rack reducer (bench_reduce.py --quick): {reducer_rate:,.0f} node-batches per CPU-s")
     print(
-        f"load average while measured: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} "
-        f"({os.cpu_count()} CPUs)"
+        f"load average while measured: {load0[0]:.1f} at the start, {load[0]:.1f} {load[1]:.1f} "
+        f"{load[2]:.1f} at the end ({os.cpu_count()} CPUs)"
     )
     return 0
 

@@ -270,7 +270,7 @@ int hm_group_build(hm_collect_group *g, const hm_collect_msg *msgs, size_t n, in
             event(g, "rejected", a[i].h.host, a[i].h.host_len, a[i].msg->subject, &a[i].h, 1, a[i].lie) != 0)
             return hm_error_set(err, "collect: out of memory");
     }
-    if (hm_group_cols_dedupe(&g->cols) != 0)
+    if (hm_group_cols_dedupe(&g->cols) != 0 || hm_group_cols_sort(&g->cols) != 0)
         return hm_error_set(err, "collect: out of memory");
     row = 0;
     for (size_t i = 0; i < na; i++) {

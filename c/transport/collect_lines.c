@@ -391,6 +391,78 @@ int hm_group_cols_dedupe(hm_group_cols *c)
     return 0;
 }
 
+/* Orders the samples by (series_id, time_ns), the lake's layout of a data
+ * file (store/lake.py): the lake writer encodes them as they come
+ * (store/lake_add_files.py), and numpy's lexsort of a group's 200,000 rows
+ * cost it 11 us per batch against about 1 here. Series ids are 63-bit
+ * hashes, so their top bits spread evenly: a stable counting sort on them
+ * puts each series in a bucket of its own or a few, and an insertion sort
+ * finishes each bucket (a series' values arrive in time order, so this is
+ * a check unless two series share the bucket). */
+static bool sample_before(const int64_t *sid, const int64_t *t, uint32_t a, uint32_t b)
+{
+    return sid[a] != sid[b] ? sid[a] < sid[b] : t[a] < t[b];
+}
+
+static void permute(void *col, size_t item, const uint32_t *order, size_t n, void *tmp)
+{
+    char *src = col, *dst = tmp;
+    for (size_t i = 0; i < n; i++)
+        memcpy(dst + i * item, src + (size_t)order[i] * item, item);
+    memcpy(col, tmp, n * item);
+}
+
+int hm_group_cols_sort(hm_group_cols *c)
+{
+    size_t n = c->s_series_id.n;
+    const int64_t *sid = c->s_series_id.p, *t = c->s_time_ns.p;
+    size_t i = 1;
+    while (i < n && !sample_before(sid, t, (uint32_t)i, (uint32_t)(i - 1)))
+        i++;
+    if (i >= n)
+        return 0; /* in order already */
+    unsigned bits = 8;
+    while (bits < 20 && ((size_t)1 << bits) < n)
+        bits++;
+    size_t buckets = (size_t)1 << bits;
+    uint32_t *count = calloc(buckets + 1, sizeof *count);
+    uint32_t *order = malloc(n * sizeof *order);
+    void *tmp = malloc(n * sizeof(int64_t));
+    if (count == NULL || order == NULL || tmp == NULL) {
+        free(count), free(order), free(tmp);
+        return -1;
+    }
+    /* the sign bit flipped: signed order as unsigned */
+    unsigned shift = 64 - bits;
+    for (i = 0; i < n; i++)
+        count[(((uint64_t)sid[i] ^ (1ull << 63)) >> shift) + 1]++;
+    for (size_t b = 0; b < buckets; b++)
+        count[b + 1] += count[b];
+    for (i = 0; i < n; i++)
+        order[count[((uint64_t)sid[i] ^ (1ull << 63)) >> shift]++] = (uint32_t)i;
+    /* count[b] is now the end of bucket b */
+    size_t start = 0;
+    for (size_t b = 0; b < buckets; b++) {
+        size_t end = count[b];
+        for (size_t k = start + 1; k < end; k++) {
+            uint32_t x = order[k];
+            size_t j = k;
+            while (j > start && sample_before(sid, t, x, order[j - 1])) {
+                order[j] = order[j - 1];
+                j--;
+            }
+            order[j] = x;
+        }
+        start = end;
+    }
+    permute(c->s_series_id.p, sizeof(int64_t), order, n, tmp);
+    permute(c->s_time_ns.p, sizeof(int64_t), order, n, tmp);
+    permute(c->s_value.p, sizeof(double), order, n, tmp);
+    permute(c->s_batch.p, sizeof(int32_t), order, n, tmp);
+    free(count), free(order), free(tmp);
+    return 0;
+}
+
 /* Takes back what a batch appended (a liar's rows). */
 static void take_back(hm_group_cols *c, size_t samples, size_t activity, size_t series)
 {

@@ -69,6 +69,9 @@ void hm_group_cols_free(hm_group_cols *c);
 /* Drops every value after the first of its (series, time), keeping the
  * order (collect_raw._samples): only when maybe_repeats. -1: no memory. */
 int hm_group_cols_dedupe(hm_group_cols *c);
+/* Orders the samples by (series_id, time_ns) (the lake's layout). -1: no
+ * memory. */
+int hm_group_cols_sort(hm_group_cols *c);
 
 /* What reading one batch found besides its rows. Reasons live in the
  * reader's text buffers until the next batch. */

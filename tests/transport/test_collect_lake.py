@@ -19,6 +19,9 @@ import pytest
 from transport_batches import hushmon, publish, store_rows, synthetic_batch
 
 from hushmon.errors import HushmonError
+from hushmon.store.lake import DATA_NAME
+from hushmon.store.lake_add_files import FILE_PREFIX, META
+from hushmon.store.lake_compact import compact
 from hushmon.transport.collect_lake import LakeCollectorStore
 from hushmon.transport.collect_raw import RawGroupBuilder
 from hushmon.transport.collect_records import Message
@@ -82,6 +85,11 @@ def test_two_collectors_store_each_batch_once_across_crashes(
     b = _run(_collect_argv(url, lake, "--fetch-batch", "16"), "exit-before-commit:1")
     assert b.returncode == FAULT_EXIT_CODE, b.stderr
     assert store_rows(lake, "SELECT count(*) FROM transport_batches") == [(32,)]
+    # a fresh group of B's was written as files before its commit: orphans,
+    # which no reader sees (the count above) and compaction deletes (below);
+    # A's group redelivered to B was all stored already: no files
+    orphans = set(_added_files(lake)) - set(_registered(lake))
+    assert len(orphans) in (0, 3), orphans  # samples, job_activity, transport_batches
     # two collectors share the consumer until the stream is drained (their
     # --once waits for the dead ones' messages to come back after AckWait):
     # one on each raw path, Python and C (fastcollect)
@@ -126,6 +134,38 @@ def test_two_collectors_store_each_batch_once_across_crashes(
         lake, "SELECT kind, sum(count) FROM transport_events GROUP BY kind ORDER BY kind"
     )
     assert events == [("duplicate", 16), ("redelivered", redelivered)]
+    report = compact(lake, grace_s=0)  # no writer left: every orphan goes
+    assert report.orphans_deleted == len(orphans)
+    assert not orphans & set(_added_files(lake))
+    assert store_rows(lake, "SELECT count(*) FROM transport_batches") == [(n,)]
+    assert store_rows(lake, "SELECT count(*) FROM samples") == [(3 * n,)]
+
+
+def test_a_collector_killed_before_its_commit_leaves_an_orphan_no_reader_sees(
+    nats_server: LocalNatsServer, tmp_path: Path
+) -> None:
+    url, lake = nats_server.url, tmp_path / "c.lake"
+    publish(url, [synthetic_batch(h, i + 1, T0 + i * S) for i in range(4) for h in HOSTS])
+    a = _run(_collect_argv(url, lake, "--engine", "c", "--raw-only"), "exit-before-commit:1")
+    assert a.returncode == FAULT_EXIT_CODE, a.stderr
+    orphans = set(_added_files(lake))
+    assert len(orphans) == 3 and not orphans & set(_registered(lake))
+    assert store_rows(lake, "SELECT count(*) FROM samples") == [(0,)]
+    young = compact(lake)  # the default grace: it may be a live collector's
+    assert young.orphans_deleted == 0 and set(_added_files(lake)) == orphans
+    report = compact(lake, grace_s=0)
+    assert report.orphans_deleted == 3 and report.orphan_bytes_deleted > 0
+    assert _added_files(lake) == []
+    assert store_rows(lake, "SELECT count(*) FROM transport_batches") == [(0,)]
+
+
+def _added_files(lake: Path) -> list[str]:
+    """The files collectors wrote into the lake's data folder."""
+    return [p.name for p in (lake / DATA_NAME).rglob(f"{FILE_PREFIX}*.parquet")]
+
+
+def _registered(lake: Path) -> list[str]:
+    return [str(r[0]) for r in store_rows(lake, f"SELECT path FROM {META}.ducklake_data_file")]
 
 
 def test_readers_work_while_a_collector_writes(
@@ -192,10 +232,10 @@ def test_the_lake_sets_a_poison_message_aside_and_stops_on_its_own_failure(
         ).fetchall()
         assert len(rows) == 1 and rows[0][0] == "n2" and "ValueError" in rows[0][1]
 
-        def disk_full(con: object, group: object) -> None:
+        def disk_full(table: object, rows: object, sort_by: object = ()) -> None:
             raise duckdb.IOException("could not write: No space left on device")
 
-        store.writer._write = disk_full  # type: ignore[method-assign, assignment]
+        store.writer.files.write = disk_full  # type: ignore[method-assign, assignment]
         with pytest.raises(HushmonError, match="No space left"):
             store.write_raw([valid_batch("n7", 1)])
         assert store.stats.rejected_batches == 1  # nothing set aside

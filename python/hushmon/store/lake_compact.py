@@ -18,7 +18,11 @@ collector commits at the same moment, so collectors never stop):
    longer than ``grace_s`` (in practice up to the next UTC midnight after
    that: :func:`_older_than`): a reader keeps the snapshot it started with,
    so a digest shorter than the grace period never loses a file it planned
-   to read.
+   to read;
+6. delete orphans: files in the data folder that no snapshot names, last
+   written more than ``grace_s`` ago (a collector that died between writing
+   its group's files and committing them, store/lake_add_files.py; a live
+   collector commits its files within seconds).
 
 DuckLake writes a Parquet file completely before its commit adds it to the
 catalog, and readers see only committed snapshots: a reader never meets a
@@ -38,6 +42,7 @@ from typing import Any
 import duckdb
 
 from hushmon.store.lake import LAKE_ALIAS, CommitStats, lake_commit, open_lake
+from hushmon.store.lake_add_files import delete_orphans
 from hushmon.store.lake_files import (
     RAW_TABLE,
     ROLLUP_TABLE,
@@ -110,6 +115,8 @@ class CompactReport:
     snapshots_expired: int = 0
     files_deleted: int = 0
     bytes_deleted: int = 0  # files removed from disk now (unreferenced > grace)
+    orphans_deleted: int = 0  # files no snapshot ever named (a writer died before its commit)
+    orphan_bytes_deleted: int = 0
     live_bytes_dropped: int = 0  # left the current snapshot now: on disk until the grace ends
     pending_files: int = 0
     pending_bytes: int = 0
@@ -277,6 +284,7 @@ def compact(
         )
         report.snapshots_expired = int(expired[0][0])
         report.files_deleted, report.bytes_deleted = _cleanup(con, older, stats)
+        report.orphans_deleted, report.orphan_bytes_deleted = delete_orphans(con, grace_s)
         pending = pending_deletion(con, lake)
         report.pending_files, report.pending_bytes = pending.files, pending.size_bytes
         after = tier_bytes(con, lake, reports)

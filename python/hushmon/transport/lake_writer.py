@@ -1,14 +1,23 @@
 """Appends a :class:`~hushmon.transport.raw_group.RawGroup` to the lake in
 one transaction: the collector acks its messages only after this returns.
 
+The group's big tables (samples sorted by (series_id, time_ns), job
+activity, transport batches) are encoded into Parquet files *before* the
+transaction, outside the lake's commit lock (store/lake_add_files.py); the
+transaction registers them with the small rows (new series, events), so
+two collectors encode at once and take turns only for the catalog.
+
 What makes storage exactly once with several collectors on one durable
 consumer (each message goes to one of them): a batch can reach the store a
 second time only as a redelivery (a collector died or stalled after its
 commit and before its ack) or an agent's replay beyond JetStream's
-Nats-Msg-Id window. The raw path puts both in ``recheck``; here they are
-looked up in ``transport_batches`` inside the same transaction that appends,
-and those found are dropped with their samples and activity (counted as
-store duplicates). DuckLake has no unique keys, so this lookup is the
+Nats-Msg-Id window. The raw path puts both in ``recheck``. They are looked
+up in ``transport_batches`` before the files are written (those found are
+left out of them), and those not found are looked up again inside the
+transaction that registers the files, under the commit lock: a batch found
+only then (another collector committed it in between) makes the group go
+in by INSERT without it, its files deleted. Those found are counted as
+store duplicates. DuckLake has no unique keys, so this lookup is the
 guard. docs/transport.md ("Collector") states the one window left.
 
 Series: the ids known stored are loaded at open and kept; only the others
@@ -33,6 +42,7 @@ import pyarrow.compute as pc
 
 from hushmon.errors import HushmonError
 from hushmon.store.lake import CommitStats, lake_commit, open_lake
+from hushmon.store.lake_add_files import FileWriter, PendingFile, register
 from hushmon.transport.collect_records import Event
 from hushmon.transport.raw_group import RawGroup
 
@@ -100,7 +110,17 @@ class LakeWriter:
         # 1.4-2.3x more batches per CPU-second. A site scales out with more
         # collector processes instead.
         self.con.execute("SET threads = 1").fetchall()
+        self.files = FileWriter(self.con, self.path)
         self.commits = CommitStats()
+        # wall seconds in lake_commit: holding the lake's commit lock (from
+        # the body's start, after the lock and BEGIN, to the commit's end)
+        # and in all (the wait for the lock included): a bench reads them
+        self.lock_held_s = 0.0
+        self.commit_wall_s = 0.0
+        # CPU seconds of the append's two halves: the files (before the lock)
+        # and the transaction (lookups, registration, small rows, commit)
+        self.files_cpu_s = 0.0
+        self.commit_cpu_s = 0.0
         self.groups = 0
         self.known_series: set[int] = {
             int(r[0])
@@ -108,6 +128,7 @@ class LakeWriter:
         }
 
     def close(self) -> None:
+        self.files.close()
         self.con.close()
 
     def newest_seqs(self) -> dict[tuple[str, int], int]:
@@ -128,19 +149,62 @@ class LakeWriter:
     def append(self, group: RawGroup) -> tuple[Appended, list[Event]]:
         """Stores the group in one transaction (retried when another writer's
         commit gets in the way); returns what was stored and the group's
-        events with a duplicate event for each batch found stored."""
+        events with a duplicate event for each batch found stored.
+
+        The big tables' rows (samples, job activity, batches) are written as
+        Parquet files first, outside the lake's commit lock, so that two
+        collectors encode at the same time; the transaction under the lock
+        rechecks, registers the files and adds the small rows
+        (docs/transport.md, "Several collectors, exactly once", says why
+        storage stays exactly once)."""
         self.groups += 1
+        self._fault("stall-before-commit")
+        # Before the lock: the recheck batches stored by then are dropped
+        # from the files. A stored batch stays stored, so inside the lock
+        # only the others can have changed (another collector committed one
+        # meanwhile): those are looked up again there.
+        early = self._stored(self.con, group, group.recheck) if group.recheck else []
+        rest = sorted(set(group.recheck) - set(early))
+        rows = _without(group, early)
+        cpu0 = time.process_time()
+        files = self._write_files(rows)
+        cpu1 = time.process_time()
+        self.files_cpu_s += cpu1 - cpu0
         result: list[tuple[Appended, list[Event], list[int]]] = []
 
+        locked_at = [0.0]
+
         def body(con: duckdb.DuckDBPyConnection) -> None:
+            locked_at[0] = time.perf_counter()
             result.clear()
-            result.append(self._write(con, group))
+            late = self._stored(con, group, rest) if rest else []
+            if late:
+                # rare: a redelivery whose first delivery another collector
+                # committed since the look above. Its rows are in the files:
+                # the group is stored without them, by INSERT, as before.
+                final = _without(group, sorted(early + late))
+                for table, part in final.tables():
+                    _insert(con, table, part)
+            else:
+                final = rows
+                register(con, files)
+            result.append(self._small_rows(con, group, final))
             self._fault("exit-before-commit")
 
-        self._fault("stall-before-commit")
-        commit(self.con, body, self.commits)
+        began = time.perf_counter()
+        try:
+            commit(self.con, body, self.commits)
+        except BaseException:
+            self.files.discard(files)
+            raise
+        ended = time.perf_counter()
+        self.commit_cpu_s += time.process_time() - cpu1
+        self.commit_wall_s += ended - began
+        self.lock_held_s += ended - locked_at[0]
         self._fault("exit-after-commit")
         appended, events, new_series = result[0]
+        if appended.duplicates > len(early):
+            self.files.discard(files)  # stored by INSERT instead
         self.known_series.update(new_series)
         return appended, events
 
@@ -157,32 +221,33 @@ class LakeWriter:
         elif f.kind == when:
             os._exit(FAULT_EXIT_CODE)
 
-    def _write(
-        self, con: duckdb.DuckDBPyConnection, group: RawGroup
+    def _write_files(self, rows: _Kept) -> list[PendingFile]:
+        """The kept rows of the big tables as files, before the transaction
+        (a table with no rows: no file); on a failure the files written so
+        far are deleted."""
+        files: list[PendingFile] = []
+        try:
+            for table, part in rows.tables():
+                sort_by = SAMPLES_ORDER if table == "samples" else ()
+                files.append(self.files.write(table, part, sort_by))
+        except BaseException:
+            self.files.discard(files)
+            raise
+        return files
+
+    def _small_rows(
+        self, con: duckdb.DuckDBPyConnection, group: RawGroup, final: _Kept
     ) -> tuple[Appended, list[Event], list[int]]:
+        """Inside the transaction: the series met for the first time, the
+        group's events and one duplicate event per batch dropped."""
         events = list(group.events)
-        found = self._stored(con, group) if group.recheck else []
-        batches, samples, activity = group.batches, group.samples, group.activity
-        dropped = set(found)
-        kept = [i for i in range(batches.num_rows) if i not in dropped]
-        if found:
-            rows = batches.take(pa.array(found, pa.int64())).to_pylist()
-            for r in rows:
-                events.append(
-                    Event(
-                        "duplicate",
-                        r["host"],
-                        r["subject"],
-                        r["epoch"],
-                        r["seq"],
-                        1,
-                        _DUPLICATE_WHY,
-                    )
-                )
-            drop = pa.array(found, pa.int32())
-            batches = batches.take(pa.array(kept, pa.int64()))
-            samples = samples.filter(pc.invert(pc.is_in(samples.column("batch"), drop)))
-            activity = activity.filter(pc.invert(pc.is_in(activity.column("batch"), drop)))
+        if final.found:
+            rows = group.batches.take(pa.array(final.found, pa.int64())).to_pylist()
+            events.extend(
+                Event("duplicate", r["host"], r["subject"], r["epoch"], r["seq"], 1, _DUPLICATE_WHY)
+                for r in rows
+            )
+        samples = final.samples
         new_series: list[int] = []
         if samples.num_rows and group.series.num_rows:
             series = group.series
@@ -194,21 +259,16 @@ class LakeWriter:
                 series = _first_per_id(series, samples.column("series_id"))
                 new_series = series.column("series_id").to_pylist()
                 _insert(con, "series_rows", series)
-        if samples.num_rows:
-            _insert(con, "samples", samples.drop_columns(["batch"]))
-        if activity.num_rows:
-            _insert(con, "job_activity", activity.drop_columns(["batch"]))
-        if batches.num_rows:
-            _insert(con, "transport_batches", batches)
         insert_events(con, events)
-        return Appended(kept, samples.num_rows, len(found)), events, new_series
+        kept = final.kept
+        return Appended(kept, samples.num_rows, len(final.found)), events, new_series
 
-    def _stored(self, con: duckdb.DuckDBPyConnection, group: RawGroup) -> list[int]:
-        """The recheck batches (indexes) transport_batches holds already."""
-        keys = group.batches.select(["host", "epoch", "seq"]).take(
-            pa.array(group.recheck, pa.int64())
-        )
-        keys = keys.append_column("idx", pa.array(group.recheck, pa.int64()))
+    def _stored(
+        self, con: duckdb.DuckDBPyConnection, group: RawGroup, which: list[int]
+    ) -> list[int]:
+        """Those of the batches ``which`` (indexes) transport_batches holds already."""
+        keys = group.batches.select(["host", "epoch", "seq"]).take(pa.array(which, pa.int64()))
+        keys = keys.append_column("idx", pa.array(which, pa.int64()))
         seqs = keys.column("seq")
         bounds = [pc.min(seqs).as_py(), pc.max(seqs).as_py()]
         con.register("hm_recheck", keys)
@@ -222,6 +282,44 @@ class LakeWriter:
         finally:
             con.unregister("hm_recheck")
         return sorted(int(r[0]) for r in rows)
+
+
+# The lake's layout of samples (store/lake.py sorts its own inserts alike).
+SAMPLES_ORDER = ("series_id", "time_ns")
+
+
+@dataclass
+class _Kept:
+    """A group's rows without the batches ``found`` stored already."""
+
+    found: list[int]
+    kept: list[int]
+    samples: pa.Table  # without the batch column, as the table holds them
+    activity: pa.Table
+    batches: pa.Table
+
+    def tables(self) -> list[tuple[str, pa.Table]]:
+        """The big tables' rows, those with any."""
+        parts = [
+            ("samples", self.samples),
+            ("job_activity", self.activity),
+            ("transport_batches", self.batches),
+        ]
+        return [(name, t) for name, t in parts if t.num_rows]
+
+
+def _without(group: RawGroup, found: list[int]) -> _Kept:
+    batches, samples, activity = group.batches, group.samples, group.activity
+    dropped = set(found)
+    kept = [i for i in range(batches.num_rows) if i not in dropped]
+    if found:
+        drop = pa.array(found, pa.int32())
+        batches = batches.take(pa.array(kept, pa.int64()))
+        samples = samples.filter(pc.invert(pc.is_in(samples.column("batch"), drop)))
+        activity = activity.filter(pc.invert(pc.is_in(activity.column("batch"), drop)))
+    return _Kept(
+        found, kept, samples.drop_columns(["batch"]), activity.drop_columns(["batch"]), batches
+    )
 
 
 def commit(
