@@ -14,12 +14,20 @@ DESCRIPTION_TOP = (
 )
 DESCRIPTION_SERVE = (
     "Serve a live web page (plots updated by server-sent events, no network needed in the "
-    "browser) from the same summaries as 'hushmon top' (docs/live.md)."
+    "browser) from the same summaries as 'hushmon top', and the job history from the store: "
+    "search, each job's report, comparisons (docs/live.md). Users see their own jobs only "
+    "(per-user tokens: 'hushmon serve token', or a trusted proxy's X-Remote-User)."
 )
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", required=True, help="NATS server URL (nats://hub:4222)")
+def _common(p: argparse.ArgumentParser, url_required: bool = True) -> None:
+    p.add_argument(
+        "--url",
+        required=url_required,
+        default="",
+        help="NATS server URL (nats://hub:4222)"
+        + ("" if url_required else "; without it, the job history only"),
+    )
     p.add_argument(
         "--stale-s",
         type=float,
@@ -41,7 +49,7 @@ def register_top(subparsers: Any) -> None:
 def register_serve(subparsers: Any) -> None:
     p = subparsers.add_parser("serve", help="live web page of the reduced summaries",
                               description=DESCRIPTION_SERVE)  # fmt: skip
-    _common(p)
+    _common(p, url_required=False)
     p.add_argument("--port", type=int, default=8765, help="TCP port (default 8765; 0 = any)")
     p.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: use a tunnel)"
@@ -69,7 +77,56 @@ def register_serve(subparsers: Any) -> None:
         help="read the job summaries of the last S seconds at start, so the plots start "
         "filled (default 300; 0 = from now on)",
     )
+    from hushmon.datadir import add_data_dir_options
+
+    add_data_dir_options(p)
+    p.add_argument(
+        "--tokens-dir",
+        type=Path,
+        metavar="DIR",
+        help="per-user tokens made by 'hushmon serve token' (mode 0700): a request with "
+        "one sees that user's jobs only",
+    )
+    p.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="an IP address whose X-Remote-User header names the user (the site's reverse "
+        "proxy, Open OnDemand; repeatable); from any other address the header is ignored",
+    )
+    p.add_argument(
+        "--unix",
+        type=Path,
+        metavar="PATH",
+        help="also listen on this unix socket for the proxy: its X-Remote-User is believed "
+        "(let only the proxy reach the socket's folder)",
+    )
+    p.add_argument(
+        "--user-header",
+        default="X-Remote-User",
+        metavar="NAME",
+        help="the header a trusted proxy names the user in (default X-Remote-User)",
+    )
+    p.add_argument(
+        "--admin",
+        action="append",
+        default=[],
+        metavar="USER",
+        help="a user who sees every job (repeatable); the operator's token always does",
+    )
     p.set_defaults(func=run_serve)
+    sub = p.add_subparsers(dest="serve_action", metavar="{token}")
+    t = sub.add_parser(
+        "token",
+        help="make a user's token for hushmon serve --tokens-dir",
+        description="Make a new token for USER (replacing theirs), print it once on stdout and "
+        "keep only its SHA-256 in DIR/USER (0600). Give it to the user; delete the file to "
+        "revoke it (a running hushmon serve notices within a second).",
+    )
+    t.add_argument("--user", required=True, help="the user's login name")
+    t.add_argument("--tokens-dir", type=Path, required=True, metavar="DIR", dest="token_dir")
+    t.set_defaults(func=run_serve_token)
 
 
 def _stale(args: argparse.Namespace) -> float:
@@ -87,7 +144,12 @@ def run_top(args: argparse.Namespace) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    import ipaddress
+
+    from hushmon.datadir import from_args
     from hushmon.errors import HushmonError
+    from hushmon.live.auth import UserTokens, check_user_name
+    from hushmon.live.jobs_http import History
     from hushmon.live.serve import ServeOptions, read_token_file, serve
 
     if not 0 <= args.port <= 65535:
@@ -96,6 +158,36 @@ def run_serve(args: argparse.Namespace) -> int:
         raise HushmonError("--history-s must be 0 or positive")
     if args.token_file is not None:
         read_token_file(args.token_file)  # a bad file is refused before connecting
+    if args.tokens_dir is not None:
+        UserTokens(args.tokens_dir).load()
+    for addr in args.trusted_proxy:
+        try:
+            ipaddress.ip_address(addr)
+        except ValueError:
+            raise HushmonError(f"--trusted-proxy {addr!r} is not an IP address") from None
+    for name in args.admin:
+        check_user_name(name)
+    dd, db = from_args(args)
+    explicit = db if getattr(args, "db", None) else None
     opts = ServeOptions(args.url, args.host, args.port, _stale(args), args.history_s,
                         args.token_file, args.allow_host)  # fmt: skip
+    opts.history = History(dd, explicit, live=bool(args.url))
+    opts.tokens_dir = args.tokens_dir
+    opts.trusted_proxies = [str(ipaddress.ip_address(a)) for a in args.trusted_proxy]
+    opts.unix = args.unix
+    opts.admins = list(args.admin)
+    opts.user_header = args.user_header
     return serve(opts)
+
+
+def run_serve_token(args: argparse.Namespace) -> int:
+    import sys
+
+    from hushmon.live.auth import make_user_token
+
+    token = make_user_token(args.token_dir, args.user)
+    print(token)
+    print(f"hushmon serve: a new token for {args.user} (its hash in {args.token_dir / args.user}); "
+          "give it to them: they open http://SERVER/jobs?token=TOKEN once, or send "
+          "'Authorization: Bearer TOKEN'", file=sys.stderr)  # fmt: skip
+    return 0

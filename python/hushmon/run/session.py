@@ -323,6 +323,11 @@ def _digests(outcome: RunOutcome, options: RunOptions, database: Path, warn: War
             continue
         outcome.digests.append(digest)
         outcome.digest = digest
+    from hushmon.history.run_record import record_run  # the job history (hushmon serve)
+
+    span = (outcome.started_ns, outcome.ended_ns)
+    record_run(database, outcome.jobs or [outcome.job], outcome.command, outcome.exit_code,
+               outcome.interrupted_by, span, data.reports, warn)  # fmt: skip
 
 
 def _unexpected(warn: Warn, data: DataDir, what: str, exc: Exception) -> None:

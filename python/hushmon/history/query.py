@@ -1,0 +1,212 @@
+"""Searching the job history (records.py): filters, sort, one page.
+
+Filters on what never changes between a job's rows (its id, owner and
+start) are applied before each job's newest row is picked, so DuckDB reads
+only the row groups (the embedded file's zone maps) or Parquet files (the
+lake's per-file min/max) that may hold them; the others (state, findings,
+tags, name) after, on the newest rows only."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import duckdb
+
+from hushmon.errors import HushmonError
+from hushmon.history.records import COLUMNS, SEVERITIES, TABLE, JobRecord, table_exists
+
+MAX_PER_PAGE = 500
+DEFAULT_PER_PAGE = 50
+# column name in the page -> SQL expression it sorts by
+SORTS = {
+    "job": "TRY_CAST(job AS BIGINT) {dir} NULLS LAST, job {dir}",
+    "owner": "owner {dir}",
+    "name": "name {dir}",
+    "state": "state {dir}",
+    "start": "start_ns {dir}",
+    "end": "end_ns {dir} NULLS FIRST",
+    "duration": "(coalesce(end_ns, start_ns) - start_ns) {dir}",
+    "nodes": "nodes {dir}",
+    "worst": "CASE worst "
+    + " ".join(f"WHEN '{s}' THEN {len(SEVERITIES) - i}" for i, s in enumerate(SEVERITIES))
+    + " ELSE 0 END {dir}",
+}
+_TOKEN = re.compile(r"[A-Za-z0-9_.:+-]+")
+
+
+@dataclass
+class JobQuery:
+    """One search. ``viewer``: the only owner whose jobs may come back (None: an admin)."""
+
+    viewer: str | None = None
+    owner: str = ""
+    name: str = ""  # a part of the name, any case
+    job: str = ""  # an id, or its start with a trailing '*'
+    state: str = ""
+    tag: str = ""
+    factor: str = ""  # a finding's factor
+    severity: str = ""  # ... at this severity or worse
+    since_ns: int | None = None
+    until_ns: int | None = None
+    sort: str = "start"
+    descending: bool = True
+    page: int = 1
+    per_page: int = DEFAULT_PER_PAGE
+
+    def check(self) -> JobQuery:
+        if self.sort not in SORTS:
+            raise HushmonError(f"sort must be one of {', '.join(SORTS)}")
+        if not 1 <= self.per_page <= MAX_PER_PAGE:
+            raise HushmonError(f"per_page must be 1..{MAX_PER_PAGE}")
+        if self.page < 1:
+            raise HushmonError("page must be 1 or more")
+        if self.severity and self.severity not in SEVERITIES:
+            raise HushmonError(f"severity must be one of {', '.join(SEVERITIES)}")
+        for name in ("tag", "factor", "state"):
+            value = getattr(self, name)
+            if value and not _TOKEN.fullmatch(value):
+                raise HushmonError(f"{name} {value!r}: letters, digits and _.:+- only")
+        return self
+
+
+@dataclass
+class JobPage:
+    records: list[JobRecord]
+    total: int
+    query: JobQuery
+    tags_from: str = "records"  # or "job_tags" when a tagger's table is there
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def pages(self) -> int:
+        return max(1, math.ceil(self.total / self.query.per_page))
+
+
+def parse_time(text: str, what: str) -> int | None:
+    """'' -> None; an ISO date/time (UTC unless it says) or seconds since
+    1970 -> ns."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return int(float(text) * 1e9)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise HushmonError(
+            f"{what} {text!r}: an ISO date (2026-11-27T10:00) or epoch seconds"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp() * 1e9)
+
+
+def _tags_table(con: duckdb.DuckDBPyConnection) -> bool:
+    """A tagger's ``job_tags`` (job, tag, ...) is there to search."""
+    if not table_exists(con, "job_tags"):
+        return False
+    cols = {
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'job_tags' "
+            "AND database_name = current_database()"
+        ).fetchall()
+    }
+    return {"job", "tag"} <= cols
+
+
+def search(con: duckdb.DuckDBPyConnection, q: JobQuery) -> JobPage:
+    q.check()
+    if not table_exists(con, TABLE):
+        return JobPage([], 0, q)
+    inner: list[str] = []
+    outer: list[str] = []
+    args: list[Any] = []
+    # immutable columns first: they prune files and row groups
+    if q.viewer is not None:
+        inner.append("owner = ?")
+        args.append(q.viewer)
+    if q.owner:
+        inner.append("owner = ?")
+        args.append(q.owner)
+    if q.job:
+        if q.job.endswith("*"):
+            inner.append("starts_with(job, ?)")
+            args.append(q.job[:-1])
+        else:
+            inner.append("job = ?")
+            args.append(q.job)
+    if q.since_ns is not None:
+        inner.append("start_ns >= ?")
+        args.append(q.since_ns)
+    if q.until_ns is not None:
+        inner.append("start_ns <= ?")
+        args.append(q.until_ns)
+    outer_args: list[Any] = []
+    if q.name:
+        outer.append("contains(lower(name), ?)")
+        outer_args.append(q.name.lower())
+    if q.state:
+        outer.append("state = ?")
+        outer_args.append(q.state.upper())
+    tags_from = "records"
+    if q.tag:
+        if _tags_table(con):
+            tags_from = "job_tags"
+            outer.append("(contains(tags, ?) OR job IN (SELECT job FROM job_tags WHERE tag = ?))")
+            outer_args += [f" {q.tag} ", q.tag]
+        else:
+            outer.append("contains(tags, ?)")
+            outer_args.append(f" {q.tag} ")
+    if q.factor or q.severity:
+        wanted = SEVERITIES[: SEVERITIES.index(q.severity) + 1] if q.severity else SEVERITIES
+        factor = q.factor or ""
+        alts = [f" {factor}:{s} " if factor else f":{s} " for s in wanted]
+        outer.append("(" + " OR ".join("contains(findings, ?)" for _ in alts) + ")")
+        outer_args += alts
+    where_in = f"WHERE {' AND '.join(inner)}" if inner else ""
+    where_out = f"WHERE {' AND '.join(outer)}" if outer else ""
+    order = SORTS[q.sort].format(dir="DESC" if q.descending else "ASC")
+    cols = ", ".join(COLUMNS)
+    sql = f"""
+        WITH newest AS (
+            SELECT {cols} FROM {TABLE} {where_in}
+            QUALIFY row_number() OVER (PARTITION BY job ORDER BY recorded_ns DESC) = 1)
+        SELECT {cols}, count(*) OVER () AS total FROM newest {where_out}
+        ORDER BY {order}, job LIMIT ? OFFSET ?"""
+    rows = con.execute(sql, [*args, *outer_args, q.per_page, (q.page - 1) * q.per_page]).fetchall()
+    if rows:
+        total = int(rows[0][-1])
+    else:
+        count_sql = f"""
+            WITH newest AS (
+                SELECT {cols} FROM {TABLE} {where_in}
+                QUALIFY row_number() OVER (PARTITION BY job ORDER BY recorded_ns DESC) = 1)
+            SELECT count(*) FROM newest {where_out}"""
+        total = int(con.execute(count_sql, [*args, *outer_args]).fetchall()[0][0])
+    records = [JobRecord(*row[: len(COLUMNS)]) for row in rows]
+    return JobPage(records, total, q, tags_from)
+
+
+def find_record(con: duckdb.DuckDBPyConnection, job: str, viewer: str | None) -> JobRecord | None:
+    """A job's newest record, None when there is none the viewer may see
+    (the same answer for a job of someone else's as for no job: nothing leaks)."""
+    page = search(con, JobQuery(viewer=viewer, job=job.rstrip("*") or "-", per_page=1))
+    return page.records[0] if page.records else None
+
+
+def owners_of(con: duckdb.DuckDBPyConnection, jobs: list[str]) -> dict[str, str]:
+    """The owner on record of each of ``jobs`` (the live view's jobs)."""
+    if not jobs or not table_exists(con, TABLE):
+        return {}
+    rows = con.execute(
+        f"SELECT DISTINCT job, owner FROM {TABLE} WHERE list_contains(?, job) AND owner <> ''",
+        [jobs],
+    ).fetchall()
+    return {str(j): str(o) for j, o in rows}

@@ -1,0 +1,98 @@
+"""Who owns each live job, for the live view's per-user filter.
+
+The summaries on NATS carry a job id only. Its owner comes from the job
+records in the store (``hushmon run`` writes one when the job starts) and,
+where Slurm is there, from ``squeue`` (every running job with its user). A
+job whose owner neither knows is shown to admins only. Refreshed in a
+thread at most every :data:`REFRESH_S`, so a request never waits for it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from hushmon.errors import HushmonError
+
+REFRESH_S = 5.0
+SQUEUE_TIMEOUT_S = 5.0
+
+
+def squeue_owners() -> dict[str, str]:
+    """job id -> user of every job Slurm lists ({} without Slurm)."""
+    squeue = shutil.which("squeue")
+    if squeue is None:
+        return {}
+    try:
+        out = subprocess.run(
+            [squeue, "-h", "-a", "-o", "%i|%u"],
+            capture_output=True,
+            text=True,
+            timeout=SQUEUE_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if out.returncode != 0:
+        return {}
+    owners = {}
+    for line in out.stdout.splitlines():
+        job, sep, user = line.strip().partition("|")
+        if sep and job and user:
+            owners[job] = user
+    return owners
+
+
+def record_owners(store: Path) -> dict[str, str]:
+    """job id -> owner of every job with a record of one."""
+    from hushmon.history.records import TABLE, table_exists
+    from hushmon.store.schema import open_store_readonly
+
+    if not store.exists():
+        return {}
+    try:
+        con = open_store_readonly(store)
+    except HushmonError:
+        return {}  # a writer holds the embedded file now: next time
+    try:
+        if not table_exists(con, TABLE):
+            return {}
+        rows = con.execute(f"SELECT DISTINCT job, owner FROM {TABLE} WHERE owner <> ''").fetchall()
+        return {str(j): str(o) for j, o in rows}
+    finally:
+        con.close()
+
+
+class LiveOwners:
+    def __init__(self, store: Path | None) -> None:
+        self.store = store
+        self._owners: dict[str, str] = {}
+        self._at = -REFRESH_S
+        self._busy = threading.Lock()
+
+    def current(self) -> dict[str, str]:
+        if time.monotonic() - self._at >= REFRESH_S and self._busy.acquire(blocking=False):
+            self._at = time.monotonic()
+            threading.Thread(target=self._refresh, daemon=True).start()
+        return self._owners
+
+    def _refresh(self) -> None:
+        try:
+            owners = record_owners(self.store) if self.store is not None else {}
+            owners.update(squeue_owners())  # Slurm's word on a running job wins
+            self._owners = owners
+        except Exception:  # noqa: BLE001 - a bad refresh keeps the last map
+            pass
+        finally:
+            self._busy.release()
+
+    def refresh_now(self) -> dict[str, str]:
+        """Wait for a fresh map (tests, the first request)."""
+        with self._busy:
+            pass
+        self._at = -REFRESH_S
+        self.current()
+        with self._busy:
+            return self._owners
