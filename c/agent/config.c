@@ -17,72 +17,71 @@
 #define HM_AGENT_PROFILE_DIR "/usr/share/hushmon/pmu"
 #endif
 
-typedef enum opt_type { OPT_STRING, OPT_INT, OPT_LIST } opt_type;
-
+/* One row per option: its TOML key, and the command-line flag as an
+ * hm_options row (name, kind, where in hm_agent_config, range or choices,
+ * help). main.c parses the flags with these rows; the values are applied
+ * here by key, after the file and again after every reload. */
 typedef struct option_def {
-    const char *key;       /* TOML key ("table.key") */
-    const char *flag;      /* long flag */
-    opt_type type;
-    size_t offset, size;   /* into hm_agent_config */
-    int64_t min, max;      /* OPT_INT */
-    const char *choices;   /* OPT_STRING: "a|b|c" or NULL for free text */
-    const char *help;
+    const char *key; /* TOML key ("table.key") */
+    bool list;       /* in TOML, an array of strings (joined with commas) */
+    hm_option opt;
 } option_def;
 
-#define STR(field) OPT_STRING, offsetof(hm_agent_config, field), sizeof(((hm_agent_config *)0)->field)
-#define INT(field) OPT_INT, offsetof(hm_agent_config, field), sizeof(int64_t)
-#define LIST(field) OPT_LIST, offsetof(hm_agent_config, field), sizeof(((hm_agent_config *)0)->field)
+#define TEXT(field, choice_list)                                                              \
+    .kind = HM_OPT_TEXT, .offset = offsetof(hm_agent_config, field),                          \
+    .size = sizeof(((hm_agent_config *)0)->field), .choices = (choice_list),                  \
+    .arg = (choice_list) != NULL ? (choice_list) : "VALUE"
+#define INT(field) .kind = HM_OPT_INT64, .offset = offsetof(hm_agent_config, field), .arg = "N"
 
 static const option_def options[] = {
-    {"host", "--host", STR(host), 0, 0, NULL, "host tag on every line (default: short host name)"},
-    {"root", "--root", STR(root), 0, 0, NULL, "prefix of every /proc and /sys path (fixture trees)"},
-    {"period_ms", "--period-ms", INT(period_ms), HM_PERIOD_MS_MIN, HM_PERIOD_MS_MAX, NULL, "sampling period, 10 ms .. 1 h (default 1000)"},
-    {"offset_ms", "--offset-ms", INT(offset_ms), 0, HM_PERIOD_MS_MAX, NULL, "per-node offset from the aligned boundary (< period)"},
-    {"sources", "--sources", LIST(sources), 0, 0, NULL, "comma-separated sources, or 'default' (see below)"},
-    {"sink.type", "--sink", STR(sink), 0, 0, "spool|stdout|nats", "where batches go (default spool; nats: spool first, then JetStream)"},
-    {"sink.spool_dir", "--spool-dir", STR(spool_dir), 0, 0, NULL, "spool directory (default /var/spool/hushmon)"},
-    {"sink.file_bytes", "--spool-file-bytes", INT(spool_file_bytes), 4096, INT64_C(1) << 40, NULL, "close a spool file past this size (default 4M)"},
-    {"sink.total_bytes", "--spool-total-bytes", INT(spool_total_bytes), 8192, INT64_C(1) << 50, NULL, "keep the spool below this size, oldest files go first (default 256M)"},
-    {"sink.batch_bytes", "--batch-bytes", INT(batch_bytes), 4096, INT64_C(1) << 30, NULL, "capacity of one period's batch (default 1M)"},
-    {"nats.url", "--nats-url", STR(nats_url), 0, 0, NULL, "sink nats: servers, comma-separated (default nats://127.0.0.1:4222)"},
-    {"nats.rack", "--nats-rack", STR(nats_rack), 0, 0, NULL, "sink nats: rack name, subject hm.raw.<rack>.<host> (default r0)"},
-    {"nats.publish_every_ms", "--nats-publish-every-ms", INT(nats_publish_every_ms), 0, 1000, NULL, "sink nats: publish at most this often, periods in between wait (default 1000)"},
-    {"nats.ca_file", "--nats-ca-file", STR(nats_ca_file), 0, 0, NULL, "sink nats: TLS on, the server's certificate must chain to this CA (default $HUSHMON_NATS_CA_FILE; a setting here wins over its variable)"},
-    {"nats.cert_file", "--nats-cert-file", STR(nats_cert_file), 0, 0, NULL, "sink nats: this node's TLS certificate (default $HUSHMON_NATS_CERT_FILE)"},
-    {"nats.key_file", "--nats-key-file", STR(nats_key_file), 0, 0, NULL, "sink nats: its private key (default $HUSHMON_NATS_KEY_FILE)"},
-    {"nats.tls_hostname", "--nats-tls-hostname", STR(nats_tls_hostname), 0, 0, NULL, "sink nats: the name the server's certificate must carry (default $HUSHMON_NATS_TLS_HOSTNAME, else the URL's host)"},
-    {"control.socket", "--socket", STR(socket_path), 0, 0, NULL, "control socket path, '' for none (default /run/hushmon/agent.sock)"},
-    {"control.admin_uids", "--admin-uids", STR(admin_uids), 0, 0, NULL, "uids besides root that may do everything (announce jobs, change the measurement node-wide, reload), e.g. '1000,1001' (default none)"},
-    {"control.admin_group", "--admin-group", STR(admin_group), 0, 0, NULL, "members of this group (name or gid) are admins too (default none)"},
-    {"control.socket_mode", "--socket-mode", STR(socket_mode), 0, 0, NULL, "control socket's mode, octal; whoever may connect may ask status and act on their own jobs (default 0660)"},
-    {"control.socket_group", "--socket-group", STR(socket_group), 0, 0, NULL, "control socket's group, name or gid, e.g. the job users' group (default: the agent's)"},
-    {"control.client_idle_ms", "--control-client-idle-ms", INT(control_client_idle_ms), 10, 600000, NULL, "drop a control client whose request line is not complete this long after it connected or got its last answer (default 2000)"},
-    {"control.clients_per_uid", "--control-clients-per-uid", INT(control_clients_per_uid), 1, HM_CONTROL_CLIENTS - HM_CONTROL_ADMIN_SLOTS, NULL, "control connections one uid may hold at once; root and admins are not capped (default 2)"},
-    {"app.clients_per_uid", "--app-clients-per-uid", INT(app_clients_per_uid), 1, HM_APP_CLIENTS_MAX, NULL, "libhushmon connections one uid may hold at once (default 128)"},
-    {"app.idle_ms", "--app-idle-ms", INT(app_idle_ms), 0, 86400000, NULL, "drop a libhushmon client that sent nothing this long (it reconnects when it sends); 0 = never (default 300000)"},
-    {"app.series_per_job", "--app-series-per-job", INT(app_series_per_job), 1, HM_APP_SERIES_MAX, NULL, "series (rank, kind, name) one job may fill per period; the rest counted as dropped (default 512)"},
-    {"app.records_per_client", "--app-records-per-client", INT(app_records_per_client), 1, INT64_C(1) << 30, NULL, "records taken from one libhushmon client per period; the rest counted as dropped (default 4096)"},
-    {"pmu.mode", "--pmu", STR(pmu_mode), 0, 0, "none|kernel|rotate", "hardware counters: none, kernel multiplexing, agent rotation (default kernel)"},
-    {"pmu.backend", "--pmu-backend", STR(pmu_backend), 0, 0, "perf|sim", "perf_event_open, or the simulated PMU (default perf)"},
-    {"pmu.profile", "--pmu-profile", STR(pmu_profile), 0, 0, NULL, "event profile name, or 'auto' from /proc/cpuinfo"},
-    {"pmu.profile_dir", "--pmu-profile-dir", STR(pmu_profile_dir), 0, 0, NULL, "directory of profile files (*.toml)"},
-    {"pmu.sim_counters", "--pmu-sim-counters", INT(pmu_sim_counters), 0, 64, NULL, "general-purpose counters per CPU of the simulated PMU; 0 = the profile's (default)"},
-    {"jobs.cgroup_root", "--cgroup-root", STR(cgroup_root), 0, 0, NULL, "cgroup v2 mount under root (default sys/fs/cgroup)"},
-    {"jobs.slurm_dir", "--slurm-dir", STR(slurm_dir), 0, 0, NULL, "Slurm job cgroups under cgroup_root (default system.slice/slurmstepd.scope)"},
-    {"jobs.slurm_scan_ms", "--slurm-scan-ms", INT(slurm_scan_ms), 0, 3600000, NULL, "list Slurm's job cgroups this often; 0 = every period (default 5000)"},
-    {"net.link_bits_per_s", "--net-link-bits-per-s", INT(net_link_bits_per_s), 0, INT64_C(1) << 50, NULL, "the network links' real rate in bits/s (shaped or shared links); 0 = unknown (default)"},
-    {"scope.cgroup", "--scope-cgroup", STR(scope_cgroup), 0, 0, NULL, "node scope: CPU and memory of this cgroup (path under cgroup_root, or 'self'); '' = host-wide (default)"},
-    {"gpu.nvml_library", "--nvml-library", STR(gpu_nvml_library), 0, 0, NULL, "gpu_nvidia: NVML library to dlopen, a name or a path (default libnvidia-ml.so.1)"},
-    {"sources_every", "--sources-every", STR(sources_every), 0, 0, NULL, "sample these sources every N periods only, e.g. 'disk=10,net=10' (wall-clock aligned; default: all every period)"},
-    {"perf_sw.migrations_every", "--perf-sw-migrations-every", INT(perf_sw_migrations_every), 0, 3600, NULL, "perf_sw: read CPU migrations (an IPI to every CPU) every N periods; 1 = every period, 0 = never (default 10)"},
-    {"perf_sw.migrations", "--perf-sw-migrations", STR(perf_sw_migrations), 0, 0, "auto|read", "perf_sw: count CPU migrations by BPF where allowed (no IPIs, every period), else read perf_events; read = always perf_event reads (default auto)"},
-    {"cpus", "--cpus", STR(cpus), 0, 0, NULL, "run the agent on these CPUs (a housekeeping core), e.g. '0' or '0,64'; '' = anywhere (default)"},
-    {"gpu.process_every_ms", "--gpu-process-every-ms", INT(gpu_process_every_ms), 0, 3600000, NULL, "gpu_nvidia: read GPU processes (per-job lines) this often; 0 = every period (default 5000)"},
+    {"host", false, {.name = "host", TEXT(host, NULL), .help = "host tag on every line (default: short host name)"}},
+    {"root", false, {.name = "root", TEXT(root, NULL), .help = "prefix of every /proc and /sys path (fixture trees)"}},
+    {"period_ms", false, {.name = "period-ms", INT(period_ms), .min = HM_PERIOD_MS_MIN, .max = HM_PERIOD_MS_MAX, .help = "sampling period, 10 ms .. 1 h (default 1000)"}},
+    {"offset_ms", false, {.name = "offset-ms", INT(offset_ms), .min = 0, .max = HM_PERIOD_MS_MAX, .help = "per-node offset from the aligned boundary (< period)"}},
+    {"sources", true, {.name = "sources", TEXT(sources, NULL), .help = "comma-separated sources, or 'default' (see below)"}},
+    {"sink.type", false, {.name = "sink", TEXT(sink, "spool|stdout|nats"), .help = "where batches go (default spool; nats: spool first, then JetStream)"}},
+    {"sink.spool_dir", false, {.name = "spool-dir", TEXT(spool_dir, NULL), .help = "spool directory (default /var/spool/hushmon)"}},
+    {"sink.file_bytes", false, {.name = "spool-file-bytes", INT(spool_file_bytes), .min = 4096, .max = INT64_C(1) << 40, .help = "close a spool file past this size (default 4M)"}},
+    {"sink.total_bytes", false, {.name = "spool-total-bytes", INT(spool_total_bytes), .min = 8192, .max = INT64_C(1) << 50, .help = "keep the spool below this size, oldest files go first (default 256M)"}},
+    {"sink.batch_bytes", false, {.name = "batch-bytes", INT(batch_bytes), .min = 4096, .max = INT64_C(1) << 30, .help = "capacity of one period's batch (default 1M)"}},
+    {"nats.url", false, {.name = "nats-url", TEXT(nats_url, NULL), .help = "sink nats: servers, comma-separated (default nats://127.0.0.1:4222)"}},
+    {"nats.rack", false, {.name = "nats-rack", TEXT(nats_rack, NULL), .help = "sink nats: rack name, subject hm.raw.<rack>.<host> (default r0)"}},
+    {"nats.publish_every_ms", false, {.name = "nats-publish-every-ms", INT(nats_publish_every_ms), .min = 0, .max = 1000, .help = "sink nats: publish at most this often, periods in between wait (default 1000)"}},
+    {"nats.ca_file", false, {.name = "nats-ca-file", TEXT(nats_ca_file, NULL), .help = "sink nats: TLS on, the server's certificate must chain to this CA (default $HUSHMON_NATS_CA_FILE; a setting here wins over its variable)"}},
+    {"nats.cert_file", false, {.name = "nats-cert-file", TEXT(nats_cert_file, NULL), .help = "sink nats: this node's TLS certificate (default $HUSHMON_NATS_CERT_FILE)"}},
+    {"nats.key_file", false, {.name = "nats-key-file", TEXT(nats_key_file, NULL), .help = "sink nats: its private key (default $HUSHMON_NATS_KEY_FILE)"}},
+    {"nats.tls_hostname", false, {.name = "nats-tls-hostname", TEXT(nats_tls_hostname, NULL), .help = "sink nats: the name the server's certificate must carry (default $HUSHMON_NATS_TLS_HOSTNAME, else the URL's host)"}},
+    {"control.socket", false, {.name = "socket", TEXT(socket_path, NULL), .help = "control socket path, '' for none (default /run/hushmon/agent.sock)"}},
+    {"control.admin_uids", false, {.name = "admin-uids", TEXT(admin_uids, NULL), .help = "uids besides root that may do everything (announce jobs, change the measurement node-wide, reload), e.g. '1000,1001' (default none)"}},
+    {"control.admin_group", false, {.name = "admin-group", TEXT(admin_group, NULL), .help = "members of this group (name or gid) are admins too (default none)"}},
+    {"control.socket_mode", false, {.name = "socket-mode", TEXT(socket_mode, NULL), .help = "control socket's mode, octal; whoever may connect may ask status and act on their own jobs (default 0660)"}},
+    {"control.socket_group", false, {.name = "socket-group", TEXT(socket_group, NULL), .help = "control socket's group, name or gid, e.g. the job users' group (default: the agent's)"}},
+    {"control.client_idle_ms", false, {.name = "control-client-idle-ms", INT(control_client_idle_ms), .min = 10, .max = 600000, .help = "drop a control client whose request line is not complete this long after it connected or got its last answer (default 2000)"}},
+    {"control.clients_per_uid", false, {.name = "control-clients-per-uid", INT(control_clients_per_uid), .min = 1, .max = HM_CONTROL_CLIENTS - HM_CONTROL_ADMIN_SLOTS, .help = "control connections one uid may hold at once; root and admins are not capped (default 2)"}},
+    {"app.clients_per_uid", false, {.name = "app-clients-per-uid", INT(app_clients_per_uid), .min = 1, .max = HM_APP_CLIENTS_MAX, .help = "libhushmon connections one uid may hold at once (default 128)"}},
+    {"app.idle_ms", false, {.name = "app-idle-ms", INT(app_idle_ms), .min = 0, .max = 86400000, .help = "drop a libhushmon client that sent nothing this long (it reconnects when it sends); 0 = never (default 300000)"}},
+    {"app.series_per_job", false, {.name = "app-series-per-job", INT(app_series_per_job), .min = 1, .max = HM_APP_SERIES_MAX, .help = "series (rank, kind, name) one job may fill per period; the rest counted as dropped (default 512)"}},
+    {"app.records_per_client", false, {.name = "app-records-per-client", INT(app_records_per_client), .min = 1, .max = INT64_C(1) << 30, .help = "records taken from one libhushmon client per period; the rest counted as dropped (default 4096)"}},
+    {"pmu.mode", false, {.name = "pmu", TEXT(pmu_mode, "none|kernel|rotate"), .help = "hardware counters: none, kernel multiplexing, agent rotation (default kernel)"}},
+    {"pmu.backend", false, {.name = "pmu-backend", TEXT(pmu_backend, "perf|sim"), .help = "perf_event_open, or the simulated PMU (default perf)"}},
+    {"pmu.profile", false, {.name = "pmu-profile", TEXT(pmu_profile, NULL), .help = "event profile name, or 'auto' from /proc/cpuinfo"}},
+    {"pmu.profile_dir", false, {.name = "pmu-profile-dir", TEXT(pmu_profile_dir, NULL), .help = "directory of profile files (*.toml)"}},
+    {"pmu.sim_counters", false, {.name = "pmu-sim-counters", INT(pmu_sim_counters), .min = 0, .max = 64, .help = "general-purpose counters per CPU of the simulated PMU; 0 = the profile's (default)"}},
+    {"jobs.cgroup_root", false, {.name = "cgroup-root", TEXT(cgroup_root, NULL), .help = "cgroup v2 mount under root (default sys/fs/cgroup)"}},
+    {"jobs.slurm_dir", false, {.name = "slurm-dir", TEXT(slurm_dir, NULL), .help = "Slurm job cgroups under cgroup_root (default system.slice/slurmstepd.scope)"}},
+    {"jobs.slurm_scan_ms", false, {.name = "slurm-scan-ms", INT(slurm_scan_ms), .min = 0, .max = 3600000, .help = "list Slurm's job cgroups this often; 0 = every period (default 5000)"}},
+    {"net.link_bits_per_s", false, {.name = "net-link-bits-per-s", INT(net_link_bits_per_s), .min = 0, .max = INT64_C(1) << 50, .help = "the network links' real rate in bits/s (shaped or shared links); 0 = unknown (default)"}},
+    {"scope.cgroup", false, {.name = "scope-cgroup", TEXT(scope_cgroup, NULL), .help = "node scope: CPU and memory of this cgroup (path under cgroup_root, or 'self'); '' = host-wide (default)"}},
+    {"gpu.nvml_library", false, {.name = "nvml-library", TEXT(gpu_nvml_library, NULL), .help = "gpu_nvidia: NVML library to dlopen, a name or a path (default libnvidia-ml.so.1)"}},
+    {"sources_every", false, {.name = "sources-every", TEXT(sources_every, NULL), .help = "sample these sources every N periods only, e.g. 'disk=10,net=10' (wall-clock aligned; default: all every period)"}},
+    {"perf_sw.migrations_every", false, {.name = "perf-sw-migrations-every", INT(perf_sw_migrations_every), .min = 0, .max = 3600, .help = "perf_sw: read CPU migrations (an IPI to every CPU) every N periods; 1 = every period, 0 = never (default 10)"}},
+    {"perf_sw.migrations", false, {.name = "perf-sw-migrations", TEXT(perf_sw_migrations, "auto|read"), .help = "perf_sw: count CPU migrations by BPF where allowed (no IPIs, every period), else read perf_events; read = always perf_event reads (default auto)"}},
+    {"cpus", false, {.name = "cpus", TEXT(cpus, NULL), .help = "run the agent on these CPUs (a housekeeping core), e.g. '0' or '0,64'; '' = anywhere (default)"}},
+    {"gpu.process_every_ms", false, {.name = "gpu-process-every-ms", INT(gpu_process_every_ms), .min = 0, .max = 3600000, .help = "gpu_nvidia: read GPU processes (per-job lines) this often; 0 = every period (default 5000)"}},
 };
 
-#undef STR
+#undef TEXT
 #undef INT
-#undef LIST
 
 static const option_def *find_option(const char *key)
 {
@@ -134,29 +133,15 @@ void hm_config_defaults(hm_agent_config *cfg)
     cfg->gpu_process_every_ms = 5000;
 }
 
-static bool in_choices(const char *choices, const char *value)
-{
-    size_t vl = strlen(value);
-    const char *p = choices;
-    while (*p) {
-        const char *bar = strchr(p, '|');
-        size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        if (len == vl && strncmp(p, value, len) == 0)
-            return true;
-        if (bar == NULL)
-            break;
-        p = bar + 1;
-    }
-    return false;
-}
-
 static int set_string(const option_def *o, hm_agent_config *cfg, const char *value, hm_error *err)
 {
-    if (o->choices != NULL && !in_choices(o->choices, value))
-        return hm_error_set(err, "%s: '%s' is not one of %s", o->key, value, o->choices);
-    if (strlen(value) >= o->size)
-        return hm_error_set(err, "%s: value too long (max %zu characters)", o->key, o->size - 1);
-    strcpy((char *)cfg + o->offset, value);
+    int index;
+    if (o->opt.choices != NULL && !hm_options_choice(o->opt.choices, value, &index))
+        return hm_error_set(err, "%s: '%s' is not one of %s", o->key, value, o->opt.choices);
+    if (strlen(value) >= o->opt.size)
+        return hm_error_set(err, "%s: value too long (max %zu characters)", o->key,
+                            o->opt.size - 1);
+    strcpy((char *)cfg + o->opt.offset, value);
     return 0;
 }
 
@@ -165,11 +150,12 @@ int hm_config_set(hm_agent_config *cfg, const char *key, const char *value, hm_e
     const option_def *o = find_option(key);
     if (o == NULL)
         return hm_error_set(err, "unknown option '%s'", key);
-    if (o->type == OPT_INT) {
+    /* Named by the key, from a flag as from the file. */
+    if (o->opt.kind == HM_OPT_INT64) {
         int64_t v;
-        if (hm_parse_int64(value, o->min, o->max, 1, &v, err) < 0)
+        if (hm_parse_int64(value, o->opt.min, o->opt.max, 1, &v, err) < 0)
             return hm_error_wrap(err, "%s", o->key);
-        memcpy((char *)cfg + o->offset, &v, sizeof v);
+        memcpy((char *)cfg + o->opt.offset, &v, sizeof v);
         return 0;
     }
     return set_string(o, cfg, value, err);
@@ -212,18 +198,18 @@ int hm_config_load_file(hm_agent_config *cfg, const char *path, hm_error *err)
         hm_toml_entry *e = hm_toml_get(&doc, o->key);
         if (e == NULL)
             continue;
-        if (o->type == OPT_INT) {
+        if (o->opt.kind == HM_OPT_INT64) {
             if (e->value.type != HM_TOML_INT) {
                 rc = hm_error_set(err, "%s:%d: '%s' must be an integer", path, e->line, o->key);
-            } else if (e->value.i < o->min || e->value.i > o->max) {
+            } else if (e->value.i < o->opt.min || e->value.i > o->opt.max) {
                 rc = hm_error_set(err, "%s:%d: '%s' = %lld is outside [%lld, %lld]", path, e->line,
-                                  o->key, (long long)e->value.i, (long long)o->min,
-                                  (long long)o->max);
+                                  o->key, (long long)e->value.i, (long long)o->opt.min,
+                                  (long long)o->opt.max);
             } else {
-                memcpy((char *)cfg + o->offset, &e->value.i, sizeof(int64_t));
+                memcpy((char *)cfg + o->opt.offset, &e->value.i, sizeof(int64_t));
             }
-        } else if (o->type == OPT_LIST) {
-            rc = join_list(e, (char *)cfg + o->offset, o->size, path, err);
+        } else if (o->list) {
+            rc = join_list(e, (char *)cfg + o->opt.offset, o->opt.size, path, err);
         } else if (e->value.type != HM_TOML_STRING) {
             rc = hm_error_set(err, "%s:%d: '%s' must be a string in quotes", path, e->line, o->key);
         } else if (set_string(o, cfg, e->value.str, err) < 0) {
@@ -356,21 +342,22 @@ int hm_config_build(hm_agent_config *out, const char *config_path,
     return 0;
 }
 
-const char *hm_config_key_for_flag(const char *flag)
+size_t hm_config_option_count(void)
 {
-    for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
-        if (strcmp(options[i].flag, flag) == 0)
-            return options[i].key;
-    return NULL;
+    return sizeof options / sizeof options[0];
+}
+
+const hm_option *hm_config_option(size_t i, const char **key)
+{
+    *key = options[i].key;
+    return &options[i].opt;
 }
 
 void hm_config_print_help(FILE *out)
 {
     for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
-        const option_def *o = &options[i];
-        char left[64];
-        snprintf(left, sizeof left, "%s %s", o->flag,
-                 o->type == OPT_INT ? "N" : (o->choices ? o->choices : "VALUE"));
-        fprintf(out, "  %-30s %s  [%s]\n", left, o->help, o->key);
+        char key[80];
+        snprintf(key, sizeof key, "  [%s]", options[i].key);
+        hm_option_print(&options[i].opt, key, out);
     }
 }

@@ -1,6 +1,6 @@
 /* The agent's settings: defaults, then the TOML file, then command-line
- * flags. One table (config.c) lists every option with its TOML key, its
- * flag, its type and range, and its help text, so the file format, the
+ * flags. One table (config.c) lists every option with its TOML key and an
+ * hm_options row (flag, type and range, help), so the file format, the
  * flags and --help cannot drift apart. */
 #ifndef HM_AGENT_CONFIG_H
 #define HM_AGENT_CONFIG_H
@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "hm_error.h"
+#include "hm_options.h"
 
 /* The sampling period's bounds, 10 ms .. 1 h: the file, the flags and the
  * control request `set period=` check these (python/hushmon keeps the same
@@ -90,10 +91,11 @@ int hm_config_group_id(const char *key, const char *group, long *gid, hm_error *
 /* control.socket_mode as a number (checked by hm_config_check). */
 unsigned hm_config_socket_mode(const hm_agent_config *cfg);
 
-/* Finds the option key for a long flag ("--period-ms" -> "period_ms");
- * NULL if unknown. */
-const char *hm_config_key_for_flag(const char *flag);
-/* Prints one line per option for --help. */
+/* The options, one hm_options row each (the flag: "period-ms" for the key
+ * "period_ms"), for main.c's command line; i < hm_config_option_count(). */
+size_t hm_config_option_count(void);
+const hm_option *hm_config_option(size_t i, const char **key);
+/* One row per option for --help: flag, help, [TOML key]. */
 void hm_config_print_help(FILE *out);
 
 #endif

@@ -8,11 +8,87 @@
 #include <unistd.h>
 
 #include "agent.h"
-#include "hm_parse.h"
 #include "hm_log.h"
+#include "hm_options.h"
 #include "sinks/sink.h"
 
 #define MAX_OVERRIDES 64
+
+/* What the command line holds: the program's own options, and the config
+ * options given as flags, kept as overrides (applied after the file, and
+ * again after every reload). */
+typedef struct agent_cli {
+    const char *config_path, *pidfile, *send;
+    bool once, daemonize, sink_given;
+    int64_t once_interval_ms, cost_cycles, cost_gap_ms, send_timeout_ms;
+    hm_config_override overrides[MAX_OVERRIDES];
+    size_t n_overrides;
+} agent_cli;
+
+#define AT(field) .offset = offsetof(agent_cli, field)
+static const hm_option program_rows[] = {
+    {.name = "config", .kind = HM_OPT_STRING, AT(config_path), .arg = "FILE",
+     .help = "TOML config; flags override it (also after reload)"},
+    {.name = "once", .kind = HM_OPT_SET, AT(once),
+     .help = "two readings --once-interval-ms apart, print the\n"
+             "second batch, exit (default sink stdout)"},
+    {.name = "once-interval-ms", .kind = HM_OPT_INT64, AT(once_interval_ms), .arg = "N",
+     .min = 10, .max = 60000, .help = "(default 250)"},
+    {.name = "measure-cost", .kind = HM_OPT_INT64, AT(cost_cycles), .arg = "N", .min = 1,
+     .max = 10000000,
+     .help = "run N cycles back to back and print each source's\n"
+             "CPU time per sample (stderr), then exit"},
+    {.name = "measure-cost-gap-ms", .kind = HM_OPT_INT64, AT(cost_gap_ms), .arg = "N", .min = 0,
+     .max = 60000,
+     .help = "sleep N ms before each of those cycles (cold caches,\n"
+             "as in the daemon); default 0"},
+    {.name = "daemon", .kind = HM_OPT_SET, AT(daemonize),
+     .help = "detach and log to syslog (systemd: run in foreground)"},
+    {.name = "pidfile", .kind = HM_OPT_STRING, AT(pidfile), .arg = "FILE",
+     .help = "write the process id here"},
+    {.name = "send", .kind = HM_OPT_STRING, AT(send), .arg = "REQUEST",
+     .help = "send one control request to the agent on the\n"
+             "control socket (--socket, or the config's) and\n"
+             "print its answer; exit 0 on ok, 1 on error, 2 if\n"
+             "no agent answers (e.g. --send 'job begin 42')"},
+    {.name = "send-timeout-ms", .kind = HM_OPT_INT64, AT(send_timeout_ms), .arg = "N", .min = 1,
+     .max = 600000, .help = "give up on the agent after N ms (default 3000)"},
+    {.name = "help", .letter = 'h', .kind = HM_OPT_HELP, .help = "this text"},
+};
+#undef AT
+
+#define PROGRAM_ROWS (sizeof program_rows / sizeof program_rows[0])
+
+/* A config option given as a flag: kept by its key, checked when the
+ * config is built (errors name the key, as for the file). */
+static int add_override(void *base, const hm_option *opt, const char *value, hm_error *err)
+{
+    agent_cli *cli = base;
+    if (cli->n_overrides == MAX_OVERRIDES)
+        return hm_error_set(err, "too many options (at most %d)", MAX_OVERRIDES);
+    const char *key = opt->data;
+    cli->sink_given |= strcmp(key, "sink.type") == 0;
+    cli->overrides[cli->n_overrides++] = (hm_config_override){.key = key, .value = value};
+    return 0;
+}
+
+/* The command line's table: the program's rows, then one per config
+ * option that stores through add_override. */
+static hm_option_table command_line(hm_option *rows, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < PROGRAM_ROWS && n < cap; i++)
+        rows[n++] = program_rows[i];
+    for (size_t i = 0; i < hm_config_option_count() && n < cap; i++) {
+        const char *key;
+        rows[n] = *hm_config_option(i, &key);
+        rows[n].kind = HM_OPT_CALL;
+        rows[n].call = add_override;
+        rows[n].data = key;
+        n++;
+    }
+    return (hm_option_table){rows, n};
+}
 
 static void usage(FILE *out)
 {
@@ -21,25 +97,9 @@ static void usage(FILE *out)
             "\n"
             "Samples node sensors on wall-clock-aligned instants and writes one InfluxDB\n"
             "line-protocol batch per period to a sink (docs/agent.md, docs/formats.md).\n"
-            "\n"
-            "  --config FILE                  TOML config; flags override it (also after reload)\n"
-            "  --once                         two readings --once-interval-ms apart, print the\n"
-            "                                 second batch, exit (default sink stdout)\n"
-            "  --once-interval-ms N           (default 250)\n"
-            "  --measure-cost N               run N cycles back to back and print each source's\n"
-            "                                 CPU time per sample (stderr), then exit\n"
-            "  --measure-cost-gap-ms N        sleep N ms before each of those cycles (cold caches,\n"
-            "                                 as in the daemon); default 0\n"
-            "  --daemon                       detach and log to syslog (systemd: run in foreground)\n"
-            "  --pidfile FILE                 write the process id here\n"
-            "  --send REQUEST                 send one control request to the agent on the\n"
-            "                                 control socket (--socket, or the config's) and\n"
-            "                                 print its answer; exit 0 on ok, 1 on error, 2 if\n"
-            "                                 no agent answers (e.g. --send 'job begin 42')\n"
-            "  --send-timeout-ms N            give up on the agent after N ms (default 3000)\n"
-            "  --help\n"
-            "\n"
-            "Options (flag, then [TOML key]):\n");
+            "\n");
+    hm_options_print_help(&(hm_option_table){program_rows, PROGRAM_ROWS}, out);
+    fprintf(out, "\nOptions (flag, then [TOML key]):\n");
     hm_config_print_help(out);
     fprintf(out, "\nSources (--sources NAME,...; 'default' = those marked *):\n");
     for (size_t i = 0; i < hm_samplers_count; i++) {
@@ -122,97 +182,38 @@ static int send_request(const char *config_path, const hm_config_override *overr
 
 int main(int argc, char **argv)
 {
-    hm_config_override overrides[MAX_OVERRIDES];
-    size_t n_overrides = 0;
-    const char *config_path = NULL, *pidfile = NULL, *send = NULL;
-    bool once = false, daemonize = false, sink_given = false;
-    int64_t once_interval_ms = 250, cost_cycles = 0, cost_gap_ms = 0, send_timeout_ms = 3000;
+    static agent_cli cli = {.once_interval_ms = 250, .send_timeout_ms = 3000};
+    hm_option rows[PROGRAM_ROWS + 128];
+    hm_option_table table = command_line(rows, sizeof rows / sizeof rows[0]);
     hm_error err;
-    for (int i = 1; i < argc; i++) {
-        char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        if (strcmp(arg, "--once") == 0) {
-            once = true;
-            continue;
-        }
-        if (strcmp(arg, "--daemon") == 0) {
-            daemonize = true;
-            continue;
-        }
-        /* --flag VALUE or --flag=VALUE */
-        char flag[64];
-        const char *value = NULL;
-        char *eq = strchr(arg, '=');
-        if (eq != NULL && (size_t)(eq - arg) < sizeof flag) {
-            snprintf(flag, sizeof flag, "%.*s", (int)(eq - arg), arg);
-            value = eq + 1;
-        } else {
-            snprintf(flag, sizeof flag, "%s", arg);
-        }
-        bool known = strcmp(flag, "--config") == 0 || strcmp(flag, "--pidfile") == 0 ||
-                     strcmp(flag, "--once-interval-ms") == 0 || strcmp(flag, "--measure-cost") == 0 ||
-                     strcmp(flag, "--measure-cost-gap-ms") == 0 || strcmp(flag, "--send") == 0 ||
-                     strcmp(flag, "--send-timeout-ms") == 0 ||
-                     hm_config_key_for_flag(flag) != NULL;
-        if (!known) {
-            fprintf(stderr, "hushmon-agent: unknown option '%s' (see --help)\n", arg);
-            return 2;
-        }
-        if (value == NULL) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "hushmon-agent: %s needs a value\n", flag);
-                return 2;
-            }
-            value = argv[++i];
-        }
-        if (strcmp(flag, "--config") == 0) {
-            config_path = value;
-        } else if (strcmp(flag, "--pidfile") == 0) {
-            pidfile = value;
-        } else if (strcmp(flag, "--send") == 0) {
-            send = value;
-        } else if (strcmp(flag, "--send-timeout-ms") == 0) {
-            if (hm_parse_int64(value, 1, 600000, 0, &send_timeout_ms, &err) < 0) {
-                fprintf(stderr, "hushmon-agent: --send-timeout-ms: %s\n", err.msg);
-                return 2;
-            }
-        } else if (strcmp(flag, "--measure-cost") == 0) {
-            if (hm_parse_int64(value, 1, 10000000, 0, &cost_cycles, &err) < 0) {
-                fprintf(stderr, "hushmon-agent: --measure-cost: %s\n", err.msg);
-                return 2;
-            }
-        } else if (strcmp(flag, "--measure-cost-gap-ms") == 0) {
-            if (hm_parse_int64(value, 0, 60000, 0, &cost_gap_ms, &err) < 0) {
-                fprintf(stderr, "hushmon-agent: --measure-cost-gap-ms: %s\n", err.msg);
-                return 2;
-            }
-        } else if (strcmp(flag, "--once-interval-ms") == 0) {
-            if (hm_parse_int64(value, 10, 60000, 0, &once_interval_ms, &err) < 0) {
-                fprintf(stderr, "hushmon-agent: --once-interval-ms: %s\n", err.msg);
-                return 2;
-            }
-        } else {
-            if (n_overrides == MAX_OVERRIDES) {
-                fprintf(stderr, "hushmon-agent: too many options\n");
-                return 2;
-            }
-            const char *key = hm_config_key_for_flag(flag);
-            sink_given |= strcmp(key, "sink.type") == 0;
-            overrides[n_overrides++] = (hm_config_override){.key = key, .value = value};
-        }
+    if (table.n != PROGRAM_ROWS + hm_config_option_count()) {
+        fprintf(stderr, "hushmon-agent: internal: the command line holds %zu of %zu options\n",
+                table.n, PROGRAM_ROWS + hm_config_option_count());
+        return 1;
     }
+    int parsed = hm_options_parse(&table, argc, argv, &cli, &err);
+    if (parsed == 1) {
+        usage(stdout);
+        return 0;
+    }
+    if (parsed != 0) {
+        hm_error_print("hushmon-agent", &err);
+        return 2;
+    }
+    const char *config_path = cli.config_path, *pidfile = cli.pidfile, *send = cli.send;
+    bool once = cli.once, daemonize = cli.daemonize;
+    int64_t cost_cycles = cli.cost_cycles;
+    hm_config_override *overrides = cli.overrides;
+    size_t n_overrides = cli.n_overrides;
     if (send != NULL) {
         if (once || daemonize || cost_cycles > 0 || pidfile != NULL) {
             fprintf(stderr, "hushmon-agent: --send talks to a running agent: it does not go with "
                             "--once, --daemon, --measure-cost or --pidfile\n");
             return 2;
         }
-        return send_request(config_path, overrides, n_overrides, send, (int)send_timeout_ms);
+        return send_request(config_path, overrides, n_overrides, send, (int)cli.send_timeout_ms);
     }
-    if ((once || cost_cycles > 0) && !sink_given && n_overrides < MAX_OVERRIDES)
+    if ((once || cost_cycles > 0) && !cli.sink_given && n_overrides < MAX_OVERRIDES)
         overrides[n_overrides++] = (hm_config_override){.key = "sink.type", .value = "stdout"};
     hm_agent_config cfg;
     if (hm_config_build(&cfg, config_path, overrides, n_overrides, &err) < 0 ||
@@ -241,8 +242,8 @@ int main(int argc, char **argv)
         hm_error_print("hushmon-agent", &err);
         return 1;
     }
-    int rc = cost_cycles > 0 ? hm_agent_measure_cost(&agent, cost_cycles, cost_gap_ms, &err)
-             : once          ? hm_agent_once(&agent, once_interval_ms, &err)
+    int rc = cost_cycles > 0 ? hm_agent_measure_cost(&agent, cost_cycles, cli.cost_gap_ms, &err)
+             : once          ? hm_agent_once(&agent, cli.once_interval_ms, &err)
                              : hm_agent_run(&agent, &err);
     if (rc < 0)
         hm_error_print("hushmon-agent", &err);

@@ -48,7 +48,7 @@ static const hm_option *find_letter(const hm_option_table *t, char letter)
     return NULL;
 }
 
-static bool in_choices(const char *choices, const char *value, int *index)
+bool hm_options_choice(const char *choices, const char *value, int *index)
 {
     size_t len = strlen(value);
     int i = 0;
@@ -91,7 +91,7 @@ int hm_option_store(const hm_option *o, void *base, const char *value, hm_error 
         *(const char **)at = value;
         return 0;
     case HM_OPT_TEXT:
-        if (o->choices != NULL && !in_choices(o->choices, value, &index))
+        if (o->choices != NULL && !hm_options_choice(o->choices, value, &index))
             return hm_error_set(err, "--%s: '%s' is not one of %s", o->name, value, o->choices);
         if (strlen(value) >= o->size)
             return hm_error_set(err, "--%s: value too long (max %zu characters)", o->name,
@@ -118,7 +118,7 @@ int hm_option_store(const hm_option *o, void *base, const char *value, hm_error 
             *(double *)at = d;
         return 0;
     case HM_OPT_CHOICE:
-        if (!in_choices(o->choices, value, &index)) {
+        if (!hm_options_choice(o->choices, value, &index)) {
             char list[256];
             snprintf(list, sizeof list, "%s", o->choices);
             for (char *p = list; *p != '\0'; p++)

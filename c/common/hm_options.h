@@ -72,6 +72,8 @@ int hm_options_parse(const hm_option_table *t, int argc, char **argv, void *base
  * one): what the parser does per option, for values from elsewhere (the
  * agent's flags kept for reloads). Errors name the option as "--name". */
 int hm_option_store(const hm_option *opt, void *base, const char *value, hm_error *err);
+/* Whether value is one of choices ("a|b|c"); *index its place (0, 1, ...). */
+bool hm_options_choice(const char *choices, const char *value, int *index);
 /* The option whose long name is name (no "--"), or NULL. */
 const hm_option *hm_options_find(const hm_option_table *t, const char *name);
 /* One row of --help: "  -x, --name ARG   help" (continued lines aligned),
