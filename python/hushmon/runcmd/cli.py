@@ -20,6 +20,7 @@ from pathlib import Path
 from hushmon import jsonio
 from hushmon.datadir import add_data_dir_options, data_dir
 from hushmon.errors import HushmonError
+from hushmon.period import PERIOD_MS_MAX, PERIOD_MS_MIN
 from hushmon.run.output import outcome_json, print_outcome, say
 from hushmon.run.session import RunOptions, check_job_id, new_job_id, run_monitored
 
@@ -82,8 +83,9 @@ def _period(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of ms") from None
-    if not 10 <= value <= 3_600_000:
-        raise argparse.ArgumentTypeError(f"{value} ms is outside 10 .. 3600000")
+    if not PERIOD_MS_MIN <= value <= PERIOD_MS_MAX:
+        bounds = f"{PERIOD_MS_MIN} .. {PERIOD_MS_MAX}"
+        raise argparse.ArgumentTypeError(f"{value} ms is outside {bounds}")
     return value
 
 
