@@ -34,6 +34,7 @@ from hushmon.transport.wire import batch_headers, raw_subject
 
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
+VICTORIA = shutil.which("victoria-metrics")
 # A job whose summary is published as is: its figures are known exactly.
 KNOWN_JOB = "7:0"
 KNOWN_CPU = [10.0, 30.0, 50.0]  # user_pct of its three nodes: avg 30, min 10, max 50
@@ -50,6 +51,7 @@ class Site:
     nats_url: str
     metrics_url: str
     prom_url: str
+    vm_url: str = ""  # VictoriaMetrics, when installed: scrapes too, takes --forward-lp
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
 
@@ -64,6 +66,25 @@ def get(url: str, accept: str = "", token: str = "") -> tuple[int, str, bytes]:
             return r.status, r.headers.get("Content-Type", ""), r.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.headers.get("Content-Type", ""), exc.read()
+
+
+def label_values(url: str, label: str, match: str) -> list[str]:
+    q = urllib.parse.urlencode({"match[]": match})
+    status, _, body = get(f"{url}/api/v1/label/{label}/values?{q}")
+    doc = json.loads(body)
+    assert status == 200 and doc["status"] == "success", (label, match, body[:300])
+    return list(doc["data"])
+
+
+def forward_to_victoria(site: Site, db: Path) -> None:
+    """The raw batches in HM_RAW through `hushmon collect --forward-lp`."""
+    r = subprocess.run(
+        [sys.executable, "-m", "hushmon.cli", "collect", "--url", site.nats_url, "--db", str(db),
+         "--once", "--forward-lp", site.vm_url],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0 and "0 failed" in r.stdout, r.stdout + r.stderr
+    get(site.vm_url + "/internal/force_flush")
 
 
 def promql(prom_url: str, query: str) -> list[dict[str, Any]]:
@@ -92,6 +113,8 @@ def known_summary() -> bytes:
         "mem,scope=host used_pct": Summary.of([40.0, 42.0, 44.0]),
         f"app,job={KNOWN_JOB},rank=0,metric={ODD_METRIC} mean": Summary.of([1.5]),
         f"app,job={KNOWN_JOB},rank=1,metric={ODD_METRIC} mean": Summary.of([2.5]),
+        f"app_phase,job={KNOWN_JOB},rank=0,phase=solve mean_s": Summary.of([0.25]),
+        "disk,scope=host,device=sda busy_pct": Summary.of([5.0, 7.0, 9.0]),
     }
     sources = [[f"k{i}", 1, 1] for i in range(3)]
     doc = {"v": 1, "level": "job", "job": KNOWN_JOB, "time_ns": now_ns, "sources": sources}
@@ -156,7 +179,7 @@ def newest_job_period(url: str, job: str) -> tuple[int, dict[str, Summary]]:
 def prometheus_config(path: Path, metrics_port: int) -> None:
     path.write_text(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-        "scrape_configs:\n  - job_name: hushmon\n    honor_labels: true\n"
+        "scrape_configs:\n  - job_name: hushmon\n"
         f"    static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n"
     )
 
@@ -197,6 +220,23 @@ def start_site(tmp: Path, bin_dir: Path) -> tuple[Site, LocalNatsServer, LiveTra
         )
     )
     site.prom_url = f"http://127.0.0.1:{prom_port}"
+    if VICTORIA is not None:
+        vm_port = free_port()
+        vlog = (tmp / "vm.log").open("wb")
+        site.procs.append(
+            subprocess.Popen(
+                [
+                    VICTORIA,
+                    f"-storageDataPath={tmp / 'vm'}",
+                    f"-httpListenAddr=127.0.0.1:{vm_port}",
+                    f"-promscrape.config={tmp / 'prometheus.yml'}",
+                ],
+                stdout=vlog,
+                stderr=vlog,
+            )
+        )
+        site.vm_url = f"http://127.0.0.1:{vm_port}"
+        wait_for("victoria-metrics ready", lambda: _answers(site.vm_url + "/health"))
     wait_for("prometheus ready", lambda: _answers(site.prom_url + "/-/ready"))
     return site, server, traffic
 

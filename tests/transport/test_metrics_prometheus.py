@@ -5,6 +5,7 @@ checked by promtool and the OpenMetrics one by Prometheus itself."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import subprocess
@@ -25,7 +26,9 @@ from metricsite import (
     PROMETHEUS,
     PROMTOOL,
     Site,
+    forward_to_victoria,
     get,
+    label_values,
     newest_job_period,
     promql,
     start_site,
@@ -33,7 +36,9 @@ from metricsite import (
     wait_for,
 )
 
-from hushmon.paths import build_bin_dir
+from hushmon.metrics.dashboards import DASHBOARDS
+from hushmon.metrics.dashboards import render as render_dashboard
+from hushmon.paths import REPO_ROOT, build_bin_dir
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +56,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             "job 42 in Prometheus with 4 nodes",
             lambda: any(
                 r["value"][1] == "4"
-                for r in promql(site.prom_url, f'hushmon_job_nodes{{job="{JOB}"}}')
+                for r in promql(site.prom_url, f'hushmon_job_nodes{{jobid="{JOB}"}}')
             ),
             timeout_s=60,
         )
@@ -74,34 +79,34 @@ def test_job_figures_in_promql_are_what_the_top_reducer_published(site: Site) ->
     wait_for(
         "the last period scraped",
         lambda: (
-            _value(site, f'hushmon_job_period_timestamp_seconds{{job="{JOB}"}}') == time_ns / 1e9
+            _value(site, f'hushmon_job_period_timestamp_seconds{{jobid="{JOB}"}}') == time_ns / 1e9
         ),
     )
     cpu = sensors["cpu,cpu=total,scope=host user_pct"]
     for stat, want in (("avg", cpu.mean), ("min", cpu.min), ("max", cpu.max)):
-        got = _value(site, f'hushmon_job_cpu_user_percent{{job="{JOB}",stat="{stat}"}}')
+        got = _value(site, f'hushmon_job_cpu_user_percent{{jobid="{JOB}",stat="{stat}"}}')
         assert math.isclose(got, want, rel_tol=1e-12), (stat, got, want)
     rx = max(
         (s for k, s in sensors.items() if k.startswith("net,iface=eth0 rx_bytes_per_s")),
         key=lambda s: s.max,
     )
-    got = _value(site, f'hushmon_job_network_receive_bytes_per_second{{job="{JOB}",stat="max"}}')
+    got = _value(site, f'hushmon_job_network_receive_bytes_per_second{{jobid="{JOB}",stat="max"}}')
     assert got == rx.max  # eth0, never lo's 9e9
     # the application metric over ranks: 4 ranks, mean of their means
-    ranks = _value(site, f'hushmon_job_app_ranks{{job="{JOB}",metric="iter_s"}}')
+    ranks = _value(site, f'hushmon_job_app_ranks{{jobid="{JOB}",metric="iter_s"}}')
     assert ranks == 4
     # a job's series carry no node: the label sets are job, user, stat, metric/phase
-    for r in promql(site.prom_url, f'{{__name__=~"hushmon_job_.*",job="{JOB}"}}'):
-        assert set(r["metric"]) <= {"__name__", "job", "user", "stat", "metric", "phase",
-                                    "instance"}, r["metric"]  # fmt: skip
+    for r in promql(site.prom_url, f'{{__name__=~"hushmon_job_.*",jobid="{JOB}"}}'):
+        assert set(r["metric"]) <= {"__name__", "jobid", "user", "stat", "metric", "phase",
+                                    "instance", "job"}, r["metric"]  # fmt: skip
 
 
 def test_known_summary_exactly_and_an_odd_name_survives(site: Site) -> None:
-    assert _value(site, f'hushmon_job_cpu_user_percent{{job="{KNOWN_JOB}",stat="avg"}}') == 30
-    assert _value(site, f'hushmon_job_cpu_user_percent{{job="{KNOWN_JOB}",stat="min"}}') == 10
-    assert _value(site, f'hushmon_job_memory_used_percent{{job="{KNOWN_JOB}",stat="max"}}') == 44
-    assert _value(site, f'hushmon_job_nodes{{job="{KNOWN_JOB}"}}') == 3
-    result = promql(site.prom_url, f'hushmon_job_app_value{{job="{KNOWN_JOB}",stat="avg"}}')
+    assert _value(site, f'hushmon_job_cpu_user_percent{{jobid="{KNOWN_JOB}",stat="avg"}}') == 30
+    assert _value(site, f'hushmon_job_cpu_user_percent{{jobid="{KNOWN_JOB}",stat="min"}}') == 10
+    assert _value(site, f'hushmon_job_memory_used_percent{{jobid="{KNOWN_JOB}",stat="max"}}') == 44
+    assert _value(site, f'hushmon_job_nodes{{jobid="{KNOWN_JOB}"}}') == 3
+    result = promql(site.prom_url, f'hushmon_job_app_value{{jobid="{KNOWN_JOB}",stat="avg"}}')
     assert [r["metric"]["metric"] for r in result] == [ODD_METRIC]
     assert float(result[0]["value"][1]) == 2.0
 
@@ -164,3 +169,92 @@ def test_bad_flags_are_one_line(tmp_path: Path) -> None:
                            capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
         assert r.returncode != 0 and want in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# --- the Grafana dashboards of deploy/grafana/ (Grafana itself is not here:
+# every panel's query runs against the real Prometheus / VictoriaMetrics) ---
+
+GRAFANA = REPO_ROOT / "deploy" / "grafana"
+RATE_INTERVAL = "1m"  # what Grafana puts for $__rate_interval at a 1 s scrape, about
+
+
+def _promql_string(value: str) -> str:
+    """A value inside a PromQL regex inside a double-quoted string (Grafana's escaping)."""
+    return re.escape(value).replace("\\", "\\\\")
+
+
+def _resolve(url: str, dash: dict) -> dict[str, str]:
+    """Each query variable's values, in order (a later one may use an earlier
+    one), as Grafana puts a multi-value variable into a regex: (a|b)."""
+    chosen: dict[str, str] = {}
+    for var in dash["templating"]["list"]:
+        if var["type"] != "query":
+            continue
+        m = re.fullmatch(r"label_values\((.+), *(\w+)\)", var["definition"])
+        assert m, var["definition"]
+        match = _substitute(m.group(1), chosen)
+        values = label_values(url, m.group(2), match)
+        assert values, f"{dash['uid']}: variable {var['name']} has no values ({var['definition']})"
+        chosen[var["name"]] = "(" + "|".join(_promql_string(v) for v in values) + ")"
+    return chosen
+
+
+def _substitute(expr: str, chosen: dict[str, str]) -> str:
+    expr = expr.replace("$__rate_interval", RATE_INTERVAL)
+    for name in sorted(chosen, key=len, reverse=True):
+        expr = expr.replace(f"${name}", chosen[name])
+    assert "$" not in expr, f"a variable the dashboard does not define: {expr}"
+    return expr
+
+
+def _check_dashboard(url: str, name: str) -> int:
+    dash = json.loads((GRAFANA / name).read_text())
+    chosen = _resolve(url, dash)
+    queries = 0
+    for panel in dash["panels"]:
+        assert panel["datasource"]["uid"] == "${ds}", panel["title"]
+        for target in panel["targets"]:
+            expr = _substitute(target["expr"], chosen)
+            result = promql(url, expr)
+            assert result, f"{name}: panel {panel['title']!r}: no data for {expr}"
+            used = set(re.findall(r"\{\{ *(\w+) *\}\}", target["legendFormat"]))
+            for series in result:
+                missing = used - set(series["metric"])
+                assert not missing, f"{name}: {panel['title']!r}: {expr} lacks {missing}"
+            queries += 1
+    return queries
+
+
+def test_dashboard_files_are_what_the_code_renders() -> None:
+    for name in DASHBOARDS:
+        assert (GRAFANA / name).read_text() == render_dashboard(name), (
+            f"deploy/grafana/{name} differs: python -m hushmon.metrics.dashboards deploy/grafana"
+        )
+
+
+def test_every_dashboard_query_returns_data_with_its_legend_labels(site: Site) -> None:
+    jobs = _check_dashboard(site.prom_url, "hushmon-jobs.json")
+    cost = _check_dashboard(site.prom_url, "hushmon-cost.json")
+    assert jobs >= 12 and cost >= 10
+
+
+def test_the_same_data_reaches_victoriametrics(site: Site, tmp_path: Path) -> None:
+    """VictoriaMetrics scrapes hushmon metrics as Prometheus does, and takes the
+    raw batches from `hushmon collect --forward-lp`: every dashboard, the
+    node view included, returns data there."""
+    if not site.vm_url:
+        pytest.skip("victoria-metrics not installed: run 'make deps' (Debian victoria-metrics)")
+    forward_to_victoria(site, tmp_path / "store.duckdb")
+    wait_for(
+        "forwarded samples queryable",
+        lambda: promql(site.vm_url, 'cpu_user_pct{host="n1",cpu="total"}'),
+    )
+    wait_for(
+        "job 42 scraped by VictoriaMetrics",
+        lambda: promql(site.vm_url, f'hushmon_job_nodes{{jobid="{JOB}"}}'),
+    )
+    for name in DASHBOARDS:
+        _check_dashboard(site.vm_url, name)
+    # the same job figure in both
+    q = f'hushmon_job_cpu_user_percent{{jobid="{KNOWN_JOB}",stat="avg"}}'
+    assert float(promql(site.vm_url, q)[0]["value"][1]) == 30

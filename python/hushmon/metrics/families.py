@@ -1,7 +1,8 @@
 """The series ``hushmon metrics`` serves, built from the live state.
 
 Job series come from the top reducer's job summaries (the same snapshot as
-``hushmon top``, python/hushmon/live/state.py) and carry only ``job``,
+``hushmon top``, python/hushmon/live/state.py) and carry only ``jobid``
+(not ``job``: Prometheus gives every target a ``job`` label of its own),
 ``user`` (when Slurm knows it) and, where a figure has several,
 ``stat`` (min, avg, max over the job's nodes) or the application's
 ``metric``/``phase`` name: never a node, so a job's series do not grow
@@ -53,7 +54,7 @@ def key_series(label: str, unit: str) -> tuple[str, str]:
 
 def _job_labels(job: str, users: dict[str, str]) -> Labels:
     user = users.get(job)
-    return (("job", job), ("user", user)) if user else (("job", job),)
+    return (("jobid", job), ("user", user)) if user else (("jobid", job),)
 
 
 def job_families(snapshot: dict[str, Any], users: dict[str, str]) -> tuple[list[Family], int]:
