@@ -107,11 +107,10 @@ static void usage(FILE *out)
         fprintf(out, "  %c %-8s %s\n             -> %s: %s\n", s->default_on ? '*' : ' ', s->name,
                 s->reads, s->measurement, s->fields);
     }
-    fprintf(out, "\nSinks:\n  %-8s %s\n  %-8s %s\n", hm_sink_spool.name, hm_sink_spool.description,
-            hm_sink_stdout.name, hm_sink_stdout.description);
-#ifdef HM_HAVE_NATS
-    fprintf(out, "  %-8s %s\n", hm_sink_nats.name, hm_sink_nats.description);
-#else
+    fprintf(out, "\nSinks:\n");
+    for (size_t i = 0; i < hm_sinks_count; i++)
+        fprintf(out, "  %-8s %s\n", hm_sinks[i]->name, hm_sinks[i]->description);
+#ifndef HM_HAVE_NATS
     fprintf(out, "  %-8s (not in this build: no libnats)\n", "nats");
 #endif
     fprintf(out,

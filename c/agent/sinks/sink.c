@@ -2,21 +2,21 @@
 
 #include <string.h>
 
-static const hm_sink_ops *const sinks[] = {
-    &hm_sink_spool,
-    &hm_sink_stdout,
-#ifdef HM_HAVE_NATS
-    &hm_sink_nats,
-#endif
+const hm_sink_ops *const hm_sinks[] = {
+#define HM_SINK(name) &hm_sink_##name,
+#include "sinks.def"
+#undef HM_SINK
 };
+
+const size_t hm_sinks_count = sizeof hm_sinks / sizeof hm_sinks[0];
 
 int hm_sink_open(hm_sink *sink, const hm_agent_config *cfg, int64_t start_ns, hm_error *err)
 {
-    for (size_t i = 0; i < sizeof sinks / sizeof sinks[0]; i++) {
-        if (strcmp(sinks[i]->name, cfg->sink) == 0) {
-            sink->ops = sinks[i];
+    for (size_t i = 0; i < hm_sinks_count; i++) {
+        if (strcmp(hm_sinks[i]->name, cfg->sink) == 0) {
+            sink->ops = hm_sinks[i];
             sink->state = NULL;
-            if (sinks[i]->open(&sink->state, cfg, start_ns, err) < 0) {
+            if (hm_sinks[i]->open(&sink->state, cfg, start_ns, err) < 0) {
                 sink->ops = NULL;
                 return hm_error_wrap(err, "sink %s", cfg->sink);
             }

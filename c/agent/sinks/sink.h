@@ -1,5 +1,5 @@
-/* Where a period's batch goes. One file per sink in sinks/, listed in the
- * table in sinks/sink.c. */
+/* Where a period's batch goes. One file per sink in sinks/, listed once
+ * in sinks/sinks.def (declarations here and the table in sink.c). */
 #ifndef HM_SINK_H
 #define HM_SINK_H
 
@@ -39,11 +39,13 @@ typedef struct hm_sink {
     void *state;
 } hm_sink;
 
-extern const hm_sink_ops hm_sink_spool;
-extern const hm_sink_ops hm_sink_stdout;
-#ifdef HM_HAVE_NATS
-extern const hm_sink_ops hm_sink_nats;
-#endif
+#define HM_SINK(name) extern const hm_sink_ops hm_sink_##name;
+#include "sinks.def"
+#undef HM_SINK
+
+/* The sinks of this build, in sinks.def's order. */
+extern const hm_sink_ops *const hm_sinks[];
+extern const size_t hm_sinks_count;
 
 /* Opens the sink named cfg->sink. */
 int hm_sink_open(hm_sink *sink, const hm_agent_config *cfg, int64_t start_ns, hm_error *err);
