@@ -284,12 +284,17 @@ if not gpu:
 def f(key):
     m = re.search(rf"[ ,]{key}=([0-9.eE+-]+)", gpu[0])
     return float(m.group(1)) if m else None
-util, power, temp, sm = (x.strip() for x in open(smi).readline().split(","))
+def num(text):
+    try:
+        return float(text)
+    except ValueError:
+        return None  # "[N/A]": the driver does not report it
+util, power, temp, sm = (num(x.strip()) for x in (open(smi).readline().split(",") + [""] * 4)[:4])
 print(json.dumps({"load": load or "none (no PyTorch with CUDA): an idle reading",
     "agent_sm_pct": f("sm_pct"), "agent_power_w": f("power_w"), "agent_temp_c": f("temp_c"),
-    "agent_sm_clock_mhz": f("sm_clock_mhz"), "nvidia_smi_util_pct": float(util),
-    "nvidia_smi_power_w": float(power), "nvidia_smi_temp_c": float(temp),
-    "nvidia_smi_sm_clock_mhz": float(sm), "gpus": len(gpu)}))
+    "agent_sm_clock_mhz": f("sm_clock_mhz"), "nvidia_smi_util_pct": util,
+    "nvidia_smi_power_w": power, "nvidia_smi_temp_c": temp,
+    "nvidia_smi_sm_clock_mhz": sm, "gpus": len(gpu)}))
 EOF
     ); then
         record $name failed "$(tail -1 "$OUT/nvml.err")" "{}" "$(elapsed "$t0")"; return
