@@ -1,0 +1,133 @@
+"""The job history's records and search (history/records.py, query.py) on
+both stores: the embedded DuckDB file and a lake (DuckLake, real files)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from hushmon.errors import HushmonError
+from hushmon.history.query import JobQuery, find_record, search
+from hushmon.history.records import JobRecord, job_name, record_job, words
+from hushmon.store.schema import open_store, open_store_readonly
+
+H = 3_600_000_000_000  # an hour in ns
+T0 = 1_790_000_000_000_000_000
+
+
+def _records() -> list[JobRecord]:
+    def rec(job: str, owner: str, name: str, state: str, hour: int, findings: list[str],
+            nodes: int = 2, recorded: int = 1) -> JobRecord:  # fmt: skip
+        r = JobRecord(job=job, owner=owner, name=name, state=state, start_ns=T0 + hour * H,
+                      end_ns=T0 + hour * H + (hour + 1) * 60_000_000_000, nodes=nodes,
+                      findings=words(findings), recorded_ns=recorded)  # fmt: skip
+        r.worst = findings[0].split(":")[1] if findings else ""
+        r.tags = words(f.split(":")[0] for f in findings if not f.endswith(":low"))
+        return r
+
+    return [
+        rec("7", "alice", "butterfly", "COMPLETED", 0, ["network_bandwidth:high"]),
+        rec("8", "bob", "snake", "FAILED", 1, ["imbalance:medium", "idle_cpu:low"], nodes=4),
+        rec("9", "alice", "cg-solver", "RUNNING", 2, []),
+        # job 9 again, later: it ended, with a digest (the newest row wins)
+        rec("9", "alice", "cg-solver", "COMPLETED", 2, ["disk_swap:high"], recorded=5),
+        rec("10", "carol", "Butterfly-big", "TIMEOUT", 3, ["idle_cpu:medium"], nodes=8),
+    ]
+
+
+@pytest.fixture(scope="module", params=["duckdb", "lake"])
+def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp(request.param) / (
+        "hushmon.lake" if request.param == "lake" else "hushmon.duckdb"
+    )
+    open_store(path).close()
+    recs = _records()
+    record_job(path, recs[:3])  # two appends: the newer rows come in a later write
+    record_job(path, recs[3:])
+    return path
+
+
+@pytest.fixture(scope="module")
+def con(store: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    c = open_store_readonly(store)
+    yield c
+    c.close()
+
+
+def _jobs(con: duckdb.DuckDBPyConnection, q: JobQuery) -> list[str]:
+    return [r.job for r in search(con, q).records]
+
+
+def test_newest_row_of_a_job_is_its_record(con: duckdb.DuckDBPyConnection) -> None:
+    page = search(con, JobQuery())
+    rec = find_record(con, "9", None)
+    assert page.total == 4 and sorted(r.job for r in page.records) == ["10", "7", "8", "9"]
+    assert rec is not None and rec.state == "COMPLETED" and rec.worst == "high"
+    assert _jobs(con, JobQuery(state="RUNNING")) == []  # the older row is not searched
+
+
+def test_filters(con: duckdb.DuckDBPyConnection) -> None:
+    assert _jobs(con, JobQuery(owner="alice")) == ["9", "7"]
+    assert _jobs(con, JobQuery(name="butterfly")) == ["10", "7"]  # any case, a part
+    assert _jobs(con, JobQuery(state="failed")) == ["8"]
+    assert _jobs(con, JobQuery(factor="idle_cpu")) == ["10", "8"]
+    assert _jobs(con, JobQuery(factor="idle_cpu", severity="medium")) == ["10"]
+    assert _jobs(con, JobQuery(severity="high")) == ["9", "7"]
+    assert _jobs(con, JobQuery(tag="imbalance")) == ["8"]
+    assert _jobs(con, JobQuery(tag="idle_cpu")) == ["10"]  # a low finding is no tag
+    assert _jobs(con, JobQuery(since_ns=T0 + H, until_ns=T0 + 2 * H)) == ["9", "8"]
+    assert _jobs(con, JobQuery(job="1*")) == ["10"]
+    assert _jobs(con, JobQuery(job="8")) == ["8"]
+
+
+def test_viewer_sees_only_their_own(con: duckdb.DuckDBPyConnection) -> None:
+    assert _jobs(con, JobQuery(viewer="bob")) == ["8"]
+    # a user naming someone else as owner still gets only their own
+    assert _jobs(con, JobQuery(viewer="bob", owner="alice")) == []
+    assert find_record(con, "7", "bob") is None and find_record(con, "8", "bob") is not None
+
+
+def test_sort_and_pages(con: duckdb.DuckDBPyConnection) -> None:
+    assert _jobs(con, JobQuery(sort="nodes", descending=True)) == [
+        "10",
+        "8",
+        "7",
+        "9",
+    ]  # ties by id
+    assert _jobs(con, JobQuery(sort="job", descending=False)) == ["7", "8", "9", "10"]
+    assert _jobs(con, JobQuery(sort="duration", descending=True))[0] == "10"
+    assert _jobs(con, JobQuery(sort="worst", descending=True)) == ["7", "9", "10", "8"]
+    p2 = search(con, JobQuery(sort="start", descending=False, per_page=3, page=2))
+    p9 = search(con, JobQuery(per_page=3, page=9))
+    assert [r.job for r in p2.records] == ["10"] and p2.total == 4 and p2.pages == 2
+    assert p9.records == [] and p9.total == 4
+
+
+def test_bad_queries_are_refused(con: duckdb.DuckDBPyConnection) -> None:
+    for q in (JobQuery(sort="owner; DROP TABLE x"), JobQuery(per_page=0),
+              JobQuery(severity="awful"), JobQuery(tag="a' OR 1=1 --")):  # fmt: skip
+        with pytest.raises(HushmonError):
+            search(con, q)
+
+
+def test_a_store_without_records_has_no_jobs(tmp_path: Path) -> None:
+    path = tmp_path / "hushmon.duckdb"
+    open_store(path).close()
+    con = open_store_readonly(path)
+    try:
+        assert search(con, JobQuery()).total == 0
+    finally:
+        con.close()
+
+
+def test_job_name_is_the_program_not_its_launcher(tmp_path: Path) -> None:
+    prog = tmp_path / "butterfly"
+    prog.write_text("#!/bin/sh\n")
+    prog.chmod(0o755)
+    assert job_name(["srun", "-N", "4", str(prog), "--cycles", "3"]) == "butterfly"
+    assert job_name(["mpirun", "-np", "2", str(prog)]) == "butterfly"
+    assert job_name(["/usr/bin/sleep", "3"]) == "sleep"
+    assert job_name(["srun", "-N", "4", "no-such-program"]) == "srun"
