@@ -69,11 +69,29 @@ typedef struct hm_sample_ctx {
     hm_self_stats *self;
 } hm_sample_ctx;
 
+/* A source's metrics are written once: one list per measurement in the
+ * source's file, each item X(P, name, unit, help[, the source's own
+ * columns]), e.g.
+ *   #define LOAD_METRICS(X, P) X(P, load1, "", "1-minute load average") ...
+ * HM_FIELDS(LOAD_METRICS) is "load1 load5 ..." for .fields (--help prints
+ * it; tests/python/test_agent_metrics_doc.py checks docs/formats.md's
+ * table against it). HM_METRIC_NAMES(L) is the same with a space before
+ * each name, to join several measurements ("cpu:" HM_METRIC_NAMES(..)).
+ * HM_METRIC_ENUM(P, L) declares P_load1, ... and P_COUNT; HM_M(P, load1)
+ * is the field name "load1" and a compile error when load1 is not in P's
+ * list, so a line cannot carry a field its list does not name. */
+#define HM_METRIC_NAME_(P, name, ...) " " #name
+#define HM_METRIC_NAMES(LIST) LIST(HM_METRIC_NAME_, _)
+#define HM_FIELDS(LIST) (HM_METRIC_NAMES(LIST) + 1)
+#define HM_METRIC_ENUM_(P, name, ...) P##_##name,
+#define HM_METRIC_ENUM(P, LIST) enum { LIST(HM_METRIC_ENUM_, P) P##_COUNT }
+#define HM_M(P, name) ((void)P##_##name, #name)
+
 typedef struct hm_sampler_ops {
     const char *name;         /* --sources name */
     const char *reads;        /* what it reads, for --help */
     const char *measurement;  /* line protocol measurement(s) */
-    const char *fields;       /* every field it may publish, for --help and docs */
+    const char *fields;       /* every field it may publish (HM_FIELDS), for --help and docs */
     bool default_on;
     /* What it reads belongs to the agent's node even when the agent runs
      * beside others on one host (its network namespace, its jobs, itself).

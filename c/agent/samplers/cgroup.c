@@ -15,6 +15,16 @@
 #include "procfile.h"
 #include "sampler.h"
 
+#define CG_METRICS(X, P)                                                                      \
+    X(P, cpu_usage_pct, "%", "the job's CPU time, share of the node's CPU capacity")          \
+    X(P, cpu_user_pct, "%", "user part")                                                      \
+    X(P, cpu_system_pct, "%", "system part")                                                  \
+    X(P, mem_current_bytes, "B", "memory.current")                                            \
+    X(P, mem_swap_bytes, "B", "memory.swap.current")                                          \
+    X(P, io_read_bytes_per_s, "B/s", "io.stat rbytes")                                        \
+    X(P, io_write_bytes_per_s, "B/s", "io.stat wbytes")
+HM_METRIC_ENUM(CG, CG_METRICS);
+
 enum { F_CPU_STAT, F_MEM_CURRENT, F_SWAP_CURRENT, F_IO_STAT, NFILES };
 static const char *const file_names[NFILES] = {
     "cpu.stat", "memory.current", "memory.swap.current", "io.stat",
@@ -171,24 +181,24 @@ static int sample_slot(job_slot *j, const hm_sample_ctx *ctx, double ncpus, hm_l
     hm_lp_tag(out, "cgroup", j->cgroup);
     /* Shares of the node's CPU capacity, like the cpu measurement. */
     double capacity_us_per_s = 1e6 * ncpus;
-    hm_lp_field_f64(out, "cpu_usage_pct", 100.0 * rate[P_USAGE] / capacity_us_per_s);
-    hm_lp_field_f64(out, "cpu_user_pct", 100.0 * rate[P_USER] / capacity_us_per_s);
-    hm_lp_field_f64(out, "cpu_system_pct", 100.0 * rate[P_SYSTEM] / capacity_us_per_s);
+    hm_lp_field_f64(out, HM_M(CG, cpu_usage_pct), 100.0 * rate[P_USAGE] / capacity_us_per_s);
+    hm_lp_field_f64(out, HM_M(CG, cpu_user_pct), 100.0 * rate[P_USER] / capacity_us_per_s);
+    hm_lp_field_f64(out, HM_M(CG, cpu_system_pct), 100.0 * rate[P_SYSTEM] / capacity_us_per_s);
     hm_scan c;
     uint64_t v;
     if (j->file[F_MEM_CURRENT].fd >= 0) {
         c = hm_scan_of(j->file[F_MEM_CURRENT].buf, j->file[F_MEM_CURRENT].len);
         if (hm_scan_u64(&c, &v))
-            hm_lp_field_f64(out, "mem_current_bytes", (double)v);
+            hm_lp_field_f64(out, HM_M(CG, mem_current_bytes), (double)v);
     }
     if (j->file[F_SWAP_CURRENT].fd >= 0) {
         c = hm_scan_of(j->file[F_SWAP_CURRENT].buf, j->file[F_SWAP_CURRENT].len);
         if (hm_scan_u64(&c, &v))
-            hm_lp_field_f64(out, "mem_swap_bytes", (double)v);
+            hm_lp_field_f64(out, HM_M(CG, mem_swap_bytes), (double)v);
     }
     if (have_io) {
-        hm_lp_field_f64(out, "io_read_bytes_per_s", rate[P_RBYTES]);
-        hm_lp_field_f64(out, "io_write_bytes_per_s", rate[P_WBYTES]);
+        hm_lp_field_f64(out, HM_M(CG, io_read_bytes_per_s), rate[P_RBYTES]);
+        hm_lp_field_f64(out, HM_M(CG, io_write_bytes_per_s), rate[P_WBYTES]);
     }
     hm_lp_end(out);
     return 0;
@@ -230,8 +240,7 @@ const hm_sampler_ops hm_sampler_cgroup = {
     .name = "cgroup",
     .reads = "cgroup v2 cpu.stat memory.current memory.swap.current io.stat of each job",
     .measurement = "cgroup (tags job, cgroup)",
-    .fields = "cpu_usage_pct cpu_user_pct cpu_system_pct (of the node's CPUs) mem_current_bytes "
-              "mem_swap_bytes io_read_bytes_per_s io_write_bytes_per_s",
+    .fields = HM_FIELDS(CG_METRICS),
     .default_on = true,
     .node_local = true,
     .open = cgroup_open,

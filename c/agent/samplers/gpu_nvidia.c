@@ -33,6 +33,42 @@
 #include "procfile.h"
 #include "sampler.h"
 
+/* One line per GPU; a reading the GPU does not support is absent. */
+#define GPU_METRICS(X, P)                                                                     \
+    X(P, sm_pct, "%", "time a kernel ran (NVML utilization.gpu)")                             \
+    X(P, mem_util_pct, "%", "time memory was read or written")                                \
+    X(P, mem_used_bytes, "B", "device memory in use")                                         \
+    X(P, mem_total_bytes, "B", "device memory")                                               \
+    X(P, mem_used_pct, "%", "100 x used / total")                                             \
+    X(P, power_w, "W", "power draw now")                                                      \
+    X(P, power_avg_w, "W", "energy over the period / period")                                 \
+    X(P, energy_mj, "mJ", "energy counter")                                                   \
+    X(P, sm_clock_mhz, "MHz", "SM clock")                                                     \
+    X(P, mem_clock_mhz, "MHz", "memory clock")                                                \
+    X(P, temp_c, "C", "GPU temperature")                                                      \
+    X(P, throttle_reasons, "", "NVML clocks-throttle bitmask")                                \
+    X(P, throttle_power, "", "1: slowed by its power cap")                                    \
+    X(P, throttle_thermal, "", "1: slowed by temperature")                                    \
+    X(P, throttle_hw, "", "1: hardware slowdown")                                             \
+    X(P, pcie_tx_bytes_per_s, "B/s", "PCIe sent")                                             \
+    X(P, pcie_rx_bytes_per_s, "B/s", "PCIe received")                                         \
+    X(P, pcie_capacity_bytes_per_s, "B/s", "the PCIe link's maximum")                         \
+    X(P, nvlink_tx_bytes_per_s, "B/s", "NVLink data sent, all links")                         \
+    X(P, nvlink_rx_bytes_per_s, "B/s", "NVLink data received, all links")                     \
+    X(P, ecc_sbe_volatile, "", "single-bit ECC errors since the driver loaded")               \
+    X(P, ecc_dbe_volatile, "", "double-bit ECC errors")                                       \
+    X(P, xid_errors, "", "XID errors since the agent started")                                \
+    X(P, xid_last, "", "the last XID")                                                        \
+    X(P, processes, "", "compute processes, on the periods they are read")
+HM_METRIC_ENUM(GPU, GPU_METRICS);
+/* One line per GPU and job: the job's compute processes on that GPU. */
+#define GPU_JOB_METRICS(X, P)                                                                 \
+    X(P, processes, "", "the job's compute processes on the GPU")                             \
+    X(P, mem_used_bytes, "B", "their device memory")                                          \
+    X(P, sm_pct, "%", "their SM share (at most 100)")                                         \
+    X(P, mem_util_pct, "%", "their memory utilization (at most 100)")
+HM_METRIC_ENUM(GPUJ, GPU_JOB_METRICS);
+
 #define GPUS_MAX 64
 #define PROCS_MAX 256   /* compute processes per GPU read per scan */
 #define XID_DRAIN_MAX 64
@@ -506,10 +542,10 @@ static void scan_processes(gpu_state *s, gpu_dev *d, const hm_sample_ctx *ctx, h
         hm_lp_begin(out, "gpu_job");
         hm_lp_tag(out, "gpu", d->tag);
         hm_lp_tag(out, "job", ctx->jobs->job[j].id);
-        hm_lp_field_i64(out, "processes", a->nproc);
-        hm_lp_field_f64(out, "mem_used_bytes", a->have_mem ? a->mem_bytes : NAN);
-        hm_lp_field_f64(out, "sm_pct", a->have_util ? fmin(a->sm_pct, 100.0) : NAN);
-        hm_lp_field_f64(out, "mem_util_pct", a->have_util ? fmin(a->mem_util_pct, 100.0) : NAN);
+        hm_lp_field_i64(out, HM_M(GPUJ, processes), a->nproc);
+        hm_lp_field_f64(out, HM_M(GPUJ, mem_used_bytes), a->have_mem ? a->mem_bytes : NAN);
+        hm_lp_field_f64(out, HM_M(GPUJ, sm_pct), a->have_util ? fmin(a->sm_pct, 100.0) : NAN);
+        hm_lp_field_f64(out, HM_M(GPUJ, mem_util_pct), a->have_util ? fmin(a->mem_util_pct, 100.0) : NAN);
         hm_lp_end(out);
     }
 }
@@ -551,49 +587,49 @@ static void sample_device(gpu_state *s, gpu_dev *d, const hm_sample_ctx *ctx, hm
     hm_lp_begin(out, "gpu");
     hm_lp_tag(out, "gpu", d->tag);
     if (have_util) {
-        hm_lp_field_f64(out, "sm_pct", util.gpu);
-        hm_lp_field_f64(out, "mem_util_pct", util.memory);
+        hm_lp_field_f64(out, HM_M(GPU, sm_pct), util.gpu);
+        hm_lp_field_f64(out, HM_M(GPU, mem_util_pct), util.memory);
     }
     if (have_mem) {
-        hm_lp_field_f64(out, "mem_used_bytes", (double)mem.used);
-        hm_lp_field_f64(out, "mem_total_bytes", (double)mem.total);
-        hm_lp_field_f64(out, "mem_used_pct", mem.total > 0 ? 100.0 * (double)mem.used / (double)mem.total : NAN);
+        hm_lp_field_f64(out, HM_M(GPU, mem_used_bytes), (double)mem.used);
+        hm_lp_field_f64(out, HM_M(GPU, mem_total_bytes), (double)mem.total);
+        hm_lp_field_f64(out, HM_M(GPU, mem_used_pct), mem.total > 0 ? 100.0 * (double)mem.used / (double)mem.total : NAN);
     }
-    hm_lp_field_f64(out, "power_w", value[FV_POWER] / 1e3);
-    hm_lp_field_f64(out, "power_avg_w", rate[FV_ENERGY] / 1e3);
+    hm_lp_field_f64(out, HM_M(GPU, power_w), value[FV_POWER] / 1e3);
+    hm_lp_field_f64(out, HM_M(GPU, power_avg_w), rate[FV_ENERGY] / 1e3);
     if (raw_ok[FV_ENERGY])
-        hm_lp_field_i64(out, "energy_mj", (int64_t)raw[FV_ENERGY]);
+        hm_lp_field_i64(out, HM_M(GPU, energy_mj), (int64_t)raw[FV_ENERGY]);
     if (have_sm)
-        hm_lp_field_f64(out, "sm_clock_mhz", sm_mhz);
+        hm_lp_field_f64(out, HM_M(GPU, sm_clock_mhz), sm_mhz);
     if (have_memclk)
-        hm_lp_field_f64(out, "mem_clock_mhz", mem_mhz);
+        hm_lp_field_f64(out, HM_M(GPU, mem_clock_mhz), mem_mhz);
     if (have_temp)
-        hm_lp_field_f64(out, "temp_c", temp_c);
+        hm_lp_field_f64(out, HM_M(GPU, temp_c), temp_c);
     if (have_thr) {
-        hm_lp_field_i64(out, "throttle_reasons", (int64_t)reasons);
-        hm_lp_field_i64(out, "throttle_power",
+        hm_lp_field_i64(out, HM_M(GPU, throttle_reasons), (int64_t)reasons);
+        hm_lp_field_i64(out, HM_M(GPU, throttle_power),
                         (reasons & (NVML_THROTTLE_SW_POWER_CAP | NVML_THROTTLE_HW_POWER_BRAKE)) != 0);
-        hm_lp_field_i64(out, "throttle_thermal",
+        hm_lp_field_i64(out, HM_M(GPU, throttle_thermal),
                         (reasons & (NVML_THROTTLE_SW_THERMAL | NVML_THROTTLE_HW_THERMAL)) != 0);
-        hm_lp_field_i64(out, "throttle_hw", (reasons & NVML_THROTTLE_HW_SLOWDOWN) != 0);
+        hm_lp_field_i64(out, HM_M(GPU, throttle_hw), (reasons & NVML_THROTTLE_HW_SLOWDOWN) != 0);
     }
-    hm_lp_field_f64(out, "pcie_tx_bytes_per_s", rate[FV_PCIE_TX]);
-    hm_lp_field_f64(out, "pcie_rx_bytes_per_s", rate[FV_PCIE_RX]);
+    hm_lp_field_f64(out, HM_M(GPU, pcie_tx_bytes_per_s), rate[FV_PCIE_TX]);
+    hm_lp_field_f64(out, HM_M(GPU, pcie_rx_bytes_per_s), rate[FV_PCIE_RX]);
     if (raw_ok[FV_PCIE_TX] || raw_ok[FV_PCIE_RX])
-        hm_lp_field_f64(out, "pcie_capacity_bytes_per_s", d->pcie_capacity_bytes_per_s);
-    hm_lp_field_f64(out, "nvlink_tx_bytes_per_s", rate[FV_NVL_TX] * 1024.0);
-    hm_lp_field_f64(out, "nvlink_rx_bytes_per_s", rate[FV_NVL_RX] * 1024.0);
+        hm_lp_field_f64(out, HM_M(GPU, pcie_capacity_bytes_per_s), d->pcie_capacity_bytes_per_s);
+    hm_lp_field_f64(out, HM_M(GPU, nvlink_tx_bytes_per_s), rate[FV_NVL_TX] * 1024.0);
+    hm_lp_field_f64(out, HM_M(GPU, nvlink_rx_bytes_per_s), rate[FV_NVL_RX] * 1024.0);
     if (raw_ok[FV_ECC_SBE])
-        hm_lp_field_i64(out, "ecc_sbe_volatile", (int64_t)raw[FV_ECC_SBE]);
+        hm_lp_field_i64(out, HM_M(GPU, ecc_sbe_volatile), (int64_t)raw[FV_ECC_SBE]);
     if (raw_ok[FV_ECC_DBE])
-        hm_lp_field_i64(out, "ecc_dbe_volatile", (int64_t)raw[FV_ECC_DBE]);
+        hm_lp_field_i64(out, HM_M(GPU, ecc_dbe_volatile), (int64_t)raw[FV_ECC_DBE]);
     if (d->xid_registered) {
-        hm_lp_field_i64(out, "xid_errors", (int64_t)d->xid_count);
+        hm_lp_field_i64(out, HM_M(GPU, xid_errors), (int64_t)d->xid_count);
         if (d->xid_last >= 0)
-            hm_lp_field_i64(out, "xid_last", d->xid_last);
+            hm_lp_field_i64(out, HM_M(GPU, xid_last), d->xid_last);
     }
     if (scan && d->processes >= 0)
-        hm_lp_field_i64(out, "processes", d->processes);
+        hm_lp_field_i64(out, HM_M(GPU, processes), d->processes);
     hm_lp_end(out);
 }
 
@@ -639,12 +675,7 @@ const hm_sampler_ops hm_sampler_gpu_nvidia = {
     .name = "gpu_nvidia",
     .reads = "NVIDIA GPUs through NVML (dlopen gpu.nvml_library); GPU processes' cgroups",
     .measurement = "gpu (tag gpu), gpu_job (tags gpu job)",
-    .fields = "sm_pct mem_util_pct mem_used_bytes mem_total_bytes mem_used_pct power_w "
-              "power_avg_w energy_mj sm_clock_mhz mem_clock_mhz temp_c throttle_reasons "
-              "throttle_power throttle_thermal throttle_hw pcie_tx_bytes_per_s "
-              "pcie_rx_bytes_per_s pcie_capacity_bytes_per_s nvlink_tx_bytes_per_s "
-              "nvlink_rx_bytes_per_s ecc_sbe_volatile ecc_dbe_volatile xid_errors xid_last "
-              "processes; gpu_job: processes mem_used_bytes sm_pct mem_util_pct",
+    .fields = "gpu:" HM_METRIC_NAMES(GPU_METRICS) "; gpu_job:" HM_METRIC_NAMES(GPU_JOB_METRICS),
     .default_on = true,
     .node_local = false,
     .open = gpu_open,

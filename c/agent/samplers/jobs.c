@@ -20,6 +20,9 @@
 #include "procfile.h"
 #include "sampler.h"
 
+#define JOB_METRICS(X, P) X(P, active, "", "1: the job ran on the node this period")
+HM_METRIC_ENUM(JOB, JOB_METRICS);
+
 typedef struct jobs_state {
     char slurm_path[PATH_MAX];       /* absolute */
     char slurm_rel[PATH_MAX];        /* relative to the cgroup root */
@@ -131,7 +134,7 @@ static int jobs_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_err
             continue;
         hm_lp_begin(out, "job");
         hm_lp_tag(out, "job", j->id);
-        hm_lp_field_i64(out, "active", 1);
+        hm_lp_field_i64(out, HM_M(JOB, active), 1);
         hm_lp_end(out);
     }
     return rc;
@@ -141,7 +144,7 @@ const hm_sampler_ops hm_sampler_jobs = {
     .name = "jobs",
     .reads = "control socket announcements; <cgroup_root>/<slurm_dir>/job_<id>/",
     .measurement = "job (tag job)",
-    .fields = "active",
+    .fields = HM_FIELDS(JOB_METRICS),
     .default_on = true,
     .node_local = true,
     .open = jobs_open,

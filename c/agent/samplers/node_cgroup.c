@@ -31,6 +31,33 @@
 #include "procfile.h"
 #include "sampler.h"
 
+/* The node's own cpu,cpu=total line: shares of its CPU capacity. */
+#define NODE_CPU_METRICS(X, P)                                                                \
+    X(P, user_pct, "%", "user, of the node's CPU capacity")                                   \
+    X(P, system_pct, "%", "system")                                                           \
+    X(P, idle_pct, "%", "100 - busy")
+HM_METRIC_ENUM(NCPU, NODE_CPU_METRICS);
+/* The node's own mem line. */
+#define NODE_MEM_METRICS(X, P)                                                                \
+    X(P, total_bytes, "B", "memory limit, or the host's MemTotal if none or larger")          \
+    X(P, free_bytes, "B", "total - usage")                                                    \
+    X(P, available_bytes, "B", "total - used")                                                \
+    X(P, used_bytes, "B", "usage - inactive page cache")                                      \
+    X(P, used_pct, "%", "100 x used / total")                                                 \
+    X(P, anon_bytes, "B", "anonymous memory")                                                 \
+    X(P, cached_bytes, "B", "page cache")                                                     \
+    X(P, swap_used_bytes, "B", "swap in use")
+HM_METRIC_ENUM(NMEM, NODE_MEM_METRICS);
+#define NODE_CGROUP_METRICS(X, P)                                                             \
+    X(P, cpus, "CPUs", "CPU capacity: the cpuset's CPUs, or the quota when smaller")          \
+    X(P, cpuset_cpus, "CPUs", "CPUs in the cpuset")                                           \
+    X(P, quota_cpus, "CPUs", "the CPU quota (absent without one)")                            \
+    X(P, throttled_pct, "%", "quota periods in which it was throttled")                       \
+    X(P, oom_kill_per_s, "1/s", "OOM kills in the cgroup")                                    \
+    X(P, io_read_bytes_per_s, "B/s", "io.stat rbytes (v2)")                                   \
+    X(P, io_write_bytes_per_s, "B/s", "io.stat wbytes (v2)")
+HM_METRIC_ENUM(NCG, NODE_CGROUP_METRICS);
+
 /* v1 hierarchies, one directory each; v2 uses the first slot only. */
 enum { C_CPUACCT, C_CPU, C_CPUSET, C_MEMORY, NCTRL };
 static const char *const ctrl_names[NCTRL] = {"cpuacct", "cpu", "cpuset", "memory"};
@@ -452,9 +479,9 @@ static int node_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_err
         double system = split > 0 ? busy * rate[P_SYSTEM] / split : NAN;
         hm_lp_begin(out, "cpu");
         hm_lp_tag(out, "cpu", "total");
-        hm_lp_field_f64(out, "user_pct", user);
-        hm_lp_field_f64(out, "system_pct", system);
-        hm_lp_field_f64(out, "idle_pct", 100.0 - busy);
+        hm_lp_field_f64(out, HM_M(NCPU, user_pct), user);
+        hm_lp_field_f64(out, HM_M(NCPU, system_pct), system);
+        hm_lp_field_f64(out, HM_M(NCPU, idle_pct), 100.0 - busy);
         hm_lp_end(out);
     }
 
@@ -470,39 +497,42 @@ static int node_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_err
         if (key_u64(s, F_MEM_STAT, K_INACTIVE, &v))
             used = v < current ? (double)(current - v) : 0.0;
         hm_lp_begin(out, "mem");
-        hm_lp_field_f64(out, "total_bytes", total);
+        hm_lp_field_f64(out, HM_M(NMEM, total_bytes), total);
         if (total > 0) { /* NaN when neither a limit nor MemTotal is known */
-            hm_lp_field_f64(out, "free_bytes", total > (double)current ? total - (double)current : 0.0);
-            hm_lp_field_f64(out, "available_bytes", total > used ? total - used : 0.0);
-            hm_lp_field_f64(out, "used_pct", 100.0 * used / total);
+            hm_lp_field_f64(out, HM_M(NMEM, free_bytes),
+                            total > (double)current ? total - (double)current : 0.0);
+            hm_lp_field_f64(out, HM_M(NMEM, available_bytes), total > used ? total - used : 0.0);
+            hm_lp_field_f64(out, HM_M(NMEM, used_pct), 100.0 * used / total);
         }
-        hm_lp_field_f64(out, "used_bytes", used);
-        hm_lp_field_f64(out, "anon_bytes", key_u64(s, F_MEM_STAT, K_ANON, &v) ? (double)v : NAN);
-        hm_lp_field_f64(out, "cached_bytes", key_u64(s, F_MEM_STAT, K_FILE, &v) ? (double)v : NAN);
+        hm_lp_field_f64(out, HM_M(NMEM, used_bytes), used);
+        hm_lp_field_f64(out, HM_M(NMEM, anon_bytes),
+                        key_u64(s, F_MEM_STAT, K_ANON, &v) ? (double)v : NAN);
+        hm_lp_field_f64(out, HM_M(NMEM, cached_bytes),
+                        key_u64(s, F_MEM_STAT, K_FILE, &v) ? (double)v : NAN);
         /* v1: total_swap when swap is accounted, else memsw - usage. */
         double swap = NAN;
         if (key_u64(s, F_MEM_STAT, K_SWAP, &v))
             swap = (double)v;
         else if (value_u64(&s->file[F_SWAP], NULL, &v))
             swap = s->version == 2 ? (double)v : v > current ? (double)(v - current) : 0.0;
-        hm_lp_field_f64(out, "swap_used_bytes", swap);
+        hm_lp_field_f64(out, HM_M(NMEM, swap_used_bytes), swap);
         hm_lp_end(out);
     }
 
     hm_lp_begin(out, "node_cgroup");
-    hm_lp_field_f64(out, "cpus", capacity > 0 ? capacity : NAN);
+    hm_lp_field_f64(out, HM_M(NCG, cpus), capacity > 0 ? capacity : NAN);
     if (ncpus > 0)
-        hm_lp_field_i64(out, "cpuset_cpus", ncpus);
-    hm_lp_field_f64(out, "quota_cpus", quota);
+        hm_lp_field_i64(out, HM_M(NCG, cpuset_cpus), ncpus);
+    hm_lp_field_f64(out, HM_M(NCG, quota_cpus), quota);
     /* Share of the quota's enforcement periods in which the node ran out
      * of quota; absent without a quota (no periods counted). */
-    hm_lp_field_f64(out, "throttled_pct",
+    hm_lp_field_f64(out, HM_M(NCG, throttled_pct),
                     !isnan(rate[P_THROTTLED]) && delta[P_PERIODS] > 0
                         ? 100.0 * (double)delta[P_THROTTLED] / (double)delta[P_PERIODS]
                         : NAN);
-    hm_lp_field_f64(out, "oom_kill_per_s", rate[P_OOM]);
-    hm_lp_field_f64(out, "io_read_bytes_per_s", rate[P_RBYTES]);
-    hm_lp_field_f64(out, "io_write_bytes_per_s", rate[P_WBYTES]);
+    hm_lp_field_f64(out, HM_M(NCG, oom_kill_per_s), rate[P_OOM]);
+    hm_lp_field_f64(out, HM_M(NCG, io_read_bytes_per_s), rate[P_RBYTES]);
+    hm_lp_field_f64(out, HM_M(NCG, io_write_bytes_per_s), rate[P_WBYTES]);
     hm_lp_end(out);
     return 0;
 }
@@ -512,10 +542,8 @@ const hm_sampler_ops hm_sampler_node_cgroup = {
     .reads = "the node's cgroup (scope.cgroup; v2 cpu.stat cpu.max cpuset.cpus.effective "
              "memory.* io.stat, or v1 cpuacct cpu cpuset memory)",
     .measurement = "cpu (cpu=total), mem, node_cgroup",
-    .fields = "cpu: user_pct system_pct idle_pct (of the node's CPUs); mem: total_bytes "
-              "free_bytes available_bytes used_bytes used_pct anon_bytes cached_bytes "
-              "swap_used_bytes; node_cgroup: cpus cpuset_cpus quota_cpus throttled_pct "
-              "oom_kill_per_s io_read_bytes_per_s io_write_bytes_per_s",
+    .fields = "cpu:" HM_METRIC_NAMES(NODE_CPU_METRICS) "; mem:" HM_METRIC_NAMES(
+        NODE_MEM_METRICS) "; node_cgroup:" HM_METRIC_NAMES(NODE_CGROUP_METRICS),
     .default_on = true,
     .node_local = true,
     .open = node_open,

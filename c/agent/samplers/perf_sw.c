@@ -36,6 +36,12 @@
 #include "procfile.h"
 #include "sampler.h"
 
+#define PERF_SW_METRICS(X, P)                                                                 \
+    X(P, context_switches_per_s, "1/s", "all CPUs (/proc/stat ctxt)")                         \
+    X(P, cpu_migrations_per_s, "1/s", "all CPUs (BPF, or perf_event reads)")                  \
+    X(P, page_faults_per_s, "1/s", "all CPUs (/proc/vmstat pgfault)")
+HM_METRIC_ENUM(PERF_SW, PERF_SW_METRICS);
+
 typedef struct rate_counter {
     bool have_prev;
     uint64_t prev;
@@ -206,9 +212,9 @@ static int perf_sw_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_
         migrations = rate_of(&s->migrations, total, ctx->mono_ns);
     }
     hm_lp_begin(out, "perf_sw");
-    hm_lp_field_f64(out, "context_switches_per_s", ctxt);
-    hm_lp_field_f64(out, "cpu_migrations_per_s", migrations);
-    hm_lp_field_f64(out, "page_faults_per_s", pgfault);
+    hm_lp_field_f64(out, HM_M(PERF_SW, context_switches_per_s), ctxt);
+    hm_lp_field_f64(out, HM_M(PERF_SW, cpu_migrations_per_s), migrations);
+    hm_lp_field_f64(out, HM_M(PERF_SW, page_faults_per_s), pgfault);
     hm_lp_end(out); /* no line while every value is still priming */
     return 0;
 }
@@ -218,7 +224,7 @@ const hm_sampler_ops hm_sampler_perf_sw = {
     .reads = "/proc/stat ctxt, /proc/vmstat pgfault, cpu-migrations counted by BPF on every "
              "CPU (or perf_event reads every perf_sw.migrations_every periods)",
     .measurement = "perf_sw",
-    .fields = "context_switches_per_s cpu_migrations_per_s page_faults_per_s",
+    .fields = HM_FIELDS(PERF_SW_METRICS),
     .default_on = true,
     .open = perf_sw_open,
     .sample = perf_sw_sample,

@@ -19,6 +19,15 @@
 #include "pmu/pmu_sim.h"
 #include "sampler.h"
 
+/* Besides <event>_per_s for each event of the profile (its names). */
+#define PMU_METRICS(X, P)                                                                     \
+    X(P, ipc, "", "instructions per cycle")                                                   \
+    X(P, score_cpu, "%", "100 - Retiring (top-down)")                                         \
+    X(P, mem_stall_pct, "%", "cycles stalled on memory")                                      \
+    X(P, flops_per_s, "1/s", "floating-point operations")                                     \
+    X(P, mux_ratio, "", "share of the time the events were counted")
+HM_METRIC_ENUM(PMU, PMU_METRICS);
+
 typedef struct pmu_state {
     bool active;
     bool simulated;
@@ -172,11 +181,11 @@ static void emit(pmu_state *s, const char *cpu, const double *rate, double mux_r
         hm_lp_tag(out, "backend", "sim");
     for (size_t i = 0; i < p->nevents; i++)
         hm_lp_field_f64(out, s->field[i], rate[i]);
-    hm_lp_field_f64(out, "ipc", d.ipc);
-    hm_lp_field_f64(out, "score_cpu", d.score_cpu);
-    hm_lp_field_f64(out, "mem_stall_pct", d.mem_stall_pct);
-    hm_lp_field_f64(out, "flops_per_s", d.flops_per_s);
-    hm_lp_field_f64(out, "mux_ratio", mux_ratio);
+    hm_lp_field_f64(out, HM_M(PMU, ipc), d.ipc);
+    hm_lp_field_f64(out, HM_M(PMU, score_cpu), d.score_cpu);
+    hm_lp_field_f64(out, HM_M(PMU, mem_stall_pct), d.mem_stall_pct);
+    hm_lp_field_f64(out, HM_M(PMU, flops_per_s), d.flops_per_s);
+    hm_lp_field_f64(out, HM_M(PMU, mux_ratio), mux_ratio);
     hm_lp_end(out);
 }
 
@@ -204,8 +213,7 @@ const hm_sampler_ops hm_sampler_pmu = {
     .name = "pmu",
     .reads = "perf_event_open hardware events (profile per CPU family), or the simulated PMU",
     .measurement = "pmu (tags cpu=total|cpuN, backend=sim when simulated)",
-    .fields = "<event>_per_s for each profile event, ipc score_cpu mem_stall_pct flops_per_s "
-              "mux_ratio",
+    .fields = "<event>_per_s" HM_METRIC_NAMES(PMU_METRICS),
     .default_on = true,
     .open = pmu_open,
     .sample = pmu_sample,

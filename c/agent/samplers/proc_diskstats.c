@@ -16,6 +16,14 @@
 #include "procfile.h"
 #include "sampler.h"
 
+#define DISK_METRICS(X, P)                                                                    \
+    X(P, read_bytes_per_s, "B/s", "sectors read x 512")                                       \
+    X(P, write_bytes_per_s, "B/s", "sectors written x 512")                                   \
+    X(P, reads_per_s, "1/s", "reads completed")                                               \
+    X(P, writes_per_s, "1/s", "writes completed")                                             \
+    X(P, busy_pct, "%", "time with I/O in flight (at most 100)")
+HM_METRIC_ENUM(DISK, DISK_METRICS);
+
 enum { C_READS, C_READ_SECTORS, C_WRITES, C_WRITE_SECTORS, C_IO_TICKS_MS, NCOUNTERS };
 /* 1-based column of each counter after "major minor name". */
 static const int column_of[NCOUNTERS] = {1, 3, 5, 7, 10};
@@ -131,13 +139,13 @@ static int diskstats_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, h
             continue;
         hm_lp_begin(out, "disk");
         hm_lp_tag(out, "device", d->name);
-        hm_lp_field_f64(out, "read_bytes_per_s", rate[C_READ_SECTORS] * 512.0);
-        hm_lp_field_f64(out, "write_bytes_per_s", rate[C_WRITE_SECTORS] * 512.0);
-        hm_lp_field_f64(out, "reads_per_s", rate[C_READS]);
-        hm_lp_field_f64(out, "writes_per_s", rate[C_WRITES]);
+        hm_lp_field_f64(out, HM_M(DISK, read_bytes_per_s), rate[C_READ_SECTORS] * 512.0);
+        hm_lp_field_f64(out, HM_M(DISK, write_bytes_per_s), rate[C_WRITE_SECTORS] * 512.0);
+        hm_lp_field_f64(out, HM_M(DISK, reads_per_s), rate[C_READS]);
+        hm_lp_field_f64(out, HM_M(DISK, writes_per_s), rate[C_WRITES]);
         /* io_ticks: ms with at least one request in flight, per second. */
         double busy = rate[C_IO_TICKS_MS] / 10.0;
-        hm_lp_field_f64(out, "busy_pct", busy > 100.0 ? 100.0 : busy);
+        hm_lp_field_f64(out, HM_M(DISK, busy_pct), busy > 100.0 ? 100.0 : busy);
         hm_lp_end(out);
     } while (hm_scan_next_line(&c));
     return 0;
@@ -147,7 +155,7 @@ const hm_sampler_ops hm_sampler_proc_diskstats = {
     .name = "disk",
     .reads = "/proc/diskstats (whole disks listed in /sys/block)",
     .measurement = "disk (tag device)",
-    .fields = "read_bytes_per_s write_bytes_per_s reads_per_s writes_per_s busy_pct",
+    .fields = HM_FIELDS(DISK_METRICS),
     .default_on = true,
     .open = diskstats_open,
     .sample = diskstats_sample,

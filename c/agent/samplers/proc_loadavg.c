@@ -6,6 +6,14 @@
 #include "procfile.h"
 #include "sampler.h"
 
+#define LOAD_METRICS(X, P)                                                                    \
+    X(P, load1, "", "run queue length, 1-minute average")                                     \
+    X(P, load5, "", "5-minute average")                                                       \
+    X(P, load15, "", "15-minute average")                                                     \
+    X(P, procs_running, "tasks", "runnable now (from cpu's /proc/stat read)")                 \
+    X(P, procs_blocked, "tasks", "waiting for I/O (idem)")
+HM_METRIC_ENUM(LOAD, LOAD_METRICS);
+
 typedef struct loadavg_state {
     hm_procfile file;
 } loadavg_state;
@@ -42,12 +50,12 @@ static int loadavg_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_
     if (!hm_scan_udouble(&c, &l1) || !hm_scan_udouble(&c, &l5) || !hm_scan_udouble(&c, &l15))
         return hm_error_set(err, "%s: malformed contents", s->file.path);
     hm_lp_begin(out, "load");
-    hm_lp_field_f64(out, "load1", l1);
-    hm_lp_field_f64(out, "load5", l5);
-    hm_lp_field_f64(out, "load15", l15);
+    hm_lp_field_f64(out, HM_M(LOAD, load1), l1);
+    hm_lp_field_f64(out, HM_M(LOAD, load5), l5);
+    hm_lp_field_f64(out, HM_M(LOAD, load15), l15);
     if (ctx->node->stamp_ns == ctx->ts_ns) {
-        hm_lp_field_i64(out, "procs_running", (int64_t)ctx->node->procs_running);
-        hm_lp_field_i64(out, "procs_blocked", (int64_t)ctx->node->procs_blocked);
+        hm_lp_field_i64(out, HM_M(LOAD, procs_running), (int64_t)ctx->node->procs_running);
+        hm_lp_field_i64(out, HM_M(LOAD, procs_blocked), (int64_t)ctx->node->procs_blocked);
     }
     hm_lp_end(out);
     return 0;
@@ -57,7 +65,7 @@ const hm_sampler_ops hm_sampler_proc_loadavg = {
     .name = "load",
     .reads = "/proc/loadavg (+ procs from /proc/stat via cpu)",
     .measurement = "load",
-    .fields = "load1 load5 load15 procs_running procs_blocked",
+    .fields = HM_FIELDS(LOAD_METRICS),
     .default_on = true,
     .open = loadavg_open,
     .sample = loadavg_sample,

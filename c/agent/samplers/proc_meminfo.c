@@ -14,24 +14,33 @@ typedef struct meminfo_field {
     const char *field;
 } meminfo_field;
 
-static const meminfo_field fields[] = {
-    {"MemTotal", "total_bytes"},
-    {"MemFree", "free_bytes"},
-    {"MemAvailable", "available_bytes"},
-    {"Buffers", "buffers_bytes"},
-    {"Cached", "cached_bytes"},
-    {"SwapCached", "swap_cached_bytes"},
-    {"SwapTotal", "swap_total_bytes"},
-    {"SwapFree", "swap_free_bytes"},
-    {"Dirty", "dirty_bytes"},
-    {"Writeback", "writeback_bytes"},
-    {"AnonPages", "anon_bytes"},
-    {"Shmem", "shmem_bytes"},
-    {"Slab", "slab_bytes"},
-    {"Committed_AS", "committed_bytes"},
-};
+/* X(P, field, unit, help, the /proc/meminfo line it comes from or NULL).
+ * used_pct is computed, last. */
+#define MEM_METRICS(X, P)                                                                     \
+    X(P, total_bytes, "B", "usable RAM", "MemTotal")                                          \
+    X(P, free_bytes, "B", "unused", "MemFree")                                                \
+    X(P, available_bytes, "B", "available to new work without swapping", "MemAvailable")     \
+    X(P, buffers_bytes, "B", "block device buffers", "Buffers")                               \
+    X(P, cached_bytes, "B", "page cache", "Cached")                                           \
+    X(P, swap_cached_bytes, "B", "swapped out and back, still in swap", "SwapCached")         \
+    X(P, swap_total_bytes, "B", "swap space", "SwapTotal")                                    \
+    X(P, swap_free_bytes, "B", "unused swap", "SwapFree")                                     \
+    X(P, dirty_bytes, "B", "waiting to be written back", "Dirty")                             \
+    X(P, writeback_bytes, "B", "being written back", "Writeback")                             \
+    X(P, anon_bytes, "B", "anonymous pages", "AnonPages")                                     \
+    X(P, shmem_bytes, "B", "shared memory and tmpfs", "Shmem")                                \
+    X(P, slab_bytes, "B", "kernel slab", "Slab")                                              \
+    X(P, committed_bytes, "B", "committed address space", "Committed_AS")                     \
+    X(P, used_pct, "%", "not available to new work: 100 x (total - available) / total", NULL)
+HM_METRIC_ENUM(MEM, MEM_METRICS);
 
-#define NFIELDS (sizeof fields / sizeof fields[0])
+#define MEM_ROW_(P, name, unit, help, kernel) {kernel, #name},
+static const meminfo_field fields[] = {MEM_METRICS(MEM_ROW_, _)};
+#undef MEM_ROW_
+
+/* The fields read from the file: all but the computed used_pct. */
+#define NFIELDS ((size_t)MEM_used_pct)
+_Static_assert(MEM_used_pct == MEM_COUNT - 1, "used_pct is the one computed field, last");
 
 typedef struct meminfo_state {
     hm_procfile file;
@@ -86,9 +95,9 @@ static int meminfo_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_
     for (size_t i = 0; i < NFIELDS; i++)
         hm_lp_field_f64(out, fields[i].field, value[i]);
     /* used_pct: memory not available to new work, as `free` computes it. */
-    double total = value[0], avail = value[2];
+    double total = value[MEM_total_bytes], avail = value[MEM_available_bytes];
     if (total > 0 && avail == avail)
-        hm_lp_field_f64(out, "used_pct", 100.0 * (total - avail) / total);
+        hm_lp_field_f64(out, HM_M(MEM, used_pct), 100.0 * (total - avail) / total);
     hm_lp_end(out);
     return 0;
 }
@@ -97,9 +106,7 @@ const hm_sampler_ops hm_sampler_proc_meminfo = {
     .name = "mem",
     .reads = "/proc/meminfo",
     .measurement = "mem",
-    .fields = "total_bytes free_bytes available_bytes buffers_bytes cached_bytes swap_cached_bytes "
-              "swap_total_bytes swap_free_bytes dirty_bytes writeback_bytes anon_bytes shmem_bytes "
-              "slab_bytes committed_bytes used_pct",
+    .fields = HM_FIELDS(MEM_METRICS),
     .default_on = true,
     .open = meminfo_open,
     .sample = meminfo_sample,

@@ -20,11 +20,26 @@ typedef struct net_column {
     const char *field;
 } net_column;
 
-static const net_column columns[] = {
-    {0, "rx_bytes_per_s"},   {8, "tx_bytes_per_s"},  {1, "rx_packets_per_s"},
-    {9, "tx_packets_per_s"}, {2, "rx_errors_per_s"}, {10, "tx_errors_per_s"},
-    {3, "rx_drops_per_s"},   {11, "tx_drops_per_s"},
-};
+/* Rates of counters: X(P, field, unit, help, column). */
+#define NET_COUNTER_METRICS(X, P)                                                             \
+    X(P, rx_bytes_per_s, "B/s", "received", 0)                                                \
+    X(P, tx_bytes_per_s, "B/s", "sent", 8)                                                    \
+    X(P, rx_packets_per_s, "1/s", "packets received", 1)                                      \
+    X(P, tx_packets_per_s, "1/s", "packets sent", 9)                                          \
+    X(P, rx_errors_per_s, "1/s", "receive errors", 2)                                         \
+    X(P, tx_errors_per_s, "1/s", "transmit errors", 10)                                       \
+    X(P, rx_drops_per_s, "1/s", "received packets dropped", 3)                                \
+    X(P, tx_drops_per_s, "1/s", "packets dropped before sending", 11)
+/* The link's rate, when known. */
+#define NET_LINK_METRICS(X, P)                                                                \
+    X(P, speed_bits_per_s, "bit/s", "reported by the driver (/sys/class/net/IFACE/speed)")    \
+    X(P, capacity_bits_per_s, "bit/s", "net.link_bits_per_s, when set (not on lo)")
+#define NET_METRICS(X, P) NET_COUNTER_METRICS(X, P) NET_LINK_METRICS(X, P)
+HM_METRIC_ENUM(NET, NET_METRICS);
+
+#define NET_ROW_(P, name, unit, help, column) {column, #name},
+static const net_column columns[] = {NET_COUNTER_METRICS(NET_ROW_, _)};
+#undef NET_ROW_
 
 #define NCOLUMNS (sizeof columns / sizeof columns[0])
 /* The slot of hm_entity.prev after the counters that holds the reported speed. */
@@ -143,9 +158,9 @@ static int net_dev_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_
         for (size_t k = 0; k < NCOLUMNS; k++)
             hm_lp_field_f64(out, columns[k].field, rate[k]);
         if (d->prev[SPEED_SLOT] > 0)
-            hm_lp_field_f64(out, "speed_bits_per_s", (double)d->prev[SPEED_SLOT]);
+            hm_lp_field_f64(out, HM_M(NET, speed_bits_per_s), (double)d->prev[SPEED_SLOT]);
         if (s->capacity_bits_per_s > 0 && strcmp(d->name, "lo") != 0)
-            hm_lp_field_f64(out, "capacity_bits_per_s", s->capacity_bits_per_s);
+            hm_lp_field_f64(out, HM_M(NET, capacity_bits_per_s), s->capacity_bits_per_s);
         hm_lp_end(out);
     } while (hm_scan_next_line(&c));
     return 0;
@@ -155,9 +170,7 @@ const hm_sampler_ops hm_sampler_proc_net_dev = {
     .name = "net",
     .reads = "/proc/net/dev",
     .measurement = "net (tag iface)",
-    .fields = "rx_bytes_per_s tx_bytes_per_s rx_packets_per_s tx_packets_per_s rx_errors_per_s "
-              "tx_errors_per_s rx_drops_per_s tx_drops_per_s speed_bits_per_s (reported by the "
-              "driver) capacity_bits_per_s (net.link_bits_per_s, when set)",
+    .fields = HM_FIELDS(NET_METRICS),
     .default_on = true,
     .node_local = true,
     .open = net_dev_open,

@@ -13,13 +13,23 @@
 #include "procfile.h"
 #include "sampler.h"
 
-#define NSTATES 8
+/* In the column order of /proc/stat; guest time is already inside
+ * user/nice. */
+#define CPU_METRICS(X, P)                                                                     \
+    X(P, user_pct, "%", "user")                                                               \
+    X(P, nice_pct, "%", "user at a lower priority")                                           \
+    X(P, system_pct, "%", "kernel")                                                           \
+    X(P, idle_pct, "%", "idle")                                                               \
+    X(P, iowait_pct, "%", "idle with I/O outstanding")                                        \
+    X(P, irq_pct, "%", "hardware interrupts")                                                 \
+    X(P, softirq_pct, "%", "software interrupts")                                             \
+    X(P, steal_pct, "%", "taken by the hypervisor")
+HM_METRIC_ENUM(CPU, CPU_METRICS);
+#define NSTATES CPU_COUNT
 
-/* Column order of /proc/stat; guest time is already inside user/nice. */
-static const char *const state_fields[NSTATES] = {
-    "user_pct", "nice_pct", "system_pct", "idle_pct",
-    "iowait_pct", "irq_pct", "softirq_pct", "steal_pct",
-};
+#define CPU_NAME_(P, name, ...) #name,
+static const char *const state_fields[NSTATES] = {CPU_METRICS(CPU_NAME_, _)};
+#undef CPU_NAME_
 
 typedef struct cpu_entry {
     bool seen;          /* prev holds a reading */
@@ -169,7 +179,7 @@ const hm_sampler_ops hm_sampler_proc_stat = {
     .name = "cpu",
     .reads = "/proc/stat",
     .measurement = "cpu (tag cpu=total|cpuN)",
-    .fields = "user_pct nice_pct system_pct idle_pct iowait_pct irq_pct softirq_pct steal_pct",
+    .fields = HM_FIELDS(CPU_METRICS),
     .default_on = true,
     .open = proc_stat_open,
     .sample = proc_stat_sample,

@@ -16,17 +16,22 @@ typedef struct vmstat_field {
     const char *field;
 } vmstat_field;
 
-static const vmstat_field fields[] = {
-    {"pgpgin", "pgpgin_per_s"},
-    {"pgpgout", "pgpgout_per_s"},
-    {"pswpin", "pswpin_per_s"},
-    {"pswpout", "pswpout_per_s"},
-    {"pgfault", "pgfault_per_s"},
-    {"pgmajfault", "pgmajfault_per_s"},
-    {"oom_kill", "oom_kill_per_s"},
-};
+/* X(P, field, unit, help, the /proc/vmstat counter it is the rate of). */
+#define VM_METRICS(X, P)                                                                      \
+    X(P, pgpgin_per_s, "KiB/s", "read from block devices", "pgpgin")                          \
+    X(P, pgpgout_per_s, "KiB/s", "written to block devices", "pgpgout")                       \
+    X(P, pswpin_per_s, "pages/s", "swapped in", "pswpin")                                     \
+    X(P, pswpout_per_s, "pages/s", "swapped out", "pswpout")                                  \
+    X(P, pgfault_per_s, "1/s", "page faults", "pgfault")                                      \
+    X(P, pgmajfault_per_s, "1/s", "page faults that read from disk", "pgmajfault")            \
+    X(P, oom_kill_per_s, "1/s", "processes the OOM killer ended", "oom_kill")
+HM_METRIC_ENUM(VM, VM_METRICS);
 
-#define NFIELDS (sizeof fields / sizeof fields[0])
+#define VM_ROW_(P, name, unit, help, kernel) {kernel, #name},
+static const vmstat_field fields[] = {VM_METRICS(VM_ROW_, _)};
+#undef VM_ROW_
+
+#define NFIELDS ((size_t)VM_COUNT)
 
 typedef struct vmstat_state {
     hm_procfile file;
@@ -96,8 +101,7 @@ const hm_sampler_ops hm_sampler_proc_vmstat = {
     .name = "vm",
     .reads = "/proc/vmstat",
     .measurement = "vm",
-    .fields = "pgpgin_per_s pgpgout_per_s (KiB/s) pswpin_per_s pswpout_per_s (pages/s) "
-              "pgfault_per_s pgmajfault_per_s oom_kill_per_s",
+    .fields = HM_FIELDS(VM_METRICS),
     .default_on = true,
     .open = vmstat_open,
     .sample = vmstat_sample,

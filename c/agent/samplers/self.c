@@ -9,6 +9,20 @@
 #include "procfile.h"
 #include "sampler.h"
 
+#define SELF_METRICS(X, P)                                                                    \
+    X(P, cpu_us, "us", "the agent's CPU time in its previous complete cycle")                 \
+    X(P, jitter_us, "us", "this wake-up minus its scheduled instant")                         \
+    X(P, rss_bytes, "B", "resident size")                                                     \
+    X(P, samples_dropped, "", "lines lost and periods skipped since start")                   \
+    X(P, period_ms, "ms", "the period now")                                                   \
+    X(P, control_unauthorized, "", "control requests refused: not authorized")                \
+    X(P, control_busy, "", "control connections refused: all slots taken")                   \
+    X(P, control_uid_cap, "", "refused: the uid holds control.clients_per_uid")               \
+    X(P, control_idle, "", "dropped: no whole line within control.client_idle_ms")            \
+    X(P, control_long_line, "", "dropped: a line too long")
+HM_METRIC_ENUM(SELF, SELF_METRICS);
+_Static_assert(SELF_COUNT == 5 + HM_CONTROL_REFUSALS, "one control_* field per refusal reason");
+
 typedef struct self_state {
     hm_procfile statm;
     long page_bytes;
@@ -49,17 +63,22 @@ static int self_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_err
         return hm_error_set(err, "/proc/self/statm: malformed");
     ctx->self->rss_bytes = resident_pages * (uint64_t)s->page_bytes;
     hm_lp_begin(out, "hushmon_agent");
-    hm_lp_field_f64(out, "cpu_us", ctx->self->cpu_us);
-    hm_lp_field_f64(out, "jitter_us", ctx->self->jitter_us);
-    hm_lp_field_i64(out, "rss_bytes", (int64_t)ctx->self->rss_bytes);
-    hm_lp_field_i64(out, "samples_dropped", (int64_t)ctx->self->samples_dropped);
-    hm_lp_field_i64(out, "period_ms", ctx->self->period_ms);
-    /* Refusals on the control socket by reason (docs/security.md). */
-    for (int r = 0; r < HM_CONTROL_REFUSALS; r++) {
-        char field[48];
-        snprintf(field, sizeof field, "control_%s", hm_control_refusal_names[r]);
-        hm_lp_field_i64(out, field, (int64_t)ctx->self->control_refused[r]);
-    }
+    hm_lp_field_f64(out, HM_M(SELF, cpu_us), ctx->self->cpu_us);
+    hm_lp_field_f64(out, HM_M(SELF, jitter_us), ctx->self->jitter_us);
+    hm_lp_field_i64(out, HM_M(SELF, rss_bytes), (int64_t)ctx->self->rss_bytes);
+    hm_lp_field_i64(out, HM_M(SELF, samples_dropped), (int64_t)ctx->self->samples_dropped);
+    hm_lp_field_i64(out, HM_M(SELF, period_ms), ctx->self->period_ms);
+    /* Refusals on the control socket by reason (docs/security.md), in
+     * the order of control.h's reasons. */
+    const char *refused[HM_CONTROL_REFUSALS] = {
+        [HM_CONTROL_UNAUTHORIZED] = HM_M(SELF, control_unauthorized),
+        [HM_CONTROL_BUSY] = HM_M(SELF, control_busy),
+        [HM_CONTROL_UID_CAP] = HM_M(SELF, control_uid_cap),
+        [HM_CONTROL_IDLE] = HM_M(SELF, control_idle),
+        [HM_CONTROL_LONG_LINE] = HM_M(SELF, control_long_line),
+    };
+    for (int r = 0; r < HM_CONTROL_REFUSALS; r++)
+        hm_lp_field_i64(out, refused[r], (int64_t)ctx->self->control_refused[r]);
     hm_lp_end(out);
     return 0;
 }
@@ -68,8 +87,7 @@ const hm_sampler_ops hm_sampler_self = {
     .name = "self",
     .reads = "/proc/self/statm and the loop's own clocks",
     .measurement = "hushmon_agent",
-    .fields = "cpu_us (previous cycle) jitter_us rss_bytes samples_dropped period_ms "
-              "control_unauthorized control_busy control_uid_cap control_idle control_long_line",
+    .fields = HM_FIELDS(SELF_METRICS),
     .default_on = true,
     .node_local = true,
     .open = self_open,

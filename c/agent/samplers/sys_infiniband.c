@@ -23,12 +23,17 @@ typedef struct ib_counter {
     double scale;      /* to bytes or packets */
 } ib_counter;
 
-static const ib_counter counters[] = {
-    {"port_rcv_data", "rx_bytes_per_s", 4.0},
-    {"port_xmit_data", "tx_bytes_per_s", 4.0},
-    {"port_rcv_packets", "rx_packets_per_s", 1.0},
-    {"port_xmit_packets", "tx_packets_per_s", 1.0},
-};
+/* X(P, field, unit, help, counter file, its unit in bytes or packets):
+ * the data counters count 4-byte words. */
+#define IB_METRICS(X, P)                                                                      \
+    X(P, rx_bytes_per_s, "B/s", "received", "port_rcv_data", 4.0)                             \
+    X(P, tx_bytes_per_s, "B/s", "sent", "port_xmit_data", 4.0)                                \
+    X(P, rx_packets_per_s, "1/s", "packets received", "port_rcv_packets", 1.0)                \
+    X(P, tx_packets_per_s, "1/s", "packets sent", "port_xmit_packets", 1.0)
+
+#define IB_ROW_(P, name, unit, help, file, scale) {file, #name, scale},
+static const ib_counter counters[] = {IB_METRICS(IB_ROW_, _)};
+#undef IB_ROW_
 
 #define NCOUNTERS (sizeof counters / sizeof counters[0])
 
@@ -182,7 +187,7 @@ const hm_sampler_ops hm_sampler_sys_infiniband = {
     .name = "ib",
     .reads = "/sys/class/infiniband/*/ports/*/counters",
     .measurement = "ib (tags device, port)",
-    .fields = "rx_bytes_per_s tx_bytes_per_s rx_packets_per_s tx_packets_per_s",
+    .fields = HM_FIELDS(IB_METRICS),
     .default_on = true,
     .open = ib_open,
     .sample = ib_sample,
