@@ -230,6 +230,7 @@ def start_site(tmp: Path, bin_dir: Path) -> tuple[Site, LocalNatsServer, LiveTra
                     f"-storageDataPath={tmp / 'vm'}",
                     f"-httpListenAddr=127.0.0.1:{vm_port}",
                     f"-promscrape.config={tmp / 'prometheus.yml'}",
+                    "-search.latencyOffset=1s",  # newest samples queryable at once (default 30 s)
                 ],
                 stdout=vlog,
                 stderr=vlog,

@@ -143,13 +143,16 @@ async def _read_newest(nc: Any, state: LiveState, subjects: list[str]) -> None:
     await _in_flight([newest(s) for s in subjects])
 
 
-async def subscribe(nc: Any, state: LiveState, history_s: float = 0.0) -> bool:
+async def subscribe(
+    nc: Any, state: LiveState, history_s: float = 0.0, subjects_filter: str = SUBJECTS
+) -> bool:
     """Feeds ``state``: with ``history_s``, first the job summaries of that
     many seconds back from ``HM_SUM`` in order, each job's own (the page's
     plots start filled); then a core subscription for what comes; then the
     stream's newest message of every subject for what is there already (one
     seen twice is a duplicate to the state). False when the server has no
-    ``HM_SUM`` stream to read from."""
+    ``HM_SUM`` stream to read from. ``subjects_filter``: ``hm.sum.job.>``
+    for a reader that needs no rack rows (hushmon metrics: half the messages)."""
     from nats.errors import NoRespondersError
     from nats.errors import TimeoutError as NatsTimeout
     from nats.js.errors import NotFoundError
@@ -159,9 +162,9 @@ async def subscribe(nc: Any, state: LiveState, history_s: float = 0.0) -> bool:
 
     js = nc.jetstream()
     try:
-        info = await js.stream_info(SUM_STREAM, subjects_filter=SUBJECTS)
+        info = await js.stream_info(SUM_STREAM, subjects_filter=subjects_filter)
     except (NotFoundError, NoRespondersError, TimeoutError, NatsTimeout):
-        await nc.subscribe(SUBJECTS, cb=on_msg)
+        await nc.subscribe(subjects_filter, cb=on_msg)
         return False  # core NATS only, or no stream: from now on
     subjects = sorted(info.state.subjects or {})
     first, last = int(info.state.first_seq), int(info.state.last_seq)
@@ -170,7 +173,7 @@ async def subscribe(nc: Any, state: LiveState, history_s: float = 0.0) -> bool:
         start = await _first_seq_since(nc, first, last, since_ns)
         jobs = [s for s in subjects if s.startswith(JOB_SUBJECTS[:-1])]
         await _in_flight([_read_subject(nc, state, s, start, last) for s in jobs])
-    await nc.subscribe(SUBJECTS, cb=on_msg)
+    await nc.subscribe(subjects_filter, cb=on_msg)
     if info.state.messages:
         # the core subscription carries the flow from here
         await _read_newest(nc, state, subjects)

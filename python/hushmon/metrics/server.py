@@ -3,8 +3,8 @@
 One process, stdlib asyncio HTTP: ``GET /metrics`` answers with the series
 of families.py in the format the Accept header asks for (OpenMetrics for
 Prometheus, text 0.0.4 otherwise). It reads NATS as the live views do
-(python/hushmon/live/feed.py: the HM_SUM stream's newest summaries at the
-start, then a core subscription to ``hm.sum.>``), and with node costs on,
+(python/hushmon/live/feed.py: the HM_SUM stream's newest job summaries at
+the start, then a core subscription to ``hm.sum.job.>``), and with node costs on,
 a core subscription to ``hm.raw.>`` of which only each batch's headers and
 ``hushmon_agent`` line are read. Every answer is built from memory at the
 scrape: no NATS request is made while Prometheus waits.
@@ -26,7 +26,7 @@ from typing import Any
 
 from hushmon.display import without_credentials
 from hushmon.errors import HushmonError
-from hushmon.live.feed import connect, settle, subscribe
+from hushmon.live.feed import JOB_SUBJECTS, connect, settle, subscribe
 from hushmon.live.serve import Access, read_token_file
 from hushmon.live.state import LiveState
 from hushmon.metrics.exposition import OPENMETRICS_TYPE, TEXT_TYPE, render, wants_openmetrics
@@ -154,7 +154,8 @@ class MetricsServer:
 
 
 async def _feed(nc: Any, exporter: Exporter) -> None:
-    await subscribe(nc, exporter.state)
+    # job summaries only: the rack partials are not served
+    await subscribe(nc, exporter.state, subjects_filter=JOB_SUBJECTS)
     if exporter.costs is not None:
 
         async def on_raw(msg: Any) -> None:
