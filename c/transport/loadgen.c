@@ -30,7 +30,8 @@
 
 #include <nats/nats.h>
 
-#include "hm_parse.h"
+#include "hm_error.h"
+#include "hm_options.h"
 
 typedef struct tline {
     char *a, *b; /* before the host value; from after it to the timestamp */
@@ -121,62 +122,106 @@ static size_t make_batch(char *buf, size_t cap, const tline *t, size_t n, const 
     return len < cap ? len : cap;
 }
 
-/* Every --job ID:FIRST:COUNT:START:END of the command line; -1 on a bad one. */
-static int read_jobs(int argc, char **argv, job_plan *jobs, size_t *njobs)
+typedef struct publish_opts {
+    const char *url, *rack, *template;
+    int64_t hosts, batches, period_ms, first_host, epoch, t0_ns; /* t0_ns -1: not given */
+    bool live;
+    job_plan jobs[MAX_JOBS];
+    size_t njobs;
+} publish_opts;
+
+typedef struct consume_opts {
+    const char *url, *stream, *filter;
+    int64_t count;
+} consume_opts;
+
+/* --job ID:FIRST:COUNT:START:END, repeatable. */
+static int add_job(void *base, const hm_option *opt, const char *v, hm_error *err)
 {
-    *njobs = 0;
-    for (int i = 2; i + 1 < argc; i++) {
-        if (strcmp(argv[i], "--job") != 0)
-            continue;
-        const char *v = argv[i + 1];
-        const char *colon = strchr(v, ':');
-        job_plan p;
-        int used = 0;
-        size_t idlen = colon ? (size_t)(colon - v) : 0;
-        if (*njobs == MAX_JOBS || colon == NULL || idlen == 0 || idlen >= sizeof p.id ||
-            strcspn(v, " ,=\\\"") < idlen ||
-            sscanf(colon + 1, "%" SCNd64 ":%" SCNd64 ":%" SCNd64 ":%" SCNd64 "%n", &p.first, &p.count, &p.start,
-                   &p.end, &used) != 4 ||
-            colon[1 + used] != '\0' || p.first < 0 || p.count < 1 || p.start < 0 || p.end <= p.start) {
-            fprintf(stderr,
-                    "hushmon-loadgen: --job %s: want ID:FIRST:COUNT:START:END (ID without space, comma, "
-                    "'=', quote or backslash; COUNT >= 1, 0 <= START < END; at most %d jobs)\n",
-                    v, MAX_JOBS);
-            return -1;
-        }
-        memcpy(p.id, v, idlen);
-        p.id[idlen] = '\0';
-        jobs[(*njobs)++] = p;
-    }
+    publish_opts *o = base;
+    const char *colon = strchr(v, ':');
+    job_plan p;
+    int used = 0;
+    size_t idlen = colon ? (size_t)(colon - v) : 0;
+    if (o->njobs == MAX_JOBS || colon == NULL || idlen == 0 || idlen >= sizeof p.id ||
+        strcspn(v, " ,=\\\"") < idlen ||
+        sscanf(colon + 1, "%" SCNd64 ":%" SCNd64 ":%" SCNd64 ":%" SCNd64 "%n", &p.first, &p.count, &p.start,
+               &p.end, &used) != 4 ||
+        colon[1 + used] != '\0' || p.first < 0 || p.count < 1 || p.start < 0 || p.end <= p.start)
+        return hm_error_set(err,
+                            "--%s %s: want ID:FIRST:COUNT:START:END (ID without space, comma, '=', "
+                            "quote or backslash; COUNT >= 1, 0 <= START < END; at most %d jobs)",
+                            opt->name, v, MAX_JOBS);
+    memcpy(p.id, v, idlen);
+    p.id[idlen] = '\0';
+    o->jobs[o->njobs++] = p;
     return 0;
 }
 
-static const char *arg(int argc, char **argv, const char *name, const char *dflt)
+#define AT(field) .offset = offsetof(publish_opts, field)
+static const hm_option publish_rows[] = {
+    {.name = "url", .kind = HM_OPT_STRING, AT(url), .arg = "URL", .help = "NATS server (required)"},
+    {.name = "rack", .kind = HM_OPT_STRING, AT(rack), .arg = "R", .help = "subject hm.raw.R.<host> (default r1)"},
+    {.name = "template", .kind = HM_OPT_STRING, AT(template), .arg = "FILE",
+     .help = "a spool file: its first period's lines are the batch (required)"},
+    {.name = "hosts", .kind = HM_OPT_INT64, AT(hosts), .arg = "H", .min = 1, .max = INT64_MAX, .suffixes = true,
+     .help = "hosts nK..n(K+H-1) (default 1000)"},
+    {.name = "batches", .kind = HM_OPT_INT64, AT(batches), .arg = "N", .min = 0, .max = INT64_MAX,
+     .suffixes = true, .help = "batches in all, N/H periods (default 10000)"},
+    {.name = "period-ms", .kind = HM_OPT_INT64, AT(period_ms), .arg = "P", .min = 1, .max = 86400000,
+     .suffixes = true, .help = "the period (default 1000)"},
+    {.name = "live", .kind = HM_OPT_SET, AT(live),
+     .help = "publish each period's batches at its end on the real-time clock"},
+    {.name = "t0-ns", .kind = HM_OPT_INT64, AT(t0_ns), .arg = "T", .min = 0, .max = INT64_MAX,
+     .help = "the first period's start (default: the next boundary with --live,\nelse 1732270000000000000)"},
+    {.name = "epoch", .kind = HM_OPT_INT64, AT(epoch), .arg = "E", .min = 0, .max = INT64_MAX,
+     .help = "Hm-Epoch and message ids (default 1700000000000000000)"},
+    {.name = "first-host", .kind = HM_OPT_INT64, AT(first_host), .arg = "K", .min = 0, .max = INT64_MAX,
+     .suffixes = true, .help = "first host number (default 0)"},
+    {.name = "job", .kind = HM_OPT_CALL, .call = add_job, .arg = "ID:FIRST:COUNT:START:END",
+     .help = "job ID on hosts nFIRST.. for COUNT hosts in periods START..END-1\n(repeatable)"},
+    {.name = "help", .kind = HM_OPT_HELP, .help = "this text"},
+};
+#undef AT
+
+#define AT(field) .offset = offsetof(consume_opts, field)
+static const hm_option consume_rows[] = {
+    {.name = "url", .kind = HM_OPT_STRING, AT(url), .arg = "URL", .help = "NATS server (required)"},
+    {.name = "stream", .kind = HM_OPT_STRING, AT(stream), .arg = "S", .help = "stream (default HM_RAW)"},
+    {.name = "filter", .kind = HM_OPT_STRING, AT(filter), .arg = "F", .help = "subject filter (default hm.raw.>)"},
+    {.name = "count", .kind = HM_OPT_INT64, AT(count), .arg = "N", .min = 0, .max = INT64_MAX,
+     .suffixes = true, .help = "messages to pull and ack (default 10000)"},
+    {.name = "help", .kind = HM_OPT_HELP, .help = "this text"},
+};
+#undef AT
+
+static void usage(FILE *out)
 {
-    for (int i = 2; i + 1 < argc; i++)
-        if (strcmp(argv[i], name) == 0)
-            return argv[i + 1];
-    return dflt;
+    fprintf(out, "usage: hushmon-loadgen publish --url U --template FILE [options]\n"
+                 "       hushmon-loadgen consume --url U [options]\n"
+                 "A load generator and raw NATS baseline for bench/bench_reduce.py (c/transport/loadgen.c);\n"
+                 "prints one line of key=value figures.\n\npublish:\n");
+    hm_options_print_help(&HM_OPTION_TABLE(publish_rows), out);
+    fprintf(out, "\nconsume:\n");
+    hm_options_print_help(&HM_OPTION_TABLE(consume_rows), out);
 }
 
-static bool flag(int argc, char **argv, const char *name)
+/* The subcommand's options (argv[0] is the subcommand): 0, or the exit
+ * status (help printed: 0 as well, *done set). */
+static int parse(const hm_option_table *t, int argc, char **argv, void *opts, bool *done)
 {
-    for (int i = 2; i < argc; i++)
-        if (strcmp(argv[i], name) == 0)
-            return true;
-    return false;
-}
-
-static int64_t num(int argc, char **argv, const char *name, const char *dflt)
-{
-    const char *v = arg(argc, argv, name, dflt);
     hm_error err;
-    int64_t out;
-    if (v == NULL || hm_parse_int64(v, 0, INT64_MAX, 1, &out, &err) != 0) {
-        fprintf(stderr, "hushmon-loadgen: %s: %s\n", name, v ? err.msg : "missing");
-        exit(2);
+    int rc = hm_options_parse(t, argc, argv, opts, &err);
+    *done = rc != 0;
+    if (rc == 1) {
+        usage(stdout);
+        return 0;
     }
-    return out;
+    if (rc < 0) {
+        hm_error_print("hushmon-loadgen", &err);
+        return 2;
+    }
+    return 0;
 }
 
 static int connect(const char *url, natsConnection **nc, jsCtx **js)
@@ -195,16 +240,17 @@ static int connect(const char *url, natsConnection **nc, jsCtx **js)
 
 static int publish(int argc, char **argv)
 {
-    const char *url = arg(argc, argv, "--url", NULL), *rack = arg(argc, argv, "--rack", "r1");
-    const char *template = arg(argc, argv, "--template", NULL);
-    int64_t hosts = num(argc, argv, "--hosts", "1000"), batches = num(argc, argv, "--batches", "10000");
-    int64_t period_ms = num(argc, argv, "--period-ms", "1000");
-    int64_t first_host = num(argc, argv, "--first-host", "0");
-    bool live = flag(argc, argv, "--live");
-    job_plan jobs[MAX_JOBS];
-    size_t njobs;
-    if (read_jobs(argc, argv, jobs, &njobs) != 0)
-        return 2;
+    publish_opts o = {.rack = "r1", .hosts = 1000, .batches = 10000, .period_ms = 1000,
+                      .epoch = INT64_C(1700000000000000000), .t0_ns = -1};
+    bool done;
+    int rc = parse(&HM_OPTION_TABLE(publish_rows), argc, argv, &o, &done);
+    if (done)
+        return rc;
+    const char *url = o.url, *rack = o.rack, *template = o.template;
+    int64_t hosts = o.hosts, batches = o.batches, period_ms = o.period_ms, first_host = o.first_host;
+    bool live = o.live;
+    const job_plan *jobs = o.jobs;
+    size_t njobs = o.njobs;
     tline *t;
     size_t nt;
     if (url == NULL || template == NULL || hosts < 1 || first_host < 0 || read_template(template, &t, &nt) != 0) {
@@ -215,10 +261,10 @@ static int publish(int argc, char **argv)
     jsCtx *js;
     if (connect(url, &nc, &js) != 0)
         return 1;
-    int64_t epoch = num(argc, argv, "--epoch", "1700000000000000000");
+    int64_t epoch = o.epoch;
     int64_t period_ns = period_ms * 1000000;
-    int64_t t0 = num(argc, argv, "--t0-ns", "1732270000000000000");
-    if (live && arg(argc, argv, "--t0-ns", NULL) == NULL) /* the next period boundary */
+    int64_t t0 = o.t0_ns >= 0 ? o.t0_ns : INT64_C(1732270000000000000);
+    if (live && o.t0_ns < 0) /* the next period boundary */
         t0 = ((int64_t)(now_s(CLOCK_REALTIME) * 1e9) / period_ns + 1) * period_ns;
     char *buf = malloc(1 << 20);
     double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
@@ -283,9 +329,13 @@ static int publish(int argc, char **argv)
 
 static int consume(int argc, char **argv)
 {
-    const char *url = arg(argc, argv, "--url", NULL), *stream = arg(argc, argv, "--stream", "HM_RAW");
-    const char *filter = arg(argc, argv, "--filter", "hm.raw.>");
-    int64_t count = num(argc, argv, "--count", "10000");
+    consume_opts o = {.stream = "HM_RAW", .filter = "hm.raw.>", .count = 10000};
+    bool done;
+    int rc = parse(&HM_OPTION_TABLE(consume_rows), argc, argv, &o, &done);
+    if (done)
+        return rc;
+    const char *url = o.url, *stream = o.stream, *filter = o.filter;
+    int64_t count = o.count;
     if (url == NULL) {
         fprintf(stderr, "hushmon-loadgen: consume needs --url\n");
         return 2;
@@ -334,9 +384,15 @@ static int consume(int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "publish") == 0)
-        return publish(argc, argv);
+        return publish(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "consume") == 0)
-        return consume(argc, argv);
-    fprintf(stderr, "usage: hushmon-loadgen publish|consume ... (see c/transport/loadgen.c)\n");
+        return consume(argc - 1, argv + 1);
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "hushmon-loadgen: %s%s%s: expected publish or consume (see --help)\n",
+            argc >= 2 ? "unknown command '" : "no command", argc >= 2 ? argv[1] : "",
+            argc >= 2 ? "'" : "");
     return 2;
 }
