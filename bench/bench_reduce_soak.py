@@ -76,6 +76,13 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--jobs", type=int, default=6, help="jobs started and ended (at most 6)")
     ap.add_argument("--grace-ms", type=int, default=500, help="the reducers' --period-grace-ms")
+    ap.add_argument(
+        "--keep-s",
+        type=int,
+        default=300,
+        help="the reducers' --keep-s (default 300, theirs): the window of published (job, "
+        "period)s they remember, which their memory fills first",
+    )
     ap.add_argument("--reduce-bin", metavar="PATH", help="hushmon-reduce (default: the build's)")
     ap.add_argument(
         "--compare-bin", metavar="PATH", help="one rack's reducers run this hushmon-reduce instead"
@@ -102,6 +109,8 @@ def parse_args() -> argparse.Namespace:
 def check_args(a: argparse.Namespace) -> str | None:
     if a.racks < 1 or a.agents < a.racks or a.minutes <= 0 or not 0 <= a.jobs <= 6:
         return "need --racks >= 1, --agents >= --racks, --minutes > 0, 0 <= --jobs <= 6"
+    if a.keep_s < 1:
+        return "--keep-s: at least 1"
     if 0 <= a.raw_max_mib < 64:
         return "--raw-max-mib: at least 64 (64 messages of the largest size), or -1"
     if a.compare_bin and a.racks < 2:
@@ -145,7 +154,7 @@ def start_reducers(
     a: argparse.Namespace, tmp: Path, hub_url: str, leaf_urls: dict[str, str]
 ) -> list[Daemon]:
     own = a.reduce_bin or str(build_bin_dir() / "hushmon-reduce")
-    grace = ["--period-grace-ms", str(a.grace_ms)]
+    grace = ["--period-grace-ms", str(a.grace_ms), "--keep-s", str(a.keep_s)]
     daemons = []
     for rack, url in leaf_urls.items():
         binary = a.compare_bin if a.compare_bin and rack == a.compare_rack else own
