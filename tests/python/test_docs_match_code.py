@@ -59,11 +59,6 @@ BUILD_OUTPUTS = {"build", "build-asan", "build-mpich", ".venv", ".git"}
 NOT_IN_TREE: Mapping[str, str] = {
     "include/hushmon.h": "installed under PREFIX by `make install` (docs/libhushmon.md)",
 }
-# C programs whose --help lists no options yet; checked like the others as
-# soon as it does (the C option table of issue 24 prints every program's).
-NO_OPTION_HELP: Mapping[str, str] = {
-    "hushmon-loadgen": "a load generator with subcommands; usage points at loadgen.c",
-}
 FILE_SUFFIX = re.compile(r"\.(py|c|h|md|toml|sh|json|conf|txt|service|timer|yml|yaml|def|in)$")
 
 
@@ -201,10 +196,8 @@ def help_options(help_text: str) -> set[str]:
     return options
 
 
-def check_c_program(inv: Invocation, known: Mapping[str, set[str] | str | None]) -> list[str]:
+def check_c_program(inv: Invocation, known: Mapping[str, set[str] | str]) -> list[str]:
     options = known[inv.program]
-    if options is None:
-        return []
     if isinstance(options, str):  # its --help failed: say so wherever an option is named
         named = options_named(inv.words)
         return [f"{inv.snippet.where()}: {inv.program} {named[0]}: {options}"] if named else []
@@ -215,8 +208,8 @@ def check_c_program(inv: Invocation, known: Mapping[str, set[str] | str | None])
     ]
 
 
-def c_help(bin_dir: Path, programs: set[str]) -> dict[str, set[str] | str | None]:
-    known: dict[str, set[str] | str | None] = {}
+def c_help(bin_dir: Path, programs: set[str]) -> dict[str, set[str] | str]:
+    known: dict[str, set[str] | str] = {}
     for name in sorted(programs):
         exe = bin_dir / name
         if not exe.exists():
@@ -225,9 +218,6 @@ def c_help(bin_dir: Path, programs: set[str]) -> dict[str, set[str] | str | None
         proc = subprocess.run(
             [str(exe), "--help"], capture_output=True, text=True, timeout=30, check=False
         )
-        if proc.returncode != 0 and name in NO_OPTION_HELP:
-            known[name] = None  # nothing named can be checked: see NO_OPTION_HELP
-            continue
         if proc.returncode != 0:
             known[name] = f"'{name} --help' exited {proc.returncode}: its options cannot be checked"
         else:
@@ -236,7 +226,7 @@ def c_help(bin_dir: Path, programs: set[str]) -> dict[str, set[str] | str | None
 
 
 def command_problems(
-    docs: list[Path], parser: argparse.ArgumentParser, known: Mapping[str, set[str] | str | None]
+    docs: list[Path], parser: argparse.ArgumentParser, known: Mapping[str, set[str] | str]
 ) -> list[str]:
     problems: list[str] = []
     programs = {"hushmon", *known}
@@ -309,12 +299,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 @pytest.fixture(scope="module")
-def c_options(bin_dir: Path) -> dict[str, set[str] | str | None]:
+def c_options(bin_dir: Path) -> dict[str, set[str] | str]:
     return c_help(bin_dir, c_programs())
 
 
 def test_every_command_and_option_in_the_docs_exists(
-    parser: argparse.ArgumentParser, c_options: dict[str, set[str] | str | None]
+    parser: argparse.ArgumentParser, c_options: dict[str, set[str] | str]
 ) -> None:
     problems = command_problems(doc_files(), parser, c_options)
     assert not problems, "the docs name what the programs do not have:\n" + "\n".join(problems)
@@ -325,7 +315,7 @@ def test_every_path_in_the_docs_exists() -> None:
     assert not problems, "the docs name paths the tree does not have:\n" + "\n".join(problems)
 
 
-def test_the_docs_name_many_commands(c_options: dict[str, set[str] | str | None]) -> None:
+def test_the_docs_name_many_commands(c_options: dict[str, set[str] | str]) -> None:
     """Guards the extraction: if the patterns stopped matching, the checks
     above would pass on nothing."""
     programs = {"hushmon", *c_options}
@@ -336,7 +326,7 @@ def test_the_docs_name_many_commands(c_options: dict[str, set[str] | str | None]
 
 
 def test_a_wrong_doc_fails(
-    tmp_path: Path, parser: argparse.ArgumentParser, c_options: dict[str, set[str] | str | None]
+    tmp_path: Path, parser: argparse.ArgumentParser, c_options: dict[str, set[str] | str]
 ) -> None:
     """A doc naming an option no program has, a command that does not
     exist and a missing file is caught, line by line; another program's
