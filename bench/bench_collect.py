@@ -25,11 +25,19 @@ hushmon.transport.fastcollect) into a lake: a fresh process pulls groups of
 per CPU-second (the process's CPU over the loop: fetch, parse, append, ack;
 libnats' threads included), as a ratio of the Python collector's and of the
 rack reducer's (--reducers). Then ``--processes`` collectors of each engine
-share collect-raw at once on a stream published again: aggregate batches
-per second and CPU per batch, as a ratio of one process's.
+share collect-raw at once on a stream published again (in full before
+they start, so the publisher does not compete for the CPUs): aggregate
+batches per second and CPU per batch, as a ratio of one process's, and each
+C collector's share of its wall time holding the lake's commit lock (and in
+lake_commit, the wait for the lock included). The C collectors' append is
+split into its files (the group's tables encoded as Parquet before the
+lock, store/lake_add_files.py) and its transaction. --group-msgs takes a
+comma list of group sizes (the collector's --fetch-batch) to compare;
+--pin runs collector i of a run on CPU i.
 
     .venv/bin/python bench/bench_collect.py [--nodes 64 --seconds 120] [--reducers]
         [--store duckdb|lake|both] [--engine python|c|both] [--processes 2]
+        [--group-msgs 2048,8192] [--pin]
 """
 
 from __future__ import annotations
