@@ -180,9 +180,9 @@ static int parse_duration_ms(const char *text, int64_t *ms, hm_error *err)
     double total = v * unit;
     if (unit == 0 || !(total >= HM_PERIOD_MS_MIN && total <= HM_PERIOD_MS_MAX) ||
         total != (double)(int64_t)total)
-        return hm_error_set(err, "period '%s' is not a whole number of ms in %d ms .. %d ms "
-                                 "(e.g. 200ms, 1s, 2m, 1h)", text, HM_PERIOD_MS_MIN,
-                            HM_PERIOD_MS_MAX);
+        return hm_error_set(err, "period '%s' is not a whole number of ms in %dms .. %dh "
+                                 "(e.g. 200ms, 1s, 2m)", text, HM_PERIOD_MS_MIN,
+                            HM_PERIOD_MS_MAX / (3600 * 1000));
     *ms = (int64_t)total;
     return 0;
 }

@@ -146,7 +146,7 @@ def test_control_protocol(agent_factory: AgentFactory) -> None:
     assert answers[2].startswith("error bad job id 'bad/id'")
     assert answers[3] == "error job 99 is not running on this node"
     assert answers[4].startswith("error unknown request 'jobs please' (status, set [job=ID]")
-    assert answers[5].startswith("error set: period '5ms' is not a whole number of ms in 10 ms")
+    assert answers[5].startswith("error set: period '5ms' is not a whole number of ms in 10ms")
     assert answers[6].startswith("ok applied host=n1 period_ms=100 ")
     assert answers[7].startswith("error empty request")
     assert agent.status()["jobs"] == "42,43"
