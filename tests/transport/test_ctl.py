@@ -257,13 +257,16 @@ def test_application_metrics_unsubscribed_and_subscribed_by_name(
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert begin.returncode == 0, begin.stderr
+    # The app sends until the test is done with it (a fixed run of a few
+    # seconds ended before the three ctl calls at load 25-35).
+    stop = tmp_path / "stop"
     code = (
-        "import time\n"
+        "import os, sys, time\n"
         "from hushmon.app import Hushmon\n"
         "hm = Hushmon()\n"
         "assert hm.connected\n"
-        "end = time.monotonic() + 4\n"
-        "while time.monotonic() < end:\n"
+        "end = time.monotonic() + 120\n"
+        "while time.monotonic() < end and not os.path.exists(sys.argv[1]):\n"
         "    hm.metric('keep_s', 1.0); hm.metric('mute_s', 2.0); hm.flush(); time.sleep(0.02)\n"
         "hm.close()\n"
     )
@@ -273,7 +276,7 @@ def test_application_metrics_unsubscribed_and_subscribed_by_name(
         "HUSHMON_JOB": "a1",
         "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "python"),
     }
-    app = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE)
+    app = subprocess.Popen([sys.executable, "-c", code, str(stop)], env=env, stderr=subprocess.PIPE)
     try:
         wait_for(lambda: b"metric=mute_s" in a.out.read_bytes(), "the app's first values")
         r = hushmon_ctl("set", "apps=-mute_s", *sock)
@@ -289,11 +292,12 @@ def test_application_metrics_unsubscribed_and_subscribed_by_name(
         r = hushmon_ctl("set", "apps=mute_s", *sock)
         assert r.returncode == 1 and "is not +NAME or -NAME" in r.stdout
     finally:
+        stop.touch()
         _, err = app.communicate(timeout=30)
     assert app.returncode == 0, err
 
 
-def wait_for(cond: Callable[[], bool], what: str, within_s: float = 3.0) -> None:
+def wait_for(cond: Callable[[], bool], what: str, within_s: float = 15.0) -> None:
     t0 = time.monotonic()
     while not cond():
         assert time.monotonic() - t0 < within_s, f"{what}: not within {within_s} s"
