@@ -109,16 +109,7 @@ def parse_time(text: str, what: str) -> int | None:
 
 def _tags_table(con: duckdb.DuckDBPyConnection) -> bool:
     """A tagger's ``job_tags`` (job, tag, ...) is there to search."""
-    if not table_exists(con, "job_tags"):
-        return False
-    cols = {
-        r[0]
-        for r in con.execute(
-            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'job_tags' "
-            "AND database_name = current_database()"
-        ).fetchall()
-    }
-    return {"job", "tag"} <= cols
+    return table_exists(con, "job_tags", ("job", "tag"))
 
 
 def search(con: duckdb.DuckDBPyConnection, q: JobQuery) -> JobPage:

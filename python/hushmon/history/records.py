@@ -157,13 +157,15 @@ def job_name(command: Sequence[str]) -> str:
     return first
 
 
-def table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    rows = con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND database_name = "
-        "current_database()",
-        [name],
-    ).fetchall()
-    return bool(rows and rows[0][0])
+def table_exists(con: duckdb.DuckDBPyConnection, name: str, columns: Sequence[str] = ()) -> bool:
+    """``name`` is a table (or view) of the store with ``columns``. Asked by
+    reading no rows of it: on a lake, listing the tables (duckdb_tables())
+    costs ~70 ms of CPU, this ~5."""
+    try:
+        con.execute(f"SELECT {', '.join(columns) or '*'} FROM {name} LIMIT 0").fetchall()
+    except (duckdb.CatalogException, duckdb.BinderException):
+        return False
+    return True
 
 
 def _append(con: duckdb.DuckDBPyConnection, records: Sequence[JobRecord]) -> None:

@@ -24,7 +24,8 @@ from urllib.parse import unquote
 
 from hushmon.datadir import DataDir, owner_only
 from hushmon.errors import HushmonError
-from hushmon.history.query import JobQuery, find_record, parse_time, search
+from hushmon.history.query import JobPage, JobQuery, find_record, parse_time, search
+from hushmon.history.reader import StoreReader
 from hushmon.history.records import JobRecord
 from hushmon.live.auth import Viewer
 from hushmon.live.jobs_page import job_url, jobs_html, message_html, with_nav
@@ -41,15 +42,14 @@ class History:
     db: Path | None = None  # --db; None: the data folder's store (the lake once there is one)
     live: bool = True  # the live view is served too (links to it)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    reader: StoreReader = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.reader = StoreReader(lambda: self.store)
 
     @property
     def store(self) -> Path:
         return self.db or self.data.store
-
-    def _open(self) -> Any:
-        from hushmon.store.schema import open_store_readonly
-
-        return open_store_readonly(self.store)
 
     async def answer(self, path: str, pairs: list[tuple[str, str]], viewer: Viewer) -> Reply | None:
         """The reply for a history path, None for a path that is not one."""
@@ -78,16 +78,11 @@ class History:
     # -- /jobs -----------------------------------------------------------
     def jobs(self, pairs: list[tuple[str, str]], viewer: Viewer, as_json: bool) -> Reply:
         q = query_from(pairs, viewer)
-        if not self.store.exists():
-            from hushmon.history.query import JobPage
-
+        if not self.reader.exists():
             page = JobPage([], 0, q)
         else:
-            con = self._open()
-            try:
+            with self.reader.connection() as con:
                 page = search(con, q)
-            finally:
-                con.close()
         if as_json:
             body = {
                 "viewer": viewer.to_json(),
@@ -104,13 +99,10 @@ class History:
         return "200 OK", HTML, jobs_html(page, viewer, factor_names(), self.live).encode()
 
     def _record(self, job: str, viewer: Viewer) -> JobRecord | None:
-        if not self.store.exists():
+        if not self.reader.exists():
             return None
-        con = self._open()
-        try:
+        with self.reader.connection() as con:
             return find_record(con, job, viewer.owner_filter)
-        finally:
-            con.close()
 
     # -- /job/ID ---------------------------------------------------------
     def job(self, job: str, viewer: Viewer, as_json: bool) -> Reply:

@@ -12,9 +12,11 @@ import shutil
 import subprocess
 import threading
 import time
-from pathlib import Path
+
+import duckdb
 
 from hushmon.errors import HushmonError
+from hushmon.history.reader import StoreReader
 
 REFRESH_S = 5.0
 SQUEUE_TIMEOUT_S = 5.0
@@ -45,28 +47,26 @@ def squeue_owners() -> dict[str, str]:
     return owners
 
 
-def record_owners(store: Path) -> dict[str, str]:
+def record_owners(reader: StoreReader) -> dict[str, str]:
     """job id -> owner of every job with a record of one."""
     from hushmon.history.records import TABLE, table_exists
-    from hushmon.store.schema import open_store_readonly
 
-    if not store.exists():
+    if not reader.exists():
         return {}
     try:
-        con = open_store_readonly(store)
-    except HushmonError:
+        with reader.connection() as con:
+            if not table_exists(con, TABLE):
+                return {}
+            rows = con.execute(
+                f"SELECT DISTINCT job, owner FROM {TABLE} WHERE owner <> ''"
+            ).fetchall()
+    except (HushmonError, duckdb.Error):
         return {}  # a writer holds the embedded file now: next time
-    try:
-        if not table_exists(con, TABLE):
-            return {}
-        rows = con.execute(f"SELECT DISTINCT job, owner FROM {TABLE} WHERE owner <> ''").fetchall()
-        return {str(j): str(o) for j, o in rows}
-    finally:
-        con.close()
+    return {str(j): str(o) for j, o in rows}
 
 
 class LiveOwners:
-    def __init__(self, store: Path | None) -> None:
+    def __init__(self, store: StoreReader | None) -> None:
         self.store = store
         self._owners: dict[str, str] = {}
         self._at = -REFRESH_S
@@ -83,8 +83,8 @@ class LiveOwners:
             owners = record_owners(self.store) if self.store is not None else {}
             owners.update(squeue_owners())  # Slurm's word on a running job wins
             self._owners = owners
-        except Exception:  # noqa: BLE001 - a bad refresh keeps the last map
-            pass
+        except (HushmonError, OSError, duckdb.Error):
+            pass  # a failed refresh keeps the last map
         finally:
             self._busy.release()
 

@@ -377,7 +377,7 @@ async def run_serve(opts: ServeOptions) -> int:
     access, token = make_access(opts)
     state = LiveState()
     nc = await connect(url) if url else None
-    owners = LiveOwners(opts.history.store if opts.history else None) if url else None
+    owners = LiveOwners(opts.history.reader if opts.history else None) if url else None
     try:
         if nc is not None:
             await subscribe(nc, state, opts.history_s)
