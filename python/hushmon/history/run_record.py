@@ -3,7 +3,8 @@ owner, name, end state and the digest's findings, into the store the
 digest was built from.
 
 Under Slurm, its accounting names the job, its user and state (``sacct``,
-when it answers); otherwise the record says what ``hushmon run`` saw: the
+when it answers, else ``scontrol show job`` while slurmctld keeps the
+job); otherwise the record says what ``hushmon run`` saw: the
 user who ran it, the program (not its launcher), the exit code."""
 
 from __future__ import annotations
@@ -55,6 +56,32 @@ def sacct_job(job: str) -> SlurmJob | None:
     return None
 
 
+def scontrol_job(job: str) -> SlurmJob | None:
+    """What slurmctld still knows of ``job`` (a site without accounting:
+    it keeps an ended job for MinJobAge, 300 s by default)."""
+    scontrol = shutil.which("scontrol")
+    if scontrol is None or not job.replace("_", "").replace("+", "").isdigit():
+        return None
+    try:
+        out = subprocess.run(
+            [scontrol, "show", "job", "-o", job],
+            capture_output=True, text=True, timeout=SACCT_TIMEOUT_S, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    fields = dict(word.partition("=")[::2] for word in out.stdout.split() if "=" in word)
+    user = fields.get("UserId", "").partition("(")[0]
+    if not user or fields.get("JobId") != job:
+        return None
+    return SlurmJob(user, fields.get("JobName", ""), fields.get("JobState", ""))
+
+
+def slurm_job(job: str) -> SlurmJob | None:
+    return sacct_job(job) or scontrol_job(job)
+
+
 def run_records(
     jobs: list[str],
     command: list[str],
@@ -65,7 +92,7 @@ def run_records(
 ) -> list[JobRecord]:
     records = []
     for job in jobs:
-        slurm = sacct_job(job)
+        slurm = slurm_job(job)
         uid = os.getuid()
         record = JobRecord(
             job=job,
