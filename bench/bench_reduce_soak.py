@@ -36,6 +36,7 @@ report and every period has its job summaries.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import re
@@ -56,6 +57,7 @@ from hushmon.paths import build_bin_dir
 from hushmon.transport.natsserver import StreamLimits, ensure_streams, site_consumers
 
 STARTUP_S = 3.0
+STATS_EVERY_S = 5  # the reducers' --stats-every-s: their heap_mib over time
 AFTER_LOAD_S = 8.0  # the last periods' partials and job summaries
 # What a heap corruption or a sanitizer leaves in a log.
 CRASH_RE = re.compile(
@@ -102,6 +104,13 @@ def parse_args() -> argparse.Namespace:
         help="HM_RAW's size limit (default -1: none, the 6 h max age only): what the hub's "
         "resident size follows",
     )
+    ap.add_argument(
+        "--dup-window-s",
+        type=float,
+        default=0.0,
+        help="an experiment: set HM_RAW's duplicate window to this (default 0: the admin "
+        "step's 15 min), to see what the hub's memory follows",
+    )
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     return ap.parse_args()
 
@@ -109,6 +118,8 @@ def parse_args() -> argparse.Namespace:
 def check_args(a: argparse.Namespace) -> str | None:
     if a.racks < 1 or a.agents < a.racks or a.minutes <= 0 or not 0 <= a.jobs <= 6:
         return "need --racks >= 1, --agents >= --racks, --minutes > 0, 0 <= --jobs <= 6"
+    if a.dup_window_s < 0:
+        return "--dup-window-s: 0 (the admin step's) or more"
     if a.keep_s < 1:
         return "--keep-s: at least 1"
     if 0 <= a.raw_max_mib < 64:
@@ -132,12 +143,44 @@ def counters(log: Path) -> dict[str, float]:
     return {k: float(v) for k, v in KV_RE.findall(lines[-1])} if lines else {}
 
 
+def heap_at(log: Path, times: tuple[float, ...], lead_s: float) -> list[float]:
+    """A reducer's heap_mib from its stats lines at each time (sampler clock;
+    the lines come every STATS_EVERY_S from its start, lead_s before the
+    sampler's); -1 where it printed none."""
+    try:
+        lines = [ln for ln in log.read_text(errors="replace").splitlines() if " stats level=" in ln]
+    except OSError:
+        lines = []
+    heap = [float(m.group(1)) for ln in lines if (m := re.search(r"heap_mib=([\d.]+)", ln))]
+    out = []
+    for t in times:
+        i = int((t + lead_s) / STATS_EVERY_S) - 1
+        out.append(heap[min(max(i, 0), len(heap) - 1)] if heap else -1.0)
+    return out
+
+
 def crash_lines(log: Path) -> list[str]:
     try:
         text = log.read_text(errors="replace")
     except OSError:
         return []
     return [ln for ln in text.splitlines() if CRASH_RE.search(ln)][:3]
+
+
+async def set_dup_window(url: str, seconds: float) -> None:
+    """HM_RAW's duplicate window, changed after the admin step (not a site's
+    setting: the agents' replays need the 15 min)."""
+    import nats
+
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        info = await js.stream_info("HM_RAW")
+        cfg = info.config
+        cfg.duplicate_window = seconds
+        await js.update_stream(cfg)
+    finally:
+        await nc.close()
 
 
 def main() -> int:
@@ -155,13 +198,14 @@ def start_reducers(
 ) -> list[Daemon]:
     own = a.reduce_bin or str(build_bin_dir() / "hushmon-reduce")
     grace = ["--period-grace-ms", str(a.grace_ms), "--keep-s", str(a.keep_s)]
+    stats = ["--stats-every-s", str(STATS_EVERY_S)]
     daemons = []
     for rack, url in leaf_urls.items():
         binary = a.compare_bin if a.compare_bin and rack == a.compare_rack else own
         for k in (1, 2):
-            argv = [binary, "--rack", rack, "--url", url, "--stats-every-s", "5", *grace]
+            argv = [binary, "--rack", rack, "--url", url, *stats, *grace]
             daemons.append(start(f"reduce-{rack}-{k}", argv, tmp))
-    daemons.append(start("reduce-top", [own, "--top", "--url", hub_url, *grace], tmp))
+    daemons.append(start("reduce-top", [own, "--top", "--url", hub_url, *stats, *grace], tmp))
     return daemons
 
 
@@ -174,7 +218,8 @@ def run(tmp: Path, a: argparse.Namespace) -> int:
     print(f"# bench_reduce_soak: {' '.join(sys.argv[1:]) or '(defaults)'}")
     print(
         f"# {agents} agents in {a.racks} racks at 1 Hz for {periods} s, {len(jobs)} jobs, "
-        f"no collectors; HM_RAW limit {a.raw_max_mib} MiB; machine: {os.cpu_count()} CPUs; "
+        f"no collectors; HM_RAW limit {a.raw_max_mib} MiB, duplicate window "
+        f"{a.dup_window_s or 900:.0f} s; machine: {os.cpu_count()} CPUs; "
         f"/proc/loadavg before: {loadavg()}"
     )
     hub, leaves = start_servers(tmp, racks)
@@ -184,9 +229,12 @@ def run(tmp: Path, a: argparse.Namespace) -> int:
     try:
         limits = StreamLimits(raw_max_bytes=a.raw_max_mib * 2**20 if a.raw_max_mib > 0 else -1)
         ensure_streams(hub.url, consumers=site_consumers(racks), limits=limits)
+        if a.dup_window_s > 0:
+            asyncio.run(set_dup_window(hub.url, a.dup_window_s))
         for leaf in leaves.values():
             servers.append(leaf.start())
         time.sleep(1.0)  # leaves join the hub
+        started = time.monotonic()
         daemons = start_reducers(a, tmp, hub.url, {r: leaf.url for r, leaf in leaves.items()})
         time.sleep(STARTUP_S)
         for d in daemons:
@@ -204,6 +252,8 @@ def run(tmp: Path, a: argparse.Namespace) -> int:
         watched = [Daemon(s.cfg.name, s.proc, s.log_path) for s in servers if s.proc]
         watched += daemons + gens
         sampler = Sampler(watched)
+        # the reducers' stats lines count from their start, before the sampler's
+        lead_s = time.monotonic() - started
         watch = Watch(hub.url)
         load_from = sampler.now() + max(0.0, t0_ns / 1e9 - time.time())
         print("1. per daemon every 60 s: CPU share and resident MiB")
@@ -226,7 +276,8 @@ def run(tmp: Path, a: argparse.Namespace) -> int:
             stop(d)
         for s in reversed(servers):
             s.stop()
-    return report(a, tmp, daemons, gens, watched, watch, (load_from, load_end), died, rcs, periods)
+    load = (load_from, load_end)
+    return report(a, tmp, daemons, gens, watched, watch, load, lead_s, died, rcs, periods)
 
 
 def report(
@@ -237,6 +288,7 @@ def report(
     watched: list[Daemon],
     watch: Watch,
     load: tuple[float, float],
+    lead_s: float,
     died: dict[str, int | None],
     rcs: dict[str, int],
     periods: int,
@@ -296,6 +348,11 @@ def report(
     print("5.")
     for line in rss_lines(watched, *rss_at):
         print(line)
+    heap = {d.name: heap_at(d.log, rss_at[:3], lead_s) for d in daemons}
+    print("   reducers' heap in use (malloc'ed, not freed; their stats lines), MiB:")
+    for name, pts in heap.items():
+        growth = (pts[2] - pts[1]) / pts[1] * 100 if pts[1] > 0 else float("nan")
+        print(f"     {name:<14} {pts[0]:7.1f} / {pts[1]:7.1f} / {pts[2]:7.1f}  {growth:+5.1f} %")
     print(f"# /proc/loadavg after: {loadavg()}")
     ok = not died and not bad_exit and not crashes and complete == periods and not gen_bad
     if a.json:
@@ -316,6 +373,7 @@ def report(
             },
             "top": top,
             "rss_mib_start_warm_end": rss_json(watched, *rss_at[:3]),
+            "heap_mib_start_warm_end": heap,
             "ok": ok,
         }
         Path(a.json).write_text(json.dumps(figures, indent=1))

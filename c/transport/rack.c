@@ -277,13 +277,16 @@ static void print_stats(rack *r, const char *what, double dt_s, uint64_t d_batch
             r->unknown_subject);
     for (int i = 0; i < BAD_N; i++)
         fprintf(stderr, " %s=%" PRIu64, bad_name[i], r->bad[i]);
-    fprintf(stderr, " publish_errors=%" PRIu64 " fetch_errors=%" PRIu64 " consumer_missing=%" PRIu64
-                    " ack_errors=%" PRIu64 " pull_requests=%" PRIu64
-                    " pull_stale=%" PRIu64 " pull_lost=%" PRIu64 " open_groups=%zu held_msgs=%zu grace_ms=%" PRId64 " cpu_s=%.3f\n",
+    fprintf(stderr,
+            " publish_errors=%" PRIu64 " fetch_errors=%" PRIu64 " consumer_missing=%" PRIu64
+            " ack_errors=%" PRIu64 " pull_requests=%" PRIu64 " pull_stale=%" PRIu64
+            " pull_lost=%" PRIu64 " open_groups=%zu held_msgs=%zu grace_ms=%" PRId64
+            " cpu_s=%.3f heap_mib=%.1f\n",
             r->publish_errors, r->nats.fetch_errors, r->nats.consumer_missing, r->nats.ack_errors,
             r->nats.pull.requests, r->nats.pull.stale_status, r->nats.pull.lost,
             hm_groups_open(&r->groups), r->groups.pending_msgs,
-            (int64_t)(grace_ns(r) / NS_PER_MS), hm_reduce_cpu_s());
+            (int64_t)(grace_ns(r) / NS_PER_MS), hm_reduce_cpu_s(),
+            hm_reduce_heap_mib());
 }
 
 static void rack_free(rack *r)

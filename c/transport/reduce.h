@@ -37,6 +37,7 @@ int hm_reduce_top(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_error
 /* Shared by both levels. */
 int64_t hm_reduce_now_ns(void);       /* CLOCK_MONOTONIC */
 double hm_reduce_cpu_s(void);         /* this process's CPU time */
+double hm_reduce_heap_mib(void);      /* malloc'ed and not freed, MiB */
 /* The longest a group stays open (then a later batch makes a late
  * partial): 5 graces and 10 s, bounding memory, and never past half the
  * consumer's AckWait (set by the admin step), so the server does not

@@ -1,5 +1,6 @@
 #include "reduce.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -15,6 +16,15 @@ double hm_reduce_cpu_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double hm_reduce_heap_mib(void)
+{
+    /* glibc's count of bytes handed out and not freed (heap and mmap'ed):
+     * what the reducer holds, apart from the resident size, which also
+     * has the allocator's free lists and fragmentation in it. */
+    struct mallinfo2 mi = mallinfo2();
+    return (double)(mi.uordblks + mi.hblkhd) / (1024.0 * 1024.0);
 }
 
 int64_t hm_reduce_max_hold_ns(int64_t grace_ns, int64_t ack_wait_ns)

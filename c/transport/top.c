@@ -156,13 +156,15 @@ static void print_stats(top *t, const char *what, double dt_s, uint64_t d_in)
             " summaries_dup=%" PRIu64 " bad_partials=%" PRIu64 " unknown_subject=%" PRIu64
             " publish_errors=%" PRIu64 " fetch_errors=%" PRIu64 " consumer_missing=%" PRIu64
             " ack_errors=%" PRIu64 " pull_requests=%" PRIu64 " pull_stale=%" PRIu64
-            " pull_lost=%" PRIu64 " open_groups=%zu held_msgs=%zu grace_ms=%" PRId64 " cpu_s=%.3f\n",
+            " pull_lost=%" PRIu64 " open_groups=%zu held_msgs=%zu grace_ms=%" PRId64
+            " cpu_s=%.3f heap_mib=%.1f\n",
             what, t->partials_in, dt_s > 0 ? (double)d_in / dt_s : 0.0, t->merged, t->duplicates,
             t->overlaps, t->late, t->summaries, t->summaries_dup, t->bad_partials, t->unknown_subject,
             t->publish_errors, t->nats.fetch_errors, t->nats.consumer_missing, t->nats.ack_errors,
             t->nats.pull.requests, t->nats.pull.stale_status, t->nats.pull.lost,
             hm_groups_open(&t->groups), t->groups.pending_msgs,
-            (int64_t)(grace_ns(t) / NS_PER_MS), hm_reduce_cpu_s());
+            (int64_t)(grace_ns(t) / NS_PER_MS), hm_reduce_cpu_s(),
+            hm_reduce_heap_mib());
 }
 
 int hm_reduce_top(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_error *err)
