@@ -1,0 +1,514 @@
+"""Are the digest's findings measured true? (issue 21)
+
+Each case runs a program twice on the test bed (root): once with a limit and
+once with it removed (ranks in one rack instead of two, the uplink
+unshaped, the work spread evenly, the node's memory limit raised, the idle
+CPU used). The first run's digest predicts, for the finding of the factor
+the removal targets, the share of the run time removing it would save (its
+``loss`` range); the bench measures the change of the program's own run time
+(srun's start to end, as ``hushmon run`` times it: the run time the digest's
+shares are of; the program's own ``time_s``, which leaves out the launch, is
+printed beside it) and prints per case: the finding and its
+severity, the predicted range, the measured saving, hit or miss, and the
+machine's load before and after. A case with no finding of that factor
+counts as a hit when the measured saving stays under the medium threshold
+(10 %), as a miss otherwise (a limit the digest did not see).
+
+Where the job spans racks, the bytes that really crossed each uplink (the
+rack end's transmit counter on the bed's fabric) are read around the first
+run and printed beside the digest's bounds of the crossed share.
+
+    flock /tmp/hushmon-bed.lock .venv/bin/python bench/bench_findings.py [--short] [--cases a,b]
+
+It takes the bed lock itself for each case (``--lock`` to name another
+file; ``--no-lock`` when the caller holds it; a lock held by a process above
+this one, as under ``flock LOCK make test``, counts as held): each case holds
+it for one bed up, two runs and the bed down (about a minute). ``--short``: one small
+case (make test, through tests/testbed/test_bench_findings.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hushmon.digest.factors import parameters
+from hushmon.paths import REPO_ROOT, build_bin_dir
+from hushmon.testbed.spec import FABRIC_NETNS, NETNS_PREFIX, uplink_ports
+
+HUSHMON = [sys.executable, "-m", "hushmon.cli"]
+DATA_PARENT = Path("/var/tmp")  # nodes have a private /tmp: the runs' files live here
+LOCK = Path("/tmp/hushmon-bed.lock")
+
+
+@dataclass
+class Case:
+    name: str
+    limit: str  # what limits the first run, and how the second removes it
+    factors: tuple[str, ...]  # the factor(s) whose finding predicts the saving
+    bed: tuple[str, ...]  # testbed up options of the first run
+    limited: tuple[str, ...]  # srun options, program, its options
+    removed: tuple[str, ...]
+    bed_removed: tuple[str, ...] | None = None  # another bed for the second run
+    title: str = ""  # only the finding with this title (e.g. the memory one of disk_swap)
+
+
+def _butterfly(rounds: int, cycles: int, compute_ms: int, extra: tuple[str, ...] = ()) -> tuple:
+    return (
+        "butterfly",
+        "--rounds",
+        str(rounds),
+        "--cycles",
+        str(cycles),
+        "--compute-ms",
+        str(compute_ms),
+        *extra,
+    )
+
+
+BED4 = ("--nodes", "4", "--racks", "2")
+CASES = {
+    "pair-racks": Case(
+        "pair-racks",
+        "2 ranks in 2 racks (200 Mbit/s uplink) -> the same 2 ranks in one rack (1 Gbit/s links)",
+        ("topology", "network_bandwidth"),
+        BED4,
+        ("-N", "2", "-w", "n1,n3", *_butterfly(40, 2, 1000)),
+        ("-N", "2", "-w", "n1,n2", *_butterfly(40, 2, 1000)),
+    ),
+    "butterfly-uplink": Case(
+        "butterfly-uplink",
+        "butterfly on 4 nodes in 2 racks, 200 Mbit/s uplinks -> uplinks at 1 Gbit/s",
+        ("network_bandwidth", "topology"),
+        BED4,
+        ("-N", "4", *_butterfly(30, 2, 1000)),
+        ("-N", "4", *_butterfly(30, 2, 1000)),
+        bed_removed=(*BED4, "--uplink-rate", "1gbit"),
+    ),
+    "snake-uplink": Case(
+        "snake-uplink",
+        "snake on 4 nodes in 2 racks (neighbours: half the pairs in a rack), 200 Mbit/s "
+        "uplinks -> 1 Gbit/s",
+        ("network_bandwidth", "topology"),
+        BED4,
+        ("-N", "4", "snake", "--rounds", "30", "--cycles", "2", "--compute-ms", "1000"),
+        ("-N", "4", "snake", "--rounds", "30", "--cycles", "2", "--compute-ms", "1000"),
+        bed_removed=(*BED4, "--uplink-rate", "1gbit"),
+    ),
+    "imbalance": Case(
+        "imbalance",
+        "rank r computes 2 x (1 + 2r/3) s per cycle -> the same work spread evenly (4 s each)",
+        ("imbalance",),
+        BED4,
+        ("-N", "4", *_butterfly(3, 3, 2000, ("--imbalance", "2"))),
+        ("-N", "4", *_butterfly(3, 3, 4000)),
+    ),
+    "memory": Case(
+        "memory",
+        "outofcore, 1 GiB of data under a 512 MiB node limit -> the limit raised to 3 GiB",
+        ("disk_swap",),
+        ("--nodes", "1", "--racks", "1", "--node-memory", "512M"),
+        (
+            "-N",
+            "1",
+            "outofcore",
+            "--data",
+            "1G",
+            "--memory",
+            "64M",
+            "--passes",
+            "2",
+            "--no-fsync",
+            "--dir",
+            "/var/tmp",
+        ),
+        (
+            "-N",
+            "1",
+            "outofcore",
+            "--data",
+            "1G",
+            "--memory",
+            "64M",
+            "--passes",
+            "2",
+            "--no-fsync",
+            "--dir",
+            "/var/tmp",
+        ),
+        bed_removed=("--nodes", "1", "--racks", "1", "--node-memory", "3G"),
+        title="Memory at its limit: data streams through the disk",
+    ),
+    "idle-cpu": Case(
+        "idle-cpu",
+        "matmul, 1 rank on a 2-CPU node -> 2 ranks on it",
+        ("idle_cpu",),
+        ("--nodes", "1", "--racks", "1"),
+        ("-N", "1", "-n", "1", "matmul", "--size", "1024", "--repeat", "3"),
+        ("-N", "1", "-n", "2", "matmul", "--size", "1024", "--repeat", "3"),
+    ),
+}
+SHORT = "pair-racks"
+# the short run's parameters (make test): the same case, fewer rounds
+SHORT_CASE = Case(
+    SHORT,
+    CASES[SHORT].limit,
+    CASES[SHORT].factors,
+    BED4,
+    ("-N", "2", "-w", "n1,n3", *_butterfly(20, 2, 500)),
+    ("-N", "2", "-w", "n1,n2", *_butterfly(20, 2, 500)),
+)
+
+
+@dataclass
+class RunResult:
+    job: str
+    time_s: float  # the program's own (its --json summary)
+    wall_s: float  # hushmon run's duration_s: srun's start to end
+    digest: dict[str, Any]
+    crossed: dict[str, tuple[int, int]] = field(default_factory=dict)  # rack: (uplink, sent)
+
+
+@dataclass
+class Row:
+    case: Case
+    finding: str
+    severity: str
+    low: float | None
+    high: float | None
+    measured: float
+    verdict: str
+    load_before: str
+    load_after: str
+    times: tuple[float, float]  # run time (srun start to end), s
+    program_times: tuple[float, float]  # the program's own time_s
+    crossed: str
+    jobs: tuple[str, str]
+    crossed_measured: dict[str, float] = field(default_factory=dict)  # rack: uplink / sent
+    crossed_bounds: tuple[float, float] | None = None  # the digest's (topology evidence)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "case": self.case.name,
+            "limit": self.case.limit,
+            "finding": self.finding,
+            "severity": self.severity,
+            "predicted_low_share": self.low,
+            "predicted_high_share": self.high,
+            "measured_share": round(self.measured, 4),
+            "verdict": self.verdict,
+            "run_time_s": list(self.times),
+            "program_time_s": list(self.program_times),
+            "program_measured_share": round(1 - self.program_times[1] / self.program_times[0], 4),
+            "load_before": self.load_before,
+            "load_after": self.load_after,
+            "crossed": self.crossed,
+            "crossed_measured": self.crossed_measured,
+            "crossed_bounds_digest": list(self.crossed_bounds) if self.crossed_bounds else None,
+            "jobs": list(self.jobs),
+        }
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def fail(msg: str) -> None:
+    print(f"bench_findings: {msg}", file=sys.stderr)
+    raise SystemExit(1)
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "python")}
+    return subprocess.run(
+        [*HUSHMON, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+
+
+def _ancestors() -> set[int]:
+    pids, pid = set(), os.getpid()
+    while pid > 1:
+        pids.add(pid)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return pids
+
+
+def held_by_an_ancestor(path: Path) -> bool:
+    """Whether a process above this one (``flock LOCK make test``) holds the lock:
+    then taking it again would wait for ourselves."""
+    try:
+        inode = path.stat().st_ino
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return False
+    mine = _ancestors()
+    for line in lines:
+        parts = line.split()
+        ours = len(parts) > 5 and parts[1] == "FLOCK" and parts[5].endswith(f":{inode}")
+        if ours and int(parts[4]) in mine:
+            return True
+    return False
+
+
+@contextmanager
+def bed_lock(path: Path | None, wait_s: float) -> Iterator[None]:
+    if path is None or held_by_an_ancestor(path):
+        yield
+        return
+    with path.open("a") as fh:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    fail(f"the bed lock {path} stayed held for {wait_s:.0f} s")
+                time.sleep(1)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextmanager
+def bed(options: tuple[str, ...], data: Path) -> Iterator[None]:
+    up = cli("testbed", "up", *options, "--data-dir", str(data), timeout=180)
+    if up.returncode != 0:
+        fail(f"testbed up {' '.join(options)}: {up.stderr.strip().splitlines()[-1:]}")
+    try:
+        yield
+    finally:
+        cli("testbed", "down", timeout=120)
+
+
+def _link_bytes(netns: str, iface: str, direction: str) -> int:
+    out = subprocess.run(
+        ["ip", "-n", netns, "-j", "-s", "link", "show", "dev", iface],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        return -1
+    return int(json.loads(out.stdout)[0]["stats64"][direction]["bytes"])
+
+
+def _counters(racks: int, nodes: int) -> dict[str, tuple[int, int]]:
+    """Per rack: bytes its uplink carried out of it, bytes its nodes sent (node eth0 tx)."""
+    per_rack = -(-nodes // racks)
+    out = {}
+    for r in range(1, racks + 1):
+        up = _link_bytes(FABRIC_NETNS, uplink_ports(r)[0], "tx")
+        sent = sum(
+            _link_bytes(f"{NETNS_PREFIX}n{i}", "eth0", "tx")
+            for i in range(1, nodes + 1)
+            if (i - 1) // per_rack + 1 == r
+        )
+        out[f"r{r}"] = (up, sent)
+    return out
+
+
+def _opt(options: tuple[str, ...], name: str, default: int) -> int:
+    return int(options[options.index(name) + 1]) if name in options else default
+
+
+def run_job(
+    data: Path, srun: tuple[str, ...], label: str, bed_options: tuple[str, ...]
+) -> RunResult:
+    split = 0
+    while srun[split].startswith("-"):  # srun's options come in pairs (-N 2, -w n1,n3)
+        split += 2
+    program = build_bin_dir() / srun[split]
+    summary = data / f"{label}-{uuid.uuid4().hex[:6]}.json"
+    command = ["srun", *srun[:split], str(program), *srun[split + 1 :], "--json", str(summary)]
+    nodes, racks = _opt(bed_options, "--nodes", 4), _opt(bed_options, "--racks", 2)
+    before = _counters(racks, nodes) if racks > 1 else {}
+    out = cli("run", "--data-dir", str(data), "--json", "-", "--", *command, timeout=600)
+    after = _counters(racks, nodes) if racks > 1 else {}
+    if out.returncode != 0:
+        fail(f"{' '.join(command)}: exit {out.returncode}: {out.stderr.strip()[-400:]}")
+    outcome = json.loads(out.stdout)
+    if outcome.get("exit_code") != 0 or outcome.get("digest") is None:
+        fail(f"{' '.join(command)}: exit {outcome.get('exit_code')}, no digest")
+    digest = json.loads(Path(outcome["digest"]["json"]).read_text())
+    time_s = float(json.loads(summary.read_text())["time_s"])
+    crossed = {r: (after[r][0] - before[r][0], after[r][1] - before[r][1]) for r in before}
+    wall = float(outcome["duration_s"])
+    return RunResult(str(outcome["job"]), time_s, wall, digest, crossed)
+
+
+def predicted(case: Case, digest: dict[str, Any]) -> tuple[str, str, float | None, float | None]:
+    """The finding of the case's factors with the largest estimated loss (or, with none
+    estimated, the most severe): its title, severity, low and high shares."""
+    found = [
+        f
+        for f in digest["findings"]
+        if f["factor"] in case.factors
+        and f["severity"] != "info"
+        and (not case.title or f["title"] == case.title)
+    ]
+    if not found:
+        return "no finding", "-", None, None
+    with_loss = [f for f in found if f["loss"] is not None]
+    if with_loss:
+        f = max(with_loss, key=lambda f: f["loss"]["low_share"] + f["loss"]["high_share"])
+        return f["title"], f["severity"], f["loss"]["low_share"], f["loss"]["high_share"]
+    order = ("high", "medium", "low")
+    f = min(found, key=lambda f: order.index(f["severity"]))
+    return f["title"], f["severity"], None, None
+
+
+def verdict(low: float | None, high: float | None, measured: float, found: bool) -> str:
+    if not found:
+        return "hit" if measured < parameters()["loss"]["medium_share"] else "miss"
+    if low is None or high is None:
+        return "no estimate"
+    return "hit" if low <= measured <= high else "miss"
+
+
+def _crossed_text(result: RunResult, digest: dict[str, Any]) -> str:
+    if not result.crossed:
+        return ""
+    topo = next((f for f in digest["findings"] if f["factor"] == "topology"), None)
+    bounds = ""
+    if topo is not None and "share_that_crossed_racks_at_least" in topo["evidence"]:
+        ev = topo["evidence"]
+        bounds = (
+            f"; digest: {ev['share_that_crossed_racks_at_least']:.0%}-"
+            f"{ev['share_that_may_cross_racks']:.0%}"
+        )
+    parts = [
+        f"{r} {up / sent:.0%}" if sent > 0 else f"{r} -" for r, (up, sent) in result.crossed.items()
+    ]
+    return "crossed (uplink counter / nodes' tx): " + ", ".join(parts) + bounds
+
+
+def run_case(case: Case, data: Path, lock: Path | None, wait_s: float) -> Row:
+    with bed_lock(lock, wait_s):
+        load_before = loadavg()
+        with bed(case.bed, data):
+            first = run_job(data, case.limited, f"{case.name}-a", case.bed)
+            if case.bed_removed is None:
+                second = run_job(data, case.removed, f"{case.name}-b", case.bed)
+        if case.bed_removed is not None:
+            with bed(case.bed_removed, data):
+                second = run_job(data, case.removed, f"{case.name}-b", case.bed_removed)
+        load_after = loadavg()
+    title, severity, low, high = predicted(case, first.digest)
+    measured = 1 - second.wall_s / first.wall_s
+    return Row(
+        case,
+        title,
+        severity,
+        low,
+        high,
+        measured,
+        verdict(low, high, measured, title != "no finding"),
+        load_before,
+        load_after,
+        (first.wall_s, second.wall_s),
+        (first.time_s, second.time_s),
+        _crossed_text(first, first.digest),
+        (first.job, second.job),
+        {r: up / sent for r, (up, sent) in first.crossed.items() if sent > 0},
+        _bounds(first.digest),
+    )
+
+
+def _bounds(digest: dict[str, Any]) -> tuple[float, float] | None:
+    topo = next((f for f in digest["findings"] if f["factor"] == "topology"), None)
+    if topo is None or "share_that_crossed_racks_at_least" not in topo["evidence"]:
+        return None
+    ev = topo["evidence"]
+    return float(ev["share_that_crossed_racks_at_least"]), float(ev["share_that_may_cross_racks"])
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.0f}"
+
+
+def print_row(row: Row) -> None:
+    pred = "none" if row.low is None or row.high is None else f"{_pct(row.low)}-{_pct(row.high)}%"
+    print(
+        f"{row.case.name:<17} [{row.severity}] {row.finding[:44]:<44} predicted {pred:>8}  "
+        f"measured {100 * row.measured:+4.0f}% ({row.times[0]:.1f} -> {row.times[1]:.1f} s; "
+        f"program {row.program_times[0]:.1f} -> {row.program_times[1]:.1f} s)  "
+        f"{row.verdict:<11} load {row.load_before} -> {row.load_after}",
+        flush=True,
+    )
+    if row.crossed:
+        print(f"{'':<17} {row.crossed}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--short", action="store_true", help=f"one small case ({SHORT})")
+    ap.add_argument("--cases", help=f"comma-separated, of: {', '.join(CASES)} (default all)")
+    ap.add_argument("--lock", type=Path, default=LOCK, help=f"the bed lock (default {LOCK})")
+    ap.add_argument("--no-lock", action="store_true", help="the caller holds the bed lock")
+    ap.add_argument("--lock-wait", type=float, default=600, help="seconds to wait for the lock")
+    ap.add_argument("--json", metavar="FILE|-", help="the table as JSON ('-' = stdout)")
+    ap.add_argument("--keep", action="store_true", help="keep the runs' data folder (printed)")
+    args = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        fail("the test bed needs root")
+    names = [SHORT] if args.short else (args.cases.split(",") if args.cases else list(CASES))
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        fail(f"unknown case {', '.join(unknown)}: use {', '.join(CASES)}")
+    data = DATA_PARENT / f"hushmon-bench-findings-{uuid.uuid4().hex[:8]}"
+    data.mkdir(parents=True)
+    out = sys.stderr if args.json == "-" else sys.stdout
+    rows: list[Row] = []
+    try:
+        print(
+            f"bench_findings: {len(names)} case(s) on the test bed, load {loadavg()}",
+            file=out,
+            flush=True,
+        )
+        for name in names:
+            case = SHORT_CASE if args.short else CASES[name]
+            row = run_case(case, data, None if args.no_lock else args.lock, args.lock_wait)
+            rows.append(row)
+            if out is sys.stdout:
+                print_row(row)
+            else:
+                print(json.dumps(row.to_json()), file=sys.stderr, flush=True)
+    finally:
+        if args.keep:
+            print(f"bench_findings: the runs' data: {data}", file=sys.stderr)
+        else:
+            shutil.rmtree(data, ignore_errors=True)
+    hits = sum(r.verdict == "hit" for r in rows)
+    judged = sum(r.verdict in ("hit", "miss") for r in rows)
+    high_small = [r for r in rows if r.severity == "high" and r.measured < 0.10]
+    print(
+        f"hits: {hits} of {judged} cases judged; [high] findings whose removal gained under "
+        f"10 %: {len(high_small)}",
+        file=out,
+    )
+    if args.json:
+        doc = {"cases": [r.to_json() for r in rows], "hits": hits, "judged": judged}
+        if args.json == "-":
+            print(json.dumps(doc, indent=2))
+        else:
+            Path(args.json).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
