@@ -24,4 +24,5 @@ COMMANDS: list[tuple[str, str]] = [
     ("top", "hushmon.live.top_cli"),
     ("serve", "hushmon.live.serve_cli"),
     ("metrics", "hushmon.metrics.cli"),
+    ("tag", "hushmon.tags.cli"),
 ]
