@@ -1,10 +1,13 @@
 """Searching the job history (records.py): filters, sort, one page.
 
-Filters on what never changes between a job's rows (its id, owner and
-start) are applied before each job's newest row is picked, so DuckDB reads
-only the row groups (the embedded file's zone maps) or Parquet files (the
-lake's per-file min/max) that may hold them; the others (state, findings,
-tags, name) after, on the newest rows only."""
+A job's record is its newest row. The search joins the rows that pass
+every filter to each job's newest ``recorded_ns`` (two narrow columns,
+grouped): a row that passes but is not its job's newest drops out at the
+join, so every filter is pushed into the scan of the rows, and those on
+what never changes between a job's rows (its id, owner and start) into the
+grouping's scan too, where DuckDB skips the row groups (the embedded
+file's zone maps) or Parquet files (the lake's per-file min/max) that
+cannot hold them."""
 
 from __future__ import annotations
 
@@ -161,26 +164,29 @@ def search(con: duckdb.DuckDBPyConnection, q: JobQuery) -> JobPage:
         alts = [f" {factor}:{s} " if factor else f":{s} " for s in wanted]
         outer.append("(" + " OR ".join("contains(findings, ?)" for _ in alts) + ")")
         outer_args += alts
+    # Each job's newest row: the newest (job, recorded_ns) pairs (two narrow
+    # columns, grouped), joined back to the rows that pass every filter.
+    # A row that passes but is not its job's newest drops out at the join,
+    # so the filters can be pushed into the scan of the rows.
     where_in = f"WHERE {' AND '.join(inner)}" if inner else ""
-    where_out = f"WHERE {' AND '.join(outer)}" if outer else ""
+    filters = inner + outer
+    where_all = f"WHERE {' AND '.join(filters)}" if filters else ""
     order = SORTS[q.sort].format(dir="DESC" if q.descending else "ASC")
     cols = ", ".join(COLUMNS)
-    sql = f"""
-        WITH newest AS (
-            SELECT {cols} FROM {TABLE} {where_in}
-            QUALIFY row_number() OVER (PARTITION BY job ORDER BY recorded_ns DESC) = 1)
-        SELECT {cols}, count(*) OVER () AS total FROM newest {where_out}
-        ORDER BY {order}, job LIMIT ? OFFSET ?"""
-    rows = con.execute(sql, [*args, *outer_args, q.per_page, (q.page - 1) * q.per_page]).fetchall()
+    newest = f"""
+        SELECT r.* FROM (SELECT {cols} FROM {TABLE} {where_all}) r
+        JOIN (SELECT job, max(recorded_ns) AS newest FROM {TABLE} {where_in} GROUP BY job) n
+          ON r.job = n.job AND r.recorded_ns = n.newest"""
+    params = [*args, *outer_args, *args]
+    rows = con.execute(
+        f"SELECT {cols}, count(*) OVER () AS total FROM ({newest}) t "
+        f"ORDER BY {order}, job LIMIT ? OFFSET ?",
+        [*params, q.per_page, (q.page - 1) * q.per_page],
+    ).fetchall()
     if rows:
         total = int(rows[0][-1])
     else:
-        count_sql = f"""
-            WITH newest AS (
-                SELECT {cols} FROM {TABLE} {where_in}
-                QUALIFY row_number() OVER (PARTITION BY job ORDER BY recorded_ns DESC) = 1)
-            SELECT count(*) FROM newest {where_out}"""
-        total = int(con.execute(count_sql, [*args, *outer_args]).fetchall()[0][0])
+        total = int(con.execute(f"SELECT count(*) FROM ({newest}) t", params).fetchall()[0][0])
     records = [JobRecord(*row[: len(COLUMNS)]) for row in rows]
     return JobPage(records, total, q, tags_from)
 
