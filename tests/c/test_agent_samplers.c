@@ -495,6 +495,40 @@ static void test_perf_sw_from_proc(hm_test_counts *c)
     }
 }
 
+/* rapl: tests/fixtures/agent/rapl, two seconds apart. package-0 200 J
+ * (100 W); dram wraps at its max_energy_range_uj (65532000000 ->
+ * 9389013 with range 65532610987: 610987 + 9389013 uJ = 10 J, 5 W);
+ * core (part of the package) and intel-rapl-mmio (a second view of the
+ * package) are not sampled. energy_uj made unreadable: no lines (as a
+ * non-root user only: root reads a file whatever its mode). */
+static void test_rapl(hm_test_counts *c)
+{
+    const char *const sources[] = {"rapl"};
+    rig r;
+    rig_open_tree(&r, c, "tests/fixtures/agent/rapl", "", NULL, sources, 1, 5000);
+    char line[512];
+    CHECK(c, r.n == 1);
+    CHECK(c, !find_line(rig_sample(&r, c, 1000000000), "rapl,host=n1,zone=intel-rapl:0,domain=package-0",
+                        line, sizeof line));
+    rig_step_to_t1(&r, c);
+    const char *b = rig_sample(&r, c, 3000000000);
+    CHECK(c, find_line(b, "rapl,host=n1,zone=intel-rapl:0,domain=package-0", line, sizeof line));
+    CHECK_NEAR(c, field(line, "energy_j"), 200.0, 1e-9);
+    CHECK_NEAR(c, field(line, "power_w"), 100.0, 1e-9);
+    CHECK(c, find_line(b, "rapl,host=n1,zone=intel-rapl:0:1,domain=dram", line, sizeof line));
+    CHECK_NEAR(c, field(line, "energy_j"), 10.0, 1e-9);
+    CHECK_NEAR(c, field(line, "power_w"), 5.0, 1e-9);
+    CHECK(c, strstr(b, "domain=core") == NULL && strstr(b, "intel-rapl-mmio") == NULL);
+    rig_close(&r);
+
+    if (geteuid() != 0) {
+        rig_open_tree(&r, c, "tests/fixtures/agent/rapl", "",
+                      "chmod 000 sys/class/powercap/intel-rapl:0/energy_uj", sources, 1, 5000);
+        CHECK(c, r.n == 0); /* refused: one notice, the source stays off */
+        rig_close(&r);
+    }
+}
+
 int main(void)
 {
     hm_test_counts c = {0, 0};
@@ -506,5 +540,6 @@ int main(void)
     test_node_scope_v2(&c);
     test_node_scope_v1(&c);
     test_node_scope_errors(&c);
+    test_rapl(&c);
     return hm_test_finish("test_agent_samplers", &c);
 }

@@ -1,0 +1,207 @@
+/* rapl: CPU package and DRAM energy from the powercap RAPL tree,
+ * /sys/class/powercap/intel-rapl:<pkg>[:<sub>]/ (Intel, and AMD Zen
+ * through the same driver and the same names).
+ *
+ * Each zone's `energy_uj` counts microjoules and wraps at the zone's
+ * `max_energy_range_uj` (read once at open): the energy of a period is
+ * cur - prev, or (range - prev) + cur when the counter went down. Only the
+ * `package-N` and `dram` domains are sampled: `core` and `uncore` are
+ * parts of a package (summing them would count twice) and `psys` is the
+ * whole platform where it exists. Since Linux 5.10 energy_uj is readable
+ * by root only (a side channel, CVE-2020-8694): the first refused read
+ * is one notice and the source stays off. */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hm_log.h"
+#include "procfile.h"
+#include "sampler.h"
+
+#define RAPL_ZONES_MAX 32
+
+#define RAPL_METRICS(X, P)                                                                    \
+    X(P, energy_j, "J", "energy used in the period (counter wrap handled)")                  \
+    X(P, power_w, "W", "energy_j over the period's length")
+HM_METRIC_ENUM(RAPL, RAPL_METRICS);
+
+typedef struct rapl_zone {
+    char zone[48];     /* "intel-rapl:0" */
+    char domain[32];   /* "package-0", "dram" */
+    hm_procfile energy;
+    uint64_t range_uj; /* where energy_uj wraps; 0 if the driver gives none */
+    bool have_prev;
+    uint64_t prev_uj;
+    int64_t prev_mono_ns;
+} rapl_zone;
+
+typedef struct rapl_state {
+    rapl_zone zone[RAPL_ZONES_MAX];
+    size_t nzones;
+} rapl_state;
+
+static void rapl_close(void *state)
+{
+    rapl_state *s = state;
+    if (s == NULL)
+        return;
+    for (size_t i = 0; i < s->nzones; i++)
+        hm_procfile_close(&s->zone[i].energy);
+    free(s);
+}
+
+/* The first line of a small sysfs file, without its newline. */
+static bool read_line(const char *dir, const char *name, char *out, size_t size)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+        return false;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    bool ok = fgets(out, (int)size, f) != NULL;
+    fclose(f);
+    if (ok)
+        out[strcspn(out, "\n")] = '\0';
+    return ok;
+}
+
+static bool wanted_domain(const char *name)
+{
+    return strncmp(name, "package-", 8) == 0 || strcmp(name, "dram") == 0;
+}
+
+/* Energy of one period in microjoules; false when it cannot be known. */
+static bool energy_delta(uint64_t prev, uint64_t cur, uint64_t range, uint64_t *delta)
+{
+    if (cur >= prev) {
+        *delta = cur - prev;
+        return true;
+    }
+    if (range == 0 || prev > range)
+        return false; /* no known wrap point: a reset, not a wrap */
+    *delta = (range - prev) + cur;
+    return true;
+}
+
+/* 1: zone added, 0: not a zone we sample, -1: refused (root only). */
+static int add_zone(rapl_state *s, const char *base, const char *name)
+{
+    char dir[PATH_MAX], domain[32], range[32];
+    if (snprintf(dir, sizeof dir, "%s/%s", base, name) >= (int)sizeof dir ||
+        !read_line(dir, "name", domain, sizeof domain) || !wanted_domain(domain))
+        return 0;
+    if (s->nzones == RAPL_ZONES_MAX || strlen(name) >= sizeof s->zone[0].zone)
+        return 0;
+    rapl_zone *z = &s->zone[s->nzones];
+    memset(z, 0, sizeof *z);
+    z->energy.fd = -1;
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/energy_uj", dir);
+    if (access(path, R_OK) != 0)
+        return errno == EACCES || errno == EPERM ? -1 : 0;
+    hm_error e;
+    if (hm_procfile_open_path(&z->energy, path, &e) < 0)
+        return 0;
+    memcpy(z->zone, name, strlen(name) + 1);
+    memcpy(z->domain, domain, strlen(domain) + 1);
+    if (read_line(dir, "max_energy_range_uj", range, sizeof range))
+        z->range_uj = strtoull(range, NULL, 10);
+    s->nzones++;
+    return 1;
+}
+
+static int rapl_open(void **state, const hm_sampler_env *env, hm_error *err)
+{
+    char base[PATH_MAX];
+    if (hm_path_join(base, sizeof base, env->cfg->root, "sys/class/powercap", err) < 0)
+        return -1;
+    DIR *d = opendir(base);
+    if (d == NULL) {
+        hm_log_notice("rapl: no %s (no RAPL driver on this machine, as in most VMs): no energy "
+                      "lines",
+                      base);
+        return 0;
+    }
+    rapl_state *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        closedir(d);
+        return hm_error_set(err, "out of memory");
+    }
+    bool refused = false;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        /* intel-rapl-mmio:* repeats the package zone on some Intel parts. */
+        if (strncmp(de->d_name, "intel-rapl:", 11) != 0)
+            continue;
+        refused |= add_zone(s, base, de->d_name) < 0;
+    }
+    closedir(d);
+    if (refused) {
+        hm_log_notice("rapl: %s/intel-rapl:*/energy_uj is readable by root only (Linux >= 5.10): "
+                      "no energy lines; run the agent as root or make energy_uj readable "
+                      "(e.g. a udev rule)",
+                      base);
+        rapl_close(s);
+        return 0;
+    }
+    if (s->nzones == 0) {
+        hm_log_notice("rapl: no package or dram zone under %s: no energy lines", base);
+        rapl_close(s);
+        return 0;
+    }
+    *state = s;
+    return 0;
+}
+
+static int rapl_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_error *err)
+{
+    rapl_state *s = state;
+    int rc = 0;
+    for (size_t i = 0; i < s->nzones; i++) {
+        rapl_zone *z = &s->zone[i];
+        uint64_t now;
+        if (hm_procfile_read(&z->energy, err) < 0) {
+            z->have_prev = false;
+            rc = -1; /* reported after the other zones are sampled */
+            continue;
+        }
+        hm_scan c = hm_scan_of(z->energy.buf, z->energy.len);
+        if (!hm_scan_u64(&c, &now)) {
+            z->have_prev = false;
+            rc = hm_error_set(err, "%s: not a number", z->energy.path);
+            continue;
+        }
+        double dt = hm_dt_s(z->prev_mono_ns, ctx->mono_ns);
+        uint64_t delta_uj = 0;
+        bool known = z->have_prev && dt > 0 && energy_delta(z->prev_uj, now, z->range_uj, &delta_uj);
+        z->prev_uj = now;
+        z->have_prev = true;
+        z->prev_mono_ns = ctx->mono_ns;
+        if (!known)
+            continue;
+        double energy_j = (double)delta_uj / 1e6;
+        hm_lp_begin(out, "rapl");
+        hm_lp_tag(out, "zone", z->zone);
+        hm_lp_tag(out, "domain", z->domain);
+        hm_lp_field_f64(out, HM_M(RAPL, energy_j), energy_j);
+        hm_lp_field_f64(out, HM_M(RAPL, power_w), energy_j / dt);
+        hm_lp_end(out);
+    }
+    return rc;
+}
+
+const hm_sampler_ops hm_sampler_sys_powercap = {
+    .name = "rapl",
+    .reads = "/sys/class/powercap/intel-rapl:*/energy_uj (package-N and dram zones; Intel and AMD)",
+    .measurement = "rapl (tags zone, domain)",
+    .fields = HM_FIELDS(RAPL_METRICS),
+    .default_on = true,
+    .open = rapl_open,
+    .sample = rapl_sample,
+    .close = rapl_close,
+};
