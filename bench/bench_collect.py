@@ -246,12 +246,16 @@ def c_worker(url: str, lake: Path, duckdb_threads: int, group_msgs: int, cpu: in
         source.close()
         commits = writer.commits
         writer.close()
-    phase["append: files"] = writer.files_cpu_s
-    phase["append: transaction"] = writer.commit_cpu_s
+    # a writer from before the files were written outside the lock (a copy of
+    # an older tree on PYTHONPATH, for a side-by-side run) has no split
+    if hasattr(writer, "files_cpu_s"):
+        phase["append: files"] = writer.files_cpu_s
+        phase["append: transaction"] = writer.commit_cpu_s
     return {"batches_stored": stored, "values_stored": values, "groups": groups,
             "commits": commits.commits, "retries": commits.retries,
             "commit_wait_s": commits.waited_s,
-            "lock_held_s": writer.lock_held_s, "commit_wall_s": writer.commit_wall_s,
+            "lock_held_s": getattr(writer, "lock_held_s", None),
+            "commit_wall_s": getattr(writer, "commit_wall_s", None),
             "cpu_seconds": cpu1 - cpu0, "start": started_s, "end": ended_s,
             "phases": phase}  # fmt: skip
 
@@ -367,7 +371,7 @@ def print_engines(runs: dict[tuple[str, int], list[dict]], reducer_rate: float |
             f"{1e6 * cpu_s / stored:.0f} us per batch = {stored / cpu_s:,.0f} batches per CPU-s"
         )
         if all("phases" in r for r in reports):
-            split = {k: sum(r["phases"][k] for r in reports) for k in reports[0]["phases"]}
+            split = {k: sum(r["phases"].get(k, 0.0) for r in reports) for k in reports[0]["phases"]}
             print(
                 "  CPU per batch by phase: "
                 + ", ".join(f"{k} {1e6 * v / stored:.0f} us" for k, v in split.items())
@@ -375,7 +379,7 @@ def print_engines(runs: dict[tuple[str, int], list[dict]], reducer_rate: float |
                 f"{sum(r['retries'] for r in reports)} (another writer's commit in the way), "
                 f"{sum(r['commit_wait_s'] for r in reports):.1f} s waited"
             )
-        if all("lock_held_s" in r for r in reports):
+        if all(r.get("lock_held_s") is not None for r in reports):
             print(
                 "  each collector's wall time: holding the commit lock "
                 + ", ".join(f"{r['lock_held_s'] / wall:.0%}" for r in reports)

@@ -279,6 +279,10 @@ void hm_group_cols_free(hm_group_cols *c)
     c->line_set = NULL;
     c->line_set_cap = c->line_set_count = 0;
     hm_strmap_free(&c->activity_seen);
+    free(c->sort_rows);
+    free(c->sort_count);
+    c->sort_rows = NULL, c->sort_count = NULL;
+    c->sort_rows_cap = c->sort_count_cap = 0;
 }
 
 static uint64_t mix(uint64_t x)
@@ -394,30 +398,53 @@ int hm_group_cols_dedupe(hm_group_cols *c)
 /* Orders the samples by (series_id, time_ns), the lake's layout of a data
  * file (store/lake.py): the lake writer encodes them as they come
  * (store/lake_add_files.py), and numpy's lexsort of a group's 200,000 rows
- * cost it 11 us per batch against about 1 here. Series ids are 63-bit
- * hashes, so their top bits spread evenly: a stable counting sort on them
- * puts each series in a bucket of its own or a few, and an insertion sort
- * finishes each bucket (a series' values arrive in time order, so this is
- * a check unless two series share the bucket). */
-static bool sample_before(const int64_t *sid, const int64_t *t, uint32_t a, uint32_t b)
+ * cost it 11 us per batch. Series ids are 63-bit hashes, so their top bits
+ * spread evenly: a stable counting sort on them puts each series in a
+ * bucket of its own or a few, and an insertion sort finishes each bucket (a
+ * series' values arrive in time order, so this is a check unless two
+ * series share the bucket). Rows move as one 32-byte record (one scattered
+ * write each, not one scattered read per column), in scratch kept between
+ * groups. */
+typedef struct sample_row {
+    int64_t sid, t;
+    double value;
+    int32_t batch;
+} sample_row;
+
+static bool row_before(const sample_row *a, const sample_row *b)
 {
-    return sid[a] != sid[b] ? sid[a] < sid[b] : t[a] < t[b];
+    return a->sid != b->sid ? a->sid < b->sid : a->t < b->t;
 }
 
-static void permute(void *col, size_t item, const uint32_t *order, size_t n, void *tmp)
+/* The sign bit flipped: signed order as unsigned. */
+static size_t bucket_of(int64_t sid, unsigned shift) { return (size_t)(((uint64_t)sid ^ (1ull << 63)) >> shift); }
+
+static int sort_scratch(hm_group_cols *c, size_t n, size_t buckets)
 {
-    char *src = col, *dst = tmp;
-    for (size_t i = 0; i < n; i++)
-        memcpy(dst + i * item, src + (size_t)order[i] * item, item);
-    memcpy(col, tmp, n * item);
+    if (c->sort_rows_cap < n) {
+        sample_row *p = realloc(c->sort_rows, n * sizeof *p);
+        if (p == NULL)
+            return -1;
+        c->sort_rows = p, c->sort_rows_cap = n;
+    }
+    if (c->sort_count_cap < buckets + 1) {
+        uint32_t *p = realloc(c->sort_count, (buckets + 1) * sizeof *p);
+        if (p == NULL)
+            return -1;
+        c->sort_count = p, c->sort_count_cap = buckets + 1;
+    }
+    memset(c->sort_count, 0, (buckets + 1) * sizeof *c->sort_count);
+    return 0;
 }
 
 int hm_group_cols_sort(hm_group_cols *c)
 {
     size_t n = c->s_series_id.n;
-    const int64_t *sid = c->s_series_id.p, *t = c->s_time_ns.p;
+    int64_t *sid = c->s_series_id.p, *t = c->s_time_ns.p;
+    double *val = c->s_value.p;
+    int32_t *bat = c->s_batch.p;
     size_t i = 1;
-    while (i < n && !sample_before(sid, t, (uint32_t)i, (uint32_t)(i - 1)))
+    while (i < n && !(sid[i] < sid[i - 1] || (sid[i] == sid[i - 1] && t[i] < t[i - 1])))
         i++;
     if (i >= n)
         return 0; /* in order already */
@@ -425,41 +452,36 @@ int hm_group_cols_sort(hm_group_cols *c)
     while (bits < 20 && ((size_t)1 << bits) < n)
         bits++;
     size_t buckets = (size_t)1 << bits;
-    uint32_t *count = calloc(buckets + 1, sizeof *count);
-    uint32_t *order = malloc(n * sizeof *order);
-    void *tmp = malloc(n * sizeof(int64_t));
-    if (count == NULL || order == NULL || tmp == NULL) {
-        free(count), free(order), free(tmp);
-        return -1;
-    }
-    /* the sign bit flipped: signed order as unsigned */
     unsigned shift = 64 - bits;
+    if (sort_scratch(c, n, buckets) != 0)
+        return -1;
+    uint32_t *count = c->sort_count;
+    sample_row *rows = c->sort_rows;
     for (i = 0; i < n; i++)
-        count[(((uint64_t)sid[i] ^ (1ull << 63)) >> shift) + 1]++;
+        count[bucket_of(sid[i], shift) + 1]++;
     for (size_t b = 0; b < buckets; b++)
         count[b + 1] += count[b];
     for (i = 0; i < n; i++)
-        order[count[((uint64_t)sid[i] ^ (1ull << 63)) >> shift]++] = (uint32_t)i;
+        rows[count[bucket_of(sid[i], shift)]++] = (sample_row){sid[i], t[i], val[i], bat[i]};
     /* count[b] is now the end of bucket b */
     size_t start = 0;
     for (size_t b = 0; b < buckets; b++) {
         size_t end = count[b];
         for (size_t k = start + 1; k < end; k++) {
-            uint32_t x = order[k];
+            if (!row_before(&rows[k], &rows[k - 1]))
+                continue;
+            sample_row x = rows[k];
             size_t j = k;
-            while (j > start && sample_before(sid, t, x, order[j - 1])) {
-                order[j] = order[j - 1];
+            while (j > start && row_before(&x, &rows[j - 1])) {
+                rows[j] = rows[j - 1];
                 j--;
             }
-            order[j] = x;
+            rows[j] = x;
         }
         start = end;
     }
-    permute(c->s_series_id.p, sizeof(int64_t), order, n, tmp);
-    permute(c->s_time_ns.p, sizeof(int64_t), order, n, tmp);
-    permute(c->s_value.p, sizeof(double), order, n, tmp);
-    permute(c->s_batch.p, sizeof(int32_t), order, n, tmp);
-    free(count), free(order), free(tmp);
+    for (i = 0; i < n; i++)
+        sid[i] = rows[i].sid, t[i] = rows[i].t, val[i] = rows[i].value, bat[i] = rows[i].batch;
     return 0;
 }
 

@@ -61,6 +61,9 @@ typedef struct hm_group_cols {
     size_t line_set_cap, line_set_count;
     bool maybe_repeats;
     hm_strmap activity_seen;                                 /* job, host, time of the group */
+    struct sample_row *sort_rows;                            /* hm_group_cols_sort's scratch */
+    size_t sort_rows_cap, sort_count_cap;
+    uint32_t *sort_count;
 } hm_group_cols;
 
 /* A new group's columns: rows dropped, sets emptied (memory kept). */

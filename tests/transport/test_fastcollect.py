@@ -123,6 +123,15 @@ def _c_group(url: str, expected: int) -> RawGroup:
             assert r["series_id"] == series_id_of(
                 r["host"], r["measurement"], r["tags"], r["field"]
             )
+        # in the lake's order, (series_id, time_ns), which the writer's files keep
+        keys = list(
+            zip(
+                group.samples["series_id"].to_pylist(),
+                group.samples["time_ns"].to_pylist(),
+                strict=True,
+            )
+        )
+        assert keys == sorted(keys)
         source.in_progress()  # a slow commit's +WPI: accepted, nothing acked yet
         source.ack_group()
         assert source.fetch_group(GROUP, 0, 0.2).batches.num_rows == 0  # acked: none left
