@@ -25,4 +25,5 @@ COMMANDS: list[tuple[str, str]] = [
     ("serve", "hushmon.live.serve_cli"),
     ("metrics", "hushmon.metrics.cli"),
     ("tag", "hushmon.tags.cli"),
+    ("alert", "hushmon.tags.alert_cli"),
 ]

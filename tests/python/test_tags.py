@@ -170,3 +170,10 @@ def test_shipped_rules_load() -> None:
         r.tag for r in rules.rules
     }
     assert all(r.hint for r in rules.rules)
+
+
+def test_alert_bad_flags_are_one_line() -> None:
+    for args in (["--webhook", "ftp://x"], ["--subject-prefix", "hm.>"], ["--keep-s", "0"]):
+        out = _hushmon("alert", "--url", "nats://127.0.0.1:9", *args)
+        assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert "Traceback" not in out.stderr

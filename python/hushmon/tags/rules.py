@@ -27,7 +27,9 @@ _TAG = re.compile(r"[a-z][a-z0-9_]{0,40}")
 # {expression} or {expression:format}; the format is a number format only
 _FIELD = re.compile(r"\{([^{}:]+)(?::([0-9.,+ <>^-]*[dfge%]?))?\}")
 MAX_HINT_CHARS = 500
-_KEYS = {"tag", "description", "requires", "guards", "condition", "hint", "live", "nhr_class"}
+_KEYS = {
+    "tag", "description", "requires", "guards", "condition", "hint", "live", "hold_s", "nhr_class",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,9 @@ class Rule:
     hint: str
     hint_fields: tuple[tuple[Expr, str], ...]
     live: bool  # may be evaluated on one period's job summary (tags/live.py)
+    # live: how long the condition must hold before an alert (an expression,
+    # usually a threshold's name; None = at once); stored jobs ignore it
+    hold_s: Expr | None
     nhr_class: str  # the NHR pathological job class this tag stands for ("" = none)
     source: Path
 
@@ -111,6 +116,9 @@ def load_rule(path: Path) -> Rule:
     live = data.get("live", False)
     if not isinstance(live, bool):
         raise HushmonError(f"{where}: live must be true or false")
+    hold = data.get("hold_s")
+    if hold is not None and not isinstance(hold, str | int | float):
+        raise HushmonError(f"{where}: hold_s must be a number or a threshold's name")
     return Rule(
         name=path.stem,
         tag=tag,
@@ -123,6 +131,7 @@ def load_rule(path: Path) -> Rule:
         hint=hint,
         hint_fields=fields,
         live=live,
+        hold_s=None if hold is None else parse(str(hold), f"{where}: hold_s"),
         nhr_class=str(data.get("nhr_class", "")),
         source=path,
     )
@@ -168,7 +177,8 @@ def load_rules(site: Path | None = None, shipped: Path = SHIPPED_DIR) -> RuleSet
                 by_name[rule.name] = rule
     rules = tuple(by_name[n] for n in sorted(by_name))
     for rule in rules:
-        for expr in (*rule.guards, rule.condition, *(e for e, _ in rule.hint_fields)):
+        hold = (rule.hold_s,) if rule.hold_s is not None else ()
+        for expr in (*rule.guards, rule.condition, *(e for e, _ in rule.hint_fields), *hold):
             for name in expr.names():
                 # a plain name (no dot) can only be a threshold: catch typos at load
                 if "." not in name and name not in params:
