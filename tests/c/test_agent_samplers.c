@@ -529,6 +529,49 @@ static void test_rapl(hm_test_counts *c)
     }
 }
 
+/* procio: tests/fixtures/agent/procio, job 77's cgroup tree jobs/j77 with
+ * tasks in step_0/slurm (100) and step_0/user/task_0 (200, 201; then
+ * 200, 202). 201 ends and its parent 200 reaps it: 200's counters jump
+ * by 201's final totals, of which the last reading (t0) was counted
+ * already, so it is credited back; 202 is new and counts from zero; 300
+ * is no task of the job. Over 2 s: rchar 2.7 MB + 0.1 MB - 0.5 MB. */
+static void test_procio(hm_test_counts *c)
+{
+    const char *const sources[] = {"procio"};
+    rig r;
+    rig_open_tree(&r, c, "tests/fixtures/agent/procio", "", NULL, sources, 1, 5000);
+    hm_error err;
+    CHECK(c, hm_jobs_begin(&r.jobs, "77", "jobs/j77", HM_JOB_ANNOUNCED, &err) == 0);
+    CHECK(c, hm_jobs_begin(&r.jobs, "78", "jobs/not_yet", HM_JOB_ANNOUNCED, &err) == 0);
+    char line[1024];
+    const char *b0 = rig_sample(&r, c, 1000000000);
+    CHECK(c, strstr(b0, "procio") == NULL); /* first reading: no rates */
+    rig_step_to_t1(&r, c);
+    const char *b = rig_sample(&r, c, 3000000000);
+    CHECK(c, find_line(b, "procio,host=n1,job=77", line, sizeof line));
+    CHECK_NEAR(c, field(line, "rchar_bytes_per_s"), 1150000.0, 1e-6);
+    CHECK_NEAR(c, field(line, "wchar_bytes_per_s"), 550000.0, 1e-6);
+    CHECK_NEAR(c, field(line, "read_bytes_per_s"), 4096.0, 1e-6);
+    CHECK_NEAR(c, field(line, "write_bytes_per_s"), 20480.0, 1e-6);
+    CHECK_NEAR(c, field(line, "syscr_per_s"), 115.0, 1e-9);
+    CHECK_NEAR(c, field(line, "syscw_per_s"), 55.0, 1e-9);
+    CHECK(c, strstr(line, "tasks=3i") != NULL && strstr(line, "tasks_refused=0i") != NULL);
+    CHECK(c, !find_line(b, "procio,host=n1,job=78", line, sizeof line)); /* no cgroup: no line */
+    /* Nothing moves: zero, with no credit left over. */
+    b = rig_sample(&r, c, 5000000000);
+    CHECK(c, find_line(b, "procio,host=n1,job=77", line, sizeof line));
+    CHECK_NEAR(c, field(line, "rchar_bytes_per_s"), 0.0, 0);
+    if (geteuid() != 0) { /* root reads any task's io whatever the mode */
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "chmod 000 %s/proc/202/io", r.root);
+        CHECK(c, run(cmd) == 0);
+        b = rig_sample(&r, c, 7000000000);
+        CHECK(c, find_line(b, "procio,host=n1,job=77", line, sizeof line));
+        CHECK(c, strstr(line, "tasks=2i") != NULL && strstr(line, "tasks_refused=1i") != NULL);
+    }
+    rig_close(&r);
+}
+
 int main(void)
 {
     hm_test_counts c = {0, 0};
@@ -541,5 +584,6 @@ int main(void)
     test_node_scope_v1(&c);
     test_node_scope_errors(&c);
     test_rapl(&c);
+    test_procio(&c);
     return hm_test_finish("test_agent_samplers", &c);
 }

@@ -1,0 +1,386 @@
+/* procio: each job's I/O from /proc/PID/io of its tasks.
+ *
+ * cgroup's io.stat counts what reaches the block devices; /proc/PID/io
+ * also counts what the page cache absorbed (rchar/wchar: bytes passed to
+ * read()/write() and friends, network and pipes included) and the
+ * syscalls, which tells a job that reads the same file from cache from
+ * one that waits on the disk or a network file system.
+ *
+ * A job's tasks are the PIDs in the cgroup.procs files of its cgroup and
+ * every cgroup below (Slurm puts processes in job_N/step_M/...: a v2
+ * cgroup with children holds none itself), walked every period, so new
+ * steps and tasks are seen at once. Each task's counters are kept from one
+ * period to the next (two arrays sorted by PID, merged); a task that is
+ * new in a job already sampled counts from zero (it started during the
+ * period), so short-lived tasks are not lost.
+ *
+ * The kernel adds a reaped child's totals to its parent's counters: when
+ * a task leaves the job, its last totals are held for two periods as a
+ * credit against the job's sum, so that its parent's jump (when the parent
+ * is in the job, as slurmstepd and the shells of a Slurm step are) does
+ * not count the child's bytes twice. A parent outside the job leaves the
+ * credit unused for those two periods: up to that much of the job's I/O
+ * in them is not counted (the child's bytes were, while it lived).
+ *
+ * /proc/PID/io needs ptrace read access to the task: an agent that is not
+ * root sees only its own user's tasks. Refused tasks are counted in
+ * tasks_refused and named once in the log. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hm_log.h"
+#include "procfile.h"
+#include "sampler.h"
+
+#define PROCIO_TASKS_MAX 4096 /* tasks of all jobs on the node, per period */
+#define PROCIO_DEPTH_MAX 6    /* job_N/step_M/user/task_K and a little more */
+#define PROCIO_CREDIT_PERIODS 2
+
+#define PROCIO_METRICS(X, P)                                                                  \
+    X(P, read_bytes_per_s, "B/s", "read_bytes: fetched from storage (not from the cache)")     \
+    X(P, write_bytes_per_s, "B/s", "write_bytes: sent towards storage")                       \
+    X(P, rchar_bytes_per_s, "B/s", "rchar: bytes read by syscalls, page-cache hits included") \
+    X(P, wchar_bytes_per_s, "B/s", "wchar: bytes written by syscalls, cached included")       \
+    X(P, syscr_per_s, "1/s", "read syscalls")                                                 \
+    X(P, syscw_per_s, "1/s", "write syscalls")                                                \
+    X(P, tasks, "", "tasks read this period (integer)")                                       \
+    X(P, tasks_refused, "", "tasks whose /proc/PID/io was refused (integer)")
+HM_METRIC_ENUM(PIO, PROCIO_METRICS);
+
+enum { K_RCHAR, K_WCHAR, K_SYSCR, K_SYSCW, K_READ, K_WRITE, NKEYS };
+static const char *const io_keys[NKEYS] = {"rchar", "wchar", "syscr", "syscw", "read_bytes",
+                                           "write_bytes"};
+
+typedef struct task_io {
+    int pid;
+    int slot;
+    uint64_t c[NKEYS];
+} task_io;
+
+typedef struct job_io {
+    char id[HM_JOB_ID_MAX];
+    char dir[PATH_MAX];       /* the job's cgroup directory; "" when the slot is free */
+    bool sampled;             /* has a previous period: new tasks count from zero */
+    int64_t prev_mono_ns;
+    uint64_t sum[NKEYS];      /* this period's deltas */
+    uint64_t credit[NKEYS];   /* last totals of tasks that left */
+    int credit_periods;
+    unsigned tasks, refused;
+    bool present;             /* its cgroup directory was there this period */
+    bool overflow;            /* more tasks than PROCIO_TASKS_MAX this period */
+} job_io;
+
+typedef struct procio_state {
+    char cgroup_root[PATH_MAX];
+    char proc_root[PATH_MAX];
+    uint64_t generation;
+    bool synced;
+    job_io job[HM_JOBS_MAX];
+    task_io *prev, *cur;
+    size_t nprev, ncur;
+    bool warned_refused, warned_full;
+} procio_state;
+
+static void procio_close(void *state)
+{
+    procio_state *s = state;
+    if (s == NULL)
+        return;
+    free(s->prev);
+    free(s->cur);
+    free(s);
+}
+
+static int procio_open(void **state, const hm_sampler_env *env, hm_error *err)
+{
+    procio_state *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return hm_error_set(err, "out of memory");
+    /* calloc: pages are touched only as far as the node's task count. */
+    s->prev = calloc(PROCIO_TASKS_MAX, sizeof *s->prev);
+    s->cur = calloc(PROCIO_TASKS_MAX, sizeof *s->cur);
+    if (s->prev == NULL || s->cur == NULL) {
+        procio_close(s);
+        return hm_error_set(err, "out of memory");
+    }
+    if (hm_path_join(s->cgroup_root, sizeof s->cgroup_root, env->cfg->root,
+                     env->cfg->cgroup_root, err) < 0 ||
+        hm_path_join(s->proc_root, sizeof s->proc_root, env->cfg->root, "proc", err) < 0) {
+        procio_close(s);
+        return -1;
+    }
+    *state = s;
+    return 0;
+}
+
+static void sync_jobs(procio_state *s, const hm_jobs *jobs)
+{
+    for (int i = 0; i < HM_JOBS_MAX; i++) {
+        job_io *j = &s->job[i];
+        const hm_job *job = &jobs->job[i];
+        char dir[PATH_MAX];
+        hm_error e;
+        bool ok = job->used && job->cgroup[0] &&
+                  hm_path_join(dir, sizeof dir, s->cgroup_root, job->cgroup, &e) == 0;
+        if (ok && strcmp(j->id, job->id) == 0 && strcmp(j->dir, dir) == 0)
+            continue;
+        memset(j, 0, sizeof *j);
+        if (ok) {
+            strcpy(j->id, job->id);
+            strcpy(j->dir, dir);
+        }
+    }
+}
+
+/* Parses /proc/PID/io ("rchar: N" lines) into c; false if a key is missing. */
+static bool parse_io(const char *text, size_t len, uint64_t c[NKEYS])
+{
+    unsigned found = 0;
+    hm_scan sc = hm_scan_of(text, len);
+    do {
+        hm_scan line = sc;
+        const char *w;
+        size_t wl;
+        if (!hm_scan_word(&line, &w, &wl, true))
+            continue;
+        for (int k = 0; k < NKEYS; k++)
+            if (hm_word_eq(w, wl, io_keys[k]) && hm_scan_char(&line, ':') &&
+                hm_scan_u64(&line, &c[k]))
+                found |= 1u << k;
+    } while (hm_scan_next_line(&sc));
+    return found == (1u << NKEYS) - 1;
+}
+
+static void read_task(procio_state *s, int slot, int pid)
+{
+    job_io *j = &s->job[slot];
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/%d/io", s->proc_root, pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == EACCES || errno == EPERM) {
+            j->refused++;
+            hm_log_warn_once(&s->warned_refused,
+                             "procio: %s refused (the agent may read only its own user's tasks "
+                             "unless root); such tasks are counted in tasks_refused",
+                             path);
+        }
+        return; /* ENOENT/ESRCH: the task ended since cgroup.procs was read */
+    }
+    char buf[512];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    int read_errno = errno;
+    close(fd);
+    if (n < 0 && (read_errno == EACCES || read_errno == EPERM)) {
+        j->refused++;
+        hm_log_warn_once(&s->warned_refused,
+                         "procio: %s refused (the agent may read only its own user's tasks "
+                         "unless root); such tasks are counted in tasks_refused",
+                         path);
+        return;
+    }
+    if (n <= 0)
+        return;
+    if (s->ncur == PROCIO_TASKS_MAX) {
+        j->overflow = true;
+        return;
+    }
+    task_io *t = &s->cur[s->ncur];
+    if (!parse_io(buf, (size_t)n, t->c))
+        return;
+    t->pid = pid;
+    t->slot = slot;
+    s->ncur++;
+    j->tasks++;
+}
+
+/* PIDs of one cgroup.procs, read in chunks (a big job lists thousands). */
+static void read_procs(procio_state *s, int slot, int dirfd)
+{
+    int fd = openat(dirfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    char buf[4096];
+    long pid = -1;
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) {
+        for (ssize_t i = 0; i < n; i++) {
+            if (buf[i] >= '0' && buf[i] <= '9') {
+                pid = (pid < 0 ? 0 : pid * 10) + (buf[i] - '0');
+                if (pid > 1L << 30)
+                    pid = -1;
+            } else {
+                if (pid > 0)
+                    read_task(s, slot, (int)pid);
+                pid = -1;
+            }
+        }
+    }
+    if (pid > 0)
+        read_task(s, slot, (int)pid);
+    close(fd);
+}
+
+static void walk(procio_state *s, int slot, int dirfd, int depth)
+{
+    read_procs(s, slot, dirfd);
+    if (depth == PROCIO_DEPTH_MAX)
+        return;
+    int dup_fd = dup(dirfd);
+    DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    if (d == NULL) {
+        if (dup_fd >= 0)
+            close(dup_fd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.' || (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN))
+            continue;
+        int sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (sub < 0)
+            continue;
+        walk(s, slot, sub, depth + 1);
+        close(sub);
+    }
+    closedir(d);
+}
+
+static int by_pid(const void *a, const void *b)
+{
+    const task_io *x = a, *y = b;
+    return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+static void add_all(uint64_t to[NKEYS], const uint64_t from[NKEYS])
+{
+    for (int k = 0; k < NKEYS; k++)
+        to[k] += from[k];
+}
+
+/* Deltas per job from the previous and current task lists (both sorted). */
+static void merge(procio_state *s)
+{
+    size_t i = 0, k = 0;
+    while (i < s->ncur || k < s->nprev) {
+        task_io *c = i < s->ncur ? &s->cur[i] : NULL;
+        task_io *p = k < s->nprev ? &s->prev[k] : NULL;
+        if (c != NULL && (p == NULL || c->pid < p->pid)) {
+            job_io *j = &s->job[c->slot];
+            if (j->sampled)
+                add_all(j->sum, c->c); /* new task: started during the period */
+            i++;
+        } else if (p != NULL && (c == NULL || p->pid < c->pid)) {
+            job_io *j = &s->job[p->slot];
+            add_all(j->credit, p->c); /* left: its parent may soon add its totals */
+            j->credit_periods = PROCIO_CREDIT_PERIODS;
+            k++;
+        } else {
+            job_io *j = &s->job[c->slot];
+            bool same_task = c->slot == p->slot;
+            for (int n = 0; n < NKEYS; n++)
+                same_task = same_task && c->c[n] >= p->c[n];
+            if (!same_task) {
+                /* Another job's, or a reused PID: a new task. */
+                if (j->sampled)
+                    add_all(j->sum, c->c);
+            } else {
+                for (int n = 0; n < NKEYS; n++)
+                    j->sum[n] += c->c[n] - p->c[n];
+            }
+            i++;
+            k++;
+        }
+    }
+}
+
+static void emit(job_io *j, const hm_sample_ctx *ctx, hm_lp *out)
+{
+    double dt = hm_dt_s(j->prev_mono_ns, ctx->mono_ns);
+    for (int k = 0; k < NKEYS; k++) {
+        uint64_t used = j->sum[k] < j->credit[k] ? j->sum[k] : j->credit[k];
+        j->sum[k] -= used;
+        j->credit[k] -= used;
+    }
+    if (j->credit_periods > 0 && --j->credit_periods == 0)
+        memset(j->credit, 0, sizeof j->credit);
+    bool first = !j->sampled;
+    j->sampled = true;
+    j->prev_mono_ns = ctx->mono_ns;
+    if (first || dt <= 0)
+        return;
+    hm_lp_begin(out, "procio");
+    hm_lp_tag(out, "job", j->id);
+    hm_lp_field_f64(out, HM_M(PIO, read_bytes_per_s), (double)j->sum[K_READ] / dt);
+    hm_lp_field_f64(out, HM_M(PIO, write_bytes_per_s), (double)j->sum[K_WRITE] / dt);
+    hm_lp_field_f64(out, HM_M(PIO, rchar_bytes_per_s), (double)j->sum[K_RCHAR] / dt);
+    hm_lp_field_f64(out, HM_M(PIO, wchar_bytes_per_s), (double)j->sum[K_WCHAR] / dt);
+    hm_lp_field_f64(out, HM_M(PIO, syscr_per_s), (double)j->sum[K_SYSCR] / dt);
+    hm_lp_field_f64(out, HM_M(PIO, syscw_per_s), (double)j->sum[K_SYSCW] / dt);
+    hm_lp_field_i64(out, HM_M(PIO, tasks), j->tasks);
+    hm_lp_field_i64(out, HM_M(PIO, tasks_refused), j->refused);
+    hm_lp_end(out);
+}
+
+static int procio_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_error *err)
+{
+    procio_state *s = state;
+    (void)err;
+    if (!s->synced || s->generation != ctx->jobs->generation) {
+        sync_jobs(s, ctx->jobs);
+        s->generation = ctx->jobs->generation;
+        s->synced = true;
+    }
+    s->ncur = 0;
+    for (int i = 0; i < HM_JOBS_MAX; i++) {
+        job_io *j = &s->job[i];
+        memset(j->sum, 0, sizeof j->sum);
+        j->tasks = j->refused = 0;
+        j->overflow = false;
+        j->present = false;
+        if (j->dir[0] == '\0')
+            continue;
+        int fd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) {
+            j->sampled = false; /* not made yet, or gone: cgroup says so */
+            continue;
+        }
+        j->present = true;
+        walk(s, i, fd, 0);
+        close(fd);
+    }
+    qsort(s->cur, s->ncur, sizeof *s->cur, by_pid);
+    merge(s);
+    for (int i = 0; i < HM_JOBS_MAX; i++) {
+        job_io *j = &s->job[i];
+        if (!j->present)
+            continue;
+        if (j->overflow)
+            hm_log_warn_once(&s->warned_full, "procio: more than %d tasks on the node; the rest "
+                             "are not read", PROCIO_TASKS_MAX);
+        emit(j, ctx, out);
+    }
+    task_io *t = s->prev;
+    s->prev = s->cur;
+    s->cur = t;
+    s->nprev = s->ncur;
+    return 0;
+}
+
+const hm_sampler_ops hm_sampler_proc_pid_io = {
+    .name = "procio",
+    .reads = "/proc/PID/io of every task in each job's cgroup tree (cgroup.procs)",
+    .measurement = "procio (tag job)",
+    .fields = HM_FIELDS(PROCIO_METRICS),
+    .default_on = true,
+    .node_local = true,
+    .open = procio_open,
+    .sample = procio_sample,
+    .close = procio_close,
+};
