@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,7 +68,9 @@ class Parsed:
     sensors: dict[ParsedSensor, Summary]
 
 
-def parse_payload(subject: str, payload: bytes) -> Parsed | str:
+def parse_payload(
+    subject: str, payload: bytes, keep: Callable[[ParsedSensor], bool] | None = None
+) -> Parsed | str:
     """A summary message, or why it is not one (never raises)."""
     try:
         obj = json.loads(payload)
@@ -107,6 +110,8 @@ def parse_payload(subject: str, payload: bytes) -> Parsed | str:
         sensor = parse_sensor(key)
         if sensor is None:
             return f"{subject}: bad sensor key {key!r}"
+        if keep is not None and not keep(sensor):
+            continue  # a reader that shows fewer sensors reads fewer
         try:
             # the views show no quantiles: the sketch is not read
             sensors[sensor] = Summary.from_json(value, with_sketch=False)
@@ -203,11 +208,13 @@ class LiveState:
     late: int = 0
     duplicates: int = 0
     last_error: str = ""
+    # which sensors to read (None: all); hushmon metrics reads only what it serves
+    keep: Callable[[ParsedSensor], bool] | None = None
 
     def add(self, subject: str, payload: bytes, received_ns: int) -> str:
         """Takes one summary message; '' or why it was refused (counted)."""
         self.messages += 1
-        p = parse_payload(subject, payload)
+        p = parse_payload(subject, payload, self.keep)
         if isinstance(p, str):
             self.bad += 1
             self.last_error = p

@@ -28,9 +28,9 @@ from hushmon.display import without_credentials
 from hushmon.errors import HushmonError
 from hushmon.live.feed import JOB_SUBJECTS, connect, settle, subscribe
 from hushmon.live.serve import Access, read_token_file
-from hushmon.live.state import LiveState
+from hushmon.metrics.deferred import DeferredState
 from hushmon.metrics.exposition import OPENMETRICS_TYPE, TEXT_TYPE, render, wants_openmetrics
-from hushmon.metrics.families import job_families, node_families, own_families
+from hushmon.metrics.families import job_families, node_families, own_families, served
 from hushmon.metrics.nodecost import NodeCosts
 from hushmon.metrics.users import JobUsers, squeue_users
 
@@ -54,7 +54,8 @@ class Exporter:
 
     def __init__(self, keep_s: float, node_cost: bool) -> None:
         self.keep_s = keep_s
-        self.state = LiveState()
+        # parsed at each answer, only the newest period of each job (deferred.py)
+        self.state = DeferredState(keep=served)
         self.costs: NodeCosts | None = NodeCosts.empty() if node_cost else None
         self.users = JobUsers()
         self.render_s = 0.0
@@ -72,18 +73,21 @@ class Exporter:
             )
             if (now_ns - newest) / 1e9 > self.keep_s:
                 del self.state.jobs[job]
+        old = {s for s, k in self.state.kept.items() if (now_ns - k.time_ns) / 1e9 > self.keep_s}
+        self.state.forget(old)
         if self.costs is not None:
             self.costs.prune(now_ns, self.keep_s)
 
     def body(self, openmetrics: bool) -> bytes:
         t0 = time.perf_counter()
+        self.state.flush()
         now_ns = time.time_ns()
         self.prune(now_ns)
         snap = self.state.snapshot(now_ns, self.keep_s)
         self.users.forget({j["job"] for j in snap["jobs"]})
         jobs, left_out = job_families(snap, self.users.users)
         nodes = node_families(self.costs) if self.costs is not None else []
-        own = own_families(snap, self.costs, left_out, self.render_s)
+        own = own_families(snap, self.state.superseded, self.costs, left_out, self.render_s)
         out = render([*jobs, *nodes, *own], openmetrics)
         self.render_s = time.perf_counter() - t0
         return out
