@@ -179,6 +179,7 @@ def _child(store: str, repeat: int, jobs_view: bool) -> None:
             "matched": page.total,
         }
     out["queries"] = rows
+    out["rss_peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if jobs_view:
         con = open_store_readonly(Path(store))
         walls = []
@@ -188,7 +189,6 @@ def _child(store: str, repeat: int, jobs_view: bool) -> None:
             walls.append(time.perf_counter() - w0)
         con.close()
         out["jobs_view_first_page_ms"] = 1000 * statistics.median(walls)
-    out["rss_peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(out))
 
 
@@ -204,7 +204,7 @@ def _report(store: Path, args: argparse.Namespace, jobs_view: bool) -> None:
         print(f"  {label:34} {q['wall_ms']:8.1f} {q['cpu_ms']:7.1f} {q['open_ms']:8.1f} "
               f"{q['matched']:8,}")  # fmt: skip
     print(f"  resident size: {res['rss_before_mib']:.0f} MiB before the queries, "
-          f"peak {res['rss_peak_mib']:.0f} MiB")  # fmt: skip
+          f"peak {res['rss_peak_mib']:.0f} MiB (before the jobs view)")  # fmt: skip
     if "jobs_view_first_page_ms" in res:
         first = res["queries"]["first page, newest first"]["wall_ms"]
         view = res["jobs_view_first_page_ms"]

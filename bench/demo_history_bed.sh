@@ -1,6 +1,6 @@
 #!/bin/bash
-# Issue 22's job history on a 4-node NATS test bed (root; run it under
-# flock /tmp/hushmon-bed.lock where others share the machine): three real
+# Issue 22's job history on a 4-node NATS test bed (root; it holds
+# /tmp/hushmon-bed.lock while the bed is up, not longer): three real
 # Slurm jobs through `hushmon run` -- butterfly and snake as root, snake
 # with an imbalance as the user `nobody` (srun --uid: Slurm runs it as
 # them) -- into the bed's lake, each leaving its job record (the owner from
@@ -20,6 +20,8 @@ D=/var/tmp/hm-history-$$
 L=$OUT/log.txt
 : > $L
 cat /proc/loadavg | sed 's/^/load at start: /' >> $L
+exec 9> /tmp/hushmon-bed.lock
+flock 9
 $H testbed up --nodes 4 --racks 2 --transport nats --data-dir $D >> $L 2>&1 || { echo "up failed" >> $L; cat $L; exit 1; }
 ARGS="--cycles 3 --comm-ms 1500 --compute-ms 1500 --length 1M"
 run() {  # NAME SRUN-OPTIONS PROGRAM-OPTIONS...
@@ -32,6 +34,7 @@ run snake-root "" build/bin/snake $ARGS
 run snake-nobody "--uid=nobody" build/bin/snake $ARGS --imbalance 1.5
 cat /proc/loadavg | sed 's/^/load before the bed goes down: /' >> $L
 $H testbed down >> $L 2>&1
+flock -u 9  # the rest reads the lake the bed left in $D
 .venv/bin/python - "$D" >> $L <<'PY'
 import sys
 from hushmon.history.query import JobQuery, search
@@ -71,7 +74,7 @@ shot() {
 shot bed-jobs 1250,560 "/jobs?token=$(cat $OUT/admin.token)"
 shot bed-nobody 1250,420 "/jobs?token=$(cat $OUT/nobody.token)"
 shot bed-compare 1250,1500 "/compare?token=$(cat $OUT/root.token)&job=$A&job=$C"
-kill -INT $SERVE; wait $SERVE
+kill -TERM $SERVE; wait $SERVE  # a background job of a script ignores SIGINT
 cat /proc/loadavg | sed 's/^/load at end: /' >> $L
 rm -rf $D
 ls -la $OUT/*.png >> $L
