@@ -26,4 +26,5 @@ COMMANDS: list[tuple[str, str]] = [
     ("metrics", "hushmon.metrics.cli"),
     ("tag", "hushmon.tags.cli"),
     ("alert", "hushmon.tags.alert_cli"),
+    ("job", "hushmon.jobsum.cli"),
 ]

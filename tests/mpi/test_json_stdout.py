@@ -216,6 +216,19 @@ def digest(w: Work) -> list[str]:
     return ["digest", "bf1", "--data-dir", str(w.store()), *JSON]
 
 
+def tag(w: Work) -> list[str]:
+    return ["tag", "bf1", "--data-dir", str(w.store()), *JSON]
+
+
+def job(w: Work) -> list[str]:
+    data = w.store()
+    if not (data / "reports" / "bf1" / "digest.json").exists():
+        from hushmon.digest.build import build_digest
+
+        build_digest(data / "hushmon.duckdb", "bf1", data / "reports" / "bf1")
+    return ["job", "bf1", "--from", "store", "--data-dir", str(data), *JSON]
+
+
 def compare(w: Work) -> list[str]:
     return ["compare", "6@1", "7@2", "--data-dir", str(w.bed_store()), *JSON]
 
@@ -261,6 +274,9 @@ CASES: dict[str, list[Call] | NoJson | NotRunHere] = {
     "run": [Call(run, "the job speaks")],  # the job's own stdout is for people too
     "digest": [Call(digest, "job bf1: ")],
     "compare": [Call(compare, "compared 2 runs")],
+    "tag": [Call(tag, "jobs tagged")],
+    "job": [Call(job, "Job ID: bf1")],
+    "alert": NotRunHere("needs a NATS server and the reducers: tests/transport/test_alert.py"),
     "overhead": [Call(overhead, "report: ")],
     "store status": [Call(store_status, "(embedded)"), Call(store_status_lake, "(lake)")],
     "store policy": [Call(store_policy, "policy set: raw 7 days")],

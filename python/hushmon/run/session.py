@@ -328,6 +328,9 @@ def _digests(outcome: RunOutcome, options: RunOptions, database: Path, warn: War
     span = (outcome.started_ns, outcome.ended_ns)
     record_run(database, outcome.jobs or [outcome.job], outcome.command, outcome.exit_code,
                outcome.interrupted_by, span, data.reports, warn)  # fmt: skip
+    from hushmon.jobsum.at_end import after_job  # tags; Slurm's AdminComment
+
+    after_job(data, database, outcome.jobs or [outcome.job], warn)
 
 
 def _unexpected(warn: Warn, data: DataDir, what: str, exc: Exception) -> None:
