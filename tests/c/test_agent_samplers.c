@@ -572,6 +572,85 @@ static void test_procio(hm_test_counts *c)
     rig_close(&r);
 }
 
+/* nfs: tests/fixtures/agent/nfs (/proc/self/mountstats, 2 s apart): an
+ * nfs4 mount /scratch with 21 MB read by applications (1 MB of it
+ * O_DIRECT) and 22 MB from the server, 200 READs of 5 ms RTT and 7 ms
+ * execute, 30 WRITEs of 10 and 12 ms, 2 retransmissions, 1 timeout; /home
+ * unmounted by t1 and /data mounted at t1 (no rates); other file systems
+ * ignored. */
+static void test_nfs(hm_test_counts *c)
+{
+    const char *const sources[] = {"nfs"};
+    rig r;
+    rig_open_tree(&r, c, "tests/fixtures/agent/nfs", "", NULL, sources, 1, 5000);
+    char line[1024];
+    CHECK(c, strstr(rig_sample(&r, c, 1000000000), "nfs,") == NULL);
+    rig_step_to_t1(&r, c);
+    const char *b = rig_sample(&r, c, 3000000000);
+    CHECK(c, find_line(b, "nfs,host=n1,mount=/scratch,server=10.0.0.5:/export/scratch,fstype=nfs4",
+                       line, sizeof line));
+    CHECK_NEAR(c, field(line, "read_bytes_per_s"), 10500000.0, 1e-6);
+    CHECK_NEAR(c, field(line, "write_bytes_per_s"), 2000000.0, 1e-6);
+    CHECK_NEAR(c, field(line, "server_read_bytes_per_s"), 11000000.0, 1e-6);
+    CHECK_NEAR(c, field(line, "server_write_bytes_per_s"), 2000000.0, 1e-6);
+    CHECK_NEAR(c, field(line, "read_ops_per_s"), 100.0, 1e-9);
+    CHECK_NEAR(c, field(line, "write_ops_per_s"), 15.0, 1e-9);
+    CHECK_NEAR(c, field(line, "read_rtt_ms"), 5.0, 1e-9);
+    CHECK_NEAR(c, field(line, "read_exe_ms"), 7.0, 1e-9);
+    CHECK_NEAR(c, field(line, "write_rtt_ms"), 10.0, 1e-9);
+    CHECK_NEAR(c, field(line, "write_exe_ms"), 12.0, 1e-9);
+    CHECK_NEAR(c, field(line, "retrans_per_s"), 1.0, 1e-9);
+    CHECK_NEAR(c, field(line, "timeouts_per_s"), 0.5, 1e-9);
+    CHECK(c, strstr(b, "mount=/home") == NULL && strstr(b, "mount=/data") == NULL);
+    CHECK(c, strstr(b, "mount=/sys") == NULL);
+    /* No RPC in a period: the mean times are absent, not 0. */
+    b = rig_sample(&r, c, 5000000000);
+    CHECK(c, find_line(b, "nfs,host=n1,mount=/scratch,server=10.0.0.5:/export/scratch,fstype=nfs4",
+                       line, sizeof line));
+    CHECK_NEAR(c, field(line, "read_ops_per_s"), 0.0, 0);
+    CHECK(c, isnan(field(line, "read_rtt_ms")));
+    CHECK(c, find_line(b, "nfs,host=n1,mount=/data,server=10.0.0.7:/data,fstype=nfs4", line, sizeof line));
+    rig_close(&r);
+}
+
+/* lustre: tests/fixtures/agent/lustre, 2 s apart: client scratch (under
+ * /proc/fs/lustre) 40 MiB read in 2000 calls, 8 MiB written in 200, 80
+ * metadata ops, 4 fsyncs; its OST0000 200 RPCs of 500 us mean wait with
+ * 4 in flight, 20 MiB read; client work under /sys/kernel/debug/lustre. */
+static void test_lustre(hm_test_counts *c)
+{
+    const char *const sources[] = {"lustre"};
+    rig r;
+    rig_open_tree(&r, c, "tests/fixtures/agent/lustre", "", NULL, sources, 1, 5000);
+    char line[1024];
+    CHECK(c, r.n == 1);
+    CHECK(c, strstr(rig_sample(&r, c, 1000000000), "lustre") == NULL);
+    rig_step_to_t1(&r, c);
+    const char *b = rig_sample(&r, c, 3000000000);
+    CHECK(c, find_line(b, "lustre,host=n1,fs=scratch,client=scratch-ffff9a0b3c4d5000", line,
+                       sizeof line));
+    CHECK_NEAR(c, field(line, "read_bytes_per_s"), 20971520.0, 1e-6);
+    CHECK_NEAR(c, field(line, "write_bytes_per_s"), 4194304.0, 1e-6);
+    CHECK_NEAR(c, field(line, "reads_per_s"), 1000.0, 1e-9);
+    CHECK_NEAR(c, field(line, "writes_per_s"), 100.0, 1e-9);
+    CHECK_NEAR(c, field(line, "metadata_ops_per_s"), 40.0, 1e-9);
+    CHECK_NEAR(c, field(line, "fsync_per_s"), 2.0, 1e-9);
+    CHECK(c, find_line(b, "lustre_osc,host=n1,fs=scratch,ost=OST0000", line, sizeof line));
+    CHECK_NEAR(c, field(line, "rpcs_per_s"), 100.0, 1e-9);
+    CHECK_NEAR(c, field(line, "rpc_wait_us"), 500.0, 1e-9);
+    CHECK_NEAR(c, field(line, "rpcs_active"), 4.0, 1e-9);
+    CHECK_NEAR(c, field(line, "read_bytes_per_s"), 10485760.0, 1e-6);
+    CHECK_NEAR(c, field(line, "write_bytes_per_s"), 0.0, 0);
+    CHECK(c, find_line(b, "lustre,host=n1,fs=work,client=work-ffff9a0b11110000", line, sizeof line));
+    CHECK_NEAR(c, field(line, "read_bytes_per_s"), 1000.0, 1e-9);
+    rig_close(&r);
+
+    /* No Lustre client: the source stays off, quietly. */
+    rig_open_tree(&r, c, "tests/fixtures/agent/rapl", "", NULL, sources, 1, 5000);
+    CHECK(c, r.n == 0);
+    rig_close(&r);
+}
+
 int main(void)
 {
     hm_test_counts c = {0, 0};
@@ -585,5 +664,7 @@ int main(void)
     test_node_scope_errors(&c);
     test_rapl(&c);
     test_procio(&c);
+    test_nfs(&c);
+    test_lustre(&c);
     return hm_test_finish("test_agent_samplers", &c);
 }
