@@ -133,6 +133,31 @@ def cost_batch(host: str, seq: int) -> tuple[str, bytes, dict[str, str]]:
     return raw_subject(COST_NODES[host], host), text.encode(), h
 
 
+# hushmon alert's messages: one firing for job 42, one raised and cleared
+ALERTS = [("42", "idle_allocation", "firing"), ("42", "memory_near_limit", "firing"),
+          ("42", "memory_near_limit", "cleared")]  # fmt: skip
+
+
+def alert(job: str, rule: str, state: str) -> bytes:
+    tag = {"idle_allocation": "idle_alloc", "memory_near_limit": "memory_at_limit"}[rule]
+    doc = {"job": job, "rule": rule, "tag": tag, "state": state, "hint": "..."}
+    doc.update({"period_ns": time.time_ns(), "nodes": ["n1"], "nhr_class": ""})
+    return json.dumps(doc).encode()
+
+
+def publish_core(url: str, messages: list[tuple[str, bytes]]) -> None:
+    import nats
+
+    async def run() -> None:
+        nc = await nats.connect(url)
+        for subject, data in messages:
+            await nc.publish(subject, data)
+        await nc.flush()
+        await nc.close()
+
+    asyncio.run(run())
+
+
 def publish(url: str, messages: list[tuple[str, bytes, dict[str, str] | None]]) -> None:
     import nats
 
@@ -200,9 +225,11 @@ def start_site(tmp: Path, bin_dir: Path) -> tuple[Site, LocalNatsServer, LiveTra
     metrics_url = f"http://127.0.0.1:{port}/metrics"
     site = Site(server.url, metrics_url, "", [exporter])
     wait_for("hushmon metrics answers", lambda: _answers(metrics_url))
-    # the exporter reads batches from now on (a core subscription)
+    # the exporter reads batches and alerts from now on (core subscriptions)
     for seq in (1, 2):
         publish(server.url, [cost_batch(h, seq) for h in COST_NODES])
+    publish_core(server.url, [(f"hm.alert.{job}", alert(job, rule, state))
+                              for job, rule, state in ALERTS])  # fmt: skip
     prom_port = free_port()
     prometheus_config(tmp / "prometheus.yml", port)
     plog = (tmp / "prometheus.log").open("wb")

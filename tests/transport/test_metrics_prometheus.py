@@ -98,7 +98,7 @@ def test_job_figures_in_promql_are_what_the_top_reducer_published(site: Site) ->
     # a job's series carry no node: the label sets are job, user, stat, metric/phase
     for r in promql(site.prom_url, f'{{__name__=~"hushmon_job_.*",jobid="{JOB}"}}'):
         assert set(r["metric"]) <= {"__name__", "jobid", "user", "stat", "metric", "phase",
-                                    "instance", "job"}, r["metric"]  # fmt: skip
+                                    "instance", "job", "tag", "rule"}, r["metric"]  # fmt: skip
 
 
 def test_known_summary_exactly_and_an_odd_name_survives(site: Site) -> None:
@@ -109,6 +109,13 @@ def test_known_summary_exactly_and_an_odd_name_survives(site: Site) -> None:
     result = promql(site.prom_url, f'hushmon_job_app_value{{jobid="{KNOWN_JOB}",stat="avg"}}')
     assert [r["metric"]["metric"] for r in result] == [ODD_METRIC]
     assert float(result[0]["value"][1]) == 2.0
+
+
+def test_live_alerts_firing_are_series_and_cleared_ones_are_gone(site: Site) -> None:
+    result = promql(site.prom_url, f'hushmon_job_alert{{jobid="{JOB}"}}')
+    assert [(r["metric"]["rule"], r["metric"]["tag"], r["value"][1]) for r in result] == [
+        ("idle_allocation", "idle_alloc", "1")
+    ]
 
 
 def test_each_agents_own_cost_per_node(site: Site) -> None:
@@ -235,7 +242,7 @@ def test_dashboard_files_are_what_the_code_renders() -> None:
 def test_every_dashboard_query_returns_data_with_its_legend_labels(site: Site) -> None:
     jobs = _check_dashboard(site.prom_url, "hushmon-jobs.json")
     cost = _check_dashboard(site.prom_url, "hushmon-cost.json")
-    assert jobs >= 12 and cost >= 10
+    assert jobs >= 13 and cost >= 10
 
 
 def test_the_same_data_reaches_victoriametrics(site: Site, tmp_path: Path) -> None:

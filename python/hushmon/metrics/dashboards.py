@@ -116,6 +116,8 @@ def jobs() -> dict[str, Any]:
               ('hushmon_job_app_ranks{jobid=~"$job",phase!=""}', "{{jobid}} phase {{phase}}")]),
             ("Application phases (mean duration over ranks)", "s",
              [('hushmon_job_app_phase_seconds{jobid=~"$job"}', "{{jobid}} {{phase}} {{stat}}")]),
+            ("Live alerts firing (hushmon alert)", "none",
+             [('hushmon_job_alert{jobid=~"$job"}', "{{jobid}} {{tag}}")]),
             ("Summary lag behind the clock", "s",
              [('hushmon_job_lag_seconds{jobid=~"$job"}', "{{jobid}}")]),
         ]

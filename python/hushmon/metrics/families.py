@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from hushmon.live.sensors import APP_MEASUREMENTS, KEY_SENSORS, ParsedSensor
+from hushmon.metrics.alerts import Alerts
 from hushmon.metrics.exposition import Family, Labels
 from hushmon.metrics.nodecost import NodeCosts
 
@@ -125,6 +126,25 @@ def job_families(snapshot: dict[str, Any], users: dict[str, str]) -> tuple[list[
                 fam.add((*base, (key, name), ("stat", stat)), a[stat])
             ranks.add((*base, (key, name)), a["ranks"])
     return [nodes, period, lag, *sensors.values(), app, phase, ranks], left_out
+
+
+def alert_families(alerts: Alerts, users: dict[str, str]) -> Family:
+    """The findings so far: one series per firing live alert."""
+    fam = Family(
+        "hushmon_job_alert",
+        "gauge",
+        "1 while a live rule's alert is firing for the job (hushmon alert, hm.alert.<job>)",
+    )
+    for (job, rule), tag in sorted(alerts.firing.items()):
+        fam.add((*_job_labels(job, users), ("tag", tag), ("rule", rule)), 1)
+    return fam
+
+
+def alert_counts(alerts: Alerts) -> Family:
+    fam = Family("hushmon_metrics_alerts", "counter", "alert messages read, by what became of them")
+    fam.add((("outcome", "taken"),), alerts.messages - alerts.bad)
+    fam.add((("outcome", "bad"),), alerts.bad)
+    return fam
 
 
 def node_families(costs: NodeCosts) -> list[Family]:

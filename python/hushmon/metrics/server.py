@@ -6,7 +6,8 @@ Prometheus, text 0.0.4 otherwise). It reads NATS as the live views do
 (python/hushmon/live/feed.py: the HM_SUM stream's newest job summaries at
 the start, then a core subscription to ``hm.sum.job.>``), and with node costs on,
 a core subscription to ``hm.raw.>`` of which only each batch's headers and
-``hushmon_agent`` line are read. Every answer is built from memory at the
+``hushmon_agent`` line are read; and the live alerts of ``hushmon alert``
+(``hm.alert.>``, alerts.py). Every answer is built from memory at the
 scrape: no NATS request is made while Prometheus waits.
 
 Jobs whose newest summary is older than ``keep_s`` and nodes not heard
@@ -28,9 +29,17 @@ from hushmon.display import without_credentials
 from hushmon.errors import HushmonError
 from hushmon.live.feed import JOB_SUBJECTS, connect, settle, subscribe
 from hushmon.live.serve import Access, read_token_file
+from hushmon.metrics.alerts import ALERT_SUBJECTS, Alerts
 from hushmon.metrics.deferred import DeferredState
 from hushmon.metrics.exposition import OPENMETRICS_TYPE, TEXT_TYPE, render, wants_openmetrics
-from hushmon.metrics.families import job_families, node_families, own_families, served
+from hushmon.metrics.families import (
+    alert_counts,
+    alert_families,
+    job_families,
+    node_families,
+    own_families,
+    served,
+)
 from hushmon.metrics.nodecost import NodeCosts
 from hushmon.metrics.users import JobUsers, squeue_users
 
@@ -58,6 +67,7 @@ class Exporter:
         self.state = DeferredState(keep=served)
         self.costs: NodeCosts | None = NodeCosts.empty() if node_cost else None
         self.users = JobUsers()
+        self.alerts = Alerts()
         self.render_s = 0.0
 
     def on_raw(self, subject: str, headers: dict[str, str] | None, data: bytes) -> None:
@@ -84,10 +94,14 @@ class Exporter:
         now_ns = time.time_ns()
         self.prune(now_ns)
         snap = self.state.snapshot(now_ns, self.keep_s)
-        self.users.forget({j["job"] for j in snap["jobs"]})
+        served_jobs = {j["job"] for j in snap["jobs"]}
+        self.users.forget(served_jobs)
+        self.alerts.forget_jobs_but(served_jobs)
         jobs, left_out = job_families(snap, self.users.users)
+        jobs.append(alert_families(self.alerts, self.users.users))
         nodes = node_families(self.costs) if self.costs is not None else []
         own = own_families(snap, self.state.superseded, self.costs, left_out, self.render_s)
+        own.append(alert_counts(self.alerts))
         out = render([*jobs, *nodes, *own], openmetrics)
         self.render_s = time.perf_counter() - t0
         return out
@@ -160,6 +174,11 @@ class MetricsServer:
 async def _feed(nc: Any, exporter: Exporter) -> None:
     # job summaries only: the rack partials are not served
     await subscribe(nc, exporter.state, subjects_filter=JOB_SUBJECTS)
+
+    async def on_alert(msg: Any) -> None:
+        exporter.alerts.add(msg.data)
+
+    await nc.subscribe(ALERT_SUBJECTS, cb=on_alert)
     if exporter.costs is not None:
 
         async def on_raw(msg: Any) -> None:
