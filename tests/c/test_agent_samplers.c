@@ -651,6 +651,47 @@ static void test_lustre(hm_test_counts *c)
     rig_close(&r);
 }
 
+/* ib: tests/fixtures/agent/ib, 2 s apart. mlx5_0 port 1: 1 MB/s in, 5 MB/s
+ * out (4-byte words), xmit_wait 100000 ticks/s, 2 discards/s,
+ * port_rcv_errors stuck at 65535 (16 bits: saturated, no rate),
+ * hw_counters 10 receive-buffer drops/s, 1 ACK timeout/s, 1000 CNPs
+ * sent/s, 500 handled/s; port_rcv_remote_physical_errors absent (no
+ * field). qib0: the 32-bit counters saturated, the 64-bit counters_ext
+ * read instead: 1 MB/s out, 2 MB/s in. */
+static void test_ib_counters(hm_test_counts *c)
+{
+    const char *const sources[] = {"ib"};
+    rig r;
+    rig_open_tree(&r, c, "tests/fixtures/agent/ib", "", NULL, sources, 1, 5000);
+    char line[2048];
+    CHECK(c, strstr(rig_sample(&r, c, 1000000000), "ib,") == NULL);
+    rig_step_to_t1(&r, c);
+    const char *b = rig_sample(&r, c, 3000000000);
+    CHECK(c, find_line(b, "ib,host=n1,device=mlx5_0,port=1", line, sizeof line));
+    CHECK_NEAR(c, field(line, "rx_bytes_per_s"), 1000000.0, 1e-6);
+    CHECK_NEAR(c, field(line, "tx_bytes_per_s"), 5000000.0, 1e-6);
+    CHECK_NEAR(c, field(line, "tx_packets_per_s"), 2000.0, 1e-9);
+    CHECK_NEAR(c, field(line, "xmit_wait_per_s"), 100000.0, 1e-9);
+    CHECK_NEAR(c, field(line, "xmit_discards_per_s"), 2.0, 1e-9);
+    CHECK(c, isnan(field(line, "rcv_errors_per_s")));
+    CHECK_NEAR(c, field(line, "symbol_errors_per_s"), 0.0, 0);
+    CHECK_NEAR(c, field(line, "link_downed_per_s"), 0.0, 0);
+    CHECK(c, isnan(field(line, "rcv_remote_physical_errors_per_s")));
+    CHECK_NEAR(c, field(line, "hw_out_of_buffer_per_s"), 10.0, 1e-9);
+    CHECK_NEAR(c, field(line, "hw_ack_timeouts_per_s"), 1.0, 1e-9);
+    CHECK_NEAR(c, field(line, "hw_seq_errors_per_s"), 0.0, 0);
+    CHECK_NEAR(c, field(line, "hw_cnp_sent_per_s"), 1000.0, 1e-9);
+    CHECK_NEAR(c, field(line, "hw_cnp_handled_per_s"), 500.0, 1e-9);
+    CHECK(c, strstr(line, "saturated=1i") != NULL);
+    CHECK(c, find_line(b, "ib,host=n1,device=qib0,port=1", line, sizeof line));
+    CHECK_NEAR(c, field(line, "tx_bytes_per_s"), 1000000.0, 1e-6);
+    CHECK_NEAR(c, field(line, "rx_bytes_per_s"), 2000000.0, 1e-6);
+    CHECK_NEAR(c, field(line, "rx_packets_per_s"), 2000.0, 1e-9);
+    CHECK(c, isnan(field(line, "xmit_wait_per_s")));
+    CHECK(c, strstr(line, "saturated=0i") != NULL);
+    rig_close(&r);
+}
+
 int main(void)
 {
     hm_test_counts c = {0, 0};
@@ -666,5 +707,6 @@ int main(void)
     test_procio(&c);
     test_nfs(&c);
     test_lustre(&c);
+    test_ib_counters(&c);
     return hm_test_finish("test_agent_samplers", &c);
 }
