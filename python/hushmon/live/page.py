@@ -36,7 +36,8 @@ td.text, th.text { text-align: left; }
 </style></head>
 <body>
 <h1>hushmon live</h1>
-<p class="meta">summaries from <code id="url">__URL__</code>; <span id="status">connecting</span>;
+<p class="meta"><a href="/jobs">job history</a> (search, reports, compare) ·
+summaries from <code id="url">__URL__</code>; <span id="status">connecting</span>;
 periods from before: <span id="history">0</span>; updates received: <span id="updates">0</span>;
 messages <span id="messages">0</span>
 (bad <span id="bad">0</span>); <span id="clock"></span></p>
