@@ -692,6 +692,29 @@ static void test_ib_counters(hm_test_counts *c)
     rig_close(&r);
 }
 
+/* cxi: tests/fixtures/agent/cxi (Slingshot telemetry, "value@s.ns"), 2 s
+ * apart: 2000 packets/s sent over two traffic classes, 3000/s received
+ * with class 1 wrapping at 2^56, sending paused 2e8 of 2e9 cycles (10 %),
+ * 5 blocked cycles per posted packet. */
+static void test_cxi(hm_test_counts *c)
+{
+    const char *const sources[] = {"cxi"};
+    rig r;
+    rig_open_tree(&r, c, "tests/fixtures/agent/cxi", "", NULL, sources, 1, 5000);
+    char line[1024];
+    CHECK(c, r.n == 1);
+    CHECK(c, strstr(rig_sample(&r, c, 1000000000), "cxi,") == NULL);
+    rig_step_to_t1(&r, c);
+    const char *b = rig_sample(&r, c, 3000000000);
+    CHECK(c, find_line(b, "cxi,host=n1,device=cxi0", line, sizeof line));
+    CHECK_NEAR(c, field(line, "tx_packets_per_s"), 2000.0, 1e-9);
+    CHECK_NEAR(c, field(line, "rx_packets_per_s"), 3000.0, 1e-9);
+    CHECK_NEAR(c, field(line, "tx_paused_pct"), 10.0, 1e-9);
+    CHECK_NEAR(c, field(line, "rx_paused_pct"), 0.0, 0);
+    CHECK_NEAR(c, field(line, "host_blocked_cycles_per_pkt"), 5.0, 1e-9);
+    rig_close(&r);
+}
+
 int main(void)
 {
     hm_test_counts c = {0, 0};
@@ -708,5 +731,6 @@ int main(void)
     test_nfs(&c);
     test_lustre(&c);
     test_ib_counters(&c);
+    test_cxi(&c);
     return hm_test_finish("test_agent_samplers", &c);
 }
