@@ -209,9 +209,9 @@ int hm_jspull_next(hm_jspull *p, hm_col *out, int batch, int64_t wait_ms, hm_jsp
         if (out->n >= stop || trouble(*end))
             return 0;
         if (got == 0 && out->n > had && p->open_id != 0 && !lingered) {
-            /* A burst still arriving: let a millisecond's worth queue up,
-             * so a call takes tens of messages rather than each one as it
-             * comes (the caller's work per call is not per message). */
+            /* A burst still arriving: let a few milliseconds' worth queue
+             * up, so a call takes tens of messages rather than each one
+             * as it comes, with one wake-up per linger. */
             nats_Sleep(HM_JSPULL_LINGER_MS);
             lingered = true;
             continue;
