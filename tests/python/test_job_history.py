@@ -131,3 +131,25 @@ def test_job_name_is_the_program_not_its_launcher(tmp_path: Path) -> None:
     assert job_name(["mpirun", "-np", "2", str(prog)]) == "butterfly"
     assert job_name(["/usr/bin/sleep", "3"]) == "sleep"
     assert job_name(["srun", "-N", "4", "no-such-program"]) == "srun"
+
+
+def test_a_taggers_job_tags_are_searched_and_shown(tmp_path: Path) -> None:
+    """``hushmon tag``'s table (job, tag, ...): its tags are found by the tag
+    search and come first among a job's tags on the page."""
+    path = tmp_path / "hushmon.duckdb"
+    open_store(path).close()
+    record_job(path, _records())
+    con = open_store(path)
+    con.execute("CREATE TABLE job_tags (job VARCHAR, tag VARCHAR, rule VARCHAR, hint VARCHAR, "
+                "tagged_ns BIGINT)").fetchall()  # fmt: skip
+    con.execute("INSERT INTO job_tags VALUES ('8', 'load_imbalance', 'r', 'h', 1), "
+                "('8', 'lowload', 'r', 'h', 1)").fetchall()  # fmt: skip
+    con.close()
+    con = open_store_readonly(path)
+    try:
+        page = search(con, JobQuery(tag="load_imbalance"))
+        assert [r.job for r in page.records] == ["8"] and page.tags_from == "job_tags"
+        assert page.records[0].tags.split() == ["load_imbalance", "lowload", "imbalance"]
+        assert _jobs(con, JobQuery(tag="imbalance")) == ["8"]  # the findings' tags still count
+    finally:
+        con.close()

@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 
 from hushmon.errors import HushmonError
-from hushmon.history.records import COLUMNS, SEVERITIES, TABLE, JobRecord, table_exists
+from hushmon.history.records import COLUMNS, SEVERITIES, TABLE, JobRecord, table_exists, words
 
 MAX_PER_PAGE = 500
 DEFAULT_PER_PAGE = 50
@@ -188,7 +188,25 @@ def search(con: duckdb.DuckDBPyConnection, q: JobQuery) -> JobPage:
     else:
         total = int(con.execute(f"SELECT count(*) FROM ({newest}) t", params).fetchall()[0][0])
     records = [JobRecord(*row[: len(COLUMNS)]) for row in rows]
+    if records and _tags_table(con):
+        tags_from = "job_tags"
+        _add_tagger_tags(con, records)
     return JobPage(records, total, q, tags_from)
+
+
+def _add_tagger_tags(con: duckdb.DuckDBPyConnection, records: list[JobRecord]) -> None:
+    """A page's jobs get the tagger's tags (``hushmon tag``'s job_tags: the
+    NHR job classes) ahead of the ones their findings gave."""
+    rows = con.execute(
+        "SELECT job, list(DISTINCT tag ORDER BY tag) FROM job_tags "
+        "WHERE list_contains(?, job) GROUP BY job",
+        [[r.job for r in records]],
+    ).fetchall()
+    tagged = {str(job): [str(t) for t in tags] for job, tags in rows}
+    for r in records:
+        extra = tagged.get(r.job, [])
+        if extra:
+            r.tags = words([*extra, *(t for t in r.tags.split() if t not in extra)])
 
 
 def find_record(con: duckdb.DuckDBPyConnection, job: str, viewer: str | None) -> JobRecord | None:
