@@ -68,14 +68,6 @@ def get(url: str, accept: str = "", token: str = "") -> tuple[int, str, bytes]:
         return exc.code, exc.headers.get("Content-Type", ""), exc.read()
 
 
-def label_values(url: str, label: str, match: str) -> list[str]:
-    q = urllib.parse.urlencode({"match[]": match})
-    status, _, body = get(f"{url}/api/v1/label/{label}/values?{q}")
-    doc = json.loads(body)
-    assert status == 200 and doc["status"] == "success", (label, match, body[:300])
-    return list(doc["data"])
-
-
 def forward_to_victoria(site: Site, db: Path) -> None:
     """The raw batches in HM_RAW through `hushmon collect --forward-lp`."""
     r = subprocess.run(

@@ -5,7 +5,6 @@ checked by promtool and the OpenMetrics one by Prometheus itself."""
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import subprocess
@@ -28,7 +27,6 @@ from metricsite import (
     Site,
     forward_to_victoria,
     get,
-    label_values,
     newest_job_period,
     promql,
     start_site,
@@ -36,9 +34,10 @@ from metricsite import (
     wait_for,
 )
 
+from hushmon.metrics import dashcheck
 from hushmon.metrics.dashboards import DASHBOARDS
 from hushmon.metrics.dashboards import render as render_dashboard
-from hushmon.paths import REPO_ROOT, build_bin_dir
+from hushmon.paths import build_bin_dir
 
 
 @pytest.fixture(scope="module")
@@ -181,60 +180,16 @@ def test_bad_flags_are_one_line(tmp_path: Path) -> None:
 # --- the Grafana dashboards of deploy/grafana/ (Grafana itself is not here:
 # every panel's query runs against the real Prometheus / VictoriaMetrics) ---
 
-GRAFANA = REPO_ROOT / "deploy" / "grafana"
-RATE_INTERVAL = "1m"  # what Grafana puts for $__rate_interval at a 1 s scrape, about
-
-
-def _promql_string(value: str) -> str:
-    """A value inside a PromQL regex inside a double-quoted string (Grafana's escaping)."""
-    return re.escape(value).replace("\\", "\\\\")
-
-
-def _resolve(url: str, dash: dict) -> dict[str, str]:
-    """Each query variable's values, in order (a later one may use an earlier
-    one), as Grafana puts a multi-value variable into a regex: (a|b)."""
-    chosen: dict[str, str] = {}
-    for var in dash["templating"]["list"]:
-        if var["type"] != "query":
-            continue
-        m = re.fullmatch(r"label_values\((.+), *(\w+)\)", var["definition"])
-        assert m, var["definition"]
-        match = _substitute(m.group(1), chosen)
-        values = label_values(url, m.group(2), match)
-        assert values, f"{dash['uid']}: variable {var['name']} has no values ({var['definition']})"
-        chosen[var["name"]] = "(" + "|".join(_promql_string(v) for v in values) + ")"
-    return chosen
-
-
-def _substitute(expr: str, chosen: dict[str, str]) -> str:
-    expr = expr.replace("$__rate_interval", RATE_INTERVAL)
-    for name in sorted(chosen, key=len, reverse=True):
-        expr = expr.replace(f"${name}", chosen[name])
-    assert "$" not in expr, f"a variable the dashboard does not define: {expr}"
-    return expr
-
 
 def _check_dashboard(url: str, name: str) -> int:
-    dash = json.loads((GRAFANA / name).read_text())
-    chosen = _resolve(url, dash)
-    queries = 0
-    for panel in dash["panels"]:
-        assert panel["datasource"]["uid"] == "${ds}", panel["title"]
-        for target in panel["targets"]:
-            expr = _substitute(target["expr"], chosen)
-            result = promql(url, expr)
-            assert result, f"{name}: panel {panel['title']!r}: no data for {expr}"
-            used = set(re.findall(r"\{\{ *(\w+) *\}\}", target["legendFormat"]))
-            for series in result:
-                missing = used - set(series["metric"])
-                assert not missing, f"{name}: {panel['title']!r}: {expr} lacks {missing}"
-            queries += 1
+    queries, problems = dashcheck.check(url, dashcheck.GRAFANA / name)
+    assert not problems, "\n".join(problems)
     return queries
 
 
 def test_dashboard_files_are_what_the_code_renders() -> None:
     for name in DASHBOARDS:
-        assert (GRAFANA / name).read_text() == render_dashboard(name), (
+        assert (dashcheck.GRAFANA / name).read_text() == render_dashboard(name), (
             f"deploy/grafana/{name} differs: python -m hushmon.metrics.dashboards deploy/grafana"
         )
 
