@@ -24,6 +24,12 @@ batch measured by the run):
                                                 idle nodes, a summary per job)
     disk per day = B x V x 86,400 x bytes per stored value
 
+The summary collector's CPU per message: the load run's, or
+--summary-ms-per-message (bench_summary_collect.py's figure for the append-only
+path of store schema 3, measured with groups of a site's size; a load run
+on this 2-vCPU machine carries ~10 messages a second, groups of a few, whose
+per-group commit dominates). The note printed says which.
+
 Bytes per stored value: --bytes-per-value (docs/store.md's measurement with
 the agent's real fields, when there is one), else the run's lake size over
 its values after ``hushmon store compact`` (else as written: many small
@@ -32,7 +38,7 @@ files, an upper bound).
     .venv/bin/python bench/sizing.py --from load.json [--nodes 1000,2000,10000]
         [--periods-s 1,10] [--sensors V] [--bytes-per-value X] [--use 0.5]
         [--nodes-per-rack 40] [--jobs-per-rack 2] [--job-nodes 64] [--markdown]
-        [--json FILE]
+        [--summary-ms-per-message MS] [--json FILE]
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +78,7 @@ class Measured:
     per_message: tuple[str, ...]  # kinds whose unit is a summary message
     bytes_per_value: float
     bytes_source: str
+    summary_source: str = "the load run"
 
 
 @dataclass(frozen=True)
@@ -237,6 +244,13 @@ def main() -> int:
     )
     ap.add_argument("--job-nodes", type=int, default=64, help="a job's mean node count")
     ap.add_argument("--markdown", action="store_true", help="the table as Markdown (for docs)")
+    ap.add_argument(
+        "--summary-ms-per-message",
+        type=float,
+        metavar="MS",
+        help="the summary collector's CPU per message (bench_summary_collect.py), "
+        "instead of the load run's",
+    )
     ap.add_argument("--json", metavar="FILE", help="also write the table as JSON")
     a = ap.parse_args()
     try:
@@ -259,12 +273,19 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
-    if (a.sensors is not None and a.sensors < 1) or (
-        a.bytes_per_value is not None and a.bytes_per_value <= 0
+    if (
+        (a.sensors is not None and a.sensors < 1)
+        or (a.bytes_per_value is not None and a.bytes_per_value <= 0)
+        or (a.summary_ms_per_message is not None and a.summary_ms_per_message <= 0)
     ):
-        print("sizing: --sensors and --bytes-per-value must be positive", file=sys.stderr)
+        print(
+            "sizing: --sensors, --bytes-per-value and --summary-ms-per-message must be positive",
+            file=sys.stderr,
+        )
         return 2
     m = load_measured(a.src, a.bytes_per_value)
+    if a.summary_ms_per_message is not None:
+        m = with_summary_cost(m, a.summary_ms_per_message)
     sensors = a.sensors or m.values_per_batch
     shape = Shape(a.nodes_per_rack, a.jobs_per_rack, a.job_nodes)
     rows = [size_site(m, n, p, sensors, a.use, shape) for p in periods for n in nodes]
@@ -272,7 +293,8 @@ def main() -> int:
         f"# sizing from {m.source} (measured at {m.agents:,} agents, {m.values_per_batch} values "
         f"per batch); {sensors} values per node per period; a process at {a.use:.0%} of a core; "
         f"{a.nodes_per_rack} nodes per rack, {a.jobs_per_rack:g} jobs per rack, jobs of "
-        f"{a.job_nodes} nodes; bytes per value from {m.bytes_source}"
+        f"{a.job_nodes} nodes; bytes per value from {m.bytes_source}; summary collector's "
+        f"CPU per message from {m.summary_source}"
     )
     for line in markdown(rows, a.use) if a.markdown else table(rows, a.use):
         print(line)
@@ -283,6 +305,18 @@ def main() -> int:
     if a.json:
         Path(a.json).write_text(json.dumps([r.__dict__ for r in rows], indent=1))
     return 0
+
+
+def with_summary_cost(m: Measured, ms_per_message: float) -> Measured:
+    """The run's figures with the summary collector's cost per message
+    replaced (its own kind added when the run had one collector only)."""
+    kind = "collector, summaries"
+    return replace(
+        m,
+        cpu_us_per_batch={**m.cpu_us_per_batch, kind: ms_per_message * 1000.0},
+        per_message=tuple(dict.fromkeys((*m.per_message, kind))),
+        summary_source=f"--summary-ms-per-message ({ms_per_message:g} ms)",
+    )
 
 
 def _largest_fast(rows: list[SiteRow]) -> SiteRow:

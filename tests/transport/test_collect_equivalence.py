@@ -118,7 +118,7 @@ def test_job_summaries_equal_the_raw_truth_even_when_partials_overlap(
                 assert _close(got.m2, s.m2)
                 assert got.sketch.pos == s.sketch.pos
         origins = con.execute(
-            "SELECT time_ns, min(origin) FROM job_summaries GROUP BY ALL ORDER BY ALL"
+            "SELECT time_ns, min(origin) FROM merged_summaries GROUP BY ALL ORDER BY ALL"
         ).fetchall()
     finally:
         con.close()

@@ -1,6 +1,7 @@
 """The collector's summary path on one group of messages (no server): what
 a group holds twice or overlapping is found within the group as well as
-against the store, and the job-wide summaries stay equal to the raw truth."""
+against the store, the job-wide summaries (merged when read) stay equal to
+the raw truth, and on a lake nothing is ever deleted or updated."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import duckdb
 import pytest
 from transport_batches import Batch, rack_partial, synthetic_batch
 
+from hushmon.transport.collect_lake import LakeCollectorStore
 from hushmon.transport.collect_store import CollectorStore, Message
 from hushmon.transport.collect_summaries import read_job_summaries
 from hushmon.transport.rawsummary import summaries_from_store
@@ -75,7 +77,7 @@ def test_one_group_with_a_duplicate_and_an_overlap_inside_it(store: CollectorSto
     assert (st.summary_overlaps, st.summaries_rebuilt) == (1, 1)
     _check_truth(store.con, 3)
     origins = store.con.execute(
-        "SELECT time_ns, min(origin), max(origin) FROM job_summaries GROUP BY ALL ORDER BY ALL"
+        "SELECT time_ns, min(origin), max(origin) FROM merged_summaries GROUP BY ALL ORDER BY ALL"
     ).fetchall()
     assert [o[1:] for o in origins] == [("raw", "raw"), ("merged", "merged"), ("merged", "merged")]
     overlapped = store.con.execute(
@@ -134,3 +136,64 @@ def test_a_group_costs_the_same_few_statements_as_one_message(store: CollectorSt
     work = [s for s in counting.statements if s not in ("BEGIN TRANSACTION", "COMMIT")]
     assert len(work) <= 8, work
     _check_truth(store.con, 3)
+
+
+def test_on_a_lake_an_overlapping_partial_is_counted_once_and_nothing_is_deleted(
+    tmp_path: Path,
+) -> None:
+    store = LakeCollectorStore(tmp_path / "s.lake")
+    try:
+        batches = [
+            synthetic_batch(h, i + 1, T0 + i * 10**9, rack=r, value=2.0 * i + int(h[1]))
+            for i in range(2)
+            for h, r in HOSTS.items()
+        ]
+        store.write_raw([_raw(b, n) for n, b in enumerate(batches, 1)])
+        of = {
+            (r, i): [b for b in batches if b.rack == r and b.seq == i + 1]
+            for r in ("r1", "r2")
+            for i in range(2)
+        }
+        real = store.writer.con
+        counting = CountingConnection(real)
+        store.writer.con = counting  # type: ignore[assignment]
+        try:
+            store.write_summaries(
+                [_partial(of[(r, i)], r, T0 + i * 10**9, f"{r}:{i}", n)
+                 for n, (r, i) in enumerate(of, 1)]
+            )  # fmt: skip
+            # r1's twin publishes period 0 again under a new id, in a later group
+            store.write_summaries([_partial(of[("r1", 0)], "r1", T0, "r1:0:twin", 9)])
+        finally:
+            store.writer.con = real
+        written = [s.split()[0].upper() for s in counting.statements]
+        assert "DELETE" not in written and "UPDATE" not in written, written
+        st = store.stats
+        assert (st.summaries_stored, st.summary_overlaps, st.summaries_rebuilt) == (5, 1, 1)
+        _check_truth(real, 2)  # 3 nodes each period, not 5 in period 0
+        origins = real.execute(
+            "SELECT time_ns, min(origin) FROM merged_summaries GROUP BY ALL ORDER BY ALL"
+        ).fetchall()
+        assert [o for _t, o in origins] == ["raw", "merged"]
+    finally:
+        store.close()
+
+
+def test_an_overlap_without_raw_data_yet_shows_nothing_rather_than_double(
+    tmp_path: Path,
+) -> None:
+    store = CollectorStore(tmp_path / "s.duckdb")
+    try:
+        batches = [synthetic_batch(h, 1, T0, rack=r) for h, r in HOSTS.items()]
+        mine = [b for b in batches if b.rack == "r1"]  # no raw stored at all
+        store.write_summaries([_partial(mine, "r1", T0, "a", 1)])
+        assert len(read_job_summaries(store.con, "j1", T0)) == 3
+        store.write_summaries([_partial(mine, "r1", T0, "a:twin", 2)])
+        assert read_job_summaries(store.con, "j1", T0) == {}
+        # once the raw data is there, the next partial of the period rebuilds it
+        store.write_raw([_raw(b, n) for n, b in enumerate(batches, 1)])
+        store.write_summaries([_partial([batches[2]], "r2", T0, "b", 3)])
+        _check_truth(store.con, 1)
+        assert store.stats.summaries_rebuilt == 2
+    finally:
+        store.close()

@@ -26,6 +26,7 @@ import duckdb
 import numpy as np
 
 from hushmon.digest.resolution import RAW_BINS, ROLLUPS, Limits, Resolution
+from hushmon.store.summary_view import summaries_relation
 
 NS_PER_MINUTE = 60_000_000_000
 
@@ -116,7 +117,7 @@ def _has_rows(con: duckdb.DuckDBPyConnection, table: str, column: str, lo: int, 
     return row is not None
 
 
-# Each sensor's smallest and largest value over the job from job_summaries
+# Each sensor's smallest and largest value over the job from its summaries
 # (named as job_series names them; several keys of one sensor -- a job's
 # cgroups -- are left to the bins: the summaries do not hold their sum).
 _SUMMARY_EXTREMES_SQL = """
@@ -124,7 +125,7 @@ WITH k AS (
   SELECT measurement || '.' || field
            || CASE WHEN tags = '' OR measurement = 'cgroup' THEN '' ELSE '[' || tags || ']' END
            AS sensor, tags, min, max, time_ns
-  FROM job_summaries
+  FROM {relation}
   WHERE job = $job
     AND (NOT contains(tags, 'job=') OR list_contains(string_split(tags, ','), 'job=' || $job))
 )
@@ -139,15 +140,15 @@ def summary_extremes(
 ) -> dict[int, tuple[float, float]]:
     """sensor_id -> (min, max) of the job from its summaries, when they cover
     every period; {} otherwise (the raw GROUP BY then computes them)."""
-    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    if "job_summaries" not in tables:
+    relation = summaries_relation(con)
+    if relation is None:
         return {}
     row = con.execute(
-        "SELECT count(DISTINCT time_ns) FROM job_summaries WHERE job = ?", [job]
+        f"SELECT count(DISTINCT time_ns) FROM {relation} WHERE job = ?", [job]
     ).fetchone()
     if not row or row[0] < periods:
         return {}
-    rows = con.execute(_SUMMARY_EXTREMES_SQL, {"job": job}).fetchall()
+    rows = con.execute(_SUMMARY_EXTREMES_SQL.format(relation=relation), {"job": job}).fetchall()
     return {int(r[0]): (float(r[1]), float(r[2])) for r in rows}
 
 

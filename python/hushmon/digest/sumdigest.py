@@ -22,10 +22,9 @@ from typing import Any
 
 from hushmon import jsonio
 from hushmon.digest.factors.base import SEVERITIES, Finding, Skipped
+from hushmon.digest.summary_sensors import summary_sensor_rows
 from hushmon.errors import HushmonError
 from hushmon.store.schema import open_store_readonly
-from hushmon.transport.summary import Sketch
-from hushmon.transport.wire import SensorKey
 
 LOST = (
     "no per-node values: no node x period heat maps, no per-node lines in plots",
@@ -73,58 +72,6 @@ _SHOWN = (
 )
 
 
-# Per sensor, the whole job's moments merged in SQL (Chan et al.: M2 = sum of
-# the periods' M2 + count x (period mean - job mean)^2) and its periods in
-# time order: one query, no Python per (sensor, period) but the sketches.
-_SENSORS_SQL = """
-WITH k AS (
-  SELECT measurement, tags, field, time_ns, count, mean, m2, min, max, sketch,
-         sum(count * mean) OVER w / sum(count) OVER w AS job_mean
-  FROM job_summaries WHERE job = $job
-  WINDOW w AS (PARTITION BY measurement, tags, field)
-)
-SELECT measurement, tags, field, sum(count) AS n, any_value(job_mean) AS mean,
-       sum(m2 + count * (mean - job_mean) ^ 2) AS m2, min(min) AS lo, max(max) AS hi,
-       list(sketch ORDER BY time_ns) FILTER (WHERE sketch <> '{}') AS sketches,
-       list(time_ns ORDER BY time_ns) AS times, list(min ORDER BY time_ns) AS mins,
-       list(mean ORDER BY time_ns) AS means, list(max ORDER BY time_ns) AS maxes,
-       list(count ORDER BY time_ns) AS counts
-FROM k GROUP BY measurement, tags, field ORDER BY measurement, tags, field
-"""
-
-
-def _sketch(texts: list[str] | None) -> Sketch:
-    """The periods' sketches merged (empty when the store kept none)."""
-    out = Sketch()
-    for text in texts or ():
-        out.merge(Sketch.from_json(json.loads(text)))
-    return out
-
-
-def _sensor_rows(con: Any, job: str) -> list[dict[str, Any]]:
-    sensors = []
-    for r in con.execute(_SENSORS_SQL, {"job": job}).fetchall():
-        (m, tags, fld, n, mean, m2, lo, hi, sketches, times, mins, means, maxes, counts) = r
-        sketch = _sketch(sketches)
-        sensors.append(
-            {
-                "name": SensorKey(m, tags, fld).name,
-                "min": lo,
-                "avg": mean,
-                "max": hi,
-                "std": math.sqrt(m2 / n) if n else None,
-                "p50": _finite(sketch.quantile(0.5)),
-                "p99": _finite(sketch.quantile(0.99)),
-                "values": int(n),
-                "periods": [
-                    {"time_ns": t, "min": a, "avg": v, "max": b, "count": c}
-                    for t, a, v, b, c in zip(times, mins, means, maxes, counts, strict=True)
-                ],
-            }
-        )
-    return sensors
-
-
 def _num(x: float | None) -> str:
     """A figure for people; a quantile without a sketch is None."""
     return "-" if x is None else f"{x:.4g}"
@@ -152,10 +99,10 @@ def _write(path: Path, doc: dict[str, Any]) -> None:
 def digest_from_summaries(db: Path, job: str, out_dir: Path) -> SummaryDigest:
     con = open_store_readonly(db)
     try:
-        tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-        if "job_summaries" not in tables:
+        found = summary_sensor_rows(con, job)
+        if found is None:
             raise HushmonError(f"{db} has no summaries: run 'hushmon collect' into it")
-        sensors = _sensor_rows(con, job)
+        sensors = found
     finally:
         con.close()
     times = sorted({p["time_ns"] for sensor in sensors for p in sensor["periods"]})

@@ -1,4 +1,5 @@
-"""A job read from its summaries alone (``job_summaries``), as a JobData.
+"""A job read from its summaries alone (``merged_summaries``, the rack
+partials merged per period: store/summary_view.py), as a JobData.
 
 The reducers keep per (job, period, sensor) the count, sum, mean, M2, min,
 max and a quantile sketch over the job's nodes. That gives every sensor's
@@ -27,6 +28,7 @@ from hushmon.digest.jobdata import JobData, SensorStats
 from hushmon.errors import HushmonError
 from hushmon.store.query import JobInfo
 from hushmon.store.schema import open_store_readonly
+from hushmon.store.summary_view import has_job_summaries, summaries_relation
 
 AVERAGE_NODE = "average of the nodes"
 
@@ -36,7 +38,7 @@ WITH k AS (
          measurement || '.' || field
            || CASE WHEN tags = '' OR measurement = 'cgroup' THEN '' ELSE '[' || tags || ']' END
            AS sensor
-  FROM job_summaries
+  FROM {relation}
   WHERE job = $job AND measurement NOT IN ('job', 'hushmon_agent')
     AND (NOT contains(tags, 'job=') OR list_contains(string_split(tags, ','), 'job=' || $job))
 )
@@ -47,11 +49,7 @@ FROM k GROUP BY sensor, time_ns ORDER BY sensor, time_ns
 
 
 def has_summaries(con: duckdb.DuckDBPyConnection, job: str) -> bool:
-    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    if "job_summaries" not in tables:
-        return False
-    row = con.execute("SELECT count(*) FROM job_summaries WHERE job = ?", [job]).fetchone()
-    return bool(row and row[0])
+    return has_job_summaries(con, job)
 
 
 def _info(con: duckdb.DuckDBPyConnection, job: str, times: np.ndarray) -> JobInfo:
@@ -62,14 +60,15 @@ def _info(con: duckdb.DuckDBPyConnection, job: str, times: np.ndarray) -> JobInf
 
 
 def load_summaries(db_path: Path, job: str) -> JobData:
-    """The job's across-node statistics per period from ``job_summaries``."""
+    """The job's across-node statistics per period from its summaries."""
     con = open_store_readonly(Path(db_path))
     try:
         if not has_summaries(con, job):
             raise HushmonError(
                 f"no summaries of job {job!r} in {db_path} (collected with hushmon collect?)"
             )
-        rows = con.execute(_ROWS_SQL, {"job": job}).fetchnumpy()
+        relation = summaries_relation(con)
+        rows = con.execute(_ROWS_SQL.format(relation=relation), {"job": job}).fetchnumpy()
         times = np.unique(rows["time_ns"].astype(np.int64))
         info = _info(con, job, times)
     except duckdb.Error as exc:

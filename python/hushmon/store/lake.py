@@ -39,10 +39,14 @@ import duckdb
 
 from hushmon.datadir import drop_world_access
 from hushmon.errors import HushmonError
+from hushmon.store.summary_view import SKETCH_COLUMNS, SOURCE_LIST
+from hushmon.store.summary_view import VIEWS as SUMMARY_VIEWS
 
 # 1: the collector's tables; 2: samples_1m (rollups), lake_policy (retention),
-# samples sorted by (series_id, time_ns).
-LAKE_SCHEMA_VERSION = 2
+# samples sorted by (series_id, time_ns); 3: summary_rows, summary_rebuilt and
+# summary_messages.source_list, appended only, the rack partials merged when
+# read by the view merged_summaries (summary_view.py).
+LAKE_SCHEMA_VERSION = 3
 LAKE_SUFFIX = ".lake"
 CATALOG_NAME = "catalog.sqlite"
 DATA_NAME = "data"
@@ -55,6 +59,12 @@ _SUMMARY_MOMENTS = """
         measurement VARCHAR, tags VARCHAR, field VARCHAR,
         count BIGINT, sum DOUBLE, mean DOUBLE, m2 DOUBLE, min DOUBLE, max DOUBLE,
         sketch VARCHAR"""
+
+# Since schema 3, the sketch as columns (summary_view.SKETCH_COLUMNS).
+_SUMMARY_ROW = f"""
+        measurement VARCHAR, tags VARCHAR, field VARCHAR,
+        count BIGINT, sum DOUBLE, mean DOUBLE, m2 DOUBLE, min DOUBLE, max DOUBLE,
+        {SKETCH_COLUMNS}"""
 
 # The embedded store's tables (schema.py) without constraints; series ids are
 # 64-bit key hashes. Every statement is CREATE ... IF NOT EXISTS.
@@ -83,6 +93,16 @@ _TABLES = (
     f"CREATE TABLE IF NOT EXISTS summary_partials (msg_id VARCHAR,{_SUMMARY_MOMENTS})",
     f"""CREATE TABLE IF NOT EXISTS job_summaries (
         job VARCHAR, time_ns BIGINT,{_SUMMARY_MOMENTS}, origin VARCHAR)""",
+    # Schema 3: the collector appends only. Each summary message's rows as
+    # sent, with its level and (job, period) so a reader's filter prunes
+    # files; the rack partials are merged when read (merged_summaries).
+    f"""CREATE TABLE IF NOT EXISTS summary_rows (
+        msg_id VARCHAR, level VARCHAR, job VARCHAR, time_ns BIGINT,{_SUMMARY_ROW})""",
+    # A (job, period) rebuilt from raw data, a new set of rows each time.
+    f"""CREATE TABLE IF NOT EXISTS summary_rebuilt (
+        job VARCHAR, time_ns BIGINT, built_ns BIGINT,{_SUMMARY_ROW})""",
+    # A message's source batches in its own row (summary_sources: before 3).
+    f"ALTER TABLE summary_messages ADD COLUMN IF NOT EXISTS source_list {SOURCE_LIST}",
     # Per series and minute, what a per-node mean/min/max per minute needs once
     # the raw samples have expired (lake_compact.py builds it).
     """CREATE TABLE IF NOT EXISTS samples_1m (
@@ -129,6 +149,7 @@ _VIEWS = (
         SELECT job, count(DISTINCT host) AS nodes, min(time_ns) AS start_ns,
                max(time_ns) AS end_ns, count(*) AS node_periods
         FROM job_activity GROUP BY job""",
+    *SUMMARY_VIEWS,
 )
 
 _FNV64_OFFSET = 0xCBF29CE484222325

@@ -15,8 +15,10 @@ import duckdb
 from hushmon.datadir import drop_world_access
 from hushmon.errors import HushmonError
 from hushmon.store.lake import is_lake, open_lake, open_lake_readonly
+from hushmon.store.summary_view import SKETCH_COLUMNS, SOURCE_LIST
+from hushmon.store.summary_view import VIEWS as SUMMARY_VIEWS
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # A sensor's moments in one period (hushmon.transport.summary.Summary):
 # the reducers' partials and the store's job-wide summaries both hold them.
@@ -31,6 +33,19 @@ _SUMMARY_MOMENTS = """
         min DOUBLE NOT NULL,
         max DOUBLE NOT NULL,
         sketch VARCHAR NOT NULL"""
+
+# Since version 3, the sketch as columns (summary_view.SKETCH_COLUMNS).
+_SUMMARY_ROW = f"""
+        measurement VARCHAR NOT NULL,
+        tags VARCHAR NOT NULL,
+        field VARCHAR NOT NULL,
+        count BIGINT NOT NULL,
+        sum DOUBLE NOT NULL,
+        mean DOUBLE NOT NULL,
+        m2 DOUBLE NOT NULL,
+        min DOUBLE NOT NULL,
+        max DOUBLE NOT NULL,
+        {SKETCH_COLUMNS}"""
 
 # One statement per table. Samples have no primary key on purpose: an ART
 # index over ~10^8 rows costs gigabytes; ingest deduplicates by an anti-join
@@ -107,13 +122,33 @@ _TABLES = (
     # The partials as the reducers sent them (sensor split like series).
     f"""CREATE TABLE IF NOT EXISTS summary_partials (
         msg_id VARCHAR NOT NULL,{_SUMMARY_MOMENTS})""",
-    # The store's job-wide summary per (job, period, sensor): rack partials
-    # merged, or rebuilt from the raw data when partials overlapped.
+    # Job-wide summaries stored merged, per (job, period, sensor): written by
+    # collectors before version 3 (and synthetic stores); readers use the
+    # view merged_summaries (summary_view.py), which prefers these rows.
     f"""CREATE TABLE IF NOT EXISTS job_summaries (
         job VARCHAR NOT NULL,
         time_ns BIGINT NOT NULL,{_SUMMARY_MOMENTS},
         origin VARCHAR NOT NULL,
         PRIMARY KEY (job, time_ns, measurement, tags, field))""",
+    # Version 3: the collector appends only. Each summary message's rows as
+    # sent, with its level and (job, period); rack partials merged when read.
+    f"""CREATE TABLE IF NOT EXISTS summary_rows (
+        msg_id VARCHAR NOT NULL,
+        level VARCHAR NOT NULL,
+        job VARCHAR NOT NULL,
+        time_ns BIGINT NOT NULL,{_SUMMARY_ROW})""",
+    # A (job, period) rebuilt from raw data (partials overlapped), a new set
+    # of rows each time: the newest built_ns wins; a row without a sensor
+    # (measurement NULL) marks a rebuild that found no raw data.
+    f"""CREATE TABLE IF NOT EXISTS summary_rebuilt (
+        job VARCHAR NOT NULL,
+        time_ns BIGINT NOT NULL,
+        built_ns BIGINT NOT NULL,
+        measurement VARCHAR, tags VARCHAR, field VARCHAR,
+        count BIGINT, sum DOUBLE, mean DOUBLE, m2 DOUBLE, min DOUBLE, max DOUBLE,
+        {SKETCH_COLUMNS})""",
+    # A message's source batches in its own row (summary_sources: before 3).
+    f"ALTER TABLE summary_messages ADD COLUMN IF NOT EXISTS source_list {SOURCE_LIST}",
 )
 
 _VIEWS = (
@@ -122,6 +157,7 @@ _VIEWS = (
         SELECT job, count(DISTINCT host) AS nodes, min(time_ns) AS start_ns,
                max(time_ns) AS end_ns, count(*) AS node_periods
         FROM job_activity GROUP BY job""",
+    *SUMMARY_VIEWS,
 )
 
 
@@ -184,8 +220,10 @@ def open_store(path: Path, create: bool = True) -> duckdb.DuckDBPyConnection:
     version = _check_version(con, path)
     if version is None or version < SCHEMA_VERSION:
         # A new store gets every table; an older one the tables added since
-        # its version (1 -> 2: the transport tables; every statement is
-        # CREATE ... IF NOT EXISTS, so the same list migrates).
+        # its version (1 -> 2: the transport tables; 2 -> 3: summary_rows,
+        # summary_rebuilt, summary_messages.source_list). Every statement is
+        # CREATE ... IF NOT EXISTS or ADD COLUMN IF NOT EXISTS, so the same
+        # list migrates.
         con.execute("BEGIN TRANSACTION").fetchall()
         for statement in _TABLES:
             con.execute(statement).fetchall()

@@ -5,14 +5,16 @@ embedded store (collect_summaries.py), in one lake transaction per group.
 
 Several collectors may write one lake. Raw batches: any number share the
 ``collect-raw`` consumer (the writer's recheck keeps storage exactly once).
-Summaries: ``job_summaries`` is one row per (job, period, sensor), merged
-in place (read, merge, delete, insert), which two writers doing at once
-could break; so one collector takes ``collect-sum`` and the others run with
+Summaries: appended only (rack partials as rows, merged when read through
+the view ``merged_summaries``); a message's overlap with stored partials is
+decided from what the store holds, which two writers deciding at once could
+miss; so one collector takes ``collect-sum`` and the others run with
 ``--raw-only`` (docs/transport.md, "Collector").
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -23,10 +25,11 @@ from hushmon.transport.collect_raw import RawGroupBuilder
 from hushmon.transport.collect_records import CollectStats, Event, Message, sender_of
 from hushmon.transport.collect_store import _store_failure as embedded_failure
 from hushmon.transport.collect_store import count_raw_events
-from hushmon.transport.collect_summaries import write_summaries
-from hushmon.transport.lake_writer import LakeWriter, commit, insert_events
+from hushmon.transport.collect_summaries import store_summary_group
+from hushmon.transport.lake_writer import LakeWriter, commit
 from hushmon.transport.natsserver import MAX_PAYLOAD_BYTES
 from hushmon.transport.raw_group import RawGroup
+from hushmon.transport.set_aside import write_or_set_aside
 
 
 class LakeCollectorStore:
@@ -108,32 +111,22 @@ class LakeCollectorStore:
     # ---- summaries ---------------------------------------------------------
 
     def write_summaries(self, messages: list[Message]) -> None:
-        try:
-            self._write_summary_group(messages)
-        except Exception as exc:
-            if _store_failure(exc):
-                raise HushmonError(f"store {self.db_path}: {str(exc).splitlines()[0]}") from exc
-            if len(messages) == 1:
-                self._set_aside(messages[0], exc, "summary_rejected")
-                return
-            for m in messages:
-                self.write_summaries([m])
+        """Stores the summaries in one commit (collect_summaries.py); a message
+        that breaks the group is set aside (set_aside.py)."""
 
-    def _write_summary_group(self, messages: list[Message]) -> None:
-        # counted apart and added after the commit: the body runs again when
-        # a commit is retried, and a failed group is written again per message
-        stats = CollectStats()
+        def run(body: Callable[[duckdb.DuckDBPyConnection], None]) -> None:
+            commit(self.writer.con, body, self.writer.commits)
 
-        def body(con: duckdb.DuckDBPyConnection) -> None:
-            nonlocal stats
-            stats = CollectStats()
-            events: list[Event] = []
-            write_summaries(con, messages, stats, events)
-            insert_events(con, events)
+        write_or_set_aside(
+            messages,
+            lambda group: store_summary_group(group, run, self.stats),
+            self._after_failed_summaries,
+            lambda msg, exc: self._set_aside(msg, exc, "summary_rejected"),
+        )
 
-        commit(self.writer.con, body, self.writer.commits)
-        self.stats.add(stats)
-        self.stats.summary_messages += len(messages)
+    def _after_failed_summaries(self, exc: Exception) -> None:
+        if _store_failure(exc):
+            raise HushmonError(f"store {self.db_path}: {str(exc).splitlines()[0]}") from exc
 
 
 def _store_failure(exc: BaseException) -> bool:

@@ -29,9 +29,10 @@ from hushmon.store.fastparse import FastBatch, parse_batch
 from hushmon.store.ingest import IngestReport, _Ingester, _LineKeys, _Parsed, _SpoolFile
 from hushmon.store.schema import open_store
 from hushmon.transport.collect_records import CollectStats, Event, Message, sender_of
-from hushmon.transport.collect_summaries import write_summaries
+from hushmon.transport.collect_summaries import store_summary_group
 from hushmon.transport.natsserver import MAX_PAYLOAD_BYTES
 from hushmon.transport.raw_group import BATCHES_SCHEMA
+from hushmon.transport.set_aside import write_or_set_aside
 from hushmon.transport.wire import H_HOST, BatchHeader, parse_batch_header
 
 __all__ = ["COLLECT_MEMORY_MIB", "CollectStats", "CollectorStore", "Message"]
@@ -264,29 +265,16 @@ class CollectorStore:
     def write_summaries(self, messages: list[Message]) -> None:
         """Stores the summaries in one transaction (collect_summaries.py); a
         message that breaks the group is set aside as in write_raw."""
-        try:
-            self._write_summary_group(messages)
-        except Exception as exc:  # noqa: BLE001 - a store failure or a poison message
-            self._after_failed_group(exc)
-            if len(messages) == 1:
-                self._set_aside(messages[0], exc, "summary_rejected")
-                return
-            for m in messages:
-                self.write_summaries([m])
 
-    def _write_summary_group(self, messages: list[Message]) -> None:
-        # counted apart and added after the commit: a group that fails is
-        # written again one message at a time and must not count twice
-        stats = CollectStats()
-        events: list[Event] = []
+        def run(body: Callable[[duckdb.DuckDBPyConnection], None]) -> None:
+            self._in_transaction(lambda: body(self.con))
 
-        def body() -> None:
-            write_summaries(self.con, messages, stats, events)
-            self._insert_events(events)
-
-        self._in_transaction(body)
-        self.stats.add(stats)
-        self.stats.summary_messages += len(messages)
+        write_or_set_aside(
+            messages,
+            lambda group: store_summary_group(group, run, self.stats),
+            self._after_failed_group,
+            lambda msg, exc: self._set_aside(msg, exc, "summary_rejected"),
+        )
 
 
 def accept_batches(

@@ -1,33 +1,46 @@
-"""The reducers' summaries into the store, a fetched group at a time.
+"""The reducers' summaries into the store, a fetched group at a time, by
+appending only.
 
-Rack partials are merged into ``job_summaries`` per (job, period, sensor); a
-partial whose sources overlap ones already merged (a reducer that crashed
-between publishing and acking, its twin publishing again) is counted, and
-that (job, period) is rebuilt from the raw data the store holds, so the
-stored summary stays exact. Job-wide summaries are kept as sent.
+Each message's rows go to ``summary_rows`` as sent (rack partials and the
+top reducer's job-wide summaries, with level, job and period), the message
+with its source batches to ``summary_messages``; readers merge the racks of
+a (job, period, sensor) through the view ``merged_summaries``
+(store/summary_view.py). Nothing stored is deleted or updated here: on a
+lake each DELETE writes a delete file and catalog rows, and the
+read-merge-DELETE-INSERT this replaced cost the one summary collector 24-39
+ms of CPU per message.
 
-Every step is one statement for the whole group, never one per message: at
-a 100 ms period on 4 nodes the per-message statements (about 10 each, 1-2
-ms apiece in a growing store) held the collector at ~30 summaries/s, below
-what the reducers send (bench/demo_live_bed.py's run fell minutes behind).
-The statements that look a message up filter on the group's time range too,
-so DuckDB skips row groups by their min/max instead of scanning the tables.
+A partial whose sources overlap ones already stored for its (level, job,
+period) (a reducer that crashed between publishing and acking, its twin
+publishing again) is counted, and that (job, period) is rebuilt from the
+raw data the store holds into ``summary_rebuilt``; so is every later
+partial of a rebuilt (job, period), each rebuild a new set of rows that the
+view prefers to the partials. The stored summary stays exact.
+
+A group costs one lookup statement and one vectorized insert per table
+(summary_messages, summary_rows; events and rebuilds when there are any),
+never a statement per message; the lookup filters on the group's time
+range, so DuckDB skips row groups and files by their min/max.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
+from hushmon.store.summary_view import sketches_of, summaries_relation
 from hushmon.transport.collect_records import CollectStats, Event, Message, sender_of
+from hushmon.transport.lake_writer import insert_events
 from hushmon.transport.natsserver import MAX_PAYLOAD_BYTES
 from hushmon.transport.rawsummary import summaries_from_store
-from hushmon.transport.summary import Sketch, Summary
+from hushmon.transport.summary import ALPHA, Sketch, Summary
+from hushmon.transport.summary_rows import SensorRows, fast_rows, fast_sources
 from hushmon.transport.wire import (
     H_MSG_ID,
     SUM_JOB_PREFIX,
@@ -49,7 +62,7 @@ class ParsedSummary:
     job: str
     time_ns: int
     sources: list[tuple[str, int, int]]
-    sensors: dict[SensorKey, Summary]
+    sensors: SensorRows
 
 
 @dataclass
@@ -62,46 +75,65 @@ class _Fresh:
     overlap: int = 0
 
 
+Parsed = list[tuple[str, Message, ParsedSummary]]  # (msg_id, message, summary)
+
+
 def write_summaries(
     con: duckdb.DuckDBPyConnection,
-    messages: list[Message],
+    parsed: Parsed,
     stats: CollectStats,
     events: list[Event],
 ) -> None:
-    """Stores a group of summary messages; the caller holds the transaction."""
-    fresh = _not_stored(con, _parsed(messages, stats, events), stats, events)
-    if not fresh:
-        return
-    sources = _source_columns(fresh)
-    _count_overlaps(con, fresh, sources)
-    if len(sources["idx"]):
-        _insert_rows(con, "summary_sources", {k: v for k, v in sources.items() if k != "idx"})
-    _insert_rows(
-        con,
-        "summary_messages",
-        {
-            "msg_id": [f.msg_id for f in fresh],
-            "subject": [f.msg.subject for f in fresh],
-            "level": [f.summary.level for f in fresh],
-            "rack": [f.summary.rack for f in fresh],
-            "job": [f.summary.job for f in fresh],
-            "time_ns": pa.array([f.summary.time_ns for f in fresh], pa.int64()),
-            "sources": pa.array([len(f.summary.sources) for f in fresh], pa.int64()),
-            "overlapped": [f.overlap > 0 for f in fresh],
-        },
-    )
-    _insert_summaries(
-        con,
-        "summary_partials",
-        (({"msg_id": f.msg_id}, f.summary.sensors) for f in fresh),
-    )
-    stats.summaries_stored += len(fresh)
-    _merge_rack_partials(con, [f for f in fresh if f.summary.level == "rack"], stats, events)
+    """Stores a group of parsed summary messages and the events of the group;
+    the caller holds the transaction. One lookup, then one insert per table."""
+    if parsed:
+        found = _look_up(con, parsed)
+        fresh = _fresh(parsed, found, stats, events)
+        if fresh:
+            _insert_messages(con, fresh)
+            _insert_summaries(
+                con,
+                "summary_rows",
+                (
+                    ({"msg_id": f.msg_id, "level": f.summary.level, "job": f.summary.job,
+                      "time_ns": f.summary.time_ns}, f.summary.sensors)
+                    for f in fresh
+                ),
+            )  # fmt: skip
+            stats.summaries_stored += len(fresh)
+            racks = [f for f in fresh if f.summary.level == "rack"]
+            _rebuild_overlapped(con, racks, found.rebuilt, stats, events)
+    insert_events(con, events)
 
 
-def _parsed(
-    messages: list[Message], stats: CollectStats, events: list[Event]
-) -> list[tuple[str, Message, ParsedSummary]]:
+def store_summary_group(
+    messages: list[Message],
+    run: Callable[[Callable[[duckdb.DuckDBPyConnection], None]], None],
+    total: CollectStats,
+) -> None:
+    """The group in one transaction, by ``run(body)`` (the store's: a lake's
+    retries a commit that met another writer's, running body again); its
+    counters are added to ``total`` once it is committed (a group that fails
+    is written again per message and must not count twice). The messages
+    are parsed before: a lake's transaction holds the commit lock that the
+    raw collectors wait for."""
+    rejected = CollectStats()
+    rejections: list[Event] = []
+    parsed = _parsed(messages, rejected, rejections)
+    counted = CollectStats()
+
+    def body(con: duckdb.DuckDBPyConnection) -> None:
+        nonlocal counted
+        counted = CollectStats()
+        write_summaries(con, parsed, counted, list(rejections))
+
+    run(body)
+    total.add(rejected)
+    total.add(counted)
+    total.summary_messages += len(messages)
+
+
+def _parsed(messages: list[Message], stats: CollectStats, events: list[Event]) -> Parsed:
     out = []
     for msg in messages:
         msg_id = (msg.headers or {}).get(H_MSG_ID) or f"{msg.subject}#{msg.stream_seq}"
@@ -117,30 +149,86 @@ def _parsed(
     return out
 
 
-def _not_stored(
-    con: duckdb.DuckDBPyConnection,
-    parsed: list[tuple[str, Message, ParsedSummary]],
+@dataclass
+class _Found:
+    """What the store holds of a group: ids stored, per parsed message how
+    many of its sources a stored summary of its (level, job, period) had,
+    and the (job, period)s rebuilt from raw before."""
+
+    stored: set[str]
+    overlap: dict[int, int]
+    rebuilt: set[JobPeriod]
+
+
+# One scan of summary_messages over the group's time range (a message with
+# an id has one payload, so one time_ns), three answers. On a lake each table
+# a statement reads costs ~15-30 ms of CPU in the catalog whatever it holds,
+# so every lookup is in this one statement.
+_LOOK_UP_SQL = """
+WITH s AS MATERIALIZED (
+  SELECT msg_id, level, job, time_ns, overlapped, source_list FROM summary_messages
+  WHERE time_ns BETWEEN $lo AND $hi
+)
+SELECT 0 AS kind, msg_id, NULL AS job, NULL::BIGINT AS time_ns, NULL::BIGINT AS n
+FROM s WHERE msg_id IN (SELECT msg_id FROM hm_new)
+UNION ALL
+SELECT DISTINCT 1, NULL, job, time_ns, NULL FROM s WHERE overlapped AND level = 'rack'
+UNION ALL
+SELECT 2, NULL, NULL, n.idx, count(*) FROM
+  (SELECT level, job, time_ns, unnest(source_list) AS src FROM s) x
+  JOIN hm_src n ON n.level = x.level AND n.job = x.job AND n.time_ns = x.time_ns
+   AND n.host = x.src.host AND n.epoch = x.src.epoch AND n.seq = x.src.seq
+GROUP BY n.idx
+"""
+
+
+def _look_up(con: duckdb.DuckDBPyConnection, parsed: Parsed) -> _Found:
+    times = [p.time_ns for _, _, p in parsed]
+    src = [(i, p, s) for i, (_, _, p) in enumerate(parsed) for s in p.sources]
+    con.register("hm_new", pa.table({"msg_id": pa.array([m for m, _, _ in parsed], pa.string())}))
+    con.register(
+        "hm_src",
+        pa.table(
+            {
+                "idx": pa.array([i for i, _, _ in src], pa.int64()),
+                "level": pa.array([p.level for _, p, _ in src], pa.string()),
+                "job": pa.array([p.job for _, p, _ in src], pa.string()),
+                "time_ns": pa.array([p.time_ns for _, p, _ in src], pa.int64()),
+                "host": pa.array([s[0] for _, _, s in src], pa.string()),
+                "epoch": pa.array([s[1] for _, _, s in src], pa.int64()),
+                "seq": pa.array([s[2] for _, _, s in src], pa.int64()),
+            }
+        ),
+    )
+    try:
+        rows = con.execute(_LOOK_UP_SQL, {"lo": min(times), "hi": max(times)}).fetchall()
+    finally:
+        con.unregister("hm_new")
+        con.unregister("hm_src")
+    found = _Found(set(), {}, set())
+    for kind, msg_id, job, time_ns, n in rows:
+        if kind == 0:
+            found.stored.add(msg_id)
+        elif kind == 1:
+            found.rebuilt.add((job, int(time_ns)))
+        else:
+            found.overlap[int(time_ns)] = int(n)
+    return found
+
+
+def _fresh(
+    parsed: Parsed,
+    found: _Found,
     stats: CollectStats,
     events: list[Event],
 ) -> list[_Fresh]:
-    """Drops the messages stored before (or earlier in this group) by id."""
-    if not parsed:
-        return []
-    # A message with an id has one payload, so one time_ns: look in that range.
-    times = [p.time_ns for _, _, p in parsed]
-    stored = {
-        r[0]
-        for r in _with_table(
-            con,
-            "hm_ids",
-            {"msg_id": [i for i, _, _ in parsed]},
-            """SELECT msg_id FROM summary_messages
-               WHERE time_ns BETWEEN ? AND ? AND msg_id IN (SELECT msg_id FROM hm_ids)""",
-            [min(times), max(times)],
-        )
-    }
+    """The messages not stored before (nor earlier in this group), by id,
+    each with how many of its sources an earlier summary of the same
+    (level, job, period) had: in the store or earlier in this group."""
+    stored = set(found.stored)
+    seen: set[tuple[str, str, int, str, int, int]] = set()
     fresh: list[_Fresh] = []
-    for msg_id, msg, summary in parsed:
+    for i, (msg_id, msg, summary) in enumerate(parsed):
         if msg_id in stored:
             stats.summary_duplicates += 1
             events.append(
@@ -156,59 +244,58 @@ def _not_stored(
             )
             continue
         stored.add(msg_id)
-        fresh.append(_Fresh(msg_id, msg, summary))
+        p = summary
+        mine = {(p.level, p.job, p.time_ns, *s) for s in p.sources}
+        overlap = found.overlap.get(i, 0) + len(mine & seen)
+        seen |= mine
+        fresh.append(_Fresh(msg_id, msg, summary, overlap))
     return fresh
 
 
-def _source_columns(fresh: list[_Fresh]) -> dict[str, Any]:
-    rows = [(i, f, s) for i, f in enumerate(fresh) for s in f.summary.sources]
-    return {
-        "msg_id": [f.msg_id for _, f, _ in rows],
-        "idx": pa.array([i for i, _, _ in rows], pa.int64()),
-        "level": [f.summary.level for _, f, _ in rows],
-        "job": [f.summary.job for _, f, _ in rows],
-        "time_ns": pa.array([f.summary.time_ns for _, f, _ in rows], pa.int64()),
-        "host": pa.array([s[0] for _, _, s in rows], pa.string()),
-        "epoch": pa.array([s[1] for _, _, s in rows], pa.int64()),
-        "seq": pa.array([s[2] for _, _, s in rows], pa.int64()),
-    }
-
-
-def _count_overlaps(
-    con: duckdb.DuckDBPyConnection, fresh: list[_Fresh], sources: dict[str, Any]
-) -> None:
-    """How many of each message's sources an earlier summary of the same
-    (level, job, period) already had: in the store or earlier in this group."""
-    times = [f.summary.time_ns for f in fresh]
-    in_store = dict(
-        _with_table(
-            con,
-            "hm_src",
-            sources,
-            """SELECT n.idx, count(*) FROM summary_sources s
-               JOIN hm_src n USING (level, job, time_ns, host, epoch, seq)
-               WHERE s.time_ns BETWEEN ? AND ? GROUP BY n.idx""",
-            [min(times), max(times)],
-        )
+def _insert_messages(con: duckdb.DuckDBPyConnection, fresh: list[_Fresh]) -> None:
+    flat = [s for f in fresh for s in f.summary.sources]
+    offsets = [0]
+    for f in fresh:
+        offsets.append(offsets[-1] + len(f.summary.sources))
+    sources = pa.ListArray.from_arrays(
+        pa.array(offsets, pa.int32()),
+        pa.StructArray.from_arrays(
+            [
+                pa.array([s[0] for s in flat], pa.string()),
+                pa.array([s[1] for s in flat], pa.int64()),
+                pa.array([s[2] for s in flat], pa.int64()),
+            ],
+            names=["host", "epoch", "seq"],
+        ),
     )
-    seen: set[tuple[str, str, int, str, int, int]] = set()
-    for i, f in enumerate(fresh):
-        p = f.summary
-        mine = {(p.level, p.job, p.time_ns, *s) for s in p.sources}
-        f.overlap = int(in_store.get(i, 0)) + len(mine & seen)
-        seen |= mine
+    _insert_rows(
+        con,
+        "summary_messages",
+        {
+            "msg_id": [f.msg_id for f in fresh],
+            "subject": [f.msg.subject for f in fresh],
+            "level": [f.summary.level for f in fresh],
+            "rack": [f.summary.rack for f in fresh],
+            "job": [f.summary.job for f in fresh],
+            "time_ns": pa.array([f.summary.time_ns for f in fresh], pa.int64()),
+            "sources": pa.array([len(f.summary.sources) for f in fresh], pa.int64()),
+            "overlapped": [f.overlap > 0 for f in fresh],
+            "source_list": sources,
+        },
+    )
 
 
-def _merge_rack_partials(
-    con: duckdb.DuckDBPyConnection, racks: list[_Fresh], stats: CollectStats, events: list[Event]
+def _rebuild_overlapped(
+    con: duckdb.DuckDBPyConnection,
+    racks: list[_Fresh],
+    rebuilt_before: set[JobPeriod],
+    stats: CollectStats,
+    events: list[Event],
 ) -> None:
-    """Each (job, period) the partials touch: merged into what the store has,
-    or rebuilt from raw when a partial overlapped (then and from then on)."""
-    if not racks:
-        return
-    keys = list(dict.fromkeys((f.summary.job, f.summary.time_ns) for f in racks))
-    current = _read_many(con, keys)
-    rebuild = {k for k in keys if current[k][1]}  # rebuilt from raw before
+    """Each (job, period) where a partial overlapped, now or before: its
+    summaries from raw data, appended as a new set of summary_rebuilt rows
+    (the view takes the newest; their rows already stored stay, unread)."""
+    rebuild: list[JobPeriod] = []
     for f in racks:
         key = (f.summary.job, f.summary.time_ns)
         if f.overlap:
@@ -218,121 +305,108 @@ def _merge_rack_partials(
             events.append(
                 Event("summary_overlap", f.summary.rack, f.msg.subject, None, None, f.overlap, why)
             )
-        if f.overlap or key in rebuild:
+        if f.overlap or key in rebuilt_before or key in rebuild:
             stats.summaries_rebuilt += 1
-            rebuild.add(key)
-            continue
-        merged = current[key][0]
-        for sensor, part in f.summary.sensors.items():
-            merged.setdefault(sensor, Summary(sketch=type(part.sketch)(part.sketch.alpha))).merge(
-                part
-            )
-    _with_table(
-        con,
-        "hm_keys",
-        _key_columns(keys),
-        "DELETE FROM job_summaries USING hm_keys "
-        "WHERE job_summaries.job = hm_keys.job AND job_summaries.time_ns = hm_keys.time_ns",
-    )
+            if key not in rebuild:
+                rebuild.append(key)
+    if not rebuild:
+        return
+    built_ns = time.time_ns()
+    found = [(key, summaries_from_store(con, *key)) for key in rebuild]
     _insert_summaries(
         con,
-        "job_summaries",
+        "summary_rebuilt",
         (
-            ({"job": k[0], "time_ns": k[1], "origin": "merged"}, current[k][0])
-            for k in keys
-            if k not in rebuild
+            ({"job": k[0], "time_ns": k[1], "built_ns": built_ns}, SensorRows.of(s))
+            for k, s in found
+            if s
         ),
     )
-    _insert_summaries(
-        con,
-        "job_summaries",
-        (
-            ({"job": k[0], "time_ns": k[1], "origin": "raw"}, summaries_from_store(con, *k))
-            for k in keys
-            if k in rebuild
-        ),
-    )
-
-
-def _key_columns(keys: list[JobPeriod]) -> dict[str, Any]:
-    return {
-        "job": pa.array([k[0] for k in keys], pa.string()),
-        "time_ns": pa.array([k[1] for k in keys], pa.int64()),
-    }
-
-
-def _read_many(
-    con: duckdb.DuckDBPyConnection, keys: list[JobPeriod]
-) -> dict[JobPeriod, tuple[dict[SensorKey, Summary], bool]]:
-    """Per (job, period): the stored job-wide summaries, and whether they
-    were rebuilt from raw (origin 'raw')."""
-    out: dict[JobPeriod, tuple[dict[SensorKey, Summary], bool]] = {k: ({}, False) for k in keys}
-    times = [k[1] for k in keys]
-    rows = _with_table(
-        con,
-        "hm_keys",
-        _key_columns(keys),
-        """SELECT job, time_ns, measurement, tags, field, count, sum, mean, m2, min, max,
-                  sketch, origin = 'raw'
-           FROM job_summaries JOIN hm_keys USING (job, time_ns)
-           WHERE time_ns BETWEEN ? AND ?""",
-        [min(times), max(times)],
-    )
-    for r in rows:
-        sensors, raw = out[(r[0], r[1])]
-        sensors[SensorKey(r[2], r[3], r[4])] = _summary_of_row(r[5:12])
-        out[(r[0], r[1])] = (sensors, raw or bool(r[12]))
-    return out
+    # with no raw data yet, a row without a sensor still marks the period
+    # rebuilt, so that its overlapping partials are never merged
+    empty = [k for k, s in found if not s]
+    if empty:
+        _insert_rows(
+            con,
+            "summary_rebuilt",
+            {
+                "job": pa.array([k[0] for k in empty], pa.string()),
+                "time_ns": pa.array([k[1] for k in empty], pa.int64()),
+                "built_ns": pa.array([built_ns] * len(empty), pa.int64()),
+            },
+        )
 
 
 def read_job_summaries(
     con: duckdb.DuckDBPyConnection, job: str, time_ns: int
 ) -> dict[SensorKey, Summary]:
-    """The store's job-wide summaries of (job, period)."""
+    """The store's job-wide summaries of (job, period), sketches merged."""
+    relation = summaries_relation(con)
+    if relation is None:
+        return {}
     rows = con.execute(
-        """SELECT measurement, tags, field, count, sum, mean, m2, min, max, sketch
-           FROM job_summaries WHERE job = ? AND time_ns = ?""",
+        f"""SELECT measurement, tags, field, count, sum, mean, m2, min, max,
+                   {sketches_of(relation)}
+            FROM {relation} WHERE job = ? AND time_ns = ?""",
         [job, time_ns],
     ).fetchall()
-    return {SensorKey(r[0], r[1], r[2]): _summary_of_row(r[3:]) for r in rows}
+    out = {}
+    for r in rows:
+        parts = [_sketch_of(s) for s in r[9]]
+        sketch = parts[0] if parts else Sketch()
+        for part in parts[1:]:
+            sketch.merge(part)
+        out[SensorKey(r[0], r[1], r[2])] = Summary(int(r[3]), r[4], r[5], r[6], r[7], r[8], sketch)
+    return out
 
 
-def _summary_of_row(r: tuple[Any, ...]) -> Summary:
-    """count, sum, mean, m2, min, max, sketch (JSON) as stored."""
-    return Summary(int(r[0]), r[1], r[2], r[3], r[4], r[5], Sketch.from_json(json.loads(r[6])))
+def _sketch_of(columns: dict[str, Any]) -> Sketch:
+    """A sketch from the store's columns (NULLs: a sketch stored as '{}')."""
+    return Sketch(
+        columns["alpha"] or ALPHA,
+        columns["zero"] or 0,
+        dict(zip(columns["pos_keys"] or (), columns["pos_counts"] or (), strict=True)),
+        dict(zip(columns["neg_keys"] or (), columns["neg_counts"] or (), strict=True)),
+    )
 
 
 def _insert_summaries(
     con: duckdb.DuckDBPyConnection,
     table: str,
-    groups: Iterable[tuple[dict[str, object], dict[SensorKey, Summary]]],
+    groups: Iterable[tuple[dict[str, object], SensorRows]],
 ) -> None:
-    """A summary row per sensor of every group, the group's own columns
-    (msg_id, or job/time_ns/origin) repeated on its rows; one Arrow insert
-    (DuckDB's executemany goes row by row: 0.24 s for 110 sensors)."""
+    """A row per sensor of every group, the group's own columns (msg_id,
+    level, job, time_ns...) repeated on its rows; one Arrow insert (DuckDB's
+    executemany goes row by row: 0.24 s for 110 sensors)."""
     own: dict[str, list[object]] = {}
-    items: list[tuple[SensorKey, Summary]] = []
+    rows = SensorRows()
     for columns, sensors in groups:
         for name, value in columns.items():
             own.setdefault(name, []).extend([value] * len(sensors))
-        items.extend(sensors.items())
-    if not items:
+        rows.extend(sensors)
+    if not len(rows):
         return
+    (pos_keys, pos_counts), (neg_keys, neg_counts) = rows.pos.arrow(), rows.neg.arrow()
     _insert_rows(
         con,
         table,
         {
             **own,
-            "measurement": pa.array([k.measurement for k, _ in items], pa.string()),
-            "tags": pa.array([k.tags for k, _ in items], pa.string()),
-            "field": pa.array([k.field for k, _ in items], pa.string()),
-            "count": pa.array([s.count for _, s in items], pa.int64()),
-            "sum": pa.array([s.sum for _, s in items], pa.float64()),
-            "mean": pa.array([s.mean for _, s in items], pa.float64()),
-            "m2": pa.array([s.m2 for _, s in items], pa.float64()),
-            "min": pa.array([s.min for _, s in items], pa.float64()),
-            "max": pa.array([s.max for _, s in items], pa.float64()),
-            "sketch": pa.array([s.sketch_text() for _, s in items], pa.string()),
+            "measurement": pa.array([k.measurement for k in rows.keys], pa.string()),
+            "tags": pa.array([k.tags for k in rows.keys], pa.string()),
+            "field": pa.array([k.field for k in rows.keys], pa.string()),
+            "count": pa.array(rows.count, pa.int64()),
+            "sum": pa.array(rows.sum, pa.float64()),
+            "mean": pa.array(rows.mean, pa.float64()),
+            "m2": pa.array(rows.m2, pa.float64()),
+            "min": pa.array(rows.min, pa.float64()),
+            "max": pa.array(rows.max, pa.float64()),
+            "alpha": pa.array(rows.alpha, pa.float64()),
+            "zero": pa.array(rows.zero, pa.int64()),
+            "pos_keys": pos_keys,
+            "pos_counts": pos_counts,
+            "neg_keys": neg_keys,
+            "neg_counts": neg_counts,
         },
     )
 
@@ -349,7 +423,7 @@ def _with_table(
     name: str,
     columns: dict[str, Any],
     sql: str,
-    params: list[object] | None = None,
+    params: list[object] | dict[str, object] | None = None,
 ) -> list[tuple[Any, ...]]:
     """Runs sql with the columns registered as table `name` (Arrow, no copy)."""
     con.register(name, pa.table(columns))
@@ -398,8 +472,8 @@ def parse_summary(subject: str, data: bytes) -> ParsedSummary | str:
     raw_sources = obj.get("sources", [])
     if not isinstance(raw_sources, list):
         return "sources is not a list"
-    sources: list[tuple[str, int, int]] = []
-    for s in raw_sources:
+    sources = fast_sources(raw_sources) or []
+    for s in raw_sources if not sources else ():
         if not isinstance(s, list) or len(s) != 3:
             return f"source {str(s)[:80]!r} is not [host, epoch, seq]"
         why = (
@@ -413,6 +487,18 @@ def parse_summary(subject: str, data: bytes) -> ParsedSummary | str:
     raw_sensors = obj.get("sensors")
     if not isinstance(raw_sensors, dict):
         return "sensors missing or not an object"
+    assert isinstance(time_ns, int)  # int64_reason says so otherwise
+    rows = fast_rows(raw_sensors)
+    if rows is None:
+        exact = _exact_sensors(raw_sensors)
+        if isinstance(exact, str):
+            return exact
+        rows = SensorRows.of(exact)
+    return ParsedSummary(level, rack, job, time_ns, sources, rows)
+
+
+def _exact_sensors(raw_sensors: dict[str, Any]) -> dict[SensorKey, Summary] | str:
+    """Every sensor checked one at a time (summary.py), or what is wrong."""
     sensors: dict[SensorKey, Summary] = {}
     for text, value in raw_sensors.items():
         key = parse_sensor_key(text)
@@ -426,5 +512,4 @@ def parse_summary(subject: str, data: bytes) -> ParsedSummary | str:
             sensors[key].merge(summary)  # same sensor with tags in another order
         else:
             sensors[key] = summary
-    assert isinstance(time_ns, int)  # int64_reason says so otherwise
-    return ParsedSummary(level, rack, job, time_ns, sources, sensors)
+    return sensors

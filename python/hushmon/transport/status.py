@@ -23,6 +23,7 @@ import duckdb
 
 from hushmon.errors import HushmonError
 from hushmon.store.schema import open_store_readonly
+from hushmon.store.summary_view import job_period_counts
 from hushmon.transport.connect import reachable
 from hushmon.transport.natsusers import connect_logged_in
 
@@ -248,17 +249,14 @@ def _summary_counts(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
            WHERE kind = 'summary_rejected' GROUP BY subject ORDER BY 2 DESC, 1 LIMIT ?""",
         [MAX_REASONS],
     ).fetchall()
-    jp = con.execute(
-        """SELECT count(*), count(*) FILTER (WHERE origin = 'raw') FROM
-           (SELECT job, time_ns, min(origin) AS origin FROM job_summaries GROUP BY job, time_ns)"""
-    ).fetchall()[0]
+    jp = job_period_counts(con)
     return {
         "messages": int(row[0]),
         "overlapped": int(row[1]),
         "duplicates": int(ev.get("summary_duplicate", 0) or 0),
         "rejected": int(ev.get("summary_rejected", 0) or 0),
-        "job_periods": int(jp[0]),
-        "rebuilt_from_raw": int(jp[1]),
+        "job_periods": jp[0],
+        "rebuilt_from_raw": jp[1],
         "rejected_by_sender": [
             {"subject": subj, "rejected": int(n), "reason": why} for subj, n, why in senders
         ],

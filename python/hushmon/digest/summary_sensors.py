@@ -1,0 +1,118 @@
+"""Per sensor, a job's whole-run statistics and its periods from the store's
+job-wide summaries (store/summary_view.py): what ``digest --from-summaries``
+prints and writes.
+
+Moments are merged in SQL (Chan et al.: M2 = sum of the periods' M2 + count x
+(period mean - job mean)^2). The quantile sketches are merged in SQL too, by
+summing each bucket's count over every partial of the job: one rack partial
+per rack and period is stored (read unmerged from ``summary_parts``), so a
+1024-node job of an hour holds ~94,000 sketches per sensor, which merged one
+by one in Python would take minutes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import duckdb
+
+from hushmon.store.summary_view import PARTS, VIEW, sketch_columns, summaries_relation
+from hushmon.transport.summary import Sketch
+from hushmon.transport.wire import SensorKey
+
+_MOMENTS_SQL = """
+WITH k AS (
+  SELECT measurement, tags, field, time_ns, count, mean, m2, min, max,
+         sum(count * mean) OVER w / sum(count) OVER w AS job_mean
+  FROM @relation WHERE job = $job
+  WINDOW w AS (PARTITION BY measurement, tags, field)
+)
+SELECT measurement, tags, field, sum(count) AS n, any_value(job_mean) AS mean,
+       sum(m2 + count * (mean - job_mean) ^ 2) AS m2, min(min) AS lo, max(max) AS hi,
+       list(time_ns ORDER BY time_ns) AS times, list(min ORDER BY time_ns) AS mins,
+       list(mean ORDER BY time_ns) AS means, list(max ORDER BY time_ns) AS maxes,
+       list(count ORDER BY time_ns) AS counts
+FROM k GROUP BY measurement, tags, field ORDER BY measurement, tags, field
+"""
+
+# Every bucket of every stored sketch of the job, summed per sensor, alpha,
+# side (0: the zero count, 1: positive, -1: negative) and bucket index. The
+# parts are read unmerged, one stream per side: a 1024-node job of an hour
+# has ~9 million of them, which the view's per-period lists would hold in
+# memory.
+_SKETCH_SQL = """
+SELECT measurement, tags, field, alpha, side, bucket, sum(n) FROM (
+  SELECT measurement, tags, field, alpha, 0 AS side, 0 AS bucket, zero AS n
+  FROM (SELECT measurement, tags, field, @columns FROM @parts WHERE job = $job)
+  WHERE alpha IS NOT NULL
+  UNION ALL
+  SELECT measurement, tags, field, alpha, 1, unnest(pos_keys), unnest(pos_counts)
+  FROM (SELECT measurement, tags, field, @columns FROM @parts WHERE job = $job)
+  UNION ALL
+  SELECT measurement, tags, field, alpha, -1, unnest(neg_keys), unnest(neg_counts)
+  FROM (SELECT measurement, tags, field, @columns FROM @parts WHERE job = $job))
+GROUP BY ALL
+"""
+
+
+def _sql(template: str, relation: str) -> str:
+    parts = PARTS if relation == VIEW else relation
+    return (
+        template.replace("@relation", relation)
+        .replace("@parts", parts)
+        .replace("@columns", sketch_columns(relation))
+    )
+
+
+def merged_sketches(con: duckdb.DuckDBPyConnection, relation: str, job: str) -> dict:
+    """(measurement, tags, field) -> the job's sketch, every period merged."""
+    parts: dict[tuple[str, str, str], dict[float, Sketch]] = {}
+    rows = con.execute(_sql(_SKETCH_SQL, relation), {"job": job}).fetchall()
+    for m, tags, fld, alpha, side, bucket, n in rows:
+        sketch = parts.setdefault((m, tags, fld), {}).setdefault(alpha, Sketch(alpha))
+        if side == 0:
+            sketch.zero += int(n)
+        else:
+            (sketch.pos if side > 0 else sketch.neg)[int(bucket)] = int(n)
+    out = {}
+    for key, by_alpha in parts.items():
+        first, *others = by_alpha.values()
+        for sketch in others:
+            first.merge(sketch)  # sketches of another alpha: ValueError, as before
+        out[key] = first
+    return out
+
+
+def summary_sensor_rows(con: duckdb.DuckDBPyConnection, job: str) -> list[dict[str, Any]] | None:
+    """The job's sensors (whole-run min/avg/max/std, p50/p99, per period
+    min/avg/max/count); None when the store holds no summaries at all."""
+    relation = summaries_relation(con)
+    if relation is None:
+        return None
+    sketches = merged_sketches(con, relation, job)
+    sensors = []
+    for r in con.execute(_sql(_MOMENTS_SQL, relation), {"job": job}).fetchall():
+        (m, tags, fld, n, mean, m2, lo, hi, times, mins, means, maxes, counts) = r
+        sketch = sketches.get((m, tags, fld), Sketch())
+        sensors.append(
+            {
+                "name": SensorKey(m, tags, fld).name,
+                "min": lo,
+                "avg": mean,
+                "max": hi,
+                "std": math.sqrt(m2 / n) if n else None,
+                "p50": _finite(sketch.quantile(0.5)),
+                "p99": _finite(sketch.quantile(0.99)),
+                "values": int(n),
+                "periods": [
+                    {"time_ns": t, "min": a, "avg": v, "max": b, "count": c}
+                    for t, a, v, b, c in zip(times, mins, means, maxes, counts, strict=True)
+                ],
+            }
+        )
+    return sensors
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
