@@ -143,15 +143,19 @@ def counters(log: Path) -> dict[str, float]:
     return {k: float(v) for k, v in KV_RE.findall(lines[-1])} if lines else {}
 
 
-def heap_at(log: Path, times: tuple[float, ...], lead_s: float) -> list[float]:
-    """A reducer's heap_mib from its stats lines at each time (sampler clock;
-    the lines come every STATS_EVERY_S from its start, lead_s before the
-    sampler's); -1 where it printed none."""
+def heap_series(log: Path) -> list[float]:
+    """A reducer's heap_mib of each stats line (every STATS_EVERY_S)."""
     try:
         lines = [ln for ln in log.read_text(errors="replace").splitlines() if " stats level=" in ln]
     except OSError:
         lines = []
-    heap = [float(m.group(1)) for ln in lines if (m := re.search(r"heap_mib=([\d.]+)", ln))]
+    return [float(m.group(1)) for ln in lines if (m := re.search(r"heap_mib=([\d.]+)", ln))]
+
+
+def heap_at(log: Path, times: tuple[float, ...], lead_s: float) -> list[float]:
+    """A reducer's heap_mib at each time (sampler clock; the lines count from
+    its start, lead_s before the sampler's); -1 where it printed none."""
+    heap = heap_series(log)
     out = []
     for t in times:
         i = int((t + lead_s) / STATS_EVERY_S) - 1
@@ -374,6 +378,7 @@ def report(
             "top": top,
             "rss_mib_start_warm_end": rss_json(watched, *rss_at[:3]),
             "heap_mib_start_warm_end": heap,
+            "heap_mib_every_stats": {d.name: heap_series(d.log) for d in daemons},
             "ok": ok,
         }
         Path(a.json).write_text(json.dumps(figures, indent=1))
