@@ -153,3 +153,41 @@ def test_a_taggers_job_tags_are_searched_and_shown(tmp_path: Path) -> None:
         assert _jobs(con, JobQuery(tag="imbalance")) == ["8"]  # the findings' tags still count
     finally:
         con.close()
+
+
+def test_index_records_the_jobs_nobody_recorded(tmp_path: Path) -> None:
+    """``hushmon serve index``: a job stored without ``hushmon run`` gets a
+    record (nodes and span from its samples, findings from its digest
+    when there is one); a job with a record, one outside the span and one
+    still running are left; a second run adds nothing."""
+    from hushmon.datadir import DataDir
+    from hushmon.history.index import index_jobs
+    from hushmon.store.synthetic import START_NS, Scenario, synthetic_store
+
+    data = DataDir(tmp_path)
+    db = tmp_path / "hushmon.duckdb"
+    for job, start in (("31", START_NS), ("32", START_NS + H), ("33", START_NS + 2 * H),
+                       ("34", START_NS - 30 * 24 * H)):  # fmt: skip
+        synthetic_store(Scenario(nodes=2, seconds=10, job=job, start_ns=start), tmp_path, db)
+    record_job(db, [JobRecord(job="32", owner="alice", source="run")])
+    (tmp_path / "reports" / "31").mkdir(parents=True)
+    (tmp_path / "reports" / "31" / "digest.json").write_text(
+        '{"findings": [{"factor": "idle_cpu", "severity": "medium", "title": "Idle"}]}'
+    )
+    now = START_NS + 2 * H + 30 * 10**9  # job 33 ended 21 s ago: still settling
+    first = index_jobs(db, data, since_days=7, settle_s=120, now_ns=now, slurm=False)
+    assert (first.seen, first.recorded_before, first.added, first.settling) == (3, 1, 1, 1)
+    con = open_store_readonly(db)
+    try:
+        rec = find_record(con, "31", None)
+        assert rec is not None and rec.owner == "" and rec.nodes == 2 and rec.source == "index"
+        assert rec.hosts == "node000 node001" and rec.end_ns - rec.start_ns == 9 * 10**9
+        assert rec.worst == "medium" and rec.tags.split() == ["idle_cpu"]
+        assert find_record(con, "34", None) is None  # outside the span
+        assert find_record(con, "31", "alice") is None  # no owner: admins only
+    finally:
+        con.close()
+    later = index_jobs(db, data, since_days=7, settle_s=120, now_ns=now + 600 * 10**9, slurm=False)
+    assert (later.added, later.settling) == (1, 0)  # 33 now
+    again = index_jobs(db, data, since_days=7, settle_s=120, now_ns=now + 600 * 10**9, slurm=False)
+    assert again.added == 0

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
+
 from hushmon.errors import HushmonError
 from hushmon.history.records import (
     JobRecord,
@@ -128,5 +130,6 @@ def record_run(
     try:
         records = run_records(jobs, command, exit_code, interrupted_by, span_ns, reports)
         record_job(store, records)
-    except (HushmonError, OSError) as exc:
-        warn(f"recording the job in the job history of {store}: {exc}")
+    except (HushmonError, OSError, duckdb.Error) as exc:
+        # the job has run and its exit code is the contract: a warning, not a traceback
+        warn(f"recording the job in the job history of {store}: {str(exc).splitlines()[0]}")

@@ -127,6 +127,30 @@ def register_serve(subparsers: Any) -> None:
     t.add_argument("--user", required=True, help="the user's login name")
     t.add_argument("--tokens-dir", type=Path, required=True, metavar="DIR", dest="token_dir")
     t.set_defaults(func=run_serve_token)
+    i = sub.add_parser(
+        "index",
+        help="record the stored jobs nobody recorded (for the job history)",
+        description="Append a job record for each job in the store's recent activity that has "
+        "none (jobs that ran without hushmon run): owner, name and state from Slurm when it "
+        "knows the job, nodes and span from the samples, findings from its digest. Run it "
+        "from a timer; a job seen in the last --settle-s seconds waits for the next run.",
+    )
+    add_data_dir_options(i)
+    i.add_argument(
+        "--since-days",
+        type=float,
+        default=7.0,
+        metavar="D",
+        help="look at the activity of the last D days (default 7)",
+    )
+    i.add_argument(
+        "--settle-s",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="a job seen in the last S seconds waits for the next run (default 120)",
+    )
+    i.set_defaults(func=run_serve_index)
 
 
 def _stale(args: argparse.Namespace) -> float:
@@ -190,4 +214,25 @@ def run_serve_token(args: argparse.Namespace) -> int:
     print(f"hushmon serve: a new token for {args.user} (its hash in {args.token_dir / args.user}); "
           "give it to them: they open http://SERVER/jobs?token=TOKEN once, or send "
           "'Authorization: Bearer TOKEN'", file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def run_serve_index(args: argparse.Namespace) -> int:
+    import sys
+
+    from hushmon.datadir import from_args, owner_only
+    from hushmon.errors import HushmonError
+    from hushmon.history.index import index_jobs
+
+    if not args.since_days > 0 or not args.settle_s >= 0:
+        raise HushmonError("--since-days must be positive and --settle-s 0 or more")
+    dd, db = from_args(args)
+    import duckdb
+
+    with owner_only():
+        try:
+            report = index_jobs(db, dd, args.since_days, args.settle_s)
+        except duckdb.Error as exc:
+            raise HushmonError(f"indexing {db}: {str(exc).splitlines()[0]}") from exc
+    print(f"hushmon serve index: {report.line()}", file=sys.stderr)
     return 0
