@@ -35,7 +35,9 @@ Printed:
    duplicated (by host, epoch and sequence number), values stored twice;
    the store's bytes per stored value;
 6. memory growth of each daemon from the first minute to the last minute
-   of the load (flat = under 10 %);
+   of the load (flat = under 10 %), and each daemon's resident size at the
+   start, after the warm-up (--warmup-s, 360 s: the reducers' --keep-s
+   window full) and at the end, with its growth after the warm-up;
 7. each job's digest: wait for its data, wall time, CPU, peak memory,
    checks, and how many raw messages the collectors stored meanwhile.
 
