@@ -203,6 +203,36 @@ WantedBy=multi-user.target
 """
 
 
+METRICS_UNIT = """\
+# hushmon-metrics.service: the Prometheus / OpenMetrics endpoint
+# (docs/integration.md): the job summaries and the agents' own cost, read
+# with the viewer login. Prometheus scrapes http://THIS:9877/metrics with
+# the bearer token of /etc/hushmon/metrics.token (first line, mode 0600:
+# python3 -c 'import secrets; print(secrets.token_urlsafe(32))').
+[Unit]
+Description=hushmon metrics (Prometheus / OpenMetrics endpoint)
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+Environment=HUSHMON_NATS_USER=viewer
+Environment=HUSHMON_NATS_PASSWORD_FILE=%d/nats-password
+LoadCredential=nats-password:/etc/hushmon/nats/viewer.password
+{tls}
+LoadCredential=metrics-token:/etc/hushmon/metrics.token
+ExecStart=/usr/bin/python3 -m hushmon.cli metrics --url tls://{hub}:{port} --host 0.0.0.0 \\
+    --port 9877 --token-file %d/metrics-token
+Restart=always
+RestartSec=2
+KillSignal=SIGTERM
+TimeoutStopSec=15
+{hardening}
+MemoryMax=512M
+
+[Install]
+WantedBy=multi-user.target
+"""
+
 # hushmon store compact, hourly, on the machine holding the lake (beside
 # hushmon-collect): docs/store.md, "The cluster store (lake)".
 COMPACT_UNIT = """\
@@ -290,6 +320,9 @@ def render(secrets: Path = SECRETS_DIR) -> dict[str, str]:
         ),
         "hushmon-collect.service": COLLECT_UNIT.format(
             hub=hub, port=port, tls=_SERVICE_TLS.format(role="collect"), hardening=HARDENING
+        ),
+        "hushmon-metrics.service": METRICS_UNIT.format(
+            hub=hub, port=port, tls=_SERVICE_TLS.format(role="viewer"), hardening=HARDENING
         ),
         "hushmon-store-compact.service": COMPACT_UNIT.format(hardening=HARDENING),
         "hushmon-store-compact.timer": COMPACT_TIMER,
