@@ -63,6 +63,8 @@ class Case:
     removed: tuple[str, ...]
     bed_removed: tuple[str, ...] | None = None  # another bed for the second run
     title: str = ""  # only the finding with this title (e.g. the memory one of disk_swap)
+    own: bool = True  # one of build/bin's programs (their --json summary has time_s)
+    inputs: tuple[str, ...] = ()  # files of bench/inputs copied into the run's folder (its cwd)
 
 
 def _butterfly(rounds: int, cycles: int, compute_ms: int, extra: tuple[str, ...] = ()) -> tuple:
@@ -160,6 +162,35 @@ CASES = {
         ("-N", "1", "-n", "2", "matmul", "--size", "1024", "--repeat", "3"),
     ),
 }
+INPUTS = Path(__file__).resolve().parent / "inputs"
+# Real applications packaged by Debian (scripts/install-deps.sh): the job's 4 nodes in
+# 2 racks behind 200 Mbit/s uplinks, then all 4 in one rack.
+LAMMPS = ("-N", "4", "/usr/bin/lmp", "-in", "lammps-lj.in", "-var", "side", "12")
+LAMMPS_RUN = (*LAMMPS, "-var", "steps", "300", "-log", "none", "-screen", "none")
+CASES["lammps-racks"] = Case(
+    "lammps-racks",
+    "LAMMPS Lennard-Jones liquid (6,912 atoms, 300 steps, 2 x 2 grid) on 4 nodes in 2 racks "
+    "-> the 4 nodes in one rack",
+    ("topology", "network_bandwidth"),
+    BED4,
+    LAMMPS_RUN,
+    LAMMPS_RUN,
+    bed_removed=("--nodes", "4", "--racks", "1"),
+    own=False,
+    inputs=("lammps-lj.in",),
+)
+CASES["hpcc-racks"] = Case(
+    "hpcc-racks",
+    "HPCC 1.5.0 (N = 1000, 2 x 2 grid: HPL, PTRANS, RandomAccess, FFT, DGEMM, STREAM) on 4 "
+    "nodes in 2 racks -> the 4 nodes in one rack",
+    ("topology", "network_bandwidth"),
+    BED4,
+    ("-N", "4", "/usr/bin/hpcc"),
+    ("-N", "4", "/usr/bin/hpcc"),
+    bed_removed=("--nodes", "4", "--racks", "1"),
+    own=False,
+    inputs=("hpccinf.txt",),
+)
 SHORT = "pair-racks"
 # the short run's parameters (make test): the same case, fewer rounds
 SHORT_CASE = Case(
@@ -327,14 +358,35 @@ def _opt(options: tuple[str, ...], name: str, default: int) -> int:
 
 
 def run_job(
-    data: Path, srun: tuple[str, ...], label: str, bed_options: tuple[str, ...]
+    data: Path,
+    srun: tuple[str, ...],
+    label: str,
+    bed_options: tuple[str, ...],
+    own: bool = True,
+    inputs: tuple[str, ...] = (),
 ) -> RunResult:
     split = 0
     while srun[split].startswith("-"):  # srun's options come in pairs (-N 2, -w n1,n3)
         split += 2
-    program = build_bin_dir() / srun[split]
-    summary = data / f"{label}-{uuid.uuid4().hex[:6]}.json"
-    command = ["srun", *srun[:split], str(program), *srun[split + 1 :], "--json", str(summary)]
+    name = srun[split]
+    program = Path(name) if name.startswith("/") else build_bin_dir() / name
+    if not program.exists():
+        fail(f"{program} is not installed (make; scripts/install-deps.sh for lmp and hpcc)")
+    rundir = data / f"{label}-{uuid.uuid4().hex[:6]}"
+    rundir.mkdir()
+    for f in inputs:
+        shutil.copy(INPUTS / f, rundir / f)
+    summary = rundir / "summary.json"
+    tail = ["--json", str(summary)] if own else []
+    command = [
+        "srun",
+        "--chdir",
+        str(rundir),
+        *srun[:split],
+        str(program),
+        *srun[split + 1 :],
+        *tail,
+    ]
     nodes, racks = _opt(bed_options, "--nodes", 4), _opt(bed_options, "--racks", 2)
     before = _counters(racks, nodes) if racks > 1 else {}
     out = cli("run", "--data-dir", str(data), "--json", "-", "--", *command, timeout=600)
@@ -345,9 +397,9 @@ def run_job(
     if outcome.get("exit_code") != 0 or outcome.get("digest") is None:
         fail(f"{' '.join(command)}: exit {outcome.get('exit_code')}, no digest")
     digest = json.loads(Path(outcome["digest"]["json"]).read_text())
-    time_s = float(json.loads(summary.read_text())["time_s"])
-    crossed = {r: (after[r][0] - before[r][0], after[r][1] - before[r][1]) for r in before}
     wall = float(outcome["duration_s"])
+    time_s = float(json.loads(summary.read_text())["time_s"]) if own else wall
+    crossed = {r: (after[r][0] - before[r][0], after[r][1] - before[r][1]) for r in before}
     return RunResult(str(outcome["job"]), time_s, wall, digest, crossed)
 
 
@@ -401,12 +453,16 @@ def run_case(case: Case, data: Path, lock: Path | None, wait_s: float) -> Row:
     with bed_lock(lock, wait_s):
         load_before = loadavg()
         with bed(case.bed, data):
-            first = run_job(data, case.limited, f"{case.name}-a", case.bed)
+            first = run_job(data, case.limited, f"{case.name}-a", case.bed, case.own, case.inputs)
             if case.bed_removed is None:
-                second = run_job(data, case.removed, f"{case.name}-b", case.bed)
+                second = run_job(
+                    data, case.removed, f"{case.name}-b", case.bed, case.own, case.inputs
+                )
         if case.bed_removed is not None:
             with bed(case.bed_removed, data):
-                second = run_job(data, case.removed, f"{case.name}-b", case.bed_removed)
+                second = run_job(
+                    data, case.removed, f"{case.name}-b", case.bed_removed, case.own, case.inputs
+                )
         load_after = loadavg()
     title, severity, low, high = predicted(case, first.digest)
     measured = 1 - second.wall_s / first.wall_s
