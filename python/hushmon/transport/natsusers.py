@@ -141,7 +141,8 @@ ROLES: tuple[Role, ...] = (
         "hushmon top, serve, transport status: read summaries, batches and stream state; "
         "the stream's newest summaries by direct get (no consumer)",
         publish=(*_READ_API, *_api(f"DIRECT.GET.{SUM}", f"DIRECT.GET.{SUM}.>")),
-        subscribe=("hm.sum.>", "hm.raw.>", "_INBOX.>"),
+        # hm.alert.>: hushmon alert's live alerts, served by hushmon metrics
+        subscribe=("hm.sum.>", "hm.raw.>", "hm.alert.>", "_INBOX.>"),
     ),
     Role(
         "leaf",
