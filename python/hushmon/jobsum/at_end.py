@@ -14,6 +14,12 @@ from hushmon.jobsum.fromstore import summary_from_store
 from hushmon.jobsum.slurm import requested_mem_per_node, scontrol_job, set_admin_comment
 from hushmon.jobsum.summary import JobSummary
 
+# The states in which scontrol update still takes an AdminComment (a
+# finished job answers "Job has already finished"): under an allocation
+# (sbatch, salloc) the job runs on after 'hushmon run'; EpilogSlurmctld
+# sees it COMPLETING.
+OPEN_STATES = ("RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING", "STOPPED")
+
 
 def summary_for_comment(data: DataDir, store: Path, job: str) -> JobSummary:
     """The store's summary with Slurm's own figures where it has them
@@ -21,7 +27,8 @@ def summary_for_comment(data: DataDir, store: Path, job: str) -> JobSummary:
     s = summary_from_store(data, store, job)
     fields = scontrol_job(job) or {}
     s.user = fields.get("UserId", "").split("(")[0] or s.user
-    s.state = fields.get("JobState", "") or s.state
+    # under an allocation Slurm says RUNNING while the run's own end is known
+    s.state = s.state or fields.get("JobState", "")
     s.mem_req_bytes = requested_mem_per_node(fields)
     return s
 
@@ -50,8 +57,16 @@ def after_job(data: DataDir, store: Path, jobs: list[str], warn: Callable[[str],
     except (HushmonError, OSError) as exc:
         warn(f"tagging {', '.join(jobs)}: {exc}")
     for job in jobs:
-        if scontrol_job(job) is None:
+        fields = scontrol_job(job)
+        if fields is None:
             continue  # not a Slurm job (or Slurm has forgotten it)
+        if fields.get("JobState", "") not in OPEN_STATES:
+            # srun made the job its own allocation, which ended with it
+            warn(f"job {job} has ended ({fields.get('JobState', '?')}): Slurm takes an "
+                 "AdminComment only while a job runs or completes; run 'hushmon run' inside "
+                 f"the allocation (sbatch, salloc), or set it from EpilogSlurmctld: "
+                 f"hushmon job {job} --set-admin-comment")  # fmt: skip
+            continue
         try:
             text = summary_for_comment(data, store, job).to_comment()
         except (HushmonError, OSError) as exc:
