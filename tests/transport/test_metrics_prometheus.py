@@ -220,3 +220,14 @@ def test_the_same_data_reaches_victoriametrics(site: Site, tmp_path: Path) -> No
     # the same job figure in both
     q = f'hushmon_job_cpu_user_percent{{jobid="{KNOWN_JOB}",stat="avg"}}'
     assert float(promql(site.vm_url, q)[0]["value"][1]) == 30
+
+
+def test_once_prints_one_answer_and_exits(site: Site) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "hushmon.cli", "metrics", "--url", site.nats_url, "--once",
+         "--no-node-cost"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert f'hushmon_job_nodes{{jobid="{KNOWN_JOB}"}} 3' in r.stdout.splitlines()
+    assert "hushmon_agent_" not in r.stdout and "# EOF" not in r.stdout
