@@ -34,9 +34,9 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -300,15 +300,18 @@ def bed_lock(path: Path | None, wait_s: float) -> Iterator[None]:
         yield
         return
     with path.open("a") as fh:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    fail(f"the bed lock {path} stayed held for {wait_s:.0f} s")
-                time.sleep(1)
+        # wait in the kernel's queue (a poll would lose every race to flock(1)'s
+        # waiters), interrupted by an alarm after wait_s
+        def expired(signum: int, frame: object) -> None:
+            fail(f"the bed lock {path} stayed held for {wait_s:.0f} s")
+
+        previous = signal.signal(signal.SIGALRM, expired)
+        signal.alarm(max(1, int(wait_s)))
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
         try:
             yield
         finally:
@@ -516,7 +519,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", help=f"comma-separated, of: {', '.join(CASES)} (default all)")
     ap.add_argument("--lock", type=Path, default=LOCK, help=f"the bed lock (default {LOCK})")
     ap.add_argument("--no-lock", action="store_true", help="the caller holds the bed lock")
-    ap.add_argument("--lock-wait", type=float, default=600, help="seconds to wait for the lock")
+    ap.add_argument(
+        "--lock-wait", type=float, default=1800, help="seconds to wait for the lock per case"
+    )
     ap.add_argument("--json", metavar="FILE|-", help="the table as JSON ('-' = stdout)")
     ap.add_argument("--keep", action="store_true", help="keep the runs' data folder (printed)")
     args = ap.parse_args(argv)
