@@ -611,6 +611,20 @@ static void test_nfs(hm_test_counts *c)
     CHECK(c, isnan(field(line, "read_rtt_ms")));
     CHECK(c, find_line(b, "nfs,host=n1,mount=/data,server=10.0.0.7:/data,fstype=nfs4", line, sizeof line));
     rig_close(&r);
+
+    /* No NFS mount at first: the file is looked at again only 30 s later. */
+    rig_open_tree(&r, c, "tests/fixtures/agent/nfs", "",
+                  "printf 'device proc mounted on /proc with fstype proc\\n' > proc/self/mountstats",
+                  sources, 1, 5000);
+    CHECK(c, strstr(rig_sample(&r, c, 1000000000), "nfs,") == NULL);
+    rig_step_to_t1(&r, c);
+    CHECK(c, strstr(rig_sample(&r, c, 3000000000), "nfs,") == NULL);
+    CHECK(c, strstr(rig_sample(&r, c, 30000000000), "nfs,") == NULL); /* not read yet */
+    CHECK(c, strstr(rig_sample(&r, c, 31000000000), "nfs,") == NULL); /* read: first values */
+    b = rig_sample(&r, c, 33000000000);
+    CHECK(c, find_line(b, "nfs,host=n1,mount=/scratch,server=10.0.0.5:/export/scratch,fstype=nfs4",
+                       line, sizeof line));
+    rig_close(&r);
 }
 
 /* lustre: tests/fixtures/agent/lustre, 2 s apart: client scratch (under
@@ -715,6 +729,38 @@ static void test_cxi(hm_test_counts *c)
     rig_close(&r);
 }
 
+/* ib through ib.sysfs_root: tests/fixtures/agent/ibsim (t0, t1: sim/) is a tree
+ * like the test bed's (values right-aligned, written in place), its
+ * device marked by a hushmon_sim file: lines tagged backend=sim; the
+ * node's own <root>/sys is not read, and in node scope the lines have no
+ * scope tag (the tree is the node's own). Over 2 s: 500 KB/s out, 1 MB/s in,
+ * 20 wait ticks/s, 1 discard/s. */
+static void test_ib_sysfs_root(hm_test_counts *c)
+{
+    const char *const sources[] = {"ib"};
+    rig r;
+    rig_open_tree(&r, c, "tests/fixtures/agent/ibsim", "", NULL, NULL, 0, 5000);
+    snprintf(r.cfg.ib_sysfs_root, sizeof r.cfg.ib_sysfs_root, "%s/sim", r.root);
+    hm_error err;
+    hm_sampler_env env = {.cfg = &r.cfg, .jobs = &r.jobs};
+    r.ops[0] = hm_sampler_find(sources[0]);
+    CHECK(c, r.ops[0]->open(&r.state[0], &env, &err) == 0);
+    r.n = 1;
+    char line[1024];
+    CHECK(c, strstr(rig_sample(&r, c, 1000000000), "ib,") == NULL);
+    rig_step_to_t1(&r, c);
+    /* In node scope too: the tree given is the node's own, no scope=host. */
+    strcpy(r.cfg.scope_cgroup, "hushmon-testbed/n1");
+    const char *b = rig_sample(&r, c, 3000000000);
+    CHECK(c, find_line(b, "ib,host=n1,device=simib0,port=1,backend=sim", line, sizeof line));
+    CHECK_NEAR(c, field(line, "tx_bytes_per_s"), 500000.0, 1e-6);
+    CHECK_NEAR(c, field(line, "rx_bytes_per_s"), 1000000.0, 1e-6);
+    CHECK_NEAR(c, field(line, "xmit_wait_per_s"), 20.0, 1e-9);
+    CHECK_NEAR(c, field(line, "xmit_discards_per_s"), 1.0, 1e-9);
+    CHECK(c, strstr(b, "mlx5_0") == NULL);
+    rig_close(&r);
+}
+
 int main(void)
 {
     hm_test_counts c = {0, 0};
@@ -732,5 +778,6 @@ int main(void)
     test_lustre(&c);
     test_ib_counters(&c);
     test_cxi(&c);
+    test_ib_sysfs_root(&c);
     return hm_test_finish("test_agent_samplers", &c);
 }

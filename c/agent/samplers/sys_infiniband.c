@@ -18,7 +18,11 @@
  * are 64-bit and optional (absent where the driver has none).
  *
  * Ports are found when the source opens (and again on `reload`); a node
- * without InfiniBand simply has no ib lines. */
+ * without InfiniBand simply has no ib lines. A device directory holding a
+ * `hushmon_sim` file is a simulated one (the test bed's counters made from
+ * its Ethernet links, python/hushmon/testbed/ibsim.py, read through
+ * ib.sysfs_root): its lines carry backend=sim, as the simulated PMU's do,
+ * so no report takes them for a real fabric. */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -92,6 +96,7 @@ typedef struct ib_port {
     char port[16];
     hm_procfile file[NCOUNTERS];
     unsigned bits[NCOUNTERS]; /* as read: 64 where counters_ext was found */
+    bool simulated;           /* the device directory has a hushmon_sim file */
     bool have_prev;
     uint64_t prev[NCOUNTERS];
     int64_t prev_mono_ns;
@@ -101,6 +106,7 @@ typedef struct ib_port {
 typedef struct ib_state {
     ib_port port[IB_PORTS_MAX];
     size_t nports;
+    bool own_tree;     /* read through ib.sysfs_root: this node's own, no scope tag */
 } ib_state;
 
 static void ib_close(void *state)
@@ -126,6 +132,9 @@ static int add_port(ib_state *s, const char *base, const char *dev, const char *
         return hm_error_set(err, "device or port name too long: %s/%s", dev, port);
     memcpy(p->device, dev, strlen(dev) + 1);
     memcpy(p->port, port, strlen(port) + 1);
+    char marker[PATH_MAX];
+    int m = snprintf(marker, sizeof marker, "%s/%s/hushmon_sim", base, dev);
+    p->simulated = m > 0 && (size_t)m < sizeof marker && access(marker, F_OK) == 0;
     for (size_t k = 0; k < NCOUNTERS; k++)
         p->file[k].fd = -1;
     for (size_t k = 0; k < NCOUNTERS; k++) {
@@ -166,10 +175,14 @@ static int ib_open(void **state, const hm_sampler_env *env, hm_error *err)
     if (s == NULL)
         return hm_error_set(err, "out of memory");
     char base[PATH_MAX];
-    if (hm_path_join(base, sizeof base, env->cfg->root, "sys/class/infiniband", err) < 0) {
+    const char *sysfs = env->cfg->ib_sysfs_root;
+    if ((sysfs[0] != '\0' ? hm_path_join(base, sizeof base, sysfs, "class/infiniband", err)
+                          : hm_path_join(base, sizeof base, env->cfg->root, "sys/class/infiniband",
+                                         err)) < 0) {
         free(s);
         return -1;
     }
+    s->own_tree = sysfs[0] != '\0';
     DIR *d = opendir(base);
     if (d == NULL) {
         *state = s; /* no InfiniBand on this node: nothing to sample */
@@ -206,6 +219,8 @@ static int ib_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_error
 {
     ib_state *s = state;
     int rc = 0;
+    if (s->own_tree)
+        hm_lp_set_scope(out, NULL); /* the tree given for this node: its own, as net's are */
     for (size_t i = 0; i < s->nports; i++) {
         ib_port *p = &s->port[i];
         uint64_t now[NCOUNTERS];
@@ -254,6 +269,8 @@ static int ib_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_error
         hm_lp_begin(out, "ib");
         hm_lp_tag(out, "device", p->device);
         hm_lp_tag(out, "port", p->port);
+        if (p->simulated)
+            hm_lp_tag(out, "backend", "sim");
         for (size_t k = 0; k < NCOUNTERS; k++)
             if (have[k])
                 hm_lp_field_f64(out, counters[k].field, rate[k]);

@@ -10,7 +10,7 @@ import time
 from hushmon.agentclient import AgentClient, AgentError
 from hushmon.errors import HushmonError
 from hushmon.paths import program
-from hushmon.testbed import system
+from hushmon.testbed import ibsim, system
 from hushmon.testbed.spec import leaf_address, rack_name
 from hushmon.testbed.state import Bed
 from hushmon.transport.natsserver import CLIENT_PORT
@@ -39,6 +39,9 @@ def agent_argv(bed: Bed, node: str) -> list[str]:
         # veth's nominal speed.
         "--net-link-bits-per-s",
         str(spec.link_bits_per_s),
+        # InfiniBand-like counters simulated from the node's link (ibsim.py).
+        "--ib-sysfs-root",
+        str(ibsim.in_node_root()),
     ]
     if spec.transport == "nats":
         # Spool first (write-ahead), then JetStream through the rack's leaf,

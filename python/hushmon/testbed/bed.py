@@ -16,6 +16,7 @@ from hushmon.paths import build_bin_dir
 from hushmon.testbed import (
     agents,
     cgroups,
+    ibsim,
     launcher,
     network,
     node_ns,
@@ -123,6 +124,9 @@ def _build(bed: Bed, say: Say) -> None:
         transport.start_servers(bed, say)
         bed.save()
     if spec.agents:
+        say("ib: InfiniBand-like counters per node, simulated from its shaped link")
+        ibsim.start(bed)
+        bed.save()
         say(f"agents: one per node, spool {bed.spool_root}/<node>/")
         agents.start(bed)
         bed.save()
