@@ -229,6 +229,7 @@ class Row:
     jobs: tuple[str, str]
     crossed_measured: dict[str, float] = field(default_factory=dict)  # rack: uplink / sent
     crossed_bounds: tuple[float, float] | None = None  # the digest's (topology evidence)
+    compare: str = ""  # hushmon compare A B's verdict for the finding (monitored spans)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -249,6 +250,7 @@ class Row:
             "crossed_measured": self.crossed_measured,
             "crossed_bounds_digest": list(self.crossed_bounds) if self.crossed_bounds else None,
             "jobs": list(self.jobs),
+            "compare": self.compare,
         }
 
 
@@ -469,7 +471,7 @@ def run_case(case: Case, data: Path, lock: Path | None, wait_s: float) -> Row:
         load_after = loadavg()
     title, severity, low, high = predicted(case, first.digest)
     measured = 1 - second.wall_s / first.wall_s
-    return Row(
+    row = Row(
         case,
         title,
         severity,
@@ -485,6 +487,24 @@ def run_case(case: Case, data: Path, lock: Path | None, wait_s: float) -> Row:
         (first.job, second.job),
         {r: up / sent for r, (up, sent) in first.crossed.items() if sent > 0},
         _bounds(first.digest),
+    )
+    row.compare = compare_verdict(data, first.job, second.job, title)
+    return row
+
+
+def compare_verdict(data: Path, a: str, b: str, title: str) -> str:
+    """What ``hushmon compare A B`` says of the finding: its own predicted-against-measured
+    check, on the monitored spans (the store outlives the beds)."""
+    out = cli("compare", a, b, "--data-dir", str(data), "--json", "-", timeout=300)
+    if out.returncode != 0:
+        return f"compare failed: {out.stderr.strip()[-200:]}"
+    checks = (json.loads(out.stdout).get("predicted_vs_measured") or {}).get("checks", [])
+    check = next((c for c in checks if c["title"] == title), None)
+    if check is None:
+        return "compare: the finding is not gone or smaller in the second run"
+    return (
+        f"compare {a} {b}: measured {100 * check['measured_share']:+.0f}% "
+        f"(+-{100 * check['tolerance']:.0f}), {check['verdict']}"
     )
 
 
@@ -511,6 +531,8 @@ def print_row(row: Row) -> None:
     )
     if row.crossed:
         print(f"{'':<17} {row.crossed}", flush=True)
+    if row.compare:
+        print(f"{'':<17} {row.compare}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,4 +42,7 @@ def test_bench_findings_short() -> None:
     assert case["verdict"] in ("hit", "miss")
     a, b = case["run_time_s"]
     assert case["measured_share"] == pytest.approx(1 - b / a, abs=1e-3)
+    # hushmon compare A B on the same two jobs finds the finding gone or smaller
+    assert case["compare"].startswith("compare "), case["compare"]
+    assert "measured" in case["compare"] and case["compare"].endswith(("hit", "miss"))
     assert "hits:" in out.stderr
