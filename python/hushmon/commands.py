@@ -27,4 +27,5 @@ COMMANDS: list[tuple[str, str]] = [
     ("tag", "hushmon.tags.cli"),
     ("alert", "hushmon.tags.alert_cli"),
     ("job", "hushmon.jobsum.cli"),
+    ("export", "hushmon.export.cli"),
 ]

@@ -229,6 +229,11 @@ def job(w: Work) -> list[str]:
     return ["job", "bf1", "--from", "store", "--data-dir", str(data), *JSON]
 
 
+def export_cc(w: Work) -> list[str]:
+    return ["export", "6", "--cc-archive", str(w.path("cc-archive")),
+            "--data-dir", str(w.bed_store()), *JSON]  # fmt: skip
+
+
 def compare(w: Work) -> list[str]:
     return ["compare", "6@1", "7@2", "--data-dir", str(w.bed_store()), *JSON]
 
@@ -275,6 +280,7 @@ CASES: dict[str, list[Call] | NoJson | NotRunHere] = {
     "digest": [Call(digest, "job bf1: ")],
     "compare": [Call(compare, "compared 2 runs")],
     "tag": [Call(tag, "jobs tagged")],
+    "export": [Call(export_cc, "exported 1 job(s)")],
     "job": [Call(job, "Job ID: bf1")],
     "alert": NotRunHere("needs a NATS server and the reducers: tests/transport/test_alert.py"),
     "overhead": [Call(overhead, "report: ")],
