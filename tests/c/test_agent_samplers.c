@@ -563,11 +563,15 @@ static void test_procio(hm_test_counts *c)
     CHECK_NEAR(c, field(line, "rchar_bytes_per_s"), 0.0, 0);
     if (geteuid() != 0) { /* root reads any task's io whatever the mode */
         char cmd[512];
-        snprintf(cmd, sizeof cmd, "chmod 000 %s/proc/202/io", r.root);
+        /* A new task the agent may not read (another user's). */
+        snprintf(cmd, sizeof cmd,
+                 "cd %s && mkdir proc/203 && cp proc/202/io proc/203/io && chmod 000 proc/203/io"
+                 " && echo 203 >> sys/fs/cgroup/jobs/j77/step_0/user/task_0/cgroup.procs",
+                 r.root);
         CHECK(c, run(cmd) == 0);
         b = rig_sample(&r, c, 7000000000);
         CHECK(c, find_line(b, "procio,host=n1,job=77", line, sizeof line));
-        CHECK(c, strstr(line, "tasks=2i") != NULL && strstr(line, "tasks_refused=1i") != NULL);
+        CHECK(c, strstr(line, "tasks=3i") != NULL && strstr(line, "tasks_refused=1i") != NULL);
     }
     rig_close(&r);
 }

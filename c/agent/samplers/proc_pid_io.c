@@ -8,8 +8,9 @@
  *
  * A job's tasks are the PIDs in the cgroup.procs files of its cgroup and
  * every cgroup below (Slurm puts processes in job_N/step_M/...: a v2
- * cgroup with children holds none itself), walked every period, so new
- * steps and tasks are seen at once. Each task's counters are kept from one
+ * cgroup with children holds none itself), re-read every period (new
+ * tasks are seen at once; the tree itself is listed every PROCIO_RESCAN
+ * periods). Each task's counters are kept from one
  * period to the next (two arrays sorted by PID, merged); a task that is
  * new in a job already sampled counts from zero (it started during the
  * period), so short-lived tasks are not lost.
@@ -41,6 +42,17 @@
 #define PROCIO_TASKS_MAX 4096 /* tasks of all jobs on the node, per period */
 #define PROCIO_DEPTH_MAX 6    /* job_N/step_M/user/task_K and a little more */
 #define PROCIO_CREDIT_PERIODS 2
+/* /proc/PID/io descriptors kept open from one period to the next: a pread
+ * of a kept one costs about half an open+read+close. Beyond this many the
+ * rest are opened each period (the agent's descriptor limit is shared). */
+#define PROCIO_FDS_MAX 512
+/* A job's cgroup tree is listed again every PROCIO_RESCAN periods (and at
+ * once when a listed cgroup is gone): listing costs readdir of every
+ * cgroup directory (about 18 us a period for a two-level Slurm tree on
+ * this VM); the cgroup.procs files found are kept open and re-read each
+ * period, so new tasks are seen at once, new job steps within that time. */
+#define PROCIO_RESCAN 5
+#define PROCIO_DIRS_MAX 64
 
 #define PROCIO_METRICS(X, P)                                                                  \
     X(P, read_bytes_per_s, "B/s", "read_bytes: fetched from storage (not from the cache)")     \
@@ -60,6 +72,7 @@ static const char *const io_keys[NKEYS] = {"rchar", "wchar", "syscr", "syscw", "
 typedef struct task_io {
     int pid;
     int slot;
+    int fd;                   /* its /proc/PID/io kept open, or -1 */
     uint64_t c[NKEYS];
 } task_io;
 
@@ -73,6 +86,9 @@ typedef struct job_io {
     int credit_periods;
     unsigned tasks, refused;
     bool present;             /* its cgroup directory was there this period */
+    int procs_fd[PROCIO_DIRS_MAX]; /* cgroup.procs of each cgroup of the tree */
+    int nprocs;
+    int rescan_in;            /* periods until the tree is listed again; 0: now */
     bool overflow;            /* more tasks than PROCIO_TASKS_MAX this period */
 } job_io;
 
@@ -84,14 +100,28 @@ typedef struct procio_state {
     job_io job[HM_JOBS_MAX];
     task_io *prev, *cur;
     size_t nprev, ncur;
+    int nfds;                 /* descriptors kept open (at most PROCIO_FDS_MAX) */
     bool warned_refused, warned_full;
 } procio_state;
+
+static void close_tree(job_io *j)
+{
+    for (int k = 0; k < j->nprocs; k++)
+        close(j->procs_fd[k]);
+    j->nprocs = 0;
+    j->rescan_in = 0;
+}
 
 static void procio_close(void *state)
 {
     procio_state *s = state;
     if (s == NULL)
         return;
+    for (int i = 0; i < HM_JOBS_MAX; i++)
+        close_tree(&s->job[i]);
+    for (size_t i = 0; s->prev != NULL && i < s->nprev; i++)
+        if (s->prev[i].fd >= 0)
+            close(s->prev[i].fd);
     free(s->prev);
     free(s->cur);
     free(s);
@@ -130,6 +160,7 @@ static void sync_jobs(procio_state *s, const hm_jobs *jobs)
                   hm_path_join(dir, sizeof dir, s->cgroup_root, job->cgroup, &e) == 0;
         if (ok && strcmp(j->id, job->id) == 0 && strcmp(j->dir, dir) == 0)
             continue;
+        close_tree(j);
         memset(j, 0, sizeof *j);
         if (ok) {
             strcpy(j->id, job->id);
@@ -157,59 +188,94 @@ static bool parse_io(const char *text, size_t len, uint64_t c[NKEYS])
     return found == (1u << NKEYS) - 1;
 }
 
+static void note_refused(procio_state *s, job_io *j, const char *path)
+{
+    j->refused++;
+    hm_log_warn_once(&s->warned_refused,
+                     "procio: %s refused (the agent may read only its own user's tasks unless "
+                     "root); such tasks are counted in tasks_refused",
+                     path);
+}
+
+/* The task's descriptor from the last period, taken over (-1 if none). */
+static int take_prev_fd(procio_state *s, int pid)
+{
+    size_t lo = 0, hi = s->nprev;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->prev[mid].pid < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == s->nprev || s->prev[lo].pid != pid)
+        return -1;
+    int fd = s->prev[lo].fd;
+    s->prev[lo].fd = -1;
+    return fd;
+}
+
 static void read_task(procio_state *s, int slot, int pid)
 {
     job_io *j = &s->job[slot];
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/%d/io", s->proc_root, pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == EACCES || errno == EPERM) {
-            j->refused++;
-            hm_log_warn_once(&s->warned_refused,
-                             "procio: %s refused (the agent may read only its own user's tasks "
-                             "unless root); such tasks are counted in tasks_refused",
-                             path);
-        }
-        return; /* ENOENT/ESRCH: the task ended since cgroup.procs was read */
-    }
     char buf[512];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    int read_errno = errno;
-    close(fd);
-    if (n < 0 && (read_errno == EACCES || read_errno == EPERM)) {
-        j->refused++;
-        hm_log_warn_once(&s->warned_refused,
-                         "procio: %s refused (the agent may read only its own user's tasks "
-                         "unless root); such tasks are counted in tasks_refused",
-                         path);
-        return;
+    ssize_t n = -1;
+    /* A kept descriptor: pread, no path walk. Once its task has ended
+     * (even if the PID was given to another) it reads nothing: reopen. */
+    int fd = take_prev_fd(s, pid);
+    if (fd >= 0) {
+        n = pread(fd, buf, sizeof buf - 1, 0);
+        if (n <= 0) {
+            close(fd);
+            s->nfds--;
+            fd = -1;
+        }
     }
-    if (n <= 0)
-        return;
-    if (s->ncur == PROCIO_TASKS_MAX) {
-        j->overflow = true;
+    if (fd < 0) {
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/%d/io", s->proc_root, pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EACCES || errno == EPERM)
+                note_refused(s, j, path);
+            return; /* ENOENT/ESRCH: the task ended since cgroup.procs was read */
+        }
+        n = pread(fd, buf, sizeof buf - 1, 0);
+        if (n < 0 && (errno == EACCES || errno == EPERM))
+            note_refused(s, j, path);
+        if (n <= 0 || s->nfds >= PROCIO_FDS_MAX) {
+            close(fd);
+            fd = -1;
+        } else {
+            s->nfds++;
+        }
+    }
+    if (n <= 0 || s->ncur == PROCIO_TASKS_MAX || !parse_io(buf, (size_t)n, s->cur[s->ncur].c)) {
+        j->overflow |= n > 0 && s->ncur == PROCIO_TASKS_MAX;
+        if (fd >= 0) {
+            close(fd);
+            s->nfds--;
+        }
         return;
     }
     task_io *t = &s->cur[s->ncur];
-    if (!parse_io(buf, (size_t)n, t->c))
-        return;
     t->pid = pid;
     t->slot = slot;
+    t->fd = fd;
     s->ncur++;
     j->tasks++;
 }
 
-/* PIDs of one cgroup.procs, read in chunks (a big job lists thousands). */
-static void read_procs(procio_state *s, int slot, int dirfd)
+/* PIDs of one cgroup.procs, read in chunks (a big job lists thousands);
+ * false if the cgroup is gone. */
+static bool read_procs(procio_state *s, int slot, int fd)
 {
-    int fd = openat(dirfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
     char buf[4096];
     long pid = -1;
     ssize_t n;
-    while ((n = read(fd, buf, sizeof buf)) > 0) {
+    off_t off = 0;
+    while ((n = pread(fd, buf, sizeof buf, off)) > 0) {
+        off += n;
         for (ssize_t i = 0; i < n; i++) {
             if (buf[i] >= '0' && buf[i] <= '9') {
                 pid = (pid < 0 ? 0 : pid * 10) + (buf[i] - '0');
@@ -224,12 +290,17 @@ static void read_procs(procio_state *s, int slot, int dirfd)
     }
     if (pid > 0)
         read_task(s, slot, (int)pid);
-    close(fd);
+    return n == 0;
 }
 
-static void walk(procio_state *s, int slot, int dirfd, int depth)
+/* Opens the cgroup.procs of dirfd and of every cgroup below it. */
+static void list_tree(job_io *j, int dirfd, int depth)
 {
-    read_procs(s, slot, dirfd);
+    if (j->nprocs < PROCIO_DIRS_MAX) {
+        int fd = openat(dirfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0)
+            j->procs_fd[j->nprocs++] = fd;
+    }
     if (depth == PROCIO_DEPTH_MAX)
         return;
     int dup_fd = dup(dirfd);
@@ -246,10 +317,30 @@ static void walk(procio_state *s, int slot, int dirfd, int depth)
         int sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (sub < 0)
             continue;
-        walk(s, slot, sub, depth + 1);
+        list_tree(j, sub, depth + 1);
         close(sub);
     }
     closedir(d);
+}
+
+/* Reads every task of job slot; false if its cgroup is not there. */
+static bool read_job(procio_state *s, int slot)
+{
+    job_io *j = &s->job[slot];
+    if (j->rescan_in <= 0) {
+        close_tree(j);
+        int fd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+            return false; /* not made yet, or gone: cgroup says so */
+        list_tree(j, fd, 0);
+        close(fd);
+        j->rescan_in = PROCIO_RESCAN;
+    }
+    j->rescan_in--;
+    for (int k = 0; k < j->nprocs; k++)
+        if (!read_procs(s, slot, j->procs_fd[k]))
+            j->rescan_in = 0; /* a cgroup went away: list the tree again next period */
+    return true;
 }
 
 static int by_pid(const void *a, const void *b)
@@ -279,6 +370,11 @@ static void merge(procio_state *s)
         } else if (p != NULL && (c == NULL || p->pid < c->pid)) {
             job_io *j = &s->job[p->slot];
             add_all(j->credit, p->c); /* left: its parent may soon add its totals */
+            if (p->fd >= 0) {
+                close(p->fd);
+                s->nfds--;
+                p->fd = -1;
+            }
             j->credit_periods = PROCIO_CREDIT_PERIODS;
             k++;
         } else {
@@ -346,14 +442,9 @@ static int procio_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_e
         j->present = false;
         if (j->dir[0] == '\0')
             continue;
-        int fd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0) {
-            j->sampled = false; /* not made yet, or gone: cgroup says so */
-            continue;
-        }
-        j->present = true;
-        walk(s, i, fd, 0);
-        close(fd);
+        j->present = read_job(s, i);
+        if (!j->present)
+            j->sampled = false;
     }
     qsort(s->cur, s->ncur, sizeof *s->cur, by_pid);
     merge(s);
