@@ -84,7 +84,7 @@ async def alert_loop(opts: AlertOptions) -> int:
     queue: asyncio.Queue[Alert] = asyncio.Queue()
 
     async def on_msg(msg: Any) -> None:
-        parsed = parse_payload(msg.subject, msg.data)
+        parsed = parse_payload(msg.subject, msg.data, live.keep)
         if not isinstance(parsed, Parsed):
             print(f"hushmon alert: skipped {parsed}", file=sys.stderr)
             return
