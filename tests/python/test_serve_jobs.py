@@ -311,3 +311,18 @@ def test_pages_in_headless_chromium(served: Served, tmp_path: Path) -> None:
         size = "1250,900" if name != "compare" else "1250,1500"
         shot = _chromium([f"--window-size={size}", f"--screenshot={png}", base + path])
         assert shot.returncode == 0 and png.stat().st_size > 10_000, shot.stderr[-2000:]
+
+
+def test_a_records_report_folder_stays_inside_reports(served: Served) -> None:
+    """A record is data: its report folder ``../evil`` may not make the
+    server read a file outside the data folder's reports/. (Last in the
+    file: its job 66 would show in the admin's lists above.)"""
+    evil = served.data / "evil"
+    evil.mkdir(exist_ok=True)
+    (evil / "report.html").write_text("<html><body>LEAKED</body></html>")
+    (evil / "digest.json").write_text('{"job": "LEAKED"}')
+    record_job(served.data / "hushmon.duckdb",
+               [JobRecord(job="66", owner="mallory", report="../evil", source="test")])  # fmt: skip
+    for path in ("/job/66", "/job/66.json"):
+        status, body = get(served, path, ADMIN_TOKEN)
+        assert b"LEAKED" not in body and status == 400, (status, body[:300])

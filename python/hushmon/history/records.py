@@ -100,7 +100,10 @@ def from_digest(record: JobRecord, digest_json: Path) -> JobRecord:
     findings = [f for f in d.get("findings", []) if isinstance(f, dict)]
     rank = {s: i for i, s in enumerate(SEVERITIES)}
     findings.sort(key=lambda f: rank.get(str(f.get("severity")), len(SEVERITIES)))
-    record.findings = words(f"{f.get('factor')}:{f.get('severity')}" for f in findings)
+    # one item per (factor, severity): a factor may find several things
+    record.findings = words(
+        dict.fromkeys(f"{f.get('factor')}:{f.get('severity')}" for f in findings)
+    )
     record.worst = str(findings[0].get("severity", "")) if findings else ""
     record.main_finding = str(findings[0].get("title", "")) if findings else ""
     # Until a tagger writes job_tags, a job's tags are its findings' factors

@@ -109,7 +109,9 @@ class History:
         record = self._record(job, viewer)
         if record is None:
             return _error("404 Not Found", f"no job {job!r} here", as_json)
-        folder = self.data.reports_root / record.report if record.report else self.data.reports(job)
+        # the folder name from the store goes through path_component too: a
+        # record is data, and may not point outside reports/
+        folder = self.data.reports(record.report or job)
         digest_json = folder / "digest.json"
         if not digest_json.exists():
             self._build(job, folder)
