@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 
 import duckdb
 
@@ -47,27 +48,24 @@ def squeue_owners() -> dict[str, str]:
     return owners
 
 
-def record_owners(reader: StoreReader) -> dict[str, str]:
-    """job id -> owner of every job with a record of one."""
-    from hushmon.history.records import TABLE, table_exists
+def record_owners(reader: StoreReader, jobs: list[str]) -> dict[str, str]:
+    """job id -> owner of those of ``jobs`` (the live ones) with a record
+    naming one: a site's 100,000 recorded jobs are not read every 5 s."""
+    from hushmon.history.query import owners_of
 
-    if not reader.exists():
+    if not jobs or not reader.exists():
         return {}
     try:
         with reader.connection() as con:
-            if not table_exists(con, TABLE):
-                return {}
-            rows = con.execute(
-                f"SELECT DISTINCT job, owner FROM {TABLE} WHERE owner <> ''"
-            ).fetchall()
+            return owners_of(con, jobs)
     except (HushmonError, duckdb.Error):
         return {}  # a writer holds the embedded file now: next time
-    return {str(j): str(o) for j, o in rows}
 
 
 class LiveOwners:
-    def __init__(self, store: StoreReader | None) -> None:
+    def __init__(self, store: StoreReader | None, live_jobs: Callable[[], list[str]]) -> None:
         self.store = store
+        self.live_jobs = live_jobs
         self._owners: dict[str, str] = {}
         self._at = -REFRESH_S
         self._busy = threading.Lock()
@@ -80,11 +78,12 @@ class LiveOwners:
 
     def _refresh(self) -> None:
         try:
-            owners = record_owners(self.store) if self.store is not None else {}
+            jobs = self.live_jobs()
+            owners = record_owners(self.store, jobs) if self.store is not None else {}
             owners.update(squeue_owners())  # Slurm's word on a running job wins
             self._owners = owners
-        except (HushmonError, OSError, duckdb.Error):
-            pass  # a failed refresh keeps the last map
+        except (HushmonError, OSError, RuntimeError, duckdb.Error):
+            pass  # a failed refresh keeps the last map (RuntimeError: the jobs changed meanwhile)
         finally:
             self._busy.release()
 

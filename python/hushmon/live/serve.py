@@ -377,7 +377,8 @@ async def run_serve(opts: ServeOptions) -> int:
     access, token = make_access(opts)
     state = LiveState()
     nc = await connect(url) if url else None
-    owners = LiveOwners(opts.history.reader if opts.history else None) if url else None
+    reader = opts.history.reader if opts.history else None
+    owners = LiveOwners(reader, lambda: list(state.jobs)) if url else None
     try:
         if nc is not None:
             await subscribe(nc, state, opts.history_s)
