@@ -116,7 +116,7 @@ def register_serve(subparsers: Any) -> None:
         help="a user who sees every job (repeatable); the operator's token always does",
     )
     p.set_defaults(func=run_serve)
-    sub = p.add_subparsers(dest="serve_action", metavar="{token}")
+    sub = p.add_subparsers(dest="serve_action", metavar="{token,index}")
     t = sub.add_parser(
         "token",
         help="make a user's token for hushmon serve --tokens-dir",
