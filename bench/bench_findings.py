@@ -524,7 +524,7 @@ def print_row(row: Row) -> None:
     pred = "none" if row.low is None or row.high is None else f"{_pct(row.low)}-{_pct(row.high)}%"
     print(
         f"{row.case.name:<17} [{row.severity}] {row.finding[:44]:<44} predicted {pred:>8}  "
-        f"measured {100 * row.measured:+4.0f}% ({row.times[0]:.1f} -> {row.times[1]:.1f} s; "
+        f"measured {100 * row.measured:+5.1f}% ({row.times[0]:.1f} -> {row.times[1]:.1f} s; "
         f"program {row.program_times[0]:.1f} -> {row.program_times[1]:.1f} s)  "
         f"{row.verdict:<11} load {row.load_before} -> {row.load_after}",
         flush=True,
