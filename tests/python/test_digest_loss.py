@@ -127,3 +127,35 @@ def test_imbalance_loss_holds_the_programs_own_answer(bed: Path, tmp_path: Path)
     # user CPU counts the waiting ranks' polling: the high end reads 1 - min/max
     assert f.loss.high_share == pytest.approx(1 - 10.0 / 20.7, abs=0.08)
     assert f.severity == "high"  # the true 22 % is over the 20 % threshold too
+
+
+def test_simulated_infiniband_is_not_counted_twice(pair: Digest, tmp_path: Path) -> None:
+    # the bed's ibsim.py copies each node's eth0 bytes into InfiniBand-like counters
+    # (lines tagged backend=sim): the links' traffic and capacities stay the Ethernet ones
+    fixture = FIXTURES / "testbed-3n2r-100M"
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    for f in fixture.glob("*.lp"):
+        lines = f.read_text().splitlines()
+        ib = []
+        for line in lines:
+            if line.startswith("net,") and "iface=eth0" in line:
+                head, fields, ts = line.split(" ")
+                host = head.split(",")[1]
+                keep = [
+                    x
+                    for x in fields.split(",")
+                    if x.split("=")[0] in ("tx_bytes_per_s", "rx_bytes_per_s")
+                ]
+                ib.append(f"ib,{host},device=simib0,port=1,backend=sim {','.join(keep)} {ts}")
+        (spool / f.name).write_text("\n".join(lines + ib) + "\n")
+    ingest_spool(tmp_path / "hushmon.duckdb", spool)
+    digest = build_digest(
+        tmp_path / "hushmon.duckdb", "1", tmp_path / "r", fixture / "topology.conf"
+    )
+    net, before = _one(digest, "network_bandwidth"), _one(pair, "network_bandwidth")
+    assert net.evidence["link_capacity_Mbit_per_s"] == 100
+    assert net.evidence["ceiling_MB_per_s"] == before.evidence["ceiling_MB_per_s"]
+    assert net.loss is not None and before.loss is not None
+    assert net.loss.low_share == pytest.approx(before.loss.low_share)
+    assert net.severity == before.severity

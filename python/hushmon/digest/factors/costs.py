@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from hushmon.digest.factors.links import LinkStats
+from hushmon.digest.factors.links import LinkStats, traffic
 from hushmon.digest.jobdata import JobData
 
 
@@ -58,8 +58,7 @@ def crossed_bounds(job: JobData, stats: LinkStats) -> Crossed:
     job node of the rack received them, so at most min(its tx, the others' rx) stayed;
     a rack with one job node kept nothing (its partners are job nodes elsewhere)."""
     link = stats.link
-    tx = job.matrix("network.tx_bytes_per_s")
-    rx = job.matrix("network.rx_bytes_per_s")
+    tx, rx = traffic(job, "tx"), traffic(job, "rx")
     high = 1.0 - stats.stayed_share
     if tx is None or rx is None or not link.bound:
         return Crossed(1.0, 1.0, "a node's own link: everything it sent crossed it")

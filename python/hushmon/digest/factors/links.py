@@ -81,10 +81,38 @@ def _row_value(job: JobData, names: list[str], i: int) -> float | None:
     return total if found and total > 0 else None
 
 
+def simulated_ib(job: JobData) -> bool:
+    """InfiniBand counters that are a copy of the node's Ethernet link (the test bed's
+    ibsim.py, lines tagged backend=sim): not a fabric of their own."""
+    ib = job.base_sensors("ib.tx_bytes_per_s")
+    return bool(ib) and all("backend=sim" in s for s in ib)
+
+
+def traffic(job: JobData, direction: str) -> np.ndarray | None:
+    """Each node's network bytes/s per period (``direction`` tx or rx): the derived
+    ``network.*`` sensor, except where the InfiniBand counters are simulated from the
+    Ethernet link, whose bytes the derived sum would count twice: then Ethernet alone."""
+    cache: dict[str, np.ndarray | None] = job.__dict__.setdefault("_traffic_cache", {})
+    if direction not in cache:
+        out = job.matrix(f"network.{direction}_bytes_per_s")
+        if simulated_ib(job):
+            names = [
+                s for s in job.base_sensors(f"net.{direction}_bytes_per_s") if "iface=lo" not in s
+            ]
+            mats = [m for m in (job.matrix(n) for n in names) if m is not None]
+            if mats:
+                stacked = np.stack(mats)
+                with np.errstate(all="ignore"):
+                    out = np.nansum(stacked, axis=0)
+                out[np.all(np.isnan(stacked), axis=0)] = np.nan
+        cache[direction] = out
+    return cache[direction]
+
+
 def node_capacity(job: JobData, i: int, params: Mapping[str, Any]) -> tuple[float | None, str, str]:
     """(bytes/s, where it came from, kind) of node i's link."""
     host = job.hosts[i]
-    uses_ib = bool(job.base_sensors("ib.tx_bytes_per_s"))
+    uses_ib = bool(job.base_sensors("ib.tx_bytes_per_s")) and not simulated_ib(job)
     if not uses_ib:
         configured = [s for s in job.base_sensors("net.capacity_bits_per_s") if "iface=lo" not in s]
         bits = _row_value(job, configured, i)
@@ -138,8 +166,7 @@ def node_links(job: JobData, params: Mapping[str, Any]) -> list[Link]:
 
 
 def _node_links(job: JobData, params: Mapping[str, Any]) -> list[Link]:
-    tx = job.matrix("network.tx_bytes_per_s")
-    rx = job.matrix("network.rx_bytes_per_s")
+    tx, rx = traffic(job, "tx"), traffic(job, "rx")
     if tx is None or rx is None:
         return []
     out = []
@@ -152,8 +179,7 @@ def _node_links(job: JobData, params: Mapping[str, Any]) -> list[Link]:
 def uplinks(job: JobData) -> list[Link]:
     """One per rack of the job, when the topology is known and the job spans racks."""
     fabric = job.fabric
-    tx = job.matrix("network.tx_bytes_per_s")
-    rx = job.matrix("network.rx_bytes_per_s")
+    tx, rx = traffic(job, "tx"), traffic(job, "rx")
     if fabric is None or tx is None or rx is None:
         return []
     racks = fabric.racks(job.hosts)

@@ -34,7 +34,14 @@ from hushmon.digest.factors.base import (
     span_of,
     spans_text,
 )
-from hushmon.digest.factors.links import LinkStats, link_params, link_stats, node_links, uplinks
+from hushmon.digest.factors.links import (
+    LinkStats,
+    link_params,
+    link_stats,
+    node_links,
+    traffic,
+    uplinks,
+)
 from hushmon.digest.jobdata import JobData
 from hushmon.digest.resolution import PER_NODE
 
@@ -72,8 +79,7 @@ class NetworkBandwidth:
     resolution = PER_NODE
 
     def _totals(self, job: JobData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        tx = job.matrix("network.tx_bytes_per_s")
-        rx = job.matrix("network.rx_bytes_per_s")
+        tx, rx = traffic(job, "tx"), traffic(job, "rx")
         assert tx is not None and rx is not None
         return tx, rx, tx + rx
 

@@ -29,7 +29,14 @@ import numpy as np
 
 from hushmon.digest.factors import costs
 from hushmon.digest.factors.base import AnalyzerSkip, Finding, Loss, SkipReason, mb, spans_text
-from hushmon.digest.factors.links import LinkStats, link_params, link_stats, node_links, uplinks
+from hushmon.digest.factors.links import (
+    LinkStats,
+    link_params,
+    link_stats,
+    node_links,
+    traffic,
+    uplinks,
+)
 from hushmon.digest.jobdata import JobData
 from hushmon.digest.resolution import PER_NODE
 
@@ -43,7 +50,7 @@ class Topology:
     resolution = PER_NODE
 
     def _rates(self, job: JobData) -> tuple[np.ndarray, float]:
-        tx = job.matrix("network.tx_bytes_per_s")
+        tx = traffic(job, "tx")
         assert tx is not None
         with np.errstate(all="ignore"):
             per_node = np.nanmean(tx, axis=1)
