@@ -30,6 +30,7 @@ from hushmon.transport.raw_group import (
 
 DAY0 = 20_000 * NS_PER_DAY  # a UTC midnight
 SERIES = 7  # per host
+HOSTS = ["n1", "n2", "n3", "n4"]
 
 
 def _group(hosts: list[str], t0_ns: int, periods: int, seq0: int, shuffle: bool) -> RawGroup:
@@ -92,26 +93,26 @@ def test_added_files_are_sorted_merged_rolled_up_expired_and_deleted(tmp_path: P
         # day 0 and day 2, two groups each; shuffled samples come out sorted
         for day, part in ((0, 0), (0, 1), (2, 0), (2, 1)):
             t0 = DAY0 + day * NS_PER_DAY + part * NS_PER_HOUR
-            appended, _ = writer.append(
-                _group(["n1", "n2"], t0, 30, 1 + 30 * part + 100 * day, True)
-            )
-            assert appended.values == 2 * 30 * SERIES
+            appended, _ = writer.append(_group(HOSTS, t0, 30, 1 + 30 * part + 100 * day, True))
+            assert appended.values == len(HOSTS) * 30 * SERIES
         writer.con.execute(
             "INSERT INTO lake_policy VALUES (1, 10, NULL, 0, current_timestamp)"
         ).fetchall()
     finally:
         writer.close()
     files = _files(lake)
-    assert len(files) == 4 * 3  # samples, job_activity, transport_batches per group
+    # a file per group of samples, job activity and batches (120 rows each:
+    # up to 100 they are inserted and inlined in the catalog instead)
+    assert len(files) == 4 * 3
     for f in files:
         if f.parent.name == "samples":
             t = pq.read_table(f)
             keys = list(zip(t["series_id"].to_pylist(), t["time_ns"].to_pylist(), strict=True))
-            assert keys == sorted(keys) and len(keys) == 2 * 30 * SERIES
-    rows = 4 * 2 * 30 * SERIES
+            assert keys == sorted(keys) and len(keys) == len(HOSTS) * 30 * SERIES
+    rows = 4 * len(HOSTS) * 30 * SERIES
     assert _count(lake, "SELECT count(*) FROM samples") == rows
     assert _count(lake, "SELECT count(DISTINCT (series_id, time_ns)) FROM samples") == rows
-    assert _count(lake, "SELECT count(*) FROM transport_batches") == 4 * 2 * 30
+    assert _count(lake, "SELECT count(*) FROM transport_batches") == 4 * len(HOSTS) * 30
     assert _count(lake, "SELECT count(*) FROM jobs") == 1
     # day 2 + 6 h with raw data kept 1 day: day 0 is rolled up, then deleted;
     # every file a collector added is merged away and, with no grace, deleted
@@ -121,7 +122,7 @@ def test_added_files_are_sorted_merged_rolled_up_expired_and_deleted(tmp_path: P
     assert _files(lake) == []
     assert _count(lake, "SELECT count(*) FROM samples") == rows // 2
     assert _count(lake, "SELECT sum(count) FROM samples_1m") == rows
-    assert _count(lake, "SELECT count(*) FROM transport_batches") == 4 * 2 * 30
+    assert _count(lake, "SELECT count(*) FROM transport_batches") == 4 * len(HOSTS) * 30
 
 
 def test_an_orphan_is_never_read_and_is_deleted_after_the_grace(tmp_path: Path) -> None:
@@ -153,8 +154,9 @@ def test_a_batch_committed_by_another_writer_after_the_first_look_is_stored_once
     lake = tmp_path / "r.lake"
     first, second = LakeWriter(lake), LakeWriter(lake)
     try:
-        original = _group(["n1", "n2"], DAY0, 4, 1, False)
-        redelivered = _group(["n1", "n2"], DAY0, 4, 1, False)
+        # 16 batches: 112 samples, a file (up to 100 rows would be inlined)
+        original = _group(HOSTS, DAY0, 4, 1, False)
+        redelivered = _group(HOSTS, DAY0, 4, 1, False)
         redelivered.recheck = list(range(redelivered.batches.num_rows))
         # the other writer commits the originals after `second` looked them
         # up (not found) and while it writes its files
@@ -169,13 +171,13 @@ def test_a_batch_committed_by_another_writer_after_the_first_look_is_stored_once
 
         second.files.write = write_then_other_commits  # type: ignore[method-assign]
         appended, events = second.append(redelivered)
-        assert committed == [8]
-        assert appended.kept == [] and appended.duplicates == 8 and appended.values == 0
-        assert sum(e.kind == "duplicate" for e in events) == 8
+        assert committed == [16]
+        assert appended.kept == [] and appended.duplicates == 16 and appended.values == 0
+        assert sum(e.kind == "duplicate" for e in events) == 16
     finally:
         first.close()
         second.close()
-    assert _count(lake, "SELECT count(*) FROM transport_batches") == 8
-    assert _count(lake, "SELECT count(*) FROM samples") == 8 * SERIES
-    # its files were deleted, not left as orphans: only the first writer's remain
-    assert len(_files(lake)) == 3
+    assert _count(lake, "SELECT count(*) FROM transport_batches") == 16
+    assert _count(lake, "SELECT count(*) FROM samples") == 16 * SERIES
+    # its file was deleted, not left as an orphan: only the first writer's remains
+    assert len(_files(lake)) == 1

@@ -111,6 +111,14 @@ class LakeWriter:
         # collector processes instead.
         self.con.execute("SET threads = 1").fetchall()
         self.files = FileWriter(self.con, self.path)
+        # A table's rows up to this many go by INSERT, which DuckLake inlines
+        # into the catalog (store/lake.py's session setting) instead of a
+        # tiny file each; a small site's groups of a few batches stay as
+        # they were before the files.
+        row = self.con.execute(
+            "SELECT current_setting('ducklake_default_data_inlining_row_limit')"
+        ).fetchone()
+        self.inline_rows = int(row[0]) if row and row[0] is not None else 0
         self.commits = CommitStats()
         # wall seconds in lake_commit: holding the lake's commit lock (from
         # the body's start, after the lock and BEGIN, to the commit's end)
@@ -188,6 +196,9 @@ class LakeWriter:
             else:
                 final = rows
                 register(con, files)
+                for table, part in rows.tables():
+                    if part.num_rows <= self.inline_rows:
+                        _insert(con, table, part)
             result.append(self._small_rows(con, group, final))
             self._fault("exit-before-commit")
 
@@ -228,6 +239,8 @@ class LakeWriter:
         files: list[PendingFile] = []
         try:
             for table, part in rows.tables():
+                if part.num_rows <= self.inline_rows:
+                    continue  # inserted in the transaction, inlined
                 sort_by = SAMPLES_ORDER if table == "samples" else ()
                 files.append(self.files.write(table, part, sort_by))
         except BaseException:
