@@ -352,6 +352,9 @@ int hm_reduce_rack(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_erro
             stats_lines = r->lines;
         }
     }
+    natsMsg **left = msgs.p; /* after a fatal pull error: what it appended */
+    for (size_t i = 0; i < msgs.n; i++)
+        natsMsg_Destroy(left[i]);
     hm_col_free(&msgs);
     /* Drain: publish what is open (a later batch of these periods becomes a
      * late partial elsewhere), so the acks go out before we leave. */

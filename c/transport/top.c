@@ -210,6 +210,9 @@ int hm_reduce_top(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_error
             stats_in = t.partials_in;
         }
     }
+    natsMsg **left = msgs.p; /* after a fatal pull error: what it appended */
+    for (size_t i = 0; i < msgs.n; i++)
+        natsMsg_Destroy(left[i]);
     hm_col_free(&msgs);
     int64_t deadline = hm_reduce_now_ns() + 10 * NS_PER_S;
     while (hm_groups_open(&t.groups) > 0 && hm_reduce_now_ns() < deadline)
