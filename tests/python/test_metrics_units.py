@@ -117,3 +117,43 @@ def test_jobs_over_the_app_name_cap_are_cut_and_counted() -> None:
     values = next(f for f in fams if f.name == "hushmon_job_app_value")
     assert len(values.samples) == 32 * 3 and left_out == 8
     assert values.samples[0][0][:2] == (("jobid", "1"), ("user", "alice"))
+
+
+def test_the_http_server_wants_the_token_and_negotiates_the_format() -> None:
+    """MetricsServer over real loopback HTTP (no NATS: an empty exporter)."""
+    import asyncio
+
+    from hushmon.live.serve import Access
+    from hushmon.metrics.server import MetricsServer
+
+    token = "t0ken-of-the-test-0123456789"
+
+    async def get(port: int, path: str, headers: str = "") -> tuple[str, str]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode())
+        await writer.drain()
+        raw = await reader.read()
+        writer.close()
+        head, _, body = raw.decode().partition("\r\n\r\n")
+        return head, body
+
+    async def run() -> list[tuple[str, str]]:
+        srv = MetricsServer(Exporter(300.0, True), Access.for_bind(token, "0.0.0.0", []))
+        server = await asyncio.start_server(srv.handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        auth = f"Authorization: Bearer {token}\r\n"
+        async with server:
+            return [
+                await get(port, "/metrics"),
+                await get(port, "/metrics", "Authorization: Bearer wrong-token-xxxxxxxx\r\n"),
+                await get(port, "/metrics", auth),
+                await get(port, "/metrics", auth + "Accept: application/openmetrics-text\r\n"),
+                await get(port, "/nope", auth),
+            ]
+
+    none, wrong, text, om, missing = asyncio.run(run())
+    assert none[0].startswith("HTTP/1.1 401") and wrong[0].startswith("HTTP/1.1 401")
+    assert "hushmon_metrics_jobs 0" in text[1] and "version=0.0.4" in text[0]
+    assert "# EOF" not in text[1] and om[1].endswith("# EOF\n")
+    assert "application/openmetrics-text" in om[0]
+    assert missing[0].startswith("HTTP/1.1 404")

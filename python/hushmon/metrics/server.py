@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hushmon.display import without_credentials
+from hushmon.display import printable, without_credentials
 from hushmon.errors import HushmonError
 from hushmon.live.feed import JOB_SUBJECTS, connect, settle, subscribe
 from hushmon.live.serve import Access, read_token_file
@@ -150,7 +150,12 @@ class MetricsServer:
             why = self.access.check(headers, {})[0] if self.access is not None else ""
             if why and self.access is not None:
                 peer = writer.get_extra_info("peername")
-                self.access.refuse(why, f"{peer[0]}:{peer[1]}" if peer else "?", request_line)
+                self.access.refused += 1
+                who = f"{peer[0]}:{peer[1]}" if peer else "?"
+                line = printable(request_line[:200])
+                n = self.access.refused
+                msg = f"hushmon metrics: refused {line} from {who}: {why} ({n} refused so far)"
+                print(msg, file=sys.stderr, flush=True)
                 body = f"{why}: send 'Authorization: Bearer TOKEN'\n".encode()
                 writer.write(_response("401 Unauthorized", "text/plain", body))
             elif len(parts) < 2 or parts[0] != "GET":
