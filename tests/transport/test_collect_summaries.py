@@ -5,6 +5,7 @@ the raw truth, and on a lake nothing is ever deleted or updated."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -12,10 +13,12 @@ import duckdb
 import pytest
 from transport_batches import Batch, rack_partial, synthetic_batch
 
+from hushmon.digest.summary_sensors import merged_sketches
 from hushmon.transport.collect_lake import LakeCollectorStore
 from hushmon.transport.collect_store import CollectorStore, Message
 from hushmon.transport.collect_summaries import read_job_summaries
 from hushmon.transport.rawsummary import summaries_from_store
+from hushmon.transport.summary import Summary
 
 T0 = 1_795_000_000_000_000_000
 HOSTS = {"n1": "r1", "n2": "r1", "n3": "r2"}
@@ -195,5 +198,31 @@ def test_an_overlap_without_raw_data_yet_shows_nothing_rather_than_double(
         store.write_summaries([_partial([batches[2]], "r2", T0, "b", 3)])
         _check_truth(store.con, 1)
         assert store.stats.summaries_rebuilt == 2
+    finally:
+        store.close()
+
+
+def test_the_whole_jobs_sketch_merged_in_sql_equals_merging_in_python(tmp_path: Path) -> None:
+    store = CollectorStore(tmp_path / "s.duckdb")
+    try:
+        values = {("r1", 0): [-2.5, 0.0, 3.0], ("r2", 0): [-0.001, 7.0], ("r1", 1): [0.0, -40.0]}
+        group = []
+        for n, ((rack, i), vs) in enumerate(values.items(), 1):
+            payload = {
+                "v": 1,
+                "level": "rack",
+                "rack": rack,
+                "job": "j1",
+                "time_ns": T0 + i,
+                "sources": [[f"{rack}n{n}", 1, 1]],
+                "sensors": {"mem used_pct": Summary.of(vs).to_json()},
+            }
+            data = json.dumps(payload).encode()
+            group.append(Message(f"hm.sum.rack.{rack}", {"Nats-Msg-Id": str(n)}, data, n))
+        store.write_summaries(group)
+        got = merged_sketches(store.con, "merged_summaries", "j1")[("mem", "", "used_pct")]
+        want = Summary.of([v for vs in values.values() for v in vs]).sketch
+        assert (got.zero, got.pos, got.neg) == (want.zero, want.pos, want.neg)
+        assert want.zero == 2 and want.neg and want.pos
     finally:
         store.close()

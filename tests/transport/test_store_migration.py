@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from hushmon.digest.summary_sensors import merged_sketches
 from hushmon.store import lake
 from hushmon.store.schema import _TABLES, SCHEMA_VERSION, open_store, open_store_readonly
 from hushmon.store.summary_view import has_job_summaries, summaries_relation
@@ -81,6 +82,10 @@ def test_version_2_summaries_are_read_through_the_view_after_migration(
     try:
         assert summaries_relation(ro) == "job_summaries" and has_job_summaries(ro, "j")
         assert read_job_summaries(ro, "j", 5)[SensorKey("mem", "", "used_pct")].count == 2
+        assert merged_sketches(ro, "job_summaries", "j")[("mem", "", "used_pct")].pos == {
+            0: 1,
+            35: 1,
+        }
     finally:
         ro.close()
     con = open_store(db)

@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 
 from hushmon.store.summary_view import PARTS, VIEW, sketch_columns, summaries_relation
-from hushmon.transport.summary import Sketch
+from hushmon.transport.summary import SKETCH_MAX_INDEX, Sketch
 from hushmon.transport.wire import SensorKey
 
 _MOMENTS_SQL = """
@@ -38,20 +38,20 @@ FROM k GROUP BY measurement, tags, field ORDER BY measurement, tags, field
 
 # Every bucket of every stored sketch of the job, summed per sensor, alpha,
 # side (0: the zero count, 1: positive, -1: negative) and bucket index. The
-# parts are read unmerged, one stream per side: a 1024-node job of an hour
-# has ~9 million of them, which the view's per-period lists would hold in
-# memory.
-_SKETCH_SQL = """
-SELECT measurement, tags, field, alpha, side, bucket, sum(n) FROM (
-  SELECT measurement, tags, field, alpha, 0 AS side, 0 AS bucket, zero AS n
+# parts are read unmerged in one stream (a 1024-node job of an hour has ~9
+# million, which the view's per-period lists would hold in memory), both
+# sides' buckets as one list: a negative bucket k as k - _NEG (indices are
+# within +-2^20, summary.SKETCH_MAX_INDEX), the zero count as bucket _ZERO.
+_NEG = 1 << 22
+_ZERO = 1 << 23
+_SKETCH_SQL = f"""
+SELECT measurement, tags, field, alpha, bucket, sum(n) FROM (
+  SELECT measurement, tags, field, alpha,
+         unnest(list_concat([{_ZERO}], pos_keys, list_transform(neg_keys, k -> k - {_NEG})))
+           AS bucket,
+         unnest(list_concat([zero], pos_counts, neg_counts)) AS n
   FROM (SELECT measurement, tags, field, @columns FROM @parts WHERE job = $job)
-  WHERE alpha IS NOT NULL
-  UNION ALL
-  SELECT measurement, tags, field, alpha, 1, unnest(pos_keys), unnest(pos_counts)
-  FROM (SELECT measurement, tags, field, @columns FROM @parts WHERE job = $job)
-  UNION ALL
-  SELECT measurement, tags, field, alpha, -1, unnest(neg_keys), unnest(neg_counts)
-  FROM (SELECT measurement, tags, field, @columns FROM @parts WHERE job = $job))
+  WHERE alpha IS NOT NULL)
 GROUP BY ALL
 """
 
@@ -69,12 +69,14 @@ def merged_sketches(con: duckdb.DuckDBPyConnection, relation: str, job: str) -> 
     """(measurement, tags, field) -> the job's sketch, every period merged."""
     parts: dict[tuple[str, str, str], dict[float, Sketch]] = {}
     rows = con.execute(_sql(_SKETCH_SQL, relation), {"job": job}).fetchall()
-    for m, tags, fld, alpha, side, bucket, n in rows:
+    for m, tags, fld, alpha, bucket, n in rows:
         sketch = parts.setdefault((m, tags, fld), {}).setdefault(alpha, Sketch(alpha))
-        if side == 0:
+        if bucket == _ZERO:
             sketch.zero += int(n)
+        elif bucket < -SKETCH_MAX_INDEX:
+            sketch.neg[int(bucket) + _NEG] = int(n)
         else:
-            (sketch.pos if side > 0 else sketch.neg)[int(bucket)] = int(n)
+            sketch.pos[int(bucket)] = int(n)
     out = {}
     for key, by_alpha in parts.items():
         first, *others = by_alpha.values()

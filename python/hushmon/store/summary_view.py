@@ -18,9 +18,8 @@ puts together, per (job, period), exactly one of:
 - ``summary_rebuilt``'s newest set: the period was rebuilt from raw data;
 - the rack partials merged: count, sum, min and max add up, the mean is the
   count-weighted mean, M2 is merged pairwise (Chan et al., as
-  summary.Summary.merge does) with ``list_reduce``; the sketches are listed
-  (``sketches``: alpha, zero, pos and neg buckets of each partial) for the
-  reader to merge, so a query that needs moments only never reads them.
+  summary.Summary.merge does) with ``list_reduce``. Sketches are not in the
+  view: a reader merges them from ``summary_parts`` (``sketch_rows``).
 
 Schema: docs/store.md ("Summaries").
 """
@@ -51,8 +50,6 @@ _COLUMNS_OF_JSON = f"""json_extract(sketch, '$.alpha')::DOUBLE AS alpha,
        map_values({_SIDE.replace("@", "pos")}) AS pos_counts,
        map_keys({_SIDE.replace("@", "neg")}) AS neg_keys,
        map_values({_SIDE.replace("@", "neg")}) AS neg_counts"""
-_SKETCH = """{'alpha': alpha, 'zero': zero, 'pos_keys': pos_keys, 'pos_counts': pos_counts,
-       'neg_keys': neg_keys, 'neg_counts': neg_counts}"""
 _ROW = """job, time_ns, measurement, tags, field, count, sum, mean, m2, min, max,
        alpha, zero, pos_keys, pos_counts, neg_keys, neg_counts"""
 
@@ -82,14 +79,16 @@ WHERE level = 'rack'
   AND NOT EXISTS (SELECT 1 FROM summary_rebuilt r WHERE r.job = p.job AND r.time_ns = p.time_ns)
   AND NOT EXISTS (SELECT 1 FROM job_summaries s WHERE s.job = p.job AND s.time_ns = p.time_ns)"""
 
+# Moments only: a sketch list per row made DuckDB build ~9 million lists
+# for a 1024-node hour even where no query read them (9.4 GiB peak in
+# bench_summary_read); sketches are read from the parts (sketch_rows).
 CREATE_VIEW = f"""CREATE OR REPLACE VIEW {VIEW} AS
-SELECT job, time_ns, measurement, tags, field, count, sum, mean, m2, min, max,
-       [{_SKETCH}] AS sketches, origin
+SELECT job, time_ns, measurement, tags, field, count, sum, mean, m2, min, max, origin
 FROM {PARTS} WHERE part <> 'rack'
 UNION ALL
 SELECT job, time_ns, measurement, tags, field, sum(count)::BIGINT AS count, sum(sum) AS sum,
        sum(count * mean) / sum(count) AS mean, {_CHAN_M2} AS m2,
-       min(min) AS min, max(max) AS max, list({_SKETCH}) AS sketches, 'merged' AS origin
+       min(min) AS min, max(max) AS max, 'merged' AS origin
 FROM {PARTS} WHERE part = 'rack'
 GROUP BY job, time_ns, measurement, tags, field"""
 
@@ -106,11 +105,12 @@ def sketch_columns(relation: str) -> str:
     )
 
 
-def sketches_of(relation: str) -> str:
-    """The SQL for a row's list of sketches in ``relation``."""
-    if relation == LEGACY_TABLE:
-        return f"[(SELECT {_SKETCH} FROM (SELECT {_COLUMNS_OF_JSON}))]"
-    return "sketches"
+def sketch_rows(relation: str) -> str:
+    """SQL for every part's sketch of a (job, period): measurement, tags,
+    field and the sketch columns, with ``$job`` and ``$time_ns`` bound."""
+    source = PARTS if relation == VIEW else relation
+    return f"""SELECT measurement, tags, field, {sketch_columns(relation)}
+               FROM {source} WHERE job = $job AND time_ns = $time_ns"""
 
 
 def summaries_relation(con: duckdb.DuckDBPyConnection) -> str | None:

@@ -34,7 +34,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from hushmon.store.summary_view import sketches_of, summaries_relation
+from hushmon.store.summary_view import sketch_rows, summaries_relation
 from hushmon.transport.collect_records import CollectStats, Event, Message, sender_of
 from hushmon.transport.lake_writer import insert_events
 from hushmon.transport.natsserver import MAX_PAYLOAD_BYTES
@@ -344,29 +344,48 @@ def read_job_summaries(
     relation = summaries_relation(con)
     if relation is None:
         return {}
+    at = {"job": job, "time_ns": time_ns}
     rows = con.execute(
-        f"""SELECT measurement, tags, field, count, sum, mean, m2, min, max,
-                   {sketches_of(relation)}
-            FROM {relation} WHERE job = ? AND time_ns = ?""",
-        [job, time_ns],
+        f"""SELECT measurement, tags, field, count, sum, mean, m2, min, max
+            FROM {relation} WHERE job = $job AND time_ns = $time_ns""",
+        at,
     ).fetchall()
-    out = {}
-    for r in rows:
-        parts = [_sketch_of(s) for s in r[9]]
-        sketch = parts[0] if parts else Sketch()
-        for part in parts[1:]:
-            sketch.merge(part)
-        out[SensorKey(r[0], r[1], r[2])] = Summary(int(r[3]), r[4], r[5], r[6], r[7], r[8], sketch)
-    return out
+    sketches: dict[SensorKey, Sketch] = {}
+    for r in con.execute(sketch_rows(relation), at).fetchall():
+        part = _sketch_of(*r[3:])
+        key = SensorKey(r[0], r[1], r[2])
+        if key in sketches:
+            sketches[key].merge(part)
+        else:
+            sketches[key] = part
+    return {
+        SensorKey(r[0], r[1], r[2]): Summary(
+            int(r[3]),
+            r[4],
+            r[5],
+            r[6],
+            r[7],
+            r[8],
+            sketches.get(SensorKey(r[0], r[1], r[2])) or Sketch(),
+        )
+        for r in rows
+    }
 
 
-def _sketch_of(columns: dict[str, Any]) -> Sketch:
+def _sketch_of(
+    alpha: float | None,
+    zero: int | None,
+    pos_keys: list[int] | None,
+    pos_counts: list[int] | None,
+    neg_keys: list[int] | None,
+    neg_counts: list[int] | None,
+) -> Sketch:
     """A sketch from the store's columns (NULLs: a sketch stored as '{}')."""
     return Sketch(
-        columns["alpha"] or ALPHA,
-        columns["zero"] or 0,
-        dict(zip(columns["pos_keys"] or (), columns["pos_counts"] or (), strict=True)),
-        dict(zip(columns["neg_keys"] or (), columns["neg_counts"] or (), strict=True)),
+        alpha or ALPHA,
+        zero or 0,
+        dict(zip(pos_keys or (), pos_counts or (), strict=True)),
+        dict(zip(neg_keys or (), neg_counts or (), strict=True)),
     )
 
 
