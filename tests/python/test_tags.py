@@ -183,3 +183,28 @@ def test_alert_bad_flags_are_one_line() -> None:
         out = _hushmon("alert", "--url", "nats://127.0.0.1:9", *args)
         assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1, out.stderr
         assert "Traceback" not in out.stderr
+
+
+def _summary(job: str, t_s: int, idle_pct: float) -> Any:
+    from hushmon.live.sensors import parse_sensor
+    from hushmon.live.state import Parsed
+    from hushmon.transport.summary import Summary
+
+    sensor = parse_sensor("cpu,cpu=total idle_pct")
+    assert sensor is not None
+    sources = {("n1", 1, t_s), ("n2", 1, t_s)}
+    return Parsed("job", job, "", t_s * 10**9, sources, {sensor: Summary.of([idle_pct] * 2)})
+
+
+def test_live_rules_once_per_job_until_cleared_and_not_for_no_job(tmp_path: Path) -> None:
+    from hushmon.tags.live import LiveRules
+
+    (tmp_path / "parameters.toml").write_text("idle_alloc_min_s = 3\n")
+    live = LiveRules(load_rules(tmp_path))
+    seen = []
+    for t, idle in enumerate([99.0] * 6 + [20.0] * 2 + [99.0] * 5):
+        for job in ("7", "-"):  # "-": nodes without a job, never alerted on
+            seen += [(a.job, a.rule, a.state, t) for a in live.add(_summary(job, t, idle), 0)]
+    # fires when the condition has held 3 s, once; clears; holds 3 s again, fires again
+    assert seen == [("7", "idle_allocation", "firing", 3), ("7", "idle_allocation", "cleared", 6),
+                    ("7", "idle_allocation", "firing", 11)]  # fmt: skip

@@ -30,6 +30,7 @@ from hushmon.live.sensors import ParsedSensor
 from hushmon.live.state import Parsed
 from hushmon.tags.expr import Missing
 from hushmon.tags.rules import Rule, RuleSet
+from hushmon.transport import wire
 from hushmon.transport.summary import Summary
 
 FIRING, CLEARED = "firing", "cleared"
@@ -143,8 +144,8 @@ class LiveRules:
         return f"{sensor.measurement}.{sensor.field}" in self.wanted
 
     def add(self, p: Parsed, received_ns: int) -> list[Alert]:
-        if p.level != "job":
-            return []
+        if p.level != "job" or p.job == wire.NO_JOB:
+            return []  # "-": the nodes that run no job (no allocation to alert on)
         job = self.jobs.setdefault(p.job, _Job(first_ns=p.time_ns))
         job.seen_ns = received_ns
         if p.time_ns < job.period_ns:
