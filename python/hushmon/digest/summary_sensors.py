@@ -50,10 +50,15 @@ SELECT measurement, tags, field, alpha, bucket, sum(n) FROM (
          unnest(list_concat([{_ZERO}], pos_keys, list_transform(neg_keys, k -> k - {_NEG})))
            AS bucket,
          unnest(list_concat([zero], pos_counts, neg_counts)) AS n
-  FROM (SELECT measurement, tags, field, @columns FROM @parts WHERE job = $job)
+  FROM (SELECT measurement, tags, field, @columns FROM @parts
+        WHERE job = $job AND time_ns BETWEEN $lo AND $hi)
   WHERE alpha IS NOT NULL)
 GROUP BY ALL
 """
+# Periods per query: DuckDB's peak memory grows with the parts one query
+# unnests (~1.2 GB for 600 periods of 26 racks x 99 sensors, load ~20), so
+# a long job is read a slice at a time and the slices' sketches merged.
+SLICE_PERIODS = 300
 
 
 def _sql(template: str, relation: str) -> str:
@@ -65,18 +70,29 @@ def _sql(template: str, relation: str) -> str:
     )
 
 
-def merged_sketches(con: duckdb.DuckDBPyConnection, relation: str, job: str) -> dict:
-    """(measurement, tags, field) -> the job's sketch, every period merged."""
+def merged_sketches(
+    con: duckdb.DuckDBPyConnection, relation: str, job: str, times: list[int] | None = None
+) -> dict[tuple[str, str, str], Sketch]:
+    """(measurement, tags, field) -> the job's sketch, every period merged;
+    ``times``: the job's periods, when known (read a slice at a time)."""
+    if times is None:
+        times = [int(r[0]) for r in con.execute(
+            f"SELECT DISTINCT time_ns FROM {relation} WHERE job = ? ORDER BY 1", [job]
+        ).fetchall()]  # fmt: skip
     parts: dict[tuple[str, str, str], dict[float, Sketch]] = {}
-    rows = con.execute(_sql(_SKETCH_SQL, relation), {"job": job}).fetchall()
-    for m, tags, fld, alpha, bucket, n in rows:
-        sketch = parts.setdefault((m, tags, fld), {}).setdefault(alpha, Sketch(alpha))
-        if bucket == _ZERO:
-            sketch.zero += int(n)
-        elif bucket < -SKETCH_MAX_INDEX:
-            sketch.neg[int(bucket) + _NEG] = int(n)
-        else:
-            sketch.pos[int(bucket)] = int(n)
+    sql = _sql(_SKETCH_SQL, relation)
+    for start in range(0, len(times), SLICE_PERIODS):
+        last = times[min(start + SLICE_PERIODS, len(times)) - 1]
+        span = {"job": job, "lo": times[start], "hi": last}
+        for m, tags, fld, alpha, bucket, n in con.execute(sql, span).fetchall():
+            by_alpha = parts.setdefault((m, tags, fld), {})
+            sketch = by_alpha.setdefault(alpha, Sketch(alpha))
+            if bucket == _ZERO:
+                sketch.zero += int(n)
+                continue
+            side = sketch.neg if bucket < -SKETCH_MAX_INDEX else sketch.pos
+            index = int(bucket) + _NEG if bucket < -SKETCH_MAX_INDEX else int(bucket)
+            side[index] = side.get(index, 0) + int(n)
     out = {}
     for key, by_alpha in parts.items():
         first, *others = by_alpha.values()
@@ -92,9 +108,11 @@ def summary_sensor_rows(con: duckdb.DuckDBPyConnection, job: str) -> list[dict[s
     relation = summaries_relation(con)
     if relation is None:
         return None
-    sketches = merged_sketches(con, relation, job)
+    moments = con.execute(_sql(_MOMENTS_SQL, relation), {"job": job}).fetchall()
+    times = sorted({int(t) for r in moments for t in r[8]})
+    sketches = merged_sketches(con, relation, job, times)
     sensors = []
-    for r in con.execute(_sql(_MOMENTS_SQL, relation), {"job": job}).fetchall():
+    for r in moments:
         (m, tags, fld, n, mean, m2, lo, hi, times, mins, means, maxes, counts) = r
         sketch = sketches.get((m, tags, fld), Sketch())
         sensors.append(
