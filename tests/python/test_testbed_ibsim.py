@@ -5,15 +5,19 @@ on this machine's loopback read by the real agent through --ib-sysfs-root
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from hushmon.testbed import ibsim
 
 IBSIM = [sys.executable, "-m", "hushmon.testbed.ibsim"]
+TBF_1MBIT = ["rate", "1mbit", "burst", "1600", "latency", "1ms"]
 
 # tc -s -j qdisc show on a bed link with a delay: netem at the root, tbf below.
 TC_NETEM_TBF = (
@@ -135,3 +139,35 @@ def test_loopback_tree_is_read_by_the_agent_as_simulated(tmp_path: Path, bin_dir
         proc.terminate()
         proc.wait(timeout=10)
     assert proc.returncode == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a network namespace with a tbf needs root")
+def test_netlink_reads_the_tbf_counters_tc_shows() -> None:
+    """A tbf on the loopback of a scratch namespace, flooded past its rate:
+    the rtnetlink dump gives the drops and overlimits that tc prints."""
+    ns = f"hm-ibsim-test-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        run = ["ip", "netns", "exec", ns]
+        subprocess.run([*run, "ip", "link", "set", "lo", "up"], check=True)
+        subprocess.run(
+            [*run, "tc", "qdisc", "add", "dev", "lo", "root", "tbf", *TBF_1MBIT],
+            check=True,
+        )
+        flood = (
+            "import socket\n"
+            "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+            "for _ in range(300): s.sendto(b'x' * 1000, ('127.0.0.1', 9))\n"
+            "from hushmon.testbed import ibsim\n"
+            "print(ibsim.read_qdisc('lo'))\n"
+        )
+        ours = subprocess.run([*run, sys.executable, "-c", flood], capture_output=True, text=True)
+        assert ours.returncode == 0, ours.stderr
+        tc = subprocess.run(
+            [*run, "tc", "-s", "-j", "qdisc", "show", "dev", "lo"], capture_output=True, text=True
+        )
+        expected = ibsim.parse_qdiscs(tc.stdout)
+        assert expected.drops > 0 and expected.overlimits > 0
+        assert ours.stdout.strip() == repr(expected)
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)

@@ -34,8 +34,9 @@ Values are written in place, right-aligned in a fixed width (the agent
 keeps each file open and re-reads it from offset 0, as it does sysfs; a
 truncate-and-write would show it an empty file now and then). Data and
 packets every ``--interval-ms`` (default 100: a 1 s agent period is off by
-at most a tenth), the qdisc every ``--qdisc-every`` intervals (one ``tc``
-run; default 10).
+at most a tenth); the qdisc's counters every ``--qdisc-every`` intervals
+(default 1), by one rtnetlink dump (``tc -s -j qdisc show`` where
+rtnetlink fails).
 """
 
 from __future__ import annotations
@@ -44,10 +45,12 @@ import argparse
 import json
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -125,7 +128,69 @@ def parse_qdiscs(doc: str) -> QdiscStats:
     return QdiscStats(drops=int(q.get("drops", 0)), overlimits=int(q.get("overlimits", 0)))
 
 
+RTM_NEWQDISC, RTM_GETQDISC = 36, 38
+NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
+NLMSG_ERROR, NLMSG_DONE = 2, 3
+TCA_KIND, TCA_STATS2 = 1, 7
+TCA_STATS_QUEUE = 3
+
+
+def _attrs(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """(type, payload) of each netlink attribute in data."""
+    off = 0
+    while off + 4 <= len(data):
+        length, kind = struct.unpack_from("HH", data, off)
+        if length < 4:
+            return
+        yield kind & 0x3FFF, data[off + 4 : off + length]
+        off += (length + 3) & ~3
+
+
+def netlink_qdiscs(ifindex: int) -> list[tuple[str, int, int]]:
+    """(kind, drops, overlimits) of each qdisc on the interface, from one
+    RTM_GETQDISC dump over rtnetlink (no tc process: the counters are read
+    every update without a fork)."""
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0) as nl:  # NETLINK_ROUTE
+        nl.bind((0, 0))
+        tcmsg = struct.pack("BxxxiIII", socket.AF_UNSPEC, 0, 0, 0, 0)
+        header = struct.pack(
+            "IHHII", 16 + len(tcmsg), RTM_GETQDISC, NLM_F_REQUEST | NLM_F_DUMP, 1, 0
+        )
+        nl.send(header + tcmsg)
+        found: list[tuple[str, int, int]] = []
+        while True:
+            data = nl.recv(65536)
+            off = 0
+            while off + 16 <= len(data):
+                length, mtype = struct.unpack_from("IH", data, off)
+                if mtype == NLMSG_DONE:
+                    return found
+                if mtype == NLMSG_ERROR:
+                    raise OSError("rtnetlink refused the qdisc dump")
+                body = data[off + 16 : off + length]
+                if mtype == RTM_NEWQDISC and struct.unpack_from("i", body, 4)[0] == ifindex:
+                    kind, drops, overlimits = "", 0, 0
+                    for t, payload in _attrs(body[20:]):
+                        if t == TCA_KIND:
+                            kind = payload.rstrip(b"\0").decode()
+                        elif t == TCA_STATS2:
+                            for t2, p2 in _attrs(payload):
+                                if t2 == TCA_STATS_QUEUE:
+                                    _, _, drops, _, overlimits = struct.unpack_from("5I", p2)
+                    found.append((kind, drops, overlimits))
+                off += (length + 3) & ~3
+
+
 def read_qdisc(iface: str) -> QdiscStats:
+    try:
+        qdiscs = netlink_qdiscs(socket.if_nametoindex(iface))
+    except OSError:
+        qdiscs = None
+    if qdiscs is not None:
+        shaping = [q for q in qdiscs if q[0] == "tbf"] or qdiscs[:1]
+        return (
+            QdiscStats(drops=shaping[0][1], overlimits=shaping[0][2]) if shaping else QdiscStats()
+        )
     out = subprocess.run(
         ["tc", "-s", "-j", "qdisc", "show", "dev", iface],
         capture_output=True,
@@ -255,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--dir", required=True, type=Path, help="sysfs-like root to write under")
     p.add_argument("--iface", default="eth0", help="the node's shaped link (default eth0)")
     p.add_argument("--interval-ms", type=int, default=100, help="update period (default 100)")
-    p.add_argument("--qdisc-every", type=int, default=10, help="read tc every N updates")
+    p.add_argument("--qdisc-every", type=int, default=1, help="read the qdisc every N updates")
     p.add_argument("--bed", default="", help="the bed's state folder (so `down` finds us)")
     args = p.parse_args(argv)
     if not 10 <= args.interval_ms <= 10000 or not 1 <= args.qdisc_every <= 1000:
