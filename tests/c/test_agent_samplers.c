@@ -573,6 +573,22 @@ static void test_procio(hm_test_counts *c)
         CHECK(c, find_line(b, "procio,host=n1,job=77", line, sizeof line));
         CHECK(c, strstr(line, "tasks=3i") != NULL && strstr(line, "tasks_refused=1i") != NULL);
     }
+    /* A new job step (a new cgroup in the tree) is found when the tree is
+     * listed again, within 5 periods; its task's bytes count from zero. */
+    char step[512];
+    snprintf(step, sizeof step,
+             "cd %s && mkdir -p proc/205 sys/fs/cgroup/jobs/j77/step_1 && printf 'rchar: 4000\\n"
+             "wchar: 0\\nsyscr: 4\\nsyscw: 0\\nread_bytes: 0\\nwrite_bytes: 0\\n' > proc/205/io"
+             " && echo 205 > sys/fs/cgroup/jobs/j77/step_1/cgroup.procs",
+             r.root);
+    CHECK(c, run(step) == 0);
+    bool seen = false;
+    for (int k = 0; k < 6 && !seen; k++) {
+        b = rig_sample(&r, c, 9000000000 + k * 2000000000LL);
+        CHECK(c, find_line(b, "procio,host=n1,job=77", line, sizeof line));
+        seen = field(line, "rchar_bytes_per_s") == 2000.0; /* 4000 B over 2 s */
+    }
+    CHECK(c, seen);
     rig_close(&r);
 }
 
@@ -730,6 +746,14 @@ static void test_cxi(hm_test_counts *c)
     CHECK_NEAR(c, field(line, "tx_paused_pct"), 10.0, 1e-9);
     CHECK_NEAR(c, field(line, "rx_paused_pct"), 0.0, 0);
     CHECK_NEAR(c, field(line, "host_blocked_cycles_per_pkt"), 5.0, 1e-9);
+    /* Counters cleared (reset_counters): no rate for that period, then on. */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "echo 10@1732270004.0 > %s/sys/class/cxi/cxi0/device/telemetry/"
+             "hni_pkts_sent_by_tc_0", r.root);
+    CHECK(c, run(cmd) == 0);
+    CHECK(c, strstr(rig_sample(&r, c, 5000000000), "cxi,") == NULL);
+    CHECK(c, find_line(rig_sample(&r, c, 7000000000), "cxi,host=n1,device=cxi0", line, sizeof line));
+    CHECK_NEAR(c, field(line, "tx_packets_per_s"), 0.0, 0);
     rig_close(&r);
 }
 

@@ -169,14 +169,22 @@ static int cxi_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_erro
         double dt = hm_dt_s(n->prev_mono_ns, ctx->mono_ns);
         bool first = !n->have_prev;
         double sum[NGROUPS] = {0};
-        for (int g = 0; g < NGROUPS; g++)
-            for (int t = 0; t < CXI_TCS; t++)
-                if (n->file[g][t].fd >= 0) /* 56-bit counters: a wrap is mod 2^56 */
-                    sum[g] += (double)((now[g][t] - n->prev[g][t]) & CXI_COUNTER_MASK);
+        bool reset = false;
+        for (int g = 0; g < NGROUPS; g++) {
+            for (int t = 0; t < CXI_TCS; t++) {
+                if (n->file[g][t].fd < 0)
+                    continue;
+                /* 56-bit counters: a drop from the upper half is a wrap
+                 * (mod 2^56); any other drop is a reset (cleared): no rate. */
+                uint64_t prev = n->prev[g][t];
+                reset |= now[g][t] < prev && prev < (CXI_COUNTER_MASK >> 1);
+                sum[g] += (double)((now[g][t] - prev) & CXI_COUNTER_MASK);
+            }
+        }
         memcpy(n->prev, now, sizeof n->prev);
         n->have_prev = true;
         n->prev_mono_ns = ctx->mono_ns;
-        if (first || dt <= 0)
+        if (first || reset || dt <= 0)
             continue;
         hm_lp_begin(out, "cxi");
         hm_lp_tag(out, "device", n->device);
