@@ -143,6 +143,7 @@ def test_only_the_admin_login_may_steer_the_agents(
         assert await publish_refused(site, "reduce-r1", "hm.sum.rack.r1") == ""
         assert await publish_refused(site, "reduce-top", "hm.sum.job.j1") == ""
         assert await publish_refused(site, "n1", "hm.raw.r1.n1") == ""
+        assert await publish_refused(site, "alert", "hm.alert.j1") == ""
         for user, subject in (
             ("n1", "hm.ctl.all"),
             ("reduce-r1", "hm.ctl.all"),
@@ -152,6 +153,9 @@ def test_only_the_admin_login_may_steer_the_agents(
             ("viewer", "hm.sum.rack.r1"),  # a viewer cannot forge summaries either
             ("n1", "hm.sum.rack.r1"),
             ("viewer", "$JS.API.STREAM.DELETE.HM_RAW"),
+            ("viewer", "hm.alert.j1"),  # only hushmon alert's login raises alerts
+            ("alert", "hm.sum.job.j1"),
+            ("alert", "hm.ctl.all"),
         ):
             why = await publish_refused(site, user, subject)
             assert "permissions violation" in why.lower(), (user, subject, why)

@@ -145,6 +145,16 @@ ROLES: tuple[Role, ...] = (
         subscribe=("hm.sum.>", "hm.raw.>", "hm.alert.>", "_INBOX.>"),
     ),
     Role(
+        "alert",
+        "hushmon alert: read the job summaries (as the viewer does), publish live alerts",
+        publish=(
+            "hm.alert.*",
+            *_STREAM_READ_API,
+            *_api(f"DIRECT.GET.{SUM}", f"DIRECT.GET.{SUM}.>"),
+        ),
+        subscribe=("hm.sum.job.>", "_INBOX.>"),
+    ),
+    Role(
         "leaf",
         "a rack leaf's uplink to the hub (publish: what it may send in; subscribe: what the "
         "hub sends it): its agents' batches and answers, its reducers' partials and pulls",
