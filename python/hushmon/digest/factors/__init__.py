@@ -22,6 +22,7 @@ from hushmon.digest.factors import (
     gpu_transfer,
     idle_cpu,
     imbalance,
+    io_bound,
     network_bandwidth,
     topology,
 )
@@ -41,6 +42,7 @@ FACTORS: tuple[Factor, ...] = (
     network_bandwidth.FACTOR,
     topology.FACTOR,
     disk_swap.FACTOR,
+    io_bound.FACTOR,
     imbalance.FACTOR,
     idle_cpu.FACTOR,
     decomposition.FACTOR,

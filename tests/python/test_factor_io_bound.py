@@ -1,0 +1,98 @@
+"""io_bound on a synthetic job with a known phase of file I/O over NFS.
+
+The synthetic scenario's ``io_phases`` make the nodes wait for I/O (~30 %)
+with user CPU at ~40 % and the local disk busy; the lines added here give the
+job's tasks' /proc/PID/io bytes and an NFS mount's traffic in the same
+seconds, as the agent's ``procio`` and ``nfs`` sources write them
+(docs/formats.md)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from hushmon.digest.factors import io_bound, parameters
+from hushmon.digest.jobdata import JobData, load_job
+from hushmon.paths import REPO_ROOT
+from hushmon.store.ingest import ingest_spool
+from hushmon.store.synthetic import START_NS, Scenario, write_spool
+
+SECONDS = 120
+IO = (30, 60)  # the seconds of file I/O
+OOC = REPO_ROOT / "tests" / "fixtures" / "spool" / "testbed-ooc-512M"
+
+
+def _job(tmp: Path, io_phases: list[tuple[int, int]], nfs_bytes_per_s: float) -> JobData:
+    sc = Scenario(nodes=2, seconds=SECONDS, job="j", io_phases=io_phases)
+    spool = tmp / "spool"
+    write_spool(sc, spool)
+    for node in range(sc.nodes):
+        host = sc.host(node)
+        lines = []
+        for i in range(SECONDS):
+            ts = START_NS + i * sc.period_ns
+            busy = any(a <= i < b for a, b in io_phases)
+            rd = 2.0e8 if busy else 1.0e4
+            lines.append(
+                f"procio,host={host},job=j read_bytes_per_s={rd},write_bytes_per_s=0,"
+                f"rchar_bytes_per_s={rd},wchar_bytes_per_s=0,syscr_per_s=50,syscw_per_s=0,"
+                f"tasks=2i,tasks_refused=0i {ts}\n"
+            )
+            nfs = nfs_bytes_per_s if busy else 0.0
+            lines.append(
+                f"nfs,host={host},mount=/home,server=fs1,fstype=nfs4 read_bytes_per_s={nfs},"
+                f"write_bytes_per_s=0 {ts}\n"
+            )
+        (spool / f"{host}-{START_NS}-900.lp").write_text("".join(lines), encoding="ascii")
+    db = tmp / "hushmon.duckdb"
+    report = ingest_spool(db, spool)
+    assert report.rejected_lines == 0
+    return load_job(db, "j")
+
+
+def test_io_phase_found_with_the_nfs_mount_named_and_its_loss(tmp_path: Path) -> None:
+    job = _job(tmp_path, [IO], nfs_bytes_per_s=5e8)
+    [f] = io_bound.FACTOR.analyze(job, parameters()["io_bound"])
+    ev = f.evidence
+    assert ev["io_bound_share_of_time"] == 0.25  # 30 of 120 s
+    assert ev["periods"] == "30-60 s"
+    assert ev["file_system"] == "NFS /home (server fs1)"  # 500 MB/s against the disk's ~200
+    assert ev["bytes_source"].startswith("the job's tasks")
+    assert ev["mb_per_s_per_node_in_io_periods"] == 200.0
+    assert ev["work_rate_in_io_periods_rel"] < 0.6  # flops at ~40 % busy vs ~88 %
+    # known answer: iowait ~30 %, busy ~42.6 % (user 40 + system 2 + irq 0.1 + softirq 0.2
+    # + the rest), for 25 % of the run: 0.25 x 30 / 72.6 = 10.3 % of the run time
+    assert f.loss is not None
+    assert 0.09 <= f.loss.low_share <= f.loss.high_share <= 0.12
+    assert f.loss.low_share <= 0.104 and f.loss.high_share >= 0.102
+    assert "NFS /home" in f.hint and "25%" in f.hint
+
+
+def test_local_disk_named_without_nfs_traffic(tmp_path: Path) -> None:
+    job = _job(tmp_path, [IO], nfs_bytes_per_s=0.0)
+    [f] = io_bound.FACTOR.analyze(job, parameters()["io_bound"])
+    assert f.evidence["file_system"] == "local disk sda"
+
+
+def test_no_finding_without_io(tmp_path: Path) -> None:
+    job = _job(tmp_path, [], nfs_bytes_per_s=0.0)
+    assert io_bound.FACTOR.analyze(job, parameters()["io_bound"]) == []
+    metric = io_bound.FACTOR.metric(job, parameters()["io_bound"])
+    assert metric is not None and metric < 0.01
+
+
+def test_bed_outofcore_is_io_bound_on_the_local_disk(tmp_path: Path) -> None:
+    """The bed's recording of outofcore with 1 GiB of data on 512 MiB nodes (no procio
+    then, and the node's cgroup has no I/O wait of its own: the machine's is used)."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    for f in OOC.glob("*.lp"):
+        shutil.copy(f, spool / f.name)
+    assert ingest_spool(tmp_path / "h.duckdb", spool).rejected_lines == 0
+    job = load_job(tmp_path / "h.duckdb", "1")
+    [f] = io_bound.FACTOR.analyze(job, parameters()["io_bound"])
+    assert f.evidence["file_system"] == "local disk vda"
+    assert f.evidence["iowait_of"].startswith("the machine's")
+    assert f.evidence["io_bound_share_of_time"] > 0.9
+    assert f.loss is not None and f.loss.low_share > 0.3  # the machine waited 53 %
+    assert any("host-wide" in a for a in f.loss.assumptions)
