@@ -231,6 +231,11 @@ def open_store(path: Path, create: bool = True) -> duckdb.DuckDBPyConnection:
         con.execute("COMMIT").fetchall()
     for statement in _VIEWS:
         con.execute(statement).fetchall()
+    # The views in the database file, not only in its WAL: DuckDB 1.5.5
+    # cannot replay the summary views (subqueries, a lambda) from the WAL of
+    # a process killed before its next checkpoint ("GetDefaultDatabase with
+    # no default database set"), and the file would not open again.
+    con.execute("CHECKPOINT").fetchall()
     return con
 
 
