@@ -43,11 +43,14 @@ def _max(job: JobView, sensors: list[str]) -> Matrix | None:
 
 
 def _network(direction: str) -> Callable[[JobView], Matrix | None]:
+    """Bytes to and from other nodes: InfiniBand plus Ethernet, not loopback,
+    and not the test bed's InfiniBand counters (ibsim.py, ``backend=sim``),
+    which copy the node's Ethernet link and would count its bytes twice."""
+
     def compute(job: JobView) -> Matrix | None:
-        names = job.base_sensors(f"ib.{direction}_bytes_per_s") + [
-            s for s in job.base_sensors(f"net.{direction}_bytes_per_s") if s.find("iface=lo") < 0
-        ]
-        return _sum(job, names)
+        ib = [s for s in job.base_sensors(f"ib.{direction}_bytes_per_s") if "backend=sim" not in s]
+        eth = [s for s in job.base_sensors(f"net.{direction}_bytes_per_s") if "iface=lo" not in s]
+        return _sum(job, ib + eth)
 
     return compute
 

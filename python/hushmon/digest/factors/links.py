@@ -90,22 +90,11 @@ def simulated_ib(job: JobData) -> bool:
 
 def traffic(job: JobData, direction: str) -> np.ndarray | None:
     """Each node's network bytes/s per period (``direction`` tx or rx): the derived
-    ``network.*`` sensor, except where the InfiniBand counters are simulated from the
-    Ethernet link, whose bytes the derived sum would count twice: then Ethernet alone."""
+    ``network.*`` sensor (digest/sensors.py leaves out the bed's simulated
+    InfiniBand counters, a copy of the Ethernet link)."""
     cache: dict[str, np.ndarray | None] = job.__dict__.setdefault("_traffic_cache", {})
     if direction not in cache:
-        out = job.matrix(f"network.{direction}_bytes_per_s")
-        if simulated_ib(job):
-            names = [
-                s for s in job.base_sensors(f"net.{direction}_bytes_per_s") if "iface=lo" not in s
-            ]
-            mats = [m for m in (job.matrix(n) for n in names) if m is not None]
-            if mats:
-                stacked = np.stack(mats)
-                with np.errstate(all="ignore"):
-                    out = np.nansum(stacked, axis=0)
-                out[np.all(np.isnan(stacked), axis=0)] = np.nan
-        cache[direction] = out
+        cache[direction] = job.matrix(f"network.{direction}_bytes_per_s")
     return cache[direction]
 
 
