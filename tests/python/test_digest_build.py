@@ -39,7 +39,8 @@ def test_json_has_the_contract(digest: Digest) -> None:
         assert f["evidence"] and f["hint"]
     skipped = {s["factor"]: s["reason"] for s in data["skipped"]}
     gpu = {"gpu_idle", "gpu_memory", "gpu_throttle", "gpu_transfer"}  # a job without GPUs
-    assert set(skipped) - gpu == {"decomposition", "app_timeline"}
+    # energy: no RAPL or GPU power in the synthetic job
+    assert set(skipped) - gpu == {"decomposition", "app_timeline", "energy"}
     assert all(skipped[f] == "missing_sensor" for f in gpu)
     assert skipped["app_timeline"] == "not_applicable"  # no libhushmon data
     corr = data["correlation"]

@@ -56,6 +56,7 @@ MEANING = {
     "topology": "share of the traffic that may cross between racks (upper bound)",
     "disk_swap": "share of time swapping, or at the memory limit with the disk busy",
     "imbalance": "1 - mean/max of per-node work",
+    "energy": "none: energy is reported in each digest, not a limit to follow across sizes",
     "io_bound": "share of the run time the average node waits for I/O while moving bytes",
     "idle_cpu": "idle + iowait, % of CPU time",
     "decomposition": "work rate lost vs the best run",

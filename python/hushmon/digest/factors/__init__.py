@@ -16,6 +16,7 @@ from hushmon.digest.factors import (
     app_timeline,
     decomposition,
     disk_swap,
+    energy,
     gpu_idle,
     gpu_memory,
     gpu_throttle,
@@ -51,6 +52,7 @@ FACTORS: tuple[Factor, ...] = (
     gpu_throttle.FACTOR,
     gpu_transfer.FACTOR,
     app_timeline.FACTOR,
+    energy.FACTOR,
 )
 
 PARAMETERS_FILE = Path(__file__).with_name("parameters.toml")

@@ -1,0 +1,256 @@
+"""Energy to solution: an info finding, not a limit.
+
+Parts: the CPU packages and DRAM (``rapl`` lines, one per powercap zone) and
+the GPUs (``gpu_nvidia``: the ``energy_mj`` counter's growth over the job,
+else ``power_w`` x period). Every energy is power x period summed over the
+periods, so a job read as bins (each bin a mean) sums the same way.
+
+Shared nodes: a package's energy is the whole machine's, so the job's part is
+apportioned by CPU time (the rule, per node and period): the job's cgroup CPU
+time (``cgroup.cpu_usage_pct`` of the node's CPUs) over all CPU time used on
+the machine the package measures (host-wide busy CPU x its CPUs), at most 1.
+DRAM follows the package's rule; the GPUs the job holds are its own. Without
+a job cgroup or CPU counts the node's whole energy is the job's, and the
+finding says so.
+
+hushmon's own share (the agent's CPU time x the package's energy per
+CPU-second used on the machine) is not computed yet: the digest's job data
+leave the agent's own lines out. The finding says so.
+
+A source tagged ``backend=sim`` or ``backend=fixture`` (a simulated or
+recorded tree, not this machine's hardware) is named in the finding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from hushmon.digest.factors.base import AnalyzerSkip, Finding, SkipReason
+from hushmon.digest.jobdata import JobData
+from hushmon.digest.resolution import ACROSS_NODES
+
+SLICES = 10  # power over time: the job's mean power in this many slices of the run
+
+
+def _tags(sensor: str) -> dict[str, str]:
+    inner = sensor.partition("[")[2].rstrip("]")
+    return dict(p.split("=", 1) for p in inner.split(",") if "=" in p)
+
+
+def _sum(job: JobData, sensors: list[str]) -> np.ndarray | None:
+    mats = [m for m in (job.matrix(s) for s in sensors) if m is not None]
+    if not mats:
+        return None
+    return np.nansum(np.stack(mats), axis=0)
+
+
+def rapl_power_w(job: JobData, domain: str) -> np.ndarray | None:
+    """Nodes x periods power of every RAPL zone whose domain starts with ``domain``."""
+    names = [
+        s for s in job.base_sensors("rapl.power_w") if _tags(s).get("domain", "").startswith(domain)
+    ]
+    return _sum(job, names)
+
+
+def gpu_energy_j(job: JobData) -> tuple[float, str] | None:
+    """The GPUs' energy over the job and how it was measured."""
+    counters = [
+        m for m in (job.matrix(s) for s in job.base_sensors("gpu.energy_mj")) if m is not None
+    ]
+    if counters:
+        total_mj = 0.0
+        for m in counters:
+            with np.errstate(all="ignore"):
+                total_mj += float(np.nansum(np.nanmax(m, axis=1) - np.nanmin(m, axis=1)))
+        return total_mj / 1e3, "NVML's energy counter (energy_mj) growth over the job"
+    power = _sum(job, job.base_sensors("gpu.power_w"))
+    if power is None:
+        return None
+    return float(np.nansum(power)) * job.period_s, "NVML power readings x period"
+
+
+def _cpu_count(job: JobData, host: bool) -> int:
+    suffix = ",scope=host]" if host else "]"
+    return sum(
+        1
+        for s in job.base_sensors("cpu.user_pct")
+        if _tags(s).get("cpu", "").startswith("cpu")
+        and _tags(s).get("cpu") != "total"
+        and s.endswith(suffix)
+        and (host or "scope=" not in s)
+    )
+
+
+def job_share(job: JobData) -> tuple[np.ndarray | float, str]:
+    """The job's share of each node-period's package energy, and the rule used."""
+    usage = _sum(
+        job,
+        [
+            s
+            for s in job.base_sensors("cgroup.cpu_usage_pct")
+            if _tags(s).get("job") in (None, job.job)
+        ],
+    )
+    node_cpus_m = job.matrix("node_cgroup.cpus")
+    node_cpus: np.ndarray | float | None = (
+        node_cpus_m if node_cpus_m is not None else (_cpu_count(job, False) or None)
+    )
+    host_busy = job.matrix("cpu.host_busy_pct")
+    host_cpus = _cpu_count(job, True)
+    if host_busy is None:
+        host_busy, host_cpus = job.matrix("cpu.busy_pct"), 0
+    machine_cpus: np.ndarray | float | None = host_cpus or node_cpus
+    if usage is None or node_cpus is None or host_busy is None or machine_cpus is None:
+        return 1.0, (
+            "the node's whole energy (no job cgroup CPU time or CPU count to apportion by)"
+        )
+    with np.errstate(all="ignore"):
+        share = np.clip(
+            np.nan_to_num(usage * node_cpus / np.maximum(host_busy * machine_cpus, 1e-9)), 0, 1
+        )
+    return share, (
+        "the job's cgroup CPU time over all CPU time used on the machine the package "
+        "measures, per node and period (at most 1)"
+    )
+
+
+def marks(job: JobData) -> list[str]:
+    """Sources that are simulated or recorded, not this machine's hardware."""
+    out = set()
+    for prefix in ("rapl.power_w", "gpu.power_w", "gpu.energy_mj"):
+        for s in job.base_sensors(prefix):
+            backend = _tags(s).get("backend")
+            if backend in ("sim", "fixture"):
+                out.add(
+                    f"{prefix.split('.')[0]} ({'simulated' if backend == 'sim' else 'fixture'})"
+                )
+    return sorted(out)
+
+
+class Energy:
+    name = "energy"
+    title = "Energy to solution"
+    requires: tuple[str, ...] = ()  # any of RAPL or GPU power: checked in analyze
+    optional = (
+        "rapl.power_w",
+        "gpu.power_w",
+        "gpu.energy_mj",
+        "cgroup.cpu_usage_pct",
+        "gpu.throttle_power",
+    )
+    # what it needs (digest/resolution.py): power summed over nodes and periods
+    resolution = ACROSS_NODES
+
+    def metric(self, job: JobData, params: Mapping[str, Any]) -> float | None:
+        """None: energy is not a limit, so compare has no influence to follow."""
+        return None
+
+    def _parts(
+        self, job: JobData
+    ) -> tuple[dict[str, float], dict[str, Any], np.ndarray | None] | None:
+        package = rapl_power_w(job, "package")
+        dram = rapl_power_w(job, "dram")
+        gpu = gpu_energy_j(job)
+        if package is None and dram is None and gpu is None:
+            return None
+        share, rule = job_share(job)
+        parts: dict[str, float] = {}
+        power = None
+        if package is not None:
+            parts["cpu_package"] = float(np.nansum(package * share)) * job.period_s
+            power = package * share
+        if dram is not None:
+            parts["dram"] = float(np.nansum(dram * share)) * job.period_s
+            power = dram * share if power is None else power + dram * share
+        gpu_power = _sum(job, job.base_sensors("gpu.power_w"))
+        if gpu is not None:
+            parts["gpu"] = gpu[0]
+            if gpu_power is not None:
+                power = gpu_power if power is None else power + np.nan_to_num(gpu_power)
+        info: dict[str, Any] = {"apportioned_by": rule}
+        if gpu is not None:
+            info["gpu_measured_by"] = gpu[1]
+        if not isinstance(share, float):
+            info["job_share_of_package_mean"] = round(float(np.mean(share)), 3)
+        return parts, info, power
+
+    def analyze(self, job: JobData, params: Mapping[str, Any]) -> list[Finding]:
+        got = self._parts(job)
+        if got is None:
+            raise AnalyzerSkip(
+                SkipReason.MISSING_SENSOR,
+                "needs rapl.power_w (powercap) or gpu.power_w / gpu.energy_mj (NVML)",
+            )
+        parts, evidence, power = got
+        total_j = sum(parts.values())
+        evidence["energy_kj"] = round(total_j / 1e3, 3)
+        evidence["run_s"] = round(job.span_s, 1)
+        for part, j in parts.items():
+            evidence[f"{part}_kj"] = round(j / 1e3, 3)
+            evidence[f"{part}_share"] = round(j / total_j, 3) if total_j > 0 else None
+        over_time = ""
+        if power is not None:
+            per_period = np.nansum(power, axis=0)  # the job's power, all nodes
+            evidence["power_w_mean"] = round(float(np.mean(per_period)), 1)
+            evidence["power_w_max"] = round(float(np.max(per_period)), 1)
+            slices = np.array_split(per_period, min(SLICES, per_period.size))
+            evidence["power_w_by_tenth_of_run"] = [round(float(np.mean(s)), 1) for s in slices]
+            over_time = (
+                f"; its power averaged {evidence['power_w_mean']} W "
+                f"(peak {evidence['power_w_max']} W)"
+            )
+        cap = self._power_cap(job, params, evidence)
+        own = self._own_share(job, evidence)
+        marked = marks(job)
+        if marked:
+            evidence["sources_not_this_hardware"] = ", ".join(marked)
+        shares = ", ".join(
+            f"{p.replace('_', ' ')} {j / total_j:.0%}" for p, j in parts.items() if total_j > 0
+        )
+        hint = (
+            f"The job used {total_j / 1e3:.3g} kJ in {job.span_s:.0f} s ({shares}){over_time}, "
+            f"apportioned by {evidence['apportioned_by']}.{cap}{own}"
+            + (f" Marked: {', '.join(marked)} -- not this machine's hardware." if marked else "")
+        )
+        return [
+            Finding(
+                self.name,
+                self.title,
+                "info",
+                evidence,
+                hint,
+                loss_unknown="energy is reported, not a limit on the run time",
+            )
+        ]
+
+    def _power_cap(self, job: JobData, params: Mapping[str, Any], evidence: dict[str, Any]) -> str:
+        throttled = job.matrix("gpu.throttle_power")
+        if throttled is None:
+            names = job.base_sensors("gpu.throttle_power")
+            mats = [m for m in (job.matrix(s) for s in names) if m is not None]
+            throttled = np.nanmax(np.stack(mats), axis=0) if mats else None
+        if throttled is None or not np.isfinite(throttled).any():
+            evidence["power_cap"] = "not visible (no GPU throttle reasons; RAPL limits not read)"
+            return ""
+        share = float(np.nanmean(throttled > 0))
+        evidence["gpu_power_capped_share"] = round(share, 3)
+        if share >= params["power_cap_share"]:
+            return f" A GPU's power cap throttled its clocks in {share:.0%} of the periods."
+        return ""
+
+    def _own_share(self, job: JobData, evidence: dict[str, Any]) -> str:
+        """hushmon's own energy would be the agent's CPU time x the package's energy
+        per CPU-second used on the machine; the agent's CPU time is not among the
+        job's sensors (jobdata leaves the agent's own lines out), so it is said, not
+        guessed."""
+        evidence["hushmon_energy"] = (
+            "not computed: the agent's CPU time (hushmon_agent.cpu_us) is not among the "
+            "job's sensors (the digest leaves the agent's own lines out)"
+        )
+        return ""
+
+
+FACTOR = Energy()

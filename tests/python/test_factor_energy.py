@@ -1,0 +1,95 @@
+"""energy on a synthetic job with known RAPL power and a job using half the CPU time.
+
+The lines added to the synthetic scenario are the nodes' 3 CPUs 90 % busy,
+what the agent's ``rapl`` source writes for a package and a DRAM zone at
+constant power, and the job's cgroup at 45 % of the node's CPUs, so the
+job's share of the package (the apportioning rule) is known: one half."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from hushmon.digest.factors import energy, parameters
+from hushmon.digest.factors.base import AnalyzerSkip, SkipReason
+from hushmon.digest.jobdata import JobData, load_job
+from hushmon.store.ingest import ingest_spool
+from hushmon.store.synthetic import START_NS, Scenario, write_spool
+
+SECONDS = 60
+PACKAGE_W, DRAM_W = 100.0, 20.0
+
+
+CPU = (
+    "user_pct=88,nice_pct=0,system_pct=2,idle_pct=10,iowait_pct=0,irq_pct=0,softirq_pct=0,"
+    "steal_pct=0"
+)
+
+
+def _job(tmp: Path, rapl: bool = True, backend: str = "", usage_pct: float = 45.0) -> JobData:
+    sc = Scenario(nodes=2, seconds=SECONDS, job="j", omit=("cgroup", "cpu"))
+    spool = tmp / "spool"
+    write_spool(sc, spool)
+    tag = f",backend={backend}" if backend else ""
+    for node in range(sc.nodes):
+        host = sc.host(node)
+        lines = []
+        for i in range(SECONDS):
+            ts = START_NS + i * sc.period_ns
+            if rapl:
+                lines.append(
+                    f"rapl,host={host}{tag},domain=package-0,zone=intel-rapl:0 "
+                    f"energy_j={PACKAGE_W},power_w={PACKAGE_W} {ts}\n"
+                    f"rapl,host={host}{tag},domain=dram,zone=intel-rapl:0:0 "
+                    f"energy_j={DRAM_W},power_w={DRAM_W} {ts}\n"
+                )
+            lines += [
+                f"cpu,host={host},cpu={c} {CPU} {ts}\n" for c in ("total", "cpu0", "cpu1", "cpu2")
+            ]
+            lines.append(
+                f"cgroup,host={host},job=j,cgroup=/hushmon/j cpu_usage_pct={usage_pct} {ts}\n"
+            )
+        (spool / f"{host}-{START_NS}-900.lp").write_text("".join(lines), encoding="ascii")
+    db = tmp / "hushmon.duckdb"
+    assert ingest_spool(db, spool).rejected_lines == 0
+    return load_job(db, "j")
+
+
+def test_energy_apportioned_by_the_job_cpu_time(tmp_path: Path) -> None:
+    job = _job(tmp_path)
+    [f] = energy.FACTOR.analyze(job, parameters()["energy"])
+    ev = f.evidence
+    assert f.severity == "info" and f.loss is None and f.loss_unknown
+    # 2 nodes x 60 s x 100 W x one half = 6 kJ; DRAM 1.2 kJ
+    assert ev["cpu_package_kj"] == 6.0
+    assert ev["dram_kj"] == 1.2
+    assert ev["energy_kj"] == 7.2
+    assert ev["cpu_package_share"] == round(6 / 7.2, 3)
+    assert ev["job_share_of_package_mean"] == 0.5
+    assert ev["power_w_mean"] == 120.0  # (100 + 20) x 2 nodes x one half
+    assert len(ev["power_w_by_tenth_of_run"]) == 10
+    assert ev["hushmon_energy"].startswith("not computed")
+    assert "sources_not_this_hardware" not in ev
+    assert "7.2 kJ" in f.hint and "cgroup CPU time" in f.hint
+
+
+def test_a_job_using_every_busy_cpu_gets_the_whole_package_and_fixture_marked(
+    tmp_path: Path,
+) -> None:
+    job = _job(tmp_path, backend="fixture", usage_pct=90.0)
+    [f] = energy.FACTOR.analyze(job, parameters()["energy"])
+    assert f.evidence["cpu_package_kj"] == 12.0
+    assert f.evidence["sources_not_this_hardware"] == "rapl (fixture)"
+    assert "not this machine's hardware" in f.hint
+
+
+def test_skipped_without_energy_sources(tmp_path: Path) -> None:
+    job = _job(tmp_path, rapl=False)
+    try:
+        energy.FACTOR.analyze(job, parameters()["energy"])
+    except AnalyzerSkip as skip:
+        assert skip.reason == SkipReason.MISSING_SENSOR
+    else:
+        raise AssertionError("no skip without RAPL or GPU power")
+    assert np.isnan(energy.FACTOR.metric(job, parameters()["energy"]) or np.nan)
