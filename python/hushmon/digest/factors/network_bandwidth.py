@@ -34,6 +34,7 @@ from hushmon.digest.factors.base import (
     span_of,
     spans_text,
 )
+from hushmon.digest.factors.congestion import congestion_evidence
 from hushmon.digest.factors.links import (
     LinkStats,
     link_params,
@@ -219,13 +220,16 @@ class NetworkBandwidth:
             "node (more computation per byte, aggregation, compression) or place "
             "communicating ranks on the same node."
         )
+        congestion = congestion_evidence(job, link.nodes, worst.near, link.kind == "uplink")
+        if congestion is not None:  # counter-based: a full link waits, a busy one does not
+            evidence.update(congestion[0])
         run = longest_run(worst.near)
         finding = Finding(
             self.name,
             self.title,
             severity,
             evidence,
-            load_text + node_text + advice,
+            load_text + node_text + ("" if congestion is None else congestion[1]) + advice,
             span_of(job, run),
         )
         self._estimate(job, params, worst, finding)
