@@ -53,13 +53,20 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
     return {}
 
 
+# Commands with subcommands that also do their own work when given none
+# (`hushmon serve` serves; `serve token` and `serve index` are its tools).
+RUN_WITHOUT_SUBCOMMAND = {"serve"}
+
+
 def command_parsers() -> dict[str, argparse.ArgumentParser]:
     """Every command a user can run, from the table: 'noise detect', 'digest', ..."""
     top = _subcommands(cli.build_parser())
     out: dict[str, argparse.ArgumentParser] = {}
     for name, _module in COMMANDS:
         subs = _subcommands(top[name])
-        out.update({f"{name} {s}": p for s, p in subs.items()} if subs else {name: top[name]})
+        out.update({f"{name} {s}": p for s, p in subs.items()})
+        if not subs or name in RUN_WITHOUT_SUBCOMMAND:
+            out[name] = top[name]
     return out
 
 
@@ -310,6 +317,11 @@ CASES: dict[str, list[Call] | NoJson | NotRunHere] = {
     # live views of NATS (tests/transport/test_live_top.py, test_live_serve.py)
     "top": NoJson("stdout is the terminal view (--once: one frame of text)"),
     "serve": NoJson("serves a web page; says where on stderr"),
+    "serve token": NoJson("stdout is the new token, printed once for the user"),
+    "serve index": NoJson("a timer's job: says on stderr what it recorded"),
+    # its answer is Prometheus' text format (--once prints one on stdout);
+    # tests/transport/test_metrics_prometheus.py runs it against real servers
+    "metrics": NoJson("stdout is the Prometheus / OpenMetrics text format"),
 }
 
 
