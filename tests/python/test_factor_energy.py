@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hushmon.digest.agent_cpu import attach_agent_cpu
 from hushmon.digest.factors import energy, parameters
 from hushmon.digest.factors.base import AnalyzerSkip, SkipReason
 from hushmon.digest.jobdata import JobData, load_job
@@ -53,7 +54,9 @@ def _job(tmp: Path, rapl: bool = True, backend: str = "", usage_pct: float = 45.
         (spool / f"{host}-{START_NS}-900.lp").write_text("".join(lines), encoding="ascii")
     db = tmp / "hushmon.duckdb"
     assert ingest_spool(db, spool).rejected_lines == 0
-    return load_job(db, "j")
+    job = load_job(db, "j")
+    attach_agent_cpu(job, db)  # as build_digest does
+    return job
 
 
 def test_energy_apportioned_by_the_job_cpu_time(tmp_path: Path) -> None:
@@ -69,7 +72,12 @@ def test_energy_apportioned_by_the_job_cpu_time(tmp_path: Path) -> None:
     assert ev["job_share_of_package_mean"] == 0.5
     assert ev["power_w_mean"] == 120.0  # (100 + 20) x 2 nodes x one half
     assert len(ev["power_w_by_tenth_of_run"]) == 10
-    assert ev["hushmon_energy"].startswith("not computed")
+    # hushmon: the synthetic agents' 80-150 us a period, 120 node-periods, x the packages'
+    # 12 kJ over the 2 x 60 x 3 x 0.9 CPU-s used = 37.04 J per CPU-s
+    assert 120 * 80e-6 < ev["hushmon_cpu_s"] < 120 * 150e-6
+    assert ev["package_j_per_cpu_s"] == round(100 / 2.7, 2)
+    assert abs(ev["hushmon_energy_j"] - ev["hushmon_cpu_s"] * 100 / 2.7) < 0.01
+    assert "hushmon's agents used" in f.hint
     assert "sources_not_this_hardware" not in ev
     assert "7.2 kJ" in f.hint and "cgroup CPU time" in f.hint
 
@@ -92,4 +100,5 @@ def test_skipped_without_energy_sources(tmp_path: Path) -> None:
         assert skip.reason == SkipReason.MISSING_SENSOR
     else:
         raise AssertionError("no skip without RAPL or GPU power")
+    assert job.__dict__["agent_cpu_s"] > 0  # the agents' CPU time was there all along
     assert np.isnan(energy.FACTOR.metric(job, parameters()["energy"]) or np.nan)

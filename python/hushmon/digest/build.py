@@ -17,6 +17,7 @@ import numpy as np
 
 from hushmon import __version__, jsonio
 from hushmon.digest import plots
+from hushmon.digest.agent_cpu import attach_agent_cpu
 from hushmon.digest.fabric import load_fabric
 from hushmon.digest.factors import FACTORS, app_timeline, parameters, run_factors
 from hushmon.digest.factors.base import SEVERITIES, Finding, Skipped
@@ -185,6 +186,7 @@ def build_digest(
     out_dir.mkdir(parents=True, exist_ok=True)
     previous = out_dir / "digest.json"
     attach_fabric(data, topology, previous if previous.exists() else None)
+    attach_agent_cpu(data, Path(db_path))  # hushmon's own CPU time, for the energy factor
     result = run_factors(data)
     scopes = describe_scopes(data)
     states = find_states(data)

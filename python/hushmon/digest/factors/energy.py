@@ -13,9 +13,9 @@ DRAM follows the package's rule; the GPUs the job holds are its own. Without
 a job cgroup or CPU counts the node's whole energy is the job's, and the
 finding says so.
 
-hushmon's own share (the agent's CPU time x the package's energy per
-CPU-second used on the machine) is not computed yet: the digest's job data
-leave the agent's own lines out. The finding says so.
+hushmon's own share: the agents' CPU time on the job's nodes (read apart,
+digest/agent_cpu.py: the job's sensors leave the agent's lines out) x the
+package's energy per CPU-second used on the machine over the job.
 
 A source tagged ``backend=sim`` or ``backend=fixture`` (a simulated or
 recorded tree, not this machine's hardware) is named in the finding.
@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from hushmon.digest.agent_cpu import agent_cpu_s
 from hushmon.digest.factors.base import AnalyzerSkip, Finding, SkipReason
 from hushmon.digest.jobdata import JobData
 from hushmon.digest.resolution import ACROSS_NODES
@@ -242,15 +243,35 @@ class Energy:
         return ""
 
     def _own_share(self, job: JobData, evidence: dict[str, Any]) -> str:
-        """hushmon's own energy would be the agent's CPU time x the package's energy
-        per CPU-second used on the machine; the agent's CPU time is not among the
-        job's sensors (jobdata leaves the agent's own lines out), so it is said, not
-        guessed."""
-        evidence["hushmon_energy"] = (
-            "not computed: the agent's CPU time (hushmon_agent.cpu_us) is not among the "
-            "job's sensors (the digest leaves the agent's own lines out)"
+        """hushmon's agents' CPU time x the package's energy per CPU-second used on
+        the machine (over the job: the packages' joules / the CPU-seconds used)."""
+        agent_s = agent_cpu_s(job)
+        package = rapl_power_w(job, "package")
+        host_busy = job.matrix("cpu.host_busy_pct")
+        cpus = _cpu_count(job, True)
+        if host_busy is None:
+            host_busy, cpus = job.matrix("cpu.busy_pct"), _cpu_count(job, False)
+        if agent_s is None or package is None or host_busy is None or cpus == 0:
+            evidence["hushmon_energy"] = (
+                "not known: needs the agents' CPU time (hushmon_agent.cpu_us), RAPL package "
+                "energy and the machine's CPU time with its CPU count"
+            )
+            return ""
+        package_j = float(np.nansum(package)) * job.period_s
+        used_cpu_s = float(np.nansum(host_busy)) / 100 * cpus * job.period_s
+        if package_j <= 0 or used_cpu_s <= 0:
+            evidence["hushmon_energy"] = "not known: no package energy or CPU time used"
+            return ""
+        agent_j = agent_s * package_j / used_cpu_s
+        evidence["hushmon_cpu_s"] = round(agent_s, 4)
+        evidence["package_j_per_cpu_s"] = round(package_j / used_cpu_s, 2)
+        evidence["hushmon_energy_j"] = round(agent_j, 3)
+        evidence["hushmon_share_of_package"] = round(agent_j / package_j, 6)
+        return (
+            f" hushmon's agents used {agent_j:.3g} J of the packages' {package_j / 1e3:.3g} kJ "
+            f"({agent_j / package_j:.3%}: their {agent_s:.3g} CPU-s x "
+            f"{package_j / used_cpu_s:.3g} J per CPU-second used on the machine)."
         )
-        return ""
 
 
 FACTOR = Energy()
