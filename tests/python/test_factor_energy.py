@@ -7,11 +7,13 @@ job's share of the package (the apportioning rule) is known: one half."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 
 from hushmon.digest.agent_cpu import attach_agent_cpu
+from hushmon.digest.compare import compare_runs
 from hushmon.digest.factors import energy, parameters
 from hushmon.digest.factors.base import AnalyzerSkip, SkipReason
 from hushmon.digest.jobdata import JobData, load_job
@@ -28,16 +30,19 @@ CPU = (
 )
 
 
-def _job(tmp: Path, rapl: bool = True, backend: str = "", usage_pct: float = 45.0) -> JobData:
-    sc = Scenario(nodes=2, seconds=SECONDS, job="j", omit=("cgroup", "cpu"))
-    spool = tmp / "spool"
+def _job(
+    tmp: Path, rapl: bool = True, backend: str = "", usage_pct: float = 45.0, name: str = "j"
+) -> JobData:
+    start_ns = START_NS + (0 if name == "j" else 10**12)  # another job: 1000 s later
+    sc = Scenario(nodes=2, seconds=SECONDS, job=name, omit=("cgroup", "cpu"), start_ns=start_ns)
+    spool = tmp / f"spool-{name}"
     write_spool(sc, spool)
     tag = f",backend={backend}" if backend else ""
     for node in range(sc.nodes):
         host = sc.host(node)
         lines = []
         for i in range(SECONDS):
-            ts = START_NS + i * sc.period_ns
+            ts = start_ns + i * sc.period_ns
             if rapl:
                 lines.append(
                     f"rapl,host={host}{tag},domain=package-0,zone=intel-rapl:0 "
@@ -49,12 +54,13 @@ def _job(tmp: Path, rapl: bool = True, backend: str = "", usage_pct: float = 45.
                 f"cpu,host={host},cpu={c} {CPU} {ts}\n" for c in ("total", "cpu0", "cpu1", "cpu2")
             ]
             lines.append(
-                f"cgroup,host={host},job=j,cgroup=/hushmon/j cpu_usage_pct={usage_pct} {ts}\n"
+                f"cgroup,host={host},job={name},cgroup=/hushmon/{name} "
+                f"cpu_usage_pct={usage_pct} {ts}\n"
             )
         (spool / f"{host}-{START_NS}-900.lp").write_text("".join(lines), encoding="ascii")
     db = tmp / "hushmon.duckdb"
     assert ingest_spool(db, spool).rejected_lines == 0
-    job = load_job(db, "j")
+    job = load_job(db, name)
     attach_agent_cpu(job, db)  # as build_digest does
     return job
 
@@ -102,3 +108,19 @@ def test_skipped_without_energy_sources(tmp_path: Path) -> None:
         raise AssertionError("no skip without RAPL or GPU power")
     assert job.__dict__["agent_cpu_s"] > 0  # the agents' CPU time was there all along
     assert np.isnan(energy.FACTOR.metric(job, parameters()["energy"]) or np.nan)
+
+
+def test_compare_shows_energy_per_unit_of_work(tmp_path: Path) -> None:
+    """Two runs in one store with the same power and CPU, so the same energy per
+    unit of work; compare.json and the table carry it."""
+    _job(tmp_path)
+    _job(tmp_path, name="k")
+    out = compare_runs(tmp_path / "hushmon.duckdb", ["j@1", "k@2"], tmp_path / "cmp")
+    data = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    per_work = [r["energy_j_per_work"] for r in data["runs"]]
+    # 7.2 kJ (package and DRAM at the job's half) / the FLOPs: the synthetic PMU's
+    # 88 % busy x 2.4 GFLOP/s x 3 CPUs, x 2 nodes x 60 s = 9.5e-9 J per FLOP
+    assert data["runs"][0]["work_sensor"] == "pmu.flops_per_s"
+    assert all(abs(e / (7200 / (0.88 * 2.4e9 * 3 * 2 * 60)) - 1) < 0.05 for e in per_work)
+    assert [r["energy_j"] for r in data["runs"]] == [7200.0, 7200.0]
+    assert out.runs[0].energy_j == 7200.0

@@ -40,6 +40,7 @@ from hushmon.digest.factors import (
     run_factors,
 )
 from hushmon.digest.factors.base import SEVERITIES, Finding
+from hushmon.digest.factors.energy import job_energy_j
 from hushmon.digest.factors.work import work_matrix
 from hushmon.digest.jobdata import JobData, load_job
 from hushmon.digest.scope import shared_host
@@ -79,6 +80,7 @@ class Run:
     work_sensor: str = ""
     work_rate: float | None = None
     network_send: float | None = None  # bytes/s per node in its message periods (mean of nodes)
+    energy_j: float | None = None  # energy to solution (factors/energy.py), None: no source
     label: str = ""  # what the run is (a program name), from JOB@SIZE=LABEL
 
     @property
@@ -248,6 +250,14 @@ def parse_run(spec: str) -> tuple[str, float | None]:
     return job, value
 
 
+def energy_per_work(run: Run) -> float | None:
+    """Energy per unit of work: J / (work rate x nodes x run time), the same problem's
+    runs at any size compare on it (None without an energy source or a work rate)."""
+    if run.energy_j is None or not run.work_rate or run.duration_s <= 0:
+        return None
+    return run.energy_j / (run.work_rate * run.nodes * run.duration_s)
+
+
 def _measure(job: JobData, size: float) -> Run:
     run = Run(job.job, size, len(job.hosts), job.span_s)
     for factor in FACTORS:
@@ -262,6 +272,7 @@ def _measure(job: JobData, size: float) -> Run:
         if (st := links.link_stats(link)) is not None
     ]
     run.network_send = float(np.mean(sends)) if sends else None
+    run.energy_j = job_energy_j(job)
     run.racks = job.fabric_info.describe() if job.fabric_info is not None else ""
     run.period_s = job.period_s
     run.all_findings = run_factors(job).findings
@@ -510,6 +521,8 @@ def _finish(
                 "work_rate": r.work_rate,
                 "influence": r.influence,
                 "network_send_bytes_per_s_per_node": r.network_send,
+                "energy_j": r.energy_j,
+                "energy_j_per_work": energy_per_work(r),
                 "host_busy_pct": r.host_busy_pct,
                 "nodes_share_a_host": r.nodes_share_host,
                 "racks": r.racks,
@@ -607,6 +620,13 @@ def _page(cmp: Comparison) -> Page:
             "network",
             "MB/s each node sends in its message periods",
             *[float("nan") if r.network_send is None else r.network_send / 1e6 for r in cmp.runs],
+        ]
+    )
+    rows.append(
+        [
+            "energy",
+            f"J per unit of work ({cmp.runs[0].work_sensor} x nodes x s); the run's kJ in JSON",
+            *[float("nan") if (e := energy_per_work(r)) is None else e for r in cmp.runs],
         ]
     )
     rows.append(

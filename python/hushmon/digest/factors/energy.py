@@ -275,3 +275,10 @@ class Energy:
 
 
 FACTOR = Energy()
+
+
+def job_energy_j(job: JobData) -> float | None:
+    """The job's energy to solution, J (the energy finding's total; None: no source):
+    compare's energy per unit of work."""
+    parts = FACTOR._parts(job)
+    return None if parts is None else sum(parts[0].values())
