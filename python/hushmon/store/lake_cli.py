@@ -175,6 +175,12 @@ def run_compact(args: argparse.Namespace) -> int:
         f"{report.rollup_rows_added:,} rollup rows added",
         file=out,
     )
+    print(
+        f"  summaries: {report.summary_periods_stored:,} closed periods stored merged "
+        f"({report.summary_partial_rows_deleted:,} partial rows deleted), "
+        f"{report.summary_late_periods_merged:,} stored periods took late partials",
+        file=out,
+    )
     for cut in report.plan.get("cuts", []):
         print(
             f"  {cut['table']}: rows before {_utc(cut['cut_ns'])} deleted ({cut['reason']}), "
@@ -271,6 +277,10 @@ def _print_status(st: dict[str, Any], out: Any) -> None:
     )
     nxt = st["next_compaction"]
     print(f"  next compaction frees about {human_bytes(nxt['frees_bytes_estimate'])}", file=out)
+    print(
+        f"    and stores {nxt['summary_periods_to_store']:,} closed summary periods merged",
+        file=out,
+    )
     for cut in nxt["cuts"]:
         print(f"    {cut['table']}: before {_utc(cut['cut_ns'])} UTC ({cut['reason']})", file=out)
     if nxt["over_budget_after_bytes"]:

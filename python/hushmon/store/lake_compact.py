@@ -24,6 +24,11 @@ collector commits at the same moment, so collectors never stop):
    its group's files and committing them, store/lake_add_files.py; a live
    collector commits its files within seconds).
 
+First of all, summaries of periods older than ``summary_close_s`` are
+stored merged and their rack partials deleted, in one commit
+(lake_summaries_compact.py): readers then read them at the cost of stored
+rows.
+
 DuckLake writes a Parquet file completely before its commit adds it to the
 catalog, and readers see only committed snapshots: a reader never meets a
 half-written file (tests/python/test_lake_store.py checks it).
@@ -61,6 +66,7 @@ from hushmon.store.lake_retention import (
     plan_retention,
     read_policy,
 )
+from hushmon.store.lake_summaries_compact import DEFAULT_CLOSE_S, store_closed_summaries
 
 DEFAULT_GRACE_S = 600  # > the longest read (a 4096-node digest: about 60 s)
 DEFAULT_SETTLE_S = 300  # > a collector's lag (p99 5 s) and an agent's short replay
@@ -123,6 +129,10 @@ class CompactReport:
     before: dict[str, int] = field(default_factory=dict)
     after: dict[str, int] = field(default_factory=dict)
     over_budget_bytes: int = 0
+    summary_periods_stored: int = 0  # closed (job, period)s stored merged now
+    summary_rows_stored: int = 0
+    summary_partial_rows_deleted: int = 0
+    summary_late_periods_merged: int = 0  # stored periods that took late partials
     commit_retries: int = 0
     seconds: float = 0.0
 
@@ -233,6 +243,7 @@ def compact(
     now_ns: int | None = None,
     grace_s: float = DEFAULT_GRACE_S,
     settle_s: float = DEFAULT_SETTLE_S,
+    summary_close_s: float = DEFAULT_CLOSE_S,
 ) -> CompactReport:
     """One compaction of ``lake`` (see the module's docstring)."""
     began = time.perf_counter()
@@ -242,6 +253,14 @@ def compact(
     con = open_lake(lake, create=False)
     try:
         report.before = asdict(tier_bytes(con, lake, reports))
+        # Before the flush: the rows it stores are inlined, and DuckLake 1.0
+        # fails to rewrite a table's files while it holds inlined rows with
+        # deletes ('isnan(VARCHAR)' reading the inlined aggregates).
+        summaries = store_closed_summaries(con, now_ns, stats, summary_close_s)
+        report.summary_periods_stored = summaries.periods_stored
+        report.summary_rows_stored = summaries.rows_stored
+        report.summary_partial_rows_deleted = summaries.partial_rows_deleted
+        report.summary_late_periods_merged = summaries.late_periods_merged
         flushed = _call(con, f"CALL ducklake_flush_inlined_data('{LAKE_ALIAS}')", stats)
         report.flushed_tables = len(flushed)
         raw_files = [f for f in live_files(con) if f.table == RAW_TABLE]

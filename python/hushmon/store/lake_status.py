@@ -18,6 +18,7 @@ from hushmon.store.lake import is_lake, open_lake_readonly
 from hushmon.store.lake_compact import DEFAULT_GRACE_S, plan_for
 from hushmon.store.lake_files import RAW_TABLE, ROLLUP_TABLE, live_files, pending_deletion
 from hushmon.store.lake_retention import read_policy
+from hushmon.store.lake_summaries_compact import DEFAULT_CLOSE_S, pending_summary_periods
 
 
 def _tier(files: list[Any]) -> dict[str, Any]:
@@ -44,6 +45,7 @@ def lake_status(lake: Path, reports: Path | None, now_ns: int | None = None) -> 
         plan, sizes = plan_for(con, lake, reports, now_ns)
         pending = pending_deletion(con, lake)
         policy = read_policy(con)
+        summary_periods = pending_summary_periods(con, now_ns, DEFAULT_CLOSE_S)
         snapshots = con.execute(
             "SELECT count(*) FROM __ducklake_metadata_lake.ducklake_snapshot"
         ).fetchone()
@@ -74,6 +76,7 @@ def lake_status(lake: Path, reports: Path | None, now_ns: int | None = None) -> 
             "frees_bytes_estimate": plan.freed_bytes,
             "over_budget_after_bytes": plan.over_budget_after_bytes,
             "budget_floor_ns": plan.floor_ns,
+            "summary_periods_to_store": summary_periods,
         },
         "pending_deletion": {
             "files": pending.files,

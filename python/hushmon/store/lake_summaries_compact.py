@@ -1,0 +1,211 @@
+"""A compaction step: store the closed periods' summaries merged.
+
+Since store schema 3 the collector appends rack partials (``summary_rows``)
+and rebuilds overlaps (``summary_rebuilt``); readers merge them through the
+view ``merged_summaries`` (store/summary_view.py), which costs 2-3x the CPU
+and memory of rows stored merged (bench/bench_summary_read.py). A period
+older than :data:`DEFAULT_CLOSE_S` can no longer change in the normal course,
+so one lake transaction copies what the view returns for it into
+``job_summaries`` (the view's first choice) and deletes its partials and
+rebuilds: the view reads the same rows before and after.
+
+A late partial (a collector that lagged more than the margin) can still
+arrive for a stored period. The view prefers the stored rows, so it is not
+counted twice, only not yet counted; the next compaction merges it into the
+stored rows (count, sum, min, max added, Chan's pairwise M2, sketch buckets
+summed) unless a newer rebuild from raw data exists for the period, which
+then replaces them, as the view would have preferred it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+
+from hushmon.store.lake import CommitStats, lake_commit
+from hushmon.store.lake_retention import NS_PER_S
+from hushmon.store.summary_view import PARTS, VIEW
+
+# The reducers keep a published (job, period) for --keep-s (300 s) to count
+# late batches; the collector's lag stays under 5 s (p99) and an agent
+# replays its spool within minutes: after an hour a period is closed.
+DEFAULT_CLOSE_S = 3600
+
+# Sketch bucket lists summed per sensor over a relation's rows; ``src`` is
+# a relation with the key columns and the sketch columns.
+_SKETCH_SQL = """
+WITH s AS (SELECT * FROM {src}),
+zero AS (SELECT job, time_ns, measurement, tags, field, any_value(alpha) AS alpha,
+                sum(zero)::BIGINT AS zero
+         FROM s GROUP BY ALL),
+side AS (SELECT job, time_ns, measurement, tags, field, 'pos' AS side,
+                unnest(pos_keys) AS k, unnest(pos_counts) AS c FROM s
+         UNION ALL
+         SELECT job, time_ns, measurement, tags, field, 'neg',
+                unnest(neg_keys), unnest(neg_counts) FROM s),
+summed AS (SELECT job, time_ns, measurement, tags, field, side, k, sum(c)::BIGINT AS c
+           FROM side GROUP BY ALL),
+maps AS (SELECT job, time_ns, measurement, tags, field,
+                map(list(k ORDER BY k) FILTER (side = 'pos'),
+                    list(c ORDER BY k) FILTER (side = 'pos')) AS pos,
+                map(list(k ORDER BY k) FILTER (side = 'neg'),
+                    list(c ORDER BY k) FILTER (side = 'neg')) AS neg
+         FROM summed GROUP BY ALL)
+SELECT z.job, z.time_ns, z.measurement, z.tags, z.field,
+       CASE WHEN z.alpha IS NULL THEN '{{}}' ELSE to_json({{'alpha': z.alpha, 'zero': z.zero,
+            'pos': coalesce(m.pos, MAP {{}}::MAP(INTEGER, BIGINT)),
+            'neg': coalesce(m.neg, MAP {{}}::MAP(INTEGER, BIGINT))}})::VARCHAR END AS sketch
+FROM zero z LEFT JOIN maps m USING (job, time_ns, measurement, tags, field)"""
+
+_KEYS = "job, time_ns, measurement, tags, field"
+
+
+@dataclass
+class SummaryCompaction:
+    periods_stored: int = 0  # (job, period)s newly stored merged
+    rows_stored: int = 0  # job_summaries rows written (new and late)
+    partial_rows_deleted: int = 0  # summary_rows (rack) and summary_rebuilt rows
+    late_periods_merged: int = 0  # stored periods that took late partials or a rebuild
+
+
+def _periods(con: duckdb.DuckDBPyConnection, cut_ns: int, stored: bool) -> None:
+    """Temp table ``hm_periods`` (job, time_ns): periods before ``cut_ns``
+    with partials or rebuilds, already stored merged or not."""
+    sense = "" if stored else "NOT"
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE hm_periods AS
+            SELECT DISTINCT job, time_ns FROM (
+              SELECT job, time_ns FROM summary_rows WHERE level = 'rack' AND time_ns < $cut
+              UNION ALL SELECT job, time_ns FROM summary_rebuilt WHERE time_ns < $cut) p
+            WHERE {sense} EXISTS (SELECT 1 FROM job_summaries s
+                                  WHERE s.job = p.job AND s.time_ns = p.time_ns)""",
+        {"cut": cut_ns},
+    ).fetchall()
+
+
+def _delete_parts(con: duckdb.DuckDBPyConnection) -> int:
+    deleted = 0
+    for sql in (
+        """DELETE FROM summary_rows WHERE level = 'rack' AND (job, time_ns) IN
+           (SELECT (job, time_ns) FROM hm_periods)""",
+        """DELETE FROM summary_rebuilt WHERE (job, time_ns) IN
+           (SELECT (job, time_ns) FROM hm_periods)""",
+    ):
+        row = con.execute(sql).fetchone()
+        deleted += int(row[0]) if row else 0
+    return deleted
+
+
+def _store_new(con: duckdb.DuckDBPyConnection, cut_ns: int) -> SummaryCompaction:
+    """Closed periods never stored: the view's rows, as it returns them."""
+    _periods(con, cut_ns, stored=False)
+    out = SummaryCompaction()
+    row = con.execute("SELECT count(*) FROM hm_periods").fetchone()
+    out.periods_stored = int(row[0]) if row else 0
+    if out.periods_stored == 0:
+        return out
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE hm_parts AS SELECT p.* FROM {PARTS} p
+            SEMI JOIN hm_periods USING (job, time_ns)"""
+    ).fetchall()
+    row = con.execute(
+        f"""INSERT INTO job_summaries
+            SELECT m.job, m.time_ns, m.measurement, m.tags, m.field, m.count, m.sum, m.mean,
+                   m.m2, m.min, m.max, k.sketch, m.origin
+            FROM {VIEW} m SEMI JOIN hm_periods USING (job, time_ns)
+            JOIN ({_SKETCH_SQL.format(src="hm_parts")}) k USING ({_KEYS})"""
+    ).fetchone()
+    out.rows_stored = int(row[0]) if row else 0
+    out.partial_rows_deleted = _delete_parts(con)
+    return out
+
+
+def _merge_late(con: duckdb.DuckDBPyConnection, cut_ns: int) -> SummaryCompaction:
+    """Stored periods with late partials or a rebuild: a rebuild replaces
+    the stored rows, else the late rack rows are merged into them."""
+    _periods(con, cut_ns, stored=True)
+    out = SummaryCompaction()
+    row = con.execute("SELECT count(*) FROM hm_periods").fetchone()
+    out.late_periods_merged = int(row[0]) if row else 0
+    if out.late_periods_merged == 0:
+        return out
+    # Each period's parts: the newest rebuild if any, else the stored rows
+    # (sketch from JSON) and the late rack rows.
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE hm_parts AS
+        WITH rebuilt AS (
+          SELECT * FROM (SELECT *, max(built_ns) OVER (PARTITION BY job, time_ns) AS newest_ns
+                         FROM summary_rebuilt SEMI JOIN hm_periods USING (job, time_ns))
+          WHERE built_ns = newest_ns)
+        SELECT {_KEYS}, count, sum, mean, m2, min, max, alpha, zero, pos_keys, pos_counts,
+               neg_keys, neg_counts, 'raw' AS origin
+        FROM rebuilt WHERE measurement IS NOT NULL
+        UNION ALL
+        SELECT {_KEYS}, count, sum, mean, m2, min, max, alpha, zero, pos_keys, pos_counts,
+               neg_keys, neg_counts, origin
+        FROM (SELECT * FROM {PARTS} WHERE part = 'stored') s
+        SEMI JOIN hm_periods USING (job, time_ns)
+        WHERE NOT EXISTS (SELECT 1 FROM rebuilt r WHERE r.job = s.job AND r.time_ns = s.time_ns)
+        UNION ALL
+        SELECT {_KEYS}, count, sum, mean, m2, min, max, alpha, zero, pos_keys, pos_counts,
+               neg_keys, neg_counts, 'merged'
+        FROM summary_rows p SEMI JOIN hm_periods USING (job, time_ns)
+        WHERE level = 'rack'
+          AND NOT EXISTS (SELECT 1 FROM rebuilt r WHERE r.job = p.job AND r.time_ns = p.time_ns)"""
+    ).fetchall()
+    con.execute(
+        "DELETE FROM job_summaries WHERE (job, time_ns) IN (SELECT (job, time_ns) FROM hm_periods)"
+    ).fetchall()
+    row = con.execute(
+        f"""INSERT INTO job_summaries
+            SELECT {_KEYS}, m.count, m.sum, m.mean, m.m2, m.min, m.max, k.sketch, m.origin
+            FROM (SELECT {_KEYS}, sum(count)::BIGINT AS count, sum(sum) AS sum,
+                         sum(count * mean) / sum(count) AS mean,
+                         list_reduce(list({{'n': count::DOUBLE, 'mean': mean, 'm2': m2}}),
+                           lambda a, b: {{'n': a.n + b.n,
+                             'mean': a.mean + (b.mean - a.mean) * b.n / (a.n + b.n),
+                             'm2': a.m2 + b.m2 + (b.mean - a.mean) ^ 2 * a.n * b.n / (a.n + b.n)
+                           }}).m2 AS m2,
+                         min(min) AS min, max(max) AS max,
+                         CASE WHEN bool_or(origin = 'raw') THEN 'raw' ELSE 'merged' END AS origin
+                  FROM hm_parts GROUP BY ALL) m
+            JOIN ({_SKETCH_SQL.format(src="hm_parts")}) k USING ({_KEYS})"""
+    ).fetchone()
+    out.rows_stored = int(row[0]) if row else 0
+    out.partial_rows_deleted = _delete_parts(con)
+    return out
+
+
+def store_closed_summaries(
+    con: duckdb.DuckDBPyConnection, now_ns: int, stats: CommitStats, close_s: float
+) -> SummaryCompaction:
+    """Store every period older than ``close_s`` merged, in one lake
+    transaction (late partials of stored periods first, in the same one)."""
+    cut_ns = now_ns - int(close_s * NS_PER_S)
+
+    def body(c: duckdb.DuckDBPyConnection) -> SummaryCompaction:
+        late = _merge_late(c, cut_ns)
+        new = _store_new(c, cut_ns)
+        c.execute("DROP TABLE IF EXISTS hm_periods").fetchall()
+        c.execute("DROP TABLE IF EXISTS hm_parts").fetchall()
+        return SummaryCompaction(
+            periods_stored=new.periods_stored,
+            rows_stored=new.rows_stored + late.rows_stored,
+            partial_rows_deleted=new.partial_rows_deleted + late.partial_rows_deleted,
+            late_periods_merged=late.late_periods_merged,
+        )
+
+    return lake_commit(con, body, stats)
+
+
+def pending_summary_periods(con: duckdb.DuckDBPyConnection, now_ns: int, close_s: float) -> int:
+    """(job, period)s the next compaction would store merged or merge late
+    partials into (for ``store status``)."""
+    row = con.execute(
+        """SELECT count(*) FROM (SELECT DISTINCT job, time_ns FROM (
+             SELECT job, time_ns FROM summary_rows WHERE level = 'rack' AND time_ns < $cut
+             UNION ALL SELECT job, time_ns FROM summary_rebuilt WHERE time_ns < $cut))""",
+        {"cut": now_ns - int(close_s * NS_PER_S)},
+    ).fetchone()
+    return int(row[0]) if row else 0
