@@ -8,6 +8,8 @@ period, scaled a little from period to period):
 
 - ``partials``: what the collector writes since store schema 3, a row per
   rack, period and sensor in ``summary_rows``, merged by the view;
+- ``compacted``: ``partials`` after ``hushmon store compact`` stored its
+  closed periods merged (store/lake_summaries_compact.py);
 - ``merged``: the same job as a collector before it left it, a row per
   period and sensor in ``job_summaries`` (sketch as JSON).
 
@@ -147,30 +149,42 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="hm-sumread-") as name:
         tmp = Path(name)
         results = {}
-        for layout in ("partials", "merged"):
+        for layout in ("partials", "compacted", "merged"):
             lake = tmp / f"{layout}.lake"
             t = time.perf_counter()
-            build(lake, layout, tpl, racks, args.nodes, args.seconds)
+            build(lake, "partials" if layout == "compacted" else layout, tpl, racks, args.nodes,
+                  args.seconds)  # fmt: skip
+            if layout == "compacted":
+                from hushmon.store.lake_compact import compact
+
+                done = compact(lake, now_ns=T0 + (args.seconds + 7200) * 1_000_000_000)
+                print(f"compacted: {done.summary_periods_stored} periods stored merged in "
+                      f"{done.seconds:.0f} s (load {_load()})", file=sys.stderr)  # fmt: skip
             print(f"{layout}: built in {time.perf_counter() - t:.0f} s", file=sys.stderr)
-        for layout in ("partials", "merged"):
+        for layout in ("partials", "compacted", "merged"):
             out = tmp / f"out-{layout}"
             out.mkdir()
             load = _load()
             results[layout] = (digest(tmp / f"{layout}.lake", out), load)
     a, b = results["partials"][0], results["merged"][0]
-    assert a["periods"] == b["periods"] == args.seconds, (a["periods"], b["periods"])
-    for sensor, (n, avg, p50) in a["sensors"].items():
-        n2, avg2, p502 = b["sensors"][sensor]
-        assert n == n2 and abs(avg - avg2) <= 1e-6 * max(1.0, abs(avg)), (sensor, avg, avg2)
-        assert p50 == p502, (sensor, p50, p502)
+    for other in (b, results["compacted"][0]):
+        assert a["periods"] == other["periods"] == args.seconds, (a["periods"], other["periods"])
+        for sensor, (n, avg, p50) in a["sensors"].items():
+            n2, avg2, p502 = other["sensors"][sensor]
+            assert n == n2 and abs(avg - avg2) <= 1e-6 * max(1.0, abs(avg)), (sensor, avg, avg2)
+            assert p50 == p502, (sensor, p50, p502)
     print(f"digest --from-summaries of a {args.nodes}-node job x {args.seconds} s "
-          f"({racks} racks x {len(tpl)} sensors; the two digests agree)")  # fmt: skip
+          f"({racks} racks x {len(tpl)} sensors; the three digests agree)")  # fmt: skip
     for layout, (r, load) in results.items():
-        print(f"  {layout:8s} {r['wall_s']:6.1f} s wall  {r['cpu_s']:6.1f} CPU-s  "
+        print(f"  {layout:9s} {r['wall_s']:6.1f} s wall  {r['cpu_s']:6.1f} CPU-s  "
               f"{r['peak_rss_bytes'] / 2**30:5.2f} GiB peak  (load {load})")  # fmt: skip
     print(f"  partials / merged: {a['wall_s'] / b['wall_s']:.2f}x wall, "
           f"{a['cpu_s'] / b['cpu_s']:.2f}x CPU, "
           f"{a['peak_rss_bytes'] / b['peak_rss_bytes']:.2f}x peak RSS")  # fmt: skip
+    c = results["compacted"][0]
+    print(f"  partials / compacted: {a['wall_s'] / c['wall_s']:.2f}x wall, "
+          f"{a['cpu_s'] / c['cpu_s']:.2f}x CPU, "
+          f"{a['peak_rss_bytes'] / c['peak_rss_bytes']:.2f}x peak RSS")  # fmt: skip
     return 0
 
 
