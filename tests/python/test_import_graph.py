@@ -34,15 +34,6 @@ FORBIDDEN: tuple[tuple[str, str, str], ...] = (
     ("hushmon.transport", "hushmon.run", "the agent client is hushmon.agentclient"),
 )
 
-# Circles that are known and owned elsewhere, each with its reason. The
-# digest's factors package imports every factor (its registry) and links.py
-# asks the package for its parameters: issue 21's engineer owns factors/*,
-# which this change was told not to edit. test_exemptions_are_still_needed
-# fails once the circle is gone, so that this entry goes with it.
-EXEMPT_CYCLE_PACKAGES: Mapping[str, str] = {
-    "hushmon.digest.factors": "factors/__init__ (registry) <-> links.py (parameters)",
-}
-
 
 @dataclass(frozen=True)
 class Arrow:
@@ -178,14 +169,7 @@ def describe_cycle(component: list[str], arrows: list[Arrow], key: str = "module
 
 
 def module_cycle_problems(arrows: list[Arrow]) -> list[str]:
-    problems = []
-    for component in cycles((a.source, a.target) for a in arrows):
-        if all(
-            any(m == p or m.startswith(p + ".") for p in EXEMPT_CYCLE_PACKAGES) for m in component
-        ):
-            continue
-        problems.append(describe_cycle(component, arrows))
-    return problems
+    return [describe_cycle(c, arrows) for c in cycles((a.source, a.target) for a in arrows)]
 
 
 def package_cycle_problems(arrows: list[Arrow]) -> list[str]:
@@ -233,14 +217,6 @@ def test_no_package_imports_itself_back(hushmon_arrows: list[Arrow]) -> None:
 def test_no_forbidden_arrow(hushmon_arrows: list[Arrow]) -> None:
     problems = forbidden_problems(hushmon_arrows)
     assert not problems, "\n".join(problems)
-
-
-def test_exemptions_are_still_needed(hushmon_arrows: list[Arrow]) -> None:
-    circles = cycles((a.source, a.target) for a in hushmon_arrows)
-    for package, why in EXEMPT_CYCLE_PACKAGES.items():
-        assert any(all(m.startswith(package) for m in c) for c in circles), (
-            f"the circle in {package} ({why}) is gone: remove it from EXEMPT_CYCLE_PACKAGES"
-        )
 
 
 def _tree(root: Path, files: Mapping[str, str]) -> Path:

@@ -6,10 +6,7 @@ thresholds as a section of ``parameters.toml``, and one line below.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 from hushmon.digest.factors import (
@@ -36,6 +33,7 @@ from hushmon.digest.factors.base import (
     SkipReason,
     severity_from_loss,
 )
+from hushmon.digest.factors.params import PARAMETERS_FILE, load_parameters
 from hushmon.digest.jobdata import JobData
 from hushmon.digest.resolution import PER_NODE, RAW
 
@@ -55,16 +53,11 @@ FACTORS: tuple[Factor, ...] = (
     energy.FACTOR,
 )
 
-PARAMETERS_FILE = Path(__file__).with_name("parameters.toml")
 
-
-@cache
 def parameters() -> Mapping[str, Mapping[str, Any]]:
-    with PARAMETERS_FILE.open("rb") as f:
-        params = tomllib.load(f)
-    missing = [f.name for f in FACTORS if f.name not in params] + [
-        s for s in ("loss", "links", "fabric") if s not in params
-    ]
+    """parameters.toml, checked to hold a section for every registered factor."""
+    params = load_parameters()
+    missing = [f.name for f in FACTORS if f.name not in params]
     if missing:
         raise RuntimeError(f"{PARAMETERS_FILE} lacks sections for: {', '.join(missing)}")
     return params

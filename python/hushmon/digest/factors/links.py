@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from hushmon.digest.factors.params import load_parameters
 from hushmon.digest.jobdata import JobData
 
 
@@ -202,9 +203,7 @@ def uplinks(job: JobData) -> list[Link]:
 
 
 def link_params() -> Mapping[str, Any]:
-    from hushmon.digest.factors import parameters  # the package imports this module
-
-    return parameters()["links"]
+    return load_parameters()["links"]
 
 
 def link_stats(link: Link, params: Mapping[str, Any] | None = None) -> LinkStats | None:

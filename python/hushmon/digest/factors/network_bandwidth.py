@@ -43,6 +43,7 @@ from hushmon.digest.factors.links import (
     traffic,
     uplinks,
 )
+from hushmon.digest.factors.params import load_parameters
 from hushmon.digest.jobdata import JobData
 from hushmon.digest.resolution import PER_NODE
 
@@ -240,9 +241,7 @@ class NetworkBandwidth:
     ) -> None:
         """The run time the link costs: its message periods at the next limit's rate
         (factors/costs.py), only the bytes that crossed for an uplink."""
-        from hushmon.digest.factors import parameters  # the package imports this module
-
-        rule = parameters()["loss"]
+        rule = load_parameters()["loss"]
         caps = {link.nodes[0]: link.capacity for link in node_links(job, params)}
         nxt = costs.next_limit(job, worst, caps, rule)
         if nxt is None:

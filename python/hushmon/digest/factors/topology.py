@@ -37,6 +37,7 @@ from hushmon.digest.factors.links import (
     traffic,
     uplinks,
 )
+from hushmon.digest.factors.params import load_parameters
 from hushmon.digest.jobdata import JobData
 from hushmon.digest.resolution import PER_NODE
 
@@ -282,9 +283,7 @@ class Topology:
     ) -> None:
         """The run time a placement in one rack would save: the uplink's periods at the
         node links' rate, for the share of the bytes that crossed (bounds)."""
-        from hushmon.digest.factors import parameters  # the package imports this module
-
-        params = parameters()
+        params = load_parameters()
         rule = params["loss"]
         caps = {
             link.nodes[0]: link.capacity for link in node_links(job, params["network_bandwidth"])
