@@ -29,7 +29,8 @@ from typing import Any
 import duckdb
 
 from hushmon.errors import HushmonError
-from hushmon.store.lake import is_lake, lake_commit
+from hushmon.store.lake import is_lake
+from hushmon.store.transaction import store_transaction
 
 TABLE = "job_records"
 SEVERITIES = ("high", "medium", "low", "info")
@@ -186,17 +187,14 @@ def write_records(
     """Append ``records`` to the store opened as ``con`` (writable) at ``store``."""
     if not records:
         return
-    if is_lake(store):
-        lake_commit(con, lambda c: _append(c, records))
-        return
-    con.execute("BEGIN TRANSACTION").fetchall()
-    try:
-        _append(con, records)
-        con.execute(CREATE_INDEX).fetchall()
-        con.execute("COMMIT").fetchall()
-    except BaseException:
-        con.execute("ROLLBACK").fetchall()
-        raise
+    lake = is_lake(store)
+
+    def body(c: duckdb.DuckDBPyConnection) -> None:
+        _append(c, records)
+        if not lake:  # a lake has no indexes
+            c.execute(CREATE_INDEX).fetchall()
+
+    store_transaction(con, lake, body)
 
 
 def record_job(store: Path, records: Sequence[JobRecord]) -> None:

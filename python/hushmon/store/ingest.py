@@ -32,6 +32,7 @@ from hushmon.progress import bar
 from hushmon.store import lineproto
 from hushmon.store.fastparse import FastBatch, parse_batch
 from hushmon.store.schema import open_store
+from hushmon.store.transaction import in_transaction
 
 # Text per parse batch: large enough that per-batch costs vanish, small enough
 # that two batches in flight stay well under a gigabyte of memory.
@@ -379,15 +380,13 @@ class _Ingester:
                 name, no = where(int(line))
                 self._exact_line(name, no, data[start:end].decode("utf-8"), exact_rows, exact_jobs)
             table, job_rows = self._fast_columns(fast, where)
-        _exec(self.con, "BEGIN TRANSACTION")
-        try:
+
+        def body(con: duckdb.DuckDBPyConnection) -> None:
             self._store(batch, table, exact_rows, job_rows + exact_jobs)
             if before_commit is not None:
-                before_commit(self.con)
-            _exec(self.con, "COMMIT")
-        except BaseException:
-            _exec(self.con, "ROLLBACK")
-            raise
+                before_commit(con)
+
+        in_transaction(self.con, body)
 
     def _fast_columns(
         self, fast: FastBatch, where: object

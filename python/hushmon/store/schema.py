@@ -17,6 +17,7 @@ from hushmon.errors import HushmonError
 from hushmon.store.lake import is_lake, open_lake, open_lake_readonly
 from hushmon.store.summary_view import SKETCH_COLUMNS, SOURCE_LIST
 from hushmon.store.summary_view import VIEWS as SUMMARY_VIEWS
+from hushmon.store.transaction import in_transaction
 
 SCHEMA_VERSION = 3
 
@@ -224,11 +225,7 @@ def open_store(path: Path, create: bool = True) -> duckdb.DuckDBPyConnection:
         # summary_rebuilt, summary_messages.source_list). Every statement is
         # CREATE ... IF NOT EXISTS or ADD COLUMN IF NOT EXISTS, so the same
         # list migrates.
-        con.execute("BEGIN TRANSACTION").fetchall()
-        for statement in _TABLES:
-            con.execute(statement).fetchall()
-        con.execute("INSERT INTO hushmon_schema (version) VALUES (?)", [SCHEMA_VERSION]).fetchall()
-        con.execute("COMMIT").fetchall()
+        in_transaction(con, _create_tables)
     for statement in _VIEWS:
         con.execute(statement).fetchall()
     # The views in the database file, not only in its WAL: DuckDB 1.5.5
@@ -252,3 +249,9 @@ def open_store_readonly(path: Path) -> duckdb.DuckDBPyConnection:
         con.close()
         raise HushmonError(f"{path} is empty, not a hushmon store: run 'hushmon ingest' first")
     return con
+
+
+def _create_tables(con: duckdb.DuckDBPyConnection) -> None:
+    for statement in _TABLES:
+        con.execute(statement).fetchall()
+    con.execute("INSERT INTO hushmon_schema (version) VALUES (?)", [SCHEMA_VERSION]).fetchall()

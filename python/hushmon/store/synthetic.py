@@ -413,6 +413,7 @@ def write_store(
     """
     from hushmon.store.lake import is_lake, series_id_of
     from hushmon.store.schema import open_store
+    from hushmon.store.transaction import in_transaction
 
     lake = is_lake(store)
     con = open_store(store)
@@ -483,16 +484,19 @@ def write_store(
             con.register("series_in", series_in)
             con.register("samples_in", samples_in)
             con.register("activity_in", activity_in)
-            con.execute("BEGIN TRANSACTION").fetchall()
             table = "series_rows" if lake else "series"
-            con.execute(f"INSERT INTO {table} SELECT * FROM series_in").fetchall()
-            if raw:
-                con.execute("INSERT INTO samples SELECT * FROM samples_in").fetchall()
-            con.execute("INSERT INTO job_activity SELECT * FROM activity_in").fetchall()
+
+            def insert(c: Any, table: str = table) -> None:
+                c.execute(f"INSERT INTO {table} SELECT * FROM series_in").fetchall()
+                if raw:
+                    c.execute("INSERT INTO samples SELECT * FROM samples_in").fetchall()
+                c.execute("INSERT INTO job_activity SELECT * FROM activity_in").fetchall()
+                if rollups:
+                    c.execute("INSERT INTO samples_1m SELECT * FROM rollups_in").fetchall()
+
+            in_transaction(con, insert)
             if rollups:
-                con.execute("INSERT INTO samples_1m SELECT * FROM rollups_in").fetchall()
                 con.unregister("rollups_in")
-            con.execute("COMMIT").fetchall()
             for name in ("series_in", "samples_in", "activity_in"):
                 con.unregister(name)
         if moments is not None:

@@ -20,7 +20,8 @@ from pathlib import Path
 import duckdb
 
 from hushmon.history.records import table_exists
-from hushmon.store.lake import is_lake, lake_commit
+from hushmon.store.lake import is_lake
+from hushmon.store.transaction import store_transaction
 from hushmon.tags.evaluate import JobTag
 
 TABLE = "job_tags"
@@ -69,16 +70,7 @@ def write_tags(
     jobs = changed_jobs(con, new)
     if not jobs:
         return []
-    if is_lake(store):
-        lake_commit(con, lambda c: _replace(c, new, jobs))
-        return jobs
-    con.execute("BEGIN TRANSACTION").fetchall()
-    try:
-        _replace(con, new, jobs)
-        con.execute("COMMIT").fetchall()
-    except BaseException:
-        con.execute("ROLLBACK").fetchall()
-        raise
+    store_transaction(con, is_lake(store), lambda c: _replace(c, new, jobs))
     return jobs
 
 

@@ -28,6 +28,7 @@ from hushmon.store import lineproto
 from hushmon.store.fastparse import FastBatch, parse_batch
 from hushmon.store.ingest import IngestReport, _Ingester, _LineKeys, _Parsed, _SpoolFile
 from hushmon.store.schema import open_store
+from hushmon.store.transaction import in_transaction
 from hushmon.transport.collect_records import CollectStats, Event, Message, sender_of
 from hushmon.transport.collect_summaries import store_summary_group
 from hushmon.transport.natsserver import MAX_PAYLOAD_BYTES
@@ -145,13 +146,7 @@ class CollectorStore:
         self.stats.note(f"set aside a message from {sender} ({msg.subject[:80]}): {why}")
 
     def _in_transaction(self, body: Callable[[], None]) -> None:
-        self._exec("BEGIN TRANSACTION")
-        try:
-            body()
-            self._exec("COMMIT")
-        except BaseException:
-            self._exec("ROLLBACK")
-            raise
+        in_transaction(self.con, lambda _con: body())
 
     def _not_stored(self, accepted: list[_Accepted], events: list[Event]) -> list[_Accepted]:
         """The batches not in transport_batches (nor earlier in the group).
