@@ -8,8 +8,6 @@ thread at most every :data:`REFRESH_S`, so a request never waits for it."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +16,7 @@ import duckdb
 
 from hushmon.errors import HushmonError
 from hushmon.history.reader import StoreReader
+from hushmon.transport.slurmjob import squeue_users
 
 REFRESH_S = 5.0
 SQUEUE_TIMEOUT_S = 5.0
@@ -25,27 +24,7 @@ SQUEUE_TIMEOUT_S = 5.0
 
 def squeue_owners() -> dict[str, str]:
     """job id -> user of every job Slurm lists ({} without Slurm)."""
-    squeue = shutil.which("squeue")
-    if squeue is None:
-        return {}
-    try:
-        out = subprocess.run(
-            [squeue, "-h", "-a", "-o", "%i|%u"],
-            capture_output=True,
-            text=True,
-            timeout=SQUEUE_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    if out.returncode != 0:
-        return {}
-    owners = {}
-    for line in out.stdout.splitlines():
-        job, sep, user = line.strip().partition("|")
-        if sep and job and user:
-            owners[job] = user
-    return owners
+    return squeue_users(SQUEUE_TIMEOUT_S) or {}
 
 
 def record_owners(reader: StoreReader, jobs: list[str]) -> dict[str, str]:

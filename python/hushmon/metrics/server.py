@@ -41,7 +41,8 @@ from hushmon.metrics.families import (
     served,
 )
 from hushmon.metrics.nodecost import NodeCosts
-from hushmon.metrics.users import JobUsers, squeue_users
+from hushmon.metrics.users import JobUsers
+from hushmon.transport.slurmjob import squeue_users
 
 RAW_SUBJECTS = "hm.raw.>"
 MAX_REQUEST_BYTES = 8192

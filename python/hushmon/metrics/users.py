@@ -10,36 +10,9 @@ learnt is kept until the job leaves the exposition.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
 
 REFRESH_S = 60.0
-SQUEUE_TIMEOUT_S = 10.0
-
-
-def squeue_users(timeout_s: float = SQUEUE_TIMEOUT_S) -> dict[str, str] | None:
-    """job id -> user name of the jobs squeue lists; None without Slurm."""
-    squeue = shutil.which("squeue")
-    if squeue is None:
-        return None
-    try:
-        out = subprocess.run(
-            [squeue, "-h", "-a", "-o", "%A %u"],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return None
-    users: dict[str, str] = {}
-    for line in out.stdout.splitlines():
-        job, _, user = line.strip().partition(" ")
-        if job and user:
-            users[job] = user.strip()
-    return users
 
 
 class JobUsers:

@@ -34,3 +34,29 @@ def job_nodes(job: str, timeout_s: float = 5.0) -> list[str] | None:
         return None
     hosts = [h for line in out.stdout.split() for h in expand_hostlist(line)]
     return sorted(set(hosts)) or None
+
+
+def squeue_users(timeout_s: float = 10.0) -> dict[str, str] | None:
+    """job id -> user name of every job squeue lists (one call for all: hushmon
+    metrics' user label, hushmon serve's owners); None without Slurm."""
+    squeue = shutil.which("squeue")
+    if squeue is None:
+        return None
+    try:
+        out = subprocess.run(
+            [squeue, "-h", "-a", "-o", "%A %u"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    users: dict[str, str] = {}
+    for line in out.stdout.splitlines():
+        job, _, user = line.strip().partition(" ")
+        if job and user:
+            users[job] = user.strip()
+    return users
