@@ -117,6 +117,25 @@ def build(lake: Path, layout: str, tpl: pa.Table, racks: int, nodes: int, second
         con.close()
 
 
+def compact_lake(lake: Path, now_ns: int) -> None:
+    """``hushmon store compact`` in a fresh process (its own peak RSS: a
+    child forked from this one would report this one's)."""
+    import datetime as dt
+
+    when = dt.datetime.fromtimestamp(now_ns / 1e9, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    cmd = [sys.executable, "-m", "hushmon.cli", "store", "compact", "--db", str(lake),
+           "--now", when]  # fmt: skip
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if status != 0:
+        raise SystemExit(f"compact of {lake.name} failed: {err.strip()[-300:]}")
+    print(f"compacted: {time.perf_counter() - t:.0f} s wall, "
+          f"{usage.ru_utime + usage.ru_stime:.1f} CPU-s, "
+          f"{usage.ru_maxrss / 2**20:.2f} GiB peak (load {_load()})", file=sys.stderr)  # fmt: skip
+
+
 def digest(lake: Path, out: Path) -> dict[str, Any]:
     """``hushmon digest --from-summaries`` in a fresh process."""
     cmd = [sys.executable, "-m", "hushmon.cli", "digest", JOB, "--db", str(lake),
@@ -155,11 +174,7 @@ def main() -> int:
             build(lake, "partials" if layout == "compacted" else layout, tpl, racks, args.nodes,
                   args.seconds)  # fmt: skip
             if layout == "compacted":
-                from hushmon.store.lake_compact import compact
-
-                done = compact(lake, now_ns=T0 + (args.seconds + 7200) * 1_000_000_000)
-                print(f"compacted: {done.summary_periods_stored} periods stored merged in "
-                      f"{done.seconds:.0f} s (load {_load()})", file=sys.stderr)  # fmt: skip
+                compact_lake(lake, T0 + (args.seconds + 7200) * 1_000_000_000)
             print(f"{layout}: built in {time.perf_counter() - t:.0f} s", file=sys.stderr)
         for layout in ("partials", "compacted", "merged"):
             out = tmp / f"out-{layout}"
