@@ -7,7 +7,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hushmon.digest.summary_sensors import summary_sensor_rows
+from hushmon.store import lake_summaries_compact
 from hushmon.store.lake import open_lake
 from hushmon.store.lake_compact import compact
 from hushmon.store.lake_status import lake_status
@@ -83,7 +86,11 @@ def _close(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def test_closed_periods_are_stored_merged_and_read_the_same(tmp_path: Path) -> None:
+def test_closed_periods_are_stored_merged_and_read_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # two commits of two periods each (a slice is a minute of periods at a site)
+    monkeypatch.setattr(lake_summaries_compact, "SLICE_S", 2)
     lake = tmp_path / "a.lake"
     _lake(lake, range(2), range(PERIODS))
     before = _read(lake)

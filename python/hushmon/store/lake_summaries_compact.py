@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import duckdb
 
+from hushmon.errors import HushmonError
 from hushmon.store.lake import CommitStats, lake_commit
 from hushmon.store.lake_retention import NS_PER_S
 from hushmon.store.summary_view import PARTS, VIEW
@@ -177,26 +178,57 @@ def _merge_late(con: duckdb.DuckDBPyConnection, cut_ns: int) -> SummaryCompactio
     return out
 
 
+# Periods stored per lake commit: one commit for a whole hour of a
+# 1024-node job peaked at 12.6 GiB (26 racks x 99 sensors x 3600 periods,
+# bench/bench_summary_read.py); a minute of periods is 1/60 of that.
+SLICE_S = 60
+
+
 def store_closed_summaries(
     con: duckdb.DuckDBPyConnection, now_ns: int, stats: CommitStats, close_s: float
 ) -> SummaryCompaction:
-    """Store every period older than ``close_s`` merged, in one lake
-    transaction (late partials of stored periods first, in the same one)."""
+    """Store every period older than ``close_s`` merged, oldest first, a
+    slice of SLICE_S of periods per lake transaction (late partials of
+    stored periods in the same one as their slice)."""
     cut_ns = now_ns - int(close_s * NS_PER_S)
+    total = SummaryCompaction()
+    below_ns = -1  # every pending period below this was stored
+    while (oldest := _oldest_pending_ns(con, cut_ns)) is not None:
+        if oldest < below_ns:  # a slice left rows behind: never loop on them
+            raise HushmonError(
+                f"summary compaction: rows of period {oldest} are still pending after their "
+                "slice was stored"
+            )
+        hi = below_ns = min(cut_ns, oldest + SLICE_S * NS_PER_S)
 
-    def body(c: duckdb.DuckDBPyConnection) -> SummaryCompaction:
-        late = _merge_late(c, cut_ns)
-        new = _store_new(c, cut_ns)
-        c.execute("DROP TABLE IF EXISTS hm_periods").fetchall()
-        c.execute("DROP TABLE IF EXISTS hm_parts").fetchall()
-        return SummaryCompaction(
-            periods_stored=new.periods_stored,
-            rows_stored=new.rows_stored + late.rows_stored,
-            partial_rows_deleted=new.partial_rows_deleted + late.partial_rows_deleted,
-            late_periods_merged=late.late_periods_merged,
-        )
+        def body(c: duckdb.DuckDBPyConnection, hi: int = hi) -> SummaryCompaction:
+            late = _merge_late(c, hi)
+            new = _store_new(c, hi)
+            c.execute("DROP TABLE IF EXISTS hm_periods").fetchall()
+            c.execute("DROP TABLE IF EXISTS hm_parts").fetchall()
+            return SummaryCompaction(
+                periods_stored=new.periods_stored,
+                rows_stored=new.rows_stored + late.rows_stored,
+                partial_rows_deleted=new.partial_rows_deleted + late.partial_rows_deleted,
+                late_periods_merged=late.late_periods_merged,
+            )
 
-    return lake_commit(con, body, stats)
+        done = lake_commit(con, body, stats)
+        total.periods_stored += done.periods_stored
+        total.rows_stored += done.rows_stored
+        total.partial_rows_deleted += done.partial_rows_deleted
+        total.late_periods_merged += done.late_periods_merged
+    return total
+
+
+def _oldest_pending_ns(con: duckdb.DuckDBPyConnection, cut_ns: int) -> int | None:
+    row = con.execute(
+        """SELECT min(t) FROM (
+             SELECT min(time_ns) AS t FROM summary_rows WHERE level = 'rack' AND time_ns < $cut
+             UNION ALL SELECT min(time_ns) FROM summary_rebuilt WHERE time_ns < $cut)""",
+        {"cut": cut_ns},
+    ).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def pending_summary_periods(con: duckdb.DuckDBPyConnection, now_ns: int, close_s: float) -> int:
