@@ -215,7 +215,7 @@ def start_site(tmp: Path, bin_dir: Path) -> tuple[Site, LocalNatsServer, LiveTra
         stderr=log,
     )
     metrics_url = f"http://127.0.0.1:{port}/metrics"
-    site = Site(server.url, metrics_url, "", [exporter])
+    site = Site(server.url, metrics_url, "", procs=[exporter])
     wait_for("hushmon metrics answers", lambda: _answers(metrics_url))
     # the exporter reads batches and alerts from now on (core subscriptions)
     for seq in (1, 2):
