@@ -44,8 +44,9 @@ def register(subparsers: Any) -> None:
         "--fetch-batch",
         type=int,
         metavar="N",
-        help="messages fetched and stored per transaction (default 2048; 8192 with --engine c, "
-        "whose CPU per batch is about halved by the larger group: docs/transport.md)",
+        default=2048,  # collector.FETCH_BATCH, not imported here: the CLI starts light
+        help="messages fetched and stored per transaction (default 2048; 8192 about halves "
+        "the C engine's CPU per batch, for a --raw-only collector: docs/transport.md)",
     )
     p.add_argument(
         "--memory-mib",
@@ -83,12 +84,6 @@ def run(args: argparse.Namespace) -> int:
         raise HushmonError(f"--db {db} is a folder, not a store: a lake's name ends in .lake")
     if args.max_batch_bytes is not None and args.max_batch_bytes <= 0:
         raise HushmonError("--max-batch-bytes must be positive")
-    if args.fetch_batch is None:
-        # collector.FETCH_BATCH, not imported here: the CLI starts light. The
-        # lake's commit costs tens of ms whatever the group holds; a pull that
-        # finds fewer messages waiting stores what it found, so a small site
-        # still commits every fetch, only a busy one fills the group.
-        args.fetch_batch = 8192 if args.engine == "c" else 2048
     if args.fetch_batch <= 0:
         raise HushmonError("--fetch-batch must be positive")
     if args.memory_mib < 64:
