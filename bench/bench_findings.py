@@ -81,6 +81,11 @@ def _butterfly(rounds: int, cycles: int, compute_ms: int, extra: tuple[str, ...]
 
 
 BED4 = ("--nodes", "4", "--racks", "2")
+# 1 GiB streamed through a 64 MiB buffer, twice, on one node.
+OUTOFCORE_1G = ("-N", "1", "outofcore", "--data", "1G", "--memory", "64M", "--passes", "2",
+                "--no-fsync", "--dir", "/var/tmp")  # fmt: skip
+
+
 CASES = {
     "pair-racks": Case(
         "pair-racks",
@@ -122,34 +127,8 @@ CASES = {
         "outofcore, 1 GiB of data under a 512 MiB node limit -> the limit raised to 3 GiB",
         ("disk_swap",),
         ("--nodes", "1", "--racks", "1", "--node-memory", "512M"),
-        (
-            "-N",
-            "1",
-            "outofcore",
-            "--data",
-            "1G",
-            "--memory",
-            "64M",
-            "--passes",
-            "2",
-            "--no-fsync",
-            "--dir",
-            "/var/tmp",
-        ),
-        (
-            "-N",
-            "1",
-            "outofcore",
-            "--data",
-            "1G",
-            "--memory",
-            "64M",
-            "--passes",
-            "2",
-            "--no-fsync",
-            "--dir",
-            "/var/tmp",
-        ),
+        OUTOFCORE_1G,
+        OUTOFCORE_1G,  # the same run; only the node's memory limit changes
         bed_removed=("--nodes", "1", "--racks", "1", "--node-memory", "3G"),
         title="Memory at its limit: data streams through the disk",
     ),
