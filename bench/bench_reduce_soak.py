@@ -54,7 +54,12 @@ from load_watch import Watch, latency_s
 from loadgen import publish_argv
 
 from hushmon.paths import build_bin_dir
-from hushmon.transport.natsserver import StreamLimits, ensure_streams, site_consumers
+from hushmon.transport.natsserver import (
+    DUPLICATE_WINDOW_S,
+    StreamLimits,
+    ensure_streams,
+    site_consumers,
+)
 
 STARTUP_S = 3.0
 STATS_EVERY_S = 5  # the reducers' --stats-every-s: their heap_mib over time
@@ -109,7 +114,7 @@ def parse_args() -> argparse.Namespace:
         type=float,
         default=0.0,
         help="an experiment: set HM_RAW's duplicate window to this (default 0: the admin "
-        "step's 15 min), to see what the hub's memory follows",
+        "step's DUPLICATE_WINDOW_S), to see what the hub's memory follows",
     )
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     return ap.parse_args()
@@ -223,7 +228,7 @@ def run(tmp: Path, a: argparse.Namespace) -> int:
     print(
         f"# {agents} agents in {a.racks} racks at 1 Hz for {periods} s, {len(jobs)} jobs, "
         f"no collectors; HM_RAW limit {a.raw_max_mib} MiB, duplicate window "
-        f"{a.dup_window_s or 900:.0f} s; machine: {os.cpu_count()} CPUs; "
+        f"{a.dup_window_s or DUPLICATE_WINDOW_S:.0f} s; machine: {os.cpu_count()} CPUs; "
         f"/proc/loadavg before: {loadavg()}"
     )
     hub, leaves = start_servers(tmp, racks)

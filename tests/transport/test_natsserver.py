@@ -66,6 +66,28 @@ def test_limits_are_updated_in_place_and_checked(nats_server: LocalNatsServer) -
     with pytest.raises(HushmonError, match="duplicate window"):
         ensure_streams(nats_server.url, limits=StreamLimits(raw_max_age_s=60))
     assert asyncio.run(raw_limits()) == (3600.0, 1 << 30)
+    # a window shorter than the agents' 5 s resends would let a resent copy in
+    with pytest.raises(HushmonError, match="duplicate window 5 s"):
+        ensure_streams(nats_server.url, limits=StreamLimits(duplicate_window_s=5))
+
+
+def test_a_site_sets_the_duplicate_window_that_sizes_the_hub(nats_server: LocalNatsServer) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "hushmon.transport.deploy", "streams", nats_server.url,
+         "--replicas", "1", "--racks", "r1", "--dup-window-s", "300"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+
+    async def windows() -> tuple[float, float]:
+        nc = await nats.connect(nats_server.url)
+        js = nc.jetstream()
+        raw = (await js.stream_info(RAW_STREAM)).config.duplicate_window
+        summ = (await js.stream_info(SUM_STREAM)).config.duplicate_window
+        await nc.close()
+        return float(raw or 0), float(summ or 0)
+
+    assert asyncio.run(windows()) == (300.0, 300.0)
 
 
 def test_deploy_streams_rejects_a_bad_limit_in_one_line(nats_server: LocalNatsServer) -> None:

@@ -33,9 +33,12 @@ from hushmon.transport.natsnames import (
 )
 from hushmon.transport.natstls import HANDSHAKE_TIMEOUT_S, TlsFiles
 
-# Long enough to cover an agent's reconnect and replay after a short outage;
-# the store deduplicates by (host, epoch, seq) beyond it.
-DUPLICATE_WINDOW_S = 15 * 60
+# The server keeps each raw batch's Nats-Msg-Id this long (~0.6 KB of hub
+# memory per batch: 15 min at 10,000 nodes held ~5.5 GB, 2 min ~0.7 GB). It
+# must cover the agent's resends of a batch whose ack was lost (every 5 s,
+# ACK_TIMEOUT_NS in c/agent/sinks/nats.c); a replay after a longer outage is
+# dropped by the reducers and by the store's (host, epoch, seq) check.
+DUPLICATE_WINDOW_S = 2 * 60
 # Retention: the streams are a buffer between the agents and the store, not
 # the store. Limits-based (the reducers' and the collector's durable
 # consumers each keep their own place), bounded by age, oldest dropped
@@ -334,14 +337,20 @@ class StreamLimits:
     raw_max_bytes: int = RAW_MAX_BYTES
     sum_max_age_s: float = SUM_MAX_AGE_S
     sum_max_bytes: int = SUM_MAX_BYTES
+    duplicate_window_s: float = DUPLICATE_WINDOW_S
 
     def check(self) -> None:
+        if not 10 <= self.duplicate_window_s <= 3600:
+            raise HushmonError(
+                f"duplicate window {self.duplicate_window_s:.0f} s: use 10 .. 3600 "
+                "(it must cover the agents' 5 s resends; the hub holds ~0.6 KB per batch in it)"
+            )
         # Shorter than the duplicate window would let a replay in twice.
         for what, age in (("raw", self.raw_max_age_s), ("summary", self.sum_max_age_s)):
-            if age < DUPLICATE_WINDOW_S:
+            if age < self.duplicate_window_s:
                 raise HushmonError(
                     f"{what} stream max age {age:.0f} s is shorter than the duplicate window "
-                    f"({DUPLICATE_WINDOW_S} s)"
+                    f"({self.duplicate_window_s:.0f} s)"
                 )
         for what, size in (("raw", self.raw_max_bytes), ("summary", self.sum_max_bytes)):
             if size != -1 and size < 64 * MAX_PAYLOAD_BYTES:
@@ -444,7 +453,7 @@ async def ensure_streams_async(
                 subjects=[subjects],
                 storage=StorageType.FILE,
                 num_replicas=replicas,
-                duplicate_window=DUPLICATE_WINDOW_S,
+                duplicate_window=lim.duplicate_window_s,
                 max_msg_size=MAX_PAYLOAD_BYTES,
                 max_age=max_age_s,
                 max_bytes=max_bytes,
