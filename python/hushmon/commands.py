@@ -28,4 +28,5 @@ COMMANDS: list[tuple[str, str]] = [
     ("alert", "hushmon.tags.alert_cli"),
     ("job", "hushmon.jobsum.cli"),
     ("export", "hushmon.export.cli"),
+    ("probe", "hushmon.probe.cli"),
 ]
