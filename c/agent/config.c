@@ -72,6 +72,7 @@ static const option_def options[] = {
     {"jobs.slurm_scan_ms", false, {.name = "slurm-scan-ms", INT(slurm_scan_ms), .min = 0, .max = 3600000, .help = "list Slurm's job cgroups this often; 0 = every period (default 5000)"}},
     {"net.link_bits_per_s", false, {.name = "net-link-bits-per-s", INT(net_link_bits_per_s), .min = 0, .max = INT64_C(1) << 50, .help = "the network links' real rate in bits/s (shaped or shared links); 0 = unknown (default)"}},
     {"ib.sysfs_root", false, {.name = "ib-sysfs-root", TEXT(ib_sysfs_root, NULL), .help = "ib: read class/infiniband under this sysfs tree instead of <root>/sys, e.g. the test bed's counters simulated from its links; '' = <root>/sys (default)"}},
+    {"rapl.sysfs_root", false, {.name = "rapl-sysfs-root", TEXT(rapl_sysfs_root, NULL), .help = "rapl: read class/powercap under this sysfs tree instead of <root>/sys, e.g. the test bed's energy simulated from its nodes' CPU time; '' = <root>/sys (default)"}},
     {"scope.cgroup", false, {.name = "scope-cgroup", TEXT(scope_cgroup, NULL), .help = "node scope: CPU and memory of this cgroup (path under cgroup_root, or 'self'); '' = host-wide (default)"}},
     {"gpu.nvml_library", false, {.name = "nvml-library", TEXT(gpu_nvml_library, NULL), .help = "gpu_nvidia: NVML library to dlopen, a name or a path (default libnvidia-ml.so.1)"}},
     {"sources_every", false, {.name = "sources-every", TEXT(sources_every, NULL), .help = "sample these sources every N periods only, e.g. 'disk=10,net=10' (wall-clock aligned; default: all every period)"}},

@@ -59,6 +59,7 @@ typedef struct hm_agent_config {
     int64_t slurm_scan_ms;        /* how often to list slurm_dir; 0 = every period */
     int64_t net_link_bits_per_s;  /* the links' real rate, if the site knows it; 0 = unknown */
     char ib_sysfs_root[PATH_MAX]; /* ib: a sysfs tree to read instead of <root>/sys; "" = that */
+    char rapl_sysfs_root[PATH_MAX]; /* rapl: likewise, for class/powercap */
     char scope_cgroup[PATH_MAX];  /* node scope: "" = host-wide, "self", or a cgroup path */
     char gpu_nvml_library[PATH_MAX]; /* gpu_nvidia: what dlopen() loads */
     int64_t gpu_process_every_ms; /* gpu_nvidia: per-process (job) readings this often; 0 = every period */

@@ -529,6 +529,39 @@ static void test_rapl(hm_test_counts *c)
     }
 }
 
+/* rapl through rapl.sysfs_root: tests/fixtures/agent/raplsim (t0, t1: sim/)
+ * is a powercap tree like the test bed's simulated one, each zone marked by
+ * a hushmon_sim file: lines tagged backend=sim, and in node scope no scope
+ * tag (the tree is the node's own). Over 2 s: package 60 J (30 W), dram
+ * 10 J (5 W). */
+static void test_rapl_sysfs_root(hm_test_counts *c)
+{
+    const char *const sources[] = {"rapl"};
+    rig r;
+    rig_open_tree(&r, c, "tests/fixtures/agent/raplsim", "", NULL, NULL, 0, 5000);
+    snprintf(r.cfg.rapl_sysfs_root, sizeof r.cfg.rapl_sysfs_root, "%s/sim", r.root);
+    hm_error err;
+    hm_sampler_env env = {.cfg = &r.cfg, .jobs = &r.jobs};
+    r.ops[0] = hm_sampler_find(sources[0]);
+    CHECK(c, r.ops[0]->open(&r.state[0], &env, &err) == 0);
+    CHECK(c, r.state[0] != NULL);
+    r.n = r.state[0] != NULL ? 1 : 0;
+    char line[1024];
+    CHECK(c, strstr(rig_sample(&r, c, 1000000000), "rapl,") == NULL);
+    rig_step_to_t1(&r, c);
+    strcpy(r.cfg.scope_cgroup, "hushmon-testbed/n1");
+    const char *b = rig_sample(&r, c, 3000000000);
+    CHECK(c, find_line(b, "rapl,host=n1,zone=intel-rapl:0,domain=package-0,backend=sim", line,
+                       sizeof line));
+    CHECK_NEAR(c, field(line, "energy_j"), 60.0, 1e-9);
+    CHECK_NEAR(c, field(line, "power_w"), 30.0, 1e-9);
+    CHECK(c, find_line(b, "rapl,host=n1,zone=intel-rapl:0:0,domain=dram,backend=sim", line,
+                       sizeof line));
+    CHECK_NEAR(c, field(line, "power_w"), 5.0, 1e-9);
+    CHECK(c, strstr(b, "scope=host") == NULL);
+    rig_close(&r);
+}
+
 /* procio: tests/fixtures/agent/procio, job 77's cgroup tree jobs/j77 with
  * tasks in step_0/slurm (100) and step_0/user/task_0 (200, 201; then
  * 200, 202). 201 ends and its parent 200 reaps it: 200's counters jump
@@ -556,16 +589,30 @@ static void test_procio(hm_test_counts *c)
     CHECK_NEAR(c, field(line, "syscr_per_s"), 115.0, 1e-9);
     CHECK_NEAR(c, field(line, "syscw_per_s"), 55.0, 1e-9);
     CHECK(c, strstr(line, "tasks=3i") != NULL && strstr(line, "tasks_refused=0i") != NULL);
+    /* /proc/PID/stat (a command name with spaces and parentheses): 200 ran
+     * 60 ticks and waited 100 for block I/O, the new 202 20 and 40; 201's
+     * times are not credited (a reaped child's go to cutime and nowhere):
+     * 80 ticks of CPU and 140 of wait at USER_HZ over 2 s. */
+    double hz = (double)sysconf(_SC_CLK_TCK);
+    CHECK_NEAR(c, field(line, "cpu_pct"), 100.0 * 80 / hz / 2, 1e-9);
+    CHECK_NEAR(c, field(line, "blkio_wait_pct"), 100.0 * 140 / hz / 2, 1e-9);
+    CHECK(c, strstr(line, "tasks_blocked=2i") != NULL);
     CHECK(c, !find_line(b, "procio,host=n1,job=78", line, sizeof line)); /* no cgroup: no line */
     /* Nothing moves: zero, with no credit left over. */
+    /* With delay accounting switched off the wait is not known: left out. */
+    char off[512];
+    snprintf(off, sizeof off, "echo 0 > %s/proc/sys/kernel/task_delayacct", r.root);
+    CHECK(c, run(off) == 0);
     b = rig_sample(&r, c, 5000000000);
     CHECK(c, find_line(b, "procio,host=n1,job=77", line, sizeof line));
     CHECK_NEAR(c, field(line, "rchar_bytes_per_s"), 0.0, 0);
+    CHECK_NEAR(c, field(line, "cpu_pct"), 0.0, 0);
+    CHECK(c, strstr(line, "blkio_wait_pct") == NULL);
     if (geteuid() != 0) { /* root reads any task's io whatever the mode */
         char cmd[512];
         /* A new task the agent may not read (another user's). */
         snprintf(cmd, sizeof cmd,
-                 "cd %s && mkdir proc/203 && cp proc/202/io proc/203/io && chmod 000 proc/203/io"
+                 "cd %s && mkdir proc/203 && cp proc/202/io proc/202/stat proc/203/ && chmod 000 proc/203/io"
                  " && echo 203 >> sys/fs/cgroup/jobs/j77/step_0/user/task_0/cgroup.procs",
                  r.root);
         CHECK(c, run(cmd) == 0);
@@ -579,6 +626,7 @@ static void test_procio(hm_test_counts *c)
     snprintf(step, sizeof step,
              "cd %s && mkdir -p proc/205 sys/fs/cgroup/jobs/j77/step_1 && printf 'rchar: 4000\\n"
              "wchar: 0\\nsyscr: 4\\nsyscw: 0\\nread_bytes: 0\\nwrite_bytes: 0\\n' > proc/205/io"
+             " && cp proc/202/stat proc/205/stat"
              " && echo 205 > sys/fs/cgroup/jobs/j77/step_1/cgroup.procs",
              r.root);
     CHECK(c, run(step) == 0);
@@ -807,5 +855,6 @@ int main(void)
     test_ib_counters(&c);
     test_cxi(&c);
     test_ib_sysfs_root(&c);
+    test_rapl_sysfs_root(&c);
     return hm_test_finish("test_agent_samplers", &c);
 }

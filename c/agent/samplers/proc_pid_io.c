@@ -25,7 +25,19 @@
  *
  * /proc/PID/io needs ptrace read access to the task: an agent that is not
  * root sees only its own user's tasks. Refused tasks are counted in
- * tasks_refused and named once in the log. */
+ * tasks_refused and named once in the log.
+ *
+ * Each task's /proc/PID/stat gives what the bytes alone do not: its CPU
+ * time (utime + stime) and the time it waited for block I/O
+ * (delayacct_blkio_ticks: a read that missed the page cache, a write-back
+ * it had to wait for). Those are the job's own, however busy the other
+ * CPUs of the machine are; the host's iowait is counted only on idle CPUs
+ * and vanishes on a loaded node. The wait is counted only with delay
+ * accounting on (kernel.task_delayacct = 1 or the `delayacct` boot
+ * option; off by default since Linux 5.14): when it is off the field is
+ * left out, never 0. A reaped child's CPU time goes to its parent's
+ * cutime, not utime, and its block I/O delay to no one, so these two
+ * keys take no credit. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -61,18 +73,29 @@
     X(P, wchar_bytes_per_s, "B/s", "wchar: bytes written by syscalls, cached included")       \
     X(P, syscr_per_s, "1/s", "read syscalls")                                                 \
     X(P, syscw_per_s, "1/s", "write syscalls")                                                \
+    X(P, cpu_pct, "%", "the tasks' CPU time (utime + stime), % of one CPU")                   \
+    X(P, blkio_wait_pct, "%", "the tasks' block I/O wait (delay accounting), % of one task")  \
+    X(P, tasks_blocked, "", "tasks in uninterruptible sleep (D) when read (integer)")         \
     X(P, tasks, "", "tasks read this period (integer)")                                       \
     X(P, tasks_refused, "", "tasks whose /proc/PID/io was refused (integer)")
 HM_METRIC_ENUM(PIO, PROCIO_METRICS);
 
-enum { K_RCHAR, K_WCHAR, K_SYSCR, K_SYSCW, K_READ, K_WRITE, NKEYS };
-static const char *const io_keys[NKEYS] = {"rchar", "wchar", "syscr", "syscw", "read_bytes",
-                                           "write_bytes"};
+/* The first NIO keys come from /proc/PID/io, the rest from /proc/PID/stat
+ * (clock ticks); only the io keys take the reaped-child credit. */
+enum { K_RCHAR, K_WCHAR, K_SYSCR, K_SYSCW, K_READ, K_WRITE, NIO, K_CPU = NIO, K_BLKIO, NKEYS };
+static const char *const io_keys[NIO] = {"rchar", "wchar", "syscr", "syscw", "read_bytes",
+                                         "write_bytes"};
+/* Fields of /proc/PID/stat counted from the state (field 3) as 0. */
+#define STAT_STATE 0
+#define STAT_UTIME 11 /* field 14 */
+#define STAT_STIME 12 /* field 15 */
+#define STAT_BLKIO 39 /* field 42: delayacct_blkio_ticks */
 
 typedef struct task_io {
     int pid;
     int slot;
     int fd;                   /* its /proc/PID/io kept open, or -1 */
+    int stat_fd;              /* its /proc/PID/stat kept open, or -1 */
     uint64_t c[NKEYS];
 } task_io;
 
@@ -84,7 +107,7 @@ typedef struct job_io {
     uint64_t sum[NKEYS];      /* this period's deltas */
     uint64_t credit[NKEYS];   /* last totals of tasks that left */
     int credit_periods;
-    unsigned tasks, refused;
+    unsigned tasks, refused, blocked;
     bool present;             /* its cgroup directory was there this period */
     int procs_fd[PROCIO_DIRS_MAX]; /* cgroup.procs of each cgroup of the tree */
     int nprocs;
@@ -101,6 +124,8 @@ typedef struct procio_state {
     task_io *prev, *cur;
     size_t nprev, ncur;
     int nfds;                 /* descriptors kept open (at most PROCIO_FDS_MAX) */
+    hm_procfile delayacct;    /* /proc/sys/kernel/task_delayacct; fd -1 if absent */
+    double ticks_per_s;       /* USER_HZ */
     bool warned_refused, warned_full;
 } procio_state;
 
@@ -119,9 +144,13 @@ static void procio_close(void *state)
         return;
     for (int i = 0; i < HM_JOBS_MAX; i++)
         close_tree(&s->job[i]);
-    for (size_t i = 0; s->prev != NULL && i < s->nprev; i++)
+    for (size_t i = 0; s->prev != NULL && i < s->nprev; i++) {
         if (s->prev[i].fd >= 0)
             close(s->prev[i].fd);
+        if (s->prev[i].stat_fd >= 0)
+            close(s->prev[i].stat_fd);
+    }
+    hm_procfile_close(&s->delayacct);
     free(s->prev);
     free(s->cur);
     free(s);
@@ -139,12 +168,20 @@ static int procio_open(void **state, const hm_sampler_env *env, hm_error *err)
         procio_close(s);
         return hm_error_set(err, "out of memory");
     }
+    s->delayacct.fd = -1;
     if (hm_path_join(s->cgroup_root, sizeof s->cgroup_root, env->cfg->root,
                      env->cfg->cgroup_root, err) < 0 ||
         hm_path_join(s->proc_root, sizeof s->proc_root, env->cfg->root, "proc", err) < 0) {
         procio_close(s);
         return -1;
     }
+    char path[PATH_MAX + 32];
+    hm_error e;
+    snprintf(path, sizeof path, "%s/sys/kernel/task_delayacct", s->proc_root);
+    if (access(path, F_OK) == 0 && hm_procfile_open_path(&s->delayacct, path, &e) < 0)
+        s->delayacct.fd = -1;
+    long hz = sysconf(_SC_CLK_TCK);
+    s->ticks_per_s = hz > 0 ? (double)hz : 100.0;
     *state = s;
     return 0;
 }
@@ -170,7 +207,7 @@ static void sync_jobs(procio_state *s, const hm_jobs *jobs)
 }
 
 /* Parses /proc/PID/io ("rchar: N" lines) into c; false if a key is missing. */
-static bool parse_io(const char *text, size_t len, uint64_t c[NKEYS])
+static bool parse_io(const char *text, size_t len, uint64_t c[NIO])
 {
     unsigned found = 0;
     hm_scan sc = hm_scan_of(text, len);
@@ -180,12 +217,95 @@ static bool parse_io(const char *text, size_t len, uint64_t c[NKEYS])
         size_t wl;
         if (!hm_scan_word(&line, &w, &wl, true))
             continue;
-        for (int k = 0; k < NKEYS; k++)
+        for (int k = 0; k < NIO; k++)
             if (hm_word_eq(w, wl, io_keys[k]) && hm_scan_char(&line, ':') &&
                 hm_scan_u64(&line, &c[k]))
                 found |= 1u << k;
     } while (hm_scan_next_line(&sc));
-    return found == (1u << NKEYS) - 1;
+    return found == (1u << NIO) - 1;
+}
+
+/* Parses /proc/PID/stat: CPU ticks and block I/O delay ticks into c, and
+ * whether the task is in uninterruptible sleep. The command name (field 2)
+ * may hold spaces and parentheses: fields are counted after its last ')'. */
+static bool parse_stat(const char *text, size_t len, uint64_t c[NKEYS], bool *blocked)
+{
+    const char *end = text + len, *p = NULL;
+    for (const char *q = text; q < end; q++)
+        if (*q == ')')
+            p = q + 1;
+    if (p == NULL)
+        return false;
+    uint64_t utime = 0, stime = 0, blkio = 0;
+    int field = -1, got = 0;
+    while (p < end) {
+        while (p < end && (*p == ' ' || *p == '\n'))
+            p++;
+        if (p == end)
+            break;
+        field++;
+        if (field == STAT_STATE)
+            *blocked = *p == 'D';
+        uint64_t v = 0;
+        const char *start = p;
+        while (p < end && *p >= '0' && *p <= '9')
+            v = v * 10 + (uint64_t)(*p++ - '0');
+        bool number = p > start;
+        while (p < end && *p != ' ' && *p != '\n')
+            p++;
+        if (!number)
+            continue;
+        if (field == STAT_UTIME)
+            utime = v, got |= 1;
+        else if (field == STAT_STIME)
+            stime = v, got |= 2;
+        else if (field == STAT_BLKIO) {
+            blkio = v, got |= 4;
+            break;
+        }
+    }
+    if ((got & 3) != 3)
+        return false;
+    c[K_CPU] = utime + stime;
+    c[K_BLKIO] = blkio; /* 0 on kernels that do not give it (before 2.6.18) */
+    return true;
+}
+
+/* The task's /proc/PID/stat: kept descriptor or a new one (-1 on failure). */
+static int read_stat(procio_state *s, int pid, int fd, uint64_t c[NKEYS], bool *blocked)
+{
+    char buf[1024];
+    ssize_t n = -1;
+    if (fd >= 0) {
+        n = pread(fd, buf, sizeof buf - 1, 0);
+        if (n <= 0) {
+            close(fd);
+            s->nfds--;
+            fd = -1;
+        }
+    }
+    if (fd < 0) {
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/%d/stat", s->proc_root, pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return -1;
+        n = pread(fd, buf, sizeof buf - 1, 0);
+        if (n <= 0 || s->nfds >= PROCIO_FDS_MAX) {
+            close(fd);
+            fd = -2; /* read (or not) but not kept */
+        } else {
+            s->nfds++;
+        }
+    }
+    if (n <= 0 || !parse_stat(buf, (size_t)n, c, blocked)) {
+        if (fd >= 0) {
+            close(fd);
+            s->nfds--;
+        }
+        return -1;
+    }
+    return fd < 0 ? -2 : fd;
 }
 
 static void note_refused(procio_state *s, job_io *j, const char *path)
@@ -197,9 +317,10 @@ static void note_refused(procio_state *s, job_io *j, const char *path)
                      path);
 }
 
-/* The task's descriptor from the last period, taken over (-1 if none). */
-static int take_prev_fd(procio_state *s, int pid)
+/* The task's descriptors from the last period, taken over (-1 if none). */
+static int take_prev_fd(procio_state *s, int pid, int *stat_fd)
 {
+    *stat_fd = -1;
     size_t lo = 0, hi = s->nprev;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -212,6 +333,8 @@ static int take_prev_fd(procio_state *s, int pid)
         return -1;
     int fd = s->prev[lo].fd;
     s->prev[lo].fd = -1;
+    *stat_fd = s->prev[lo].stat_fd;
+    s->prev[lo].stat_fd = -1;
     return fd;
 }
 
@@ -222,7 +345,8 @@ static void read_task(procio_state *s, int slot, int pid)
     ssize_t n = -1;
     /* A kept descriptor: pread, no path walk. Once its task has ended
      * (even if the PID was given to another) it reads nothing: reopen. */
-    int fd = take_prev_fd(s, pid);
+    int stat_fd;
+    int fd = take_prev_fd(s, pid, &stat_fd);
     if (fd >= 0) {
         n = pread(fd, buf, sizeof buf - 1, 0);
         if (n <= 0) {
@@ -250,8 +374,20 @@ static void read_task(procio_state *s, int slot, int pid)
             s->nfds++;
         }
     }
-    if (n <= 0 || s->ncur == PROCIO_TASKS_MAX || !parse_io(buf, (size_t)n, s->cur[s->ncur].c)) {
+    bool blocked = false;
+    if (n > 0 && s->ncur < PROCIO_TASKS_MAX && parse_io(buf, (size_t)n, s->cur[s->ncur].c)) {
+        stat_fd = read_stat(s, pid, stat_fd, s->cur[s->ncur].c, &blocked);
+        if (stat_fd == -1)
+            n = 0; /* ended between the two reads */
+    } else {
         j->overflow |= n > 0 && s->ncur == PROCIO_TASKS_MAX;
+        n = 0;
+        if (stat_fd >= 0) {
+            close(stat_fd);
+            s->nfds--;
+        }
+    }
+    if (n <= 0) {
         if (fd >= 0) {
             close(fd);
             s->nfds--;
@@ -262,8 +398,10 @@ static void read_task(procio_state *s, int slot, int pid)
     t->pid = pid;
     t->slot = slot;
     t->fd = fd;
+    t->stat_fd = stat_fd < 0 ? -1 : stat_fd;
     s->ncur++;
     j->tasks++;
+    j->blocked += blocked;
 }
 
 /* PIDs of one cgroup.procs, read in chunks (a big job lists thousands);
@@ -375,6 +513,11 @@ static void merge(procio_state *s)
                 s->nfds--;
                 p->fd = -1;
             }
+            if (p->stat_fd >= 0) {
+                close(p->stat_fd);
+                s->nfds--;
+                p->stat_fd = -1;
+            }
             j->credit_periods = PROCIO_CREDIT_PERIODS;
             k++;
         } else {
@@ -396,10 +539,11 @@ static void merge(procio_state *s)
     }
 }
 
-static void emit(job_io *j, const hm_sample_ctx *ctx, hm_lp *out)
+static void emit(const procio_state *s, job_io *j, const hm_sample_ctx *ctx, hm_lp *out,
+                 bool delayacct)
 {
     double dt = hm_dt_s(j->prev_mono_ns, ctx->mono_ns);
-    for (int k = 0; k < NKEYS; k++) {
+    for (int k = 0; k < NIO; k++) {
         uint64_t used = j->sum[k] < j->credit[k] ? j->sum[k] : j->credit[k];
         j->sum[k] -= used;
         j->credit[k] -= used;
@@ -419,6 +563,11 @@ static void emit(job_io *j, const hm_sample_ctx *ctx, hm_lp *out)
     hm_lp_field_f64(out, HM_M(PIO, wchar_bytes_per_s), (double)j->sum[K_WCHAR] / dt);
     hm_lp_field_f64(out, HM_M(PIO, syscr_per_s), (double)j->sum[K_SYSCR] / dt);
     hm_lp_field_f64(out, HM_M(PIO, syscw_per_s), (double)j->sum[K_SYSCW] / dt);
+    hm_lp_field_f64(out, HM_M(PIO, cpu_pct), 100.0 * (double)j->sum[K_CPU] / s->ticks_per_s / dt);
+    if (delayacct)
+        hm_lp_field_f64(out, HM_M(PIO, blkio_wait_pct),
+                        100.0 * (double)j->sum[K_BLKIO] / s->ticks_per_s / dt);
+    hm_lp_field_i64(out, HM_M(PIO, tasks_blocked), j->blocked);
     hm_lp_field_i64(out, HM_M(PIO, tasks), j->tasks);
     hm_lp_field_i64(out, HM_M(PIO, tasks_refused), j->refused);
     hm_lp_end(out);
@@ -437,7 +586,7 @@ static int procio_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_e
     for (int i = 0; i < HM_JOBS_MAX; i++) {
         job_io *j = &s->job[i];
         memset(j->sum, 0, sizeof j->sum);
-        j->tasks = j->refused = 0;
+        j->tasks = j->refused = j->blocked = 0;
         j->overflow = false;
         j->present = false;
         if (j->dir[0] == '\0')
@@ -448,6 +597,17 @@ static int procio_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_e
     }
     qsort(s->cur, s->ncur, sizeof *s->cur, by_pid);
     merge(s);
+    /* Delay accounting can be switched at run time: read each period. */
+    bool delayacct = true; /* no sysctl (before 5.14): on unless booted nodelayacct */
+    hm_error e;
+    if (s->delayacct.fd >= 0) {
+        uint64_t on = 0;
+        delayacct = false;
+        if (hm_procfile_read(&s->delayacct, &e) == 0) {
+            hm_scan sc = hm_scan_of(s->delayacct.buf, s->delayacct.len);
+            delayacct = hm_scan_u64(&sc, &on) && on != 0;
+        }
+    }
     for (int i = 0; i < HM_JOBS_MAX; i++) {
         job_io *j = &s->job[i];
         if (!j->present)
@@ -455,7 +615,7 @@ static int procio_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_e
         if (j->overflow)
             hm_log_warn_once(&s->warned_full, "procio: more than %d tasks on the node; the rest "
                              "are not read", PROCIO_TASKS_MAX);
-        emit(j, ctx, out);
+        emit(s, j, ctx, out, delayacct);
     }
     task_io *t = s->prev;
     s->prev = s->cur;

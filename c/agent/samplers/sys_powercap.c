@@ -9,7 +9,14 @@
  * parts of a package (summing them would count twice) and `psys` is the
  * whole platform where it exists. Since Linux 5.10 energy_uj is readable
  * by root only (a side channel, CVE-2020-8694): the first refused read
- * is one notice and the source stays off. */
+ * is one notice and the source stays off.
+ *
+ * rapl.sysfs_root names another tree to read (the test bed's energy,
+ * simulated per node by python/hushmon/testbed/raplsim.py): that tree is
+ * the node's own, so its lines carry no scope=host tag, and a zone whose
+ * directory holds a `hushmon_sim` file is simulated: its lines carry
+ * backend=sim, as the simulated PMU's and InfiniBand counters' do, so a
+ * report can say the energy is not measured. */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -34,6 +41,7 @@ typedef struct rapl_zone {
     char domain[32];   /* "package-0", "dram" */
     hm_procfile energy;
     uint64_t range_uj; /* where energy_uj wraps; 0 if the driver gives none */
+    bool simulated;    /* the zone directory has a hushmon_sim file */
     bool have_prev;
     uint64_t prev_uj;
     int64_t prev_mono_ns;
@@ -42,6 +50,7 @@ typedef struct rapl_zone {
 typedef struct rapl_state {
     rapl_zone zone[RAPL_ZONES_MAX];
     size_t nzones;
+    bool own_tree; /* read through rapl.sysfs_root: this node's own, no scope tag */
 } rapl_state;
 
 static void rapl_close(void *state)
@@ -111,6 +120,8 @@ static int add_zone(rapl_state *s, const char *base, const char *name)
     memcpy(z->domain, domain, strlen(domain) + 1);
     if (read_line(dir, "max_energy_range_uj", range, sizeof range))
         z->range_uj = strtoull(range, NULL, 10);
+    snprintf(path, sizeof path, "%s/hushmon_sim", dir);
+    z->simulated = access(path, F_OK) == 0;
     s->nzones++;
     return 1;
 }
@@ -118,7 +129,10 @@ static int add_zone(rapl_state *s, const char *base, const char *name)
 static int rapl_open(void **state, const hm_sampler_env *env, hm_error *err)
 {
     char base[PATH_MAX];
-    if (hm_path_join(base, sizeof base, env->cfg->root, "sys/class/powercap", err) < 0)
+    const char *sysfs = env->cfg->rapl_sysfs_root;
+    if ((sysfs[0] != '\0' ? hm_path_join(base, sizeof base, sysfs, "class/powercap", err)
+                          : hm_path_join(base, sizeof base, env->cfg->root, "sys/class/powercap",
+                                         err)) < 0)
         return -1;
     DIR *d = opendir(base);
     if (d == NULL) {
@@ -154,6 +168,7 @@ static int rapl_open(void **state, const hm_sampler_env *env, hm_error *err)
         rapl_close(s);
         return 0;
     }
+    s->own_tree = sysfs[0] != '\0';
     *state = s;
     return 0;
 }
@@ -162,6 +177,8 @@ static int rapl_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_err
 {
     rapl_state *s = state;
     int rc = 0;
+    if (s->own_tree)
+        hm_lp_set_scope(out, NULL); /* the tree given for this node: its own */
     for (size_t i = 0; i < s->nzones; i++) {
         rapl_zone *z = &s->zone[i];
         uint64_t now;
@@ -188,6 +205,8 @@ static int rapl_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_err
         hm_lp_begin(out, "rapl");
         hm_lp_tag(out, "zone", z->zone);
         hm_lp_tag(out, "domain", z->domain);
+        if (z->simulated)
+            hm_lp_tag(out, "backend", "sim");
         hm_lp_field_f64(out, HM_M(RAPL, energy_j), energy_j);
         hm_lp_field_f64(out, HM_M(RAPL, power_w), energy_j / dt);
         hm_lp_end(out);
