@@ -139,6 +139,17 @@ static double role_rate(const hm_pmu_profile *p, const double *rate, hm_pmu_role
     return p->role[r] >= 0 ? rate[p->role[r]] : NAN;
 }
 
+/* sum weight[i] * rate[event[i]]; NaN when the profile has no terms. */
+static double weighted_sum(const double *rate, const int *event, const double *weight, size_t n)
+{
+    if (n == 0)
+        return NAN;
+    double sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += weight[i] * rate[event[i]];
+    return sum;
+}
+
 void hm_pmu_derive(const hm_pmu_profile *p, const double *rate, hm_pmu_derived *out)
 {
     double inst = role_rate(p, rate, HM_ROLE_INSTRUCTIONS);
@@ -158,12 +169,7 @@ void hm_pmu_derive(const hm_pmu_profile *p, const double *rate, hm_pmu_derived *
     } else {
         out->mem_stall_pct = NAN;
     }
-    if (p->nflops == 0) {
-        out->flops_per_s = NAN;
-    } else {
-        double f = 0;
-        for (size_t i = 0; i < p->nflops; i++)
-            f += p->flops_weight[i] * rate[p->flops_event[i]];
-        out->flops_per_s = f;
-    }
+    out->flops_per_s = weighted_sum(rate, p->flops_event, p->flops_weight, p->nflops);
+    out->mem_bytes_per_s =
+        weighted_sum(rate, p->mem_bytes_event, p->mem_bytes_weight, p->nmem_bytes);
 }

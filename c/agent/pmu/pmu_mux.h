@@ -61,6 +61,7 @@ typedef struct hm_pmu_derived {
     double score_cpu;        /* 100 - Retiring %, seed 003 */
     double mem_stall_pct;    /* seed 003's memory-bound score */
     double flops_per_s;
+    double mem_bytes_per_s;  /* the profile's memory-traffic events x bytes each */
 } hm_pmu_derived;
 
 /* From per-event rates (indexed like profile->event). */

@@ -118,6 +118,41 @@ static int load_fixed(hm_pmu_profile *p, hm_toml_doc *doc, const char *path,
     return 0;
 }
 
+/* roles.<key> = ["event:weight", ...]: a quantity that is a weighted sum of
+ * events (FLOPs: operations per instruction; memory bytes: bytes per line). */
+static int parse_terms(hm_toml_doc *doc, const hm_pmu_profile *p, const char *path,
+                       const char *key, int *event, double *weight, size_t *n, hm_error *err)
+{
+    char full[64];
+    snprintf(full, sizeof full, "roles.%s", key);
+    hm_toml_entry *terms = hm_toml_get(doc, full);
+    if (terms == NULL)
+        return 0;
+    if (terms->value.type != HM_TOML_ARRAY || terms->value.item_type != HM_TOML_STRING ||
+        terms->value.n > HM_PMU_FLOPS_TERMS_MAX)
+        return hm_error_set(err, "%s:%d: %s is an array of \"event:weight\"", path, terms->line,
+                            full);
+    for (size_t k = 0; k < terms->value.n; k++) {
+        char term[HM_TOML_STR_MAX];
+        snprintf(term, sizeof term, "%s", terms->value.items[k]);
+        char *colon = strchr(term, ':');
+        char *end = NULL;
+        double w = colon ? strtod(colon + 1, &end) : 0;
+        if (colon == NULL || end == colon + 1 || *end != '\0' || !(w > 0))
+            return hm_error_set(err, "%s:%d: %s term '%s' is not event:weight", path, terms->line,
+                                key, term);
+        *colon = '\0';
+        int idx = find_event(p, term);
+        if (idx < 0)
+            return hm_error_set(err, "%s:%d: %s names unknown event '%s'", path, terms->line, key,
+                                term);
+        event[*n] = idx;
+        weight[*n] = w;
+        (*n)++;
+    }
+    return 0;
+}
+
 static int load_doc(hm_pmu_profile *p, hm_toml_doc *doc, const char *path, hm_error *err)
 {
     memset(p, 0, sizeof *p);
@@ -227,28 +262,10 @@ static int load_doc(hm_pmu_profile *p, hm_toml_doc *doc, const char *path, hm_er
         if (p->role[r] < 0)
             return hm_error_set(err, "%s: role %s names unknown event '%s'", path, hm_pmu_role_names[r], name);
     }
-    hm_toml_entry *flops = hm_toml_get(doc, "roles.flops");
-    if (flops != NULL) {
-        if (flops->value.type != HM_TOML_ARRAY || flops->value.item_type != HM_TOML_STRING ||
-            flops->value.n > HM_PMU_FLOPS_TERMS_MAX)
-            return hm_error_set(err, "%s:%d: roles.flops is an array of \"event:weight\"", path, flops->line);
-        for (size_t k = 0; k < flops->value.n; k++) {
-            char term[HM_TOML_STR_MAX];
-            snprintf(term, sizeof term, "%s", flops->value.items[k]);
-            char *colon = strchr(term, ':');
-            char *end = NULL;
-            double w = colon ? strtod(colon + 1, &end) : 0;
-            if (colon == NULL || end == colon + 1 || *end != '\0' || !(w > 0))
-                return hm_error_set(err, "%s:%d: flops term '%s' is not event:weight", path, flops->line, term);
-            *colon = '\0';
-            int idx = find_event(p, term);
-            if (idx < 0)
-                return hm_error_set(err, "%s:%d: flops names unknown event '%s'", path, flops->line, term);
-            p->flops_event[p->nflops] = idx;
-            p->flops_weight[p->nflops] = w;
-            p->nflops++;
-        }
-    }
+    if (parse_terms(doc, p, path, "flops", p->flops_event, p->flops_weight, &p->nflops, err) < 0 ||
+        parse_terms(doc, p, path, "mem_bytes", p->mem_bytes_event, p->mem_bytes_weight,
+                    &p->nmem_bytes, err) < 0)
+        return -1;
     /* Every event must be counted by some group. */
     for (size_t i = 0; i < p->nevents; i++) {
         bool in_group = false;

@@ -66,6 +66,9 @@ typedef struct hm_pmu_profile {
     size_t nflops;              /* floating-point operations = sum weight * event */
     int flops_event[HM_PMU_FLOPS_TERMS_MAX];
     double flops_weight[HM_PMU_FLOPS_TERMS_MAX];
+    size_t nmem_bytes;          /* bytes to and from memory = sum weight * event */
+    int mem_bytes_event[HM_PMU_FLOPS_TERMS_MAX];
+    double mem_bytes_weight[HM_PMU_FLOPS_TERMS_MAX];
 } hm_pmu_profile;
 
 int hm_pmu_profile_load(hm_pmu_profile *p, const char *path, hm_error *err);

@@ -25,6 +25,7 @@
     X(P, score_cpu, "%", "100 - Retiring (top-down)")                                         \
     X(P, mem_stall_pct, "%", "cycles stalled on memory")                                      \
     X(P, flops_per_s, "1/s", "floating-point operations")                                     \
+    X(P, mem_bytes_per_s, "B/s", "bytes to and from memory (the profile's mem_bytes events)") \
     X(P, mux_ratio, "", "share of the time the events were counted")
 HM_METRIC_ENUM(PMU, PMU_METRICS);
 
@@ -185,6 +186,7 @@ static void emit(pmu_state *s, const char *cpu, const double *rate, double mux_r
     hm_lp_field_f64(out, HM_M(PMU, score_cpu), d.score_cpu);
     hm_lp_field_f64(out, HM_M(PMU, mem_stall_pct), d.mem_stall_pct);
     hm_lp_field_f64(out, HM_M(PMU, flops_per_s), d.flops_per_s);
+    hm_lp_field_f64(out, HM_M(PMU, mem_bytes_per_s), d.mem_bytes_per_s);
     hm_lp_field_f64(out, HM_M(PMU, mux_ratio), mux_ratio);
     hm_lp_end(out);
 }
