@@ -21,9 +21,11 @@ from hushmon.digest.agent_cpu import attach_agent_cpu
 from hushmon.digest.fabric import load_fabric
 from hushmon.digest.factors import FACTORS, app_timeline, parameters, run_factors
 from hushmon.digest.factors.base import SEVERITIES, Finding, Skipped
+from hushmon.digest.factors.roofline import attach_ceilings
 from hushmon.digest.factors.work import work_matrix
 from hushmon.digest.jobdata import JobData, load_job
 from hushmon.digest.resolution import RAW, Resolution
+from hushmon.digest.roofline_report import roofline_section
 from hushmon.digest.scope import Scopes
 from hushmon.digest.scope import describe as describe_scopes
 from hushmon.digest.sensors import DERIVED
@@ -187,6 +189,7 @@ def build_digest(
     previous = out_dir / "digest.json"
     attach_fabric(data, topology, previous if previous.exists() else None)
     attach_agent_cpu(data, Path(db_path))  # hushmon's own CPU time, for the energy factor
+    attach_ceilings(data, Path(db_path))  # the probe's roofs, for the roofline factor
     result = run_factors(data)
     scopes = describe_scopes(data)
     states = find_states(data)
@@ -521,6 +524,7 @@ def _report(
             + (f" Constant over the job, not drawn: {', '.join(constant)}." if constant else ""),
         )
     _app_section(page, data)
+    roofline_section(page, data)
     page.heading("Per node")
     for s in PER_NODE_SENSORS:
         if data.has(s) and not _constant(data, s):

@@ -22,6 +22,7 @@ from hushmon.digest.factors import (
     imbalance,
     io_bound,
     network_bandwidth,
+    roofline,
     topology,
 )
 from hushmon.digest.factors.base import (
@@ -51,6 +52,7 @@ FACTORS: tuple[Factor, ...] = (
     gpu_transfer.FACTOR,
     app_timeline.FACTOR,
     energy.FACTOR,
+    roofline.FACTOR,
 )
 
 

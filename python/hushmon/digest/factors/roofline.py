@@ -1,0 +1,278 @@
+"""Roofline: is the job compute-bound, memory-bound or below both roofs?
+
+Per node and period, the PMU's floating-point operations (``flops_per_s``)
+and memory traffic (``mem_bytes_per_s``: the profile's memory events x
+bytes) give the arithmetic intensity AI = FLOP / byte and the achieved
+GFLOP/s. The node type's ceilings (``hushmon probe``: triad GB/s and peak
+GFLOP/s, :mod:`hushmon.probe.ceilings`) draw the roof min(peak, AI x GB/s).
+A point near the memory roof (AI left of the ridge, traffic at
+``near_roof`` of the bandwidth or more) is memory-bound, one near the flat
+roof (right of the ridge, FLOPs at ``near_roof`` of the peak or more)
+compute-bound, and one far below both is limited by something else:
+latency (dependent loads, branches), communication or I/O, which the other
+factors name.
+
+Loss: the gap to the roof at the job's own intensity, 1 - achieved /
+attainable per node and period, averaged: the run time that running at the
+roof would save with the same work. The profiles count traffic as lines
+fetched from beyond the last-level cache (writebacks not counted), so the
+true traffic lies between that and ``traffic_upper_factor`` times it; the
+range's low end takes the upper traffic (a lower roof, a smaller gap).
+
+Without a probe record covering a node, the finding says so and gives the
+measured AI and rates, never a verdict against guessed ceilings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hushmon.digest.factors.base import AnalyzerSkip, Finding, Loss, SkipReason
+from hushmon.digest.jobdata import JobData
+from hushmon.digest.resolution import PER_NODE
+from hushmon.probe.ceilings import Ceilings, ceilings_path, load_ceilings
+
+_KEY = "_roofline_ceilings"  # in JobData.__dict__: (file, records), set by attach_ceilings
+
+VERDICTS = ("compute-bound", "memory-bound", "below both roofs")
+
+
+def attach_ceilings(job: JobData, db_path: Path) -> None:
+    """The ceilings stored beside the store the job was read from."""
+    path = ceilings_path(Path(db_path).parent)
+    job.__dict__[_KEY] = (path, load_ceilings(path))
+
+
+def _pmu_total(job: JobData, field: str) -> tuple[np.ndarray | None, bool]:
+    """hosts x periods of the node's pmu ``field`` (tag cpu=total), and whether
+    the PMU was the simulated one (tag backend=sim)."""
+    for name in job.base_sensors(f"pmu.{field}"):
+        tags = name.partition("[")[2].rstrip("]").split(",")
+        if "cpu=total" in tags and "scope=host" not in tags:
+            m = job.matrix(name)
+            if m is not None:
+                return m.astype(np.float64), "backend=sim" in tags
+    return None, False
+
+
+@dataclass
+class RooflinePoints:
+    """Per node (rows, as job.hosts) and period: the measured rates, the node's
+    ceilings (NaN without a record) and each point's class."""
+
+    gflop_per_s: np.ndarray
+    gb_per_s: np.ndarray
+    peak_gflop_per_s: np.ndarray  # per host
+    peak_gb_per_s: np.ndarray  # per host
+    records: dict[str, Ceilings]  # node type key -> record, for the hosts covered
+    host_type: list[str | None]  # per host: its node type key, None = no record
+    simulated: bool
+    ceilings_file: Path | None
+
+    @property
+    def active(self) -> np.ndarray:
+        return np.isfinite(self.gflop_per_s) & np.isfinite(self.gb_per_s) & (self.gb_per_s > 0)
+
+    @property
+    def intensity(self) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return self.gflop_per_s / self.gb_per_s
+
+    def gap(self, traffic_factor: float = 1.0) -> np.ndarray:
+        """1 - achieved / attainable (0 at or above the roof); NaN where unknown."""
+        peak = self.peak_gflop_per_s[:, None]
+        bw = self.peak_gb_per_s[:, None]
+        with np.errstate(all="ignore"):
+            attainable = np.minimum(peak, self.intensity / traffic_factor * bw)
+            return 1.0 - np.minimum(1.0, self.gflop_per_s / attainable)
+
+    def classes(self, near_roof: float) -> np.ndarray:
+        """0 compute-bound, 1 memory-bound, 2 below both roofs, -1 unknown."""
+        peak = self.peak_gflop_per_s[:, None]
+        bw = self.peak_gb_per_s[:, None]
+        known = self.active & np.isfinite(peak)
+        with np.errstate(all="ignore"):
+            right = self.intensity >= peak / bw
+            compute = known & right & (self.gflop_per_s >= near_roof * peak)
+            memory = known & ~right & (self.gb_per_s >= near_roof * bw)
+        out = np.full(self.gflop_per_s.shape, -1, dtype=np.int8)
+        out[known] = 2
+        out[compute] = 0
+        out[memory] = 1
+        return out
+
+
+def roofline_points(job: JobData, params: Mapping[str, Any]) -> RooflinePoints:
+    flops, sim_f = _pmu_total(job, "flops_per_s")
+    traffic, sim_b = _pmu_total(job, "mem_bytes_per_s")
+    if flops is None or traffic is None:
+        raise AnalyzerSkip(
+            SkipReason.MISSING_SENSOR,
+            "needs pmu flops_per_s and mem_bytes_per_s (a PMU profile with floating-point "
+            "and memory-traffic events: skylake, icelake, zen4)",
+        )
+    f = flops / 1e9
+    b = traffic / 1e9
+    idle = (np.nan_to_num(f) < params["idle_gflop_per_s"]) & (
+        np.nan_to_num(b) < params["idle_gb_per_s"]
+    )
+    f[idle] = np.nan  # no work: no intensity to speak of
+    b[idle] = np.nan
+    path, records = job.__dict__.get(_KEY, (None, []))
+    host_type: list[str | None] = []
+    used: dict[str, Ceilings] = {}
+    peak = np.full(len(job.hosts), np.nan)
+    bw = np.full(len(job.hosts), np.nan)
+    for i, host in enumerate(job.hosts):
+        rec = next((r for r in records if r.covers(host)), None)
+        host_type.append(None if rec is None else rec.key)
+        if rec is not None:
+            used[rec.key] = rec
+            peak[i], bw[i] = rec.gflop_per_s, rec.gb_per_s
+    return RooflinePoints(f, b, peak, bw, used, host_type, sim_f or sim_b, path)
+
+
+def _median(v: np.ndarray) -> float | None:
+    v = v[np.isfinite(v)]
+    return None if v.size == 0 else float(np.median(v))
+
+
+def _rounded(v: float | None, digits: int = 3) -> float | None:
+    return None if v is None else round(v, digits)
+
+
+class Roofline:
+    name = "roofline"
+    title = "Roofline"
+    # The PMU's fields are read by tag (cpu=total, also with backend=sim), so the
+    # runner's name check cannot see them: roofline_points skips when absent.
+    requires: tuple[str, ...] = ()
+    optional = ("pmu.flops_per_s", "pmu.mem_bytes_per_s")
+    # each node against its own node type's ceilings
+    resolution = PER_NODE
+
+    def metric(self, job: JobData, params: Mapping[str, Any]) -> float | None:
+        """The mean gap to the roof (0-1; bigger = further below what the node can do)."""
+        pts = roofline_points(job, params)
+        gap = pts.gap()
+        return None if not np.isfinite(gap).any() else float(np.nanmean(gap))
+
+    def analyze(self, job: JobData, params: Mapping[str, Any]) -> list[Finding]:
+        pts = roofline_points(job, params)
+        active = pts.active
+        if int(active.sum()) < params["min_points"]:
+            raise AnalyzerSkip(
+                SkipReason.NOT_ENOUGH_DATA,
+                f"{int(active.sum())} node-periods with FLOPs or memory traffic "
+                f"(at least {params['min_points']})",
+            )
+        sim = " (SIMULATED PMU: synthetic rates)" if pts.simulated else ""
+        measured = {
+            "median_intensity_flop_per_byte": _rounded(_median(pts.intensity[active]), 4),
+            "median_gflop_per_s": _rounded(_median(pts.gflop_per_s[active])),
+            "median_gb_per_s": _rounded(_median(pts.gb_per_s[active])),
+            "node_periods": int(active.sum()),
+            "pmu": "simulated" if pts.simulated else "hardware",
+            "ceilings_file": str(pts.ceilings_file) if pts.ceilings_file else "not looked up",
+        }
+        missing = [h for h, t in zip(job.hosts, pts.host_type, strict=True) if t is None]
+        if missing:
+            where = str(pts.ceilings_file) if pts.ceilings_file else "beside the store"
+            shown = ", ".join(missing[:8]) + (" …" if len(missing) > 8 else "")
+            return [
+                Finding(
+                    self.name,
+                    "Roofline: no probe record for the node type" + sim,
+                    "info",
+                    {**measured, "hosts_without_record": missing},
+                    f"{len(missing)} of {len(job.hosts)} nodes ({shown}) have no stored "
+                    f"ceilings ({where}), so no compute- or memory-bound verdict is given: the "
+                    f"job ran at a median {measured['median_gflop_per_s']} GFLOP/s on "
+                    f"{measured['median_gb_per_s']} GB/s ("
+                    f"{measured['median_intensity_flop_per_byte']} FLOP/byte). Run "
+                    "'hushmon probe --hosts HOSTLIST' on a node of that type.",
+                    loss_unknown="no ceilings for the node type: the roof is unknown",
+                )
+            ]
+        cls = pts.classes(params["near_roof"])
+        known = cls >= 0
+        shares = [float((cls[known] == k).mean()) for k in range(3)]
+        verdict = int(np.argmax(shares))
+        gap = pts.gap()
+        gap_low = pts.gap(params["traffic_upper_factor"])
+        high = float(np.nanmean(gap[known]))
+        low = float(np.nanmean(gap_low[known]))
+        above = int((known & (gap <= 0) & (pts.gflop_per_s > 0)).sum())
+        recs = list(pts.records.values())
+        evidence = {
+            **measured,
+            "verdict": VERDICTS[verdict],
+            "share_compute_bound": round(shares[0], 3),
+            "share_memory_bound": round(shares[1], 3),
+            "share_below_both_roofs": round(shares[2], 3),
+            "node_types": [r.key for r in recs],
+            "peak_gflop_per_s": [round(r.gflop_per_s, 2) for r in recs],
+            "peak_gb_per_s": [round(r.gb_per_s, 2) for r in recs],
+            "ridge_flop_per_byte": [round(r.ridge_flop_per_byte, 3) for r in recs],
+            "mean_gap_to_roof": round(high, 3),
+            "points_at_or_above_roof": above,
+            "near_roof": params["near_roof"],
+        }
+        r0 = recs[0]
+        roof = (
+            f"the probe's {r0.gflop_per_s:.1f} GFLOP/s and {r0.gb_per_s:.1f} GB/s "
+            f"(ridge {r0.ridge_flop_per_byte:.2f} FLOP/byte, {r0.key})"
+            + (f" and {len(recs) - 1} more node types" if len(recs) > 1 else "")
+        )
+        what = {
+            0: "near the FLOP peak: faster means fewer operations (a better algorithm, "
+            "less redundant work) or more nodes; vector width and FMA use decide how close the "
+            "peak is.",
+            1: "near the memory bandwidth: raise the arithmetic intensity (blocking or tiling "
+            "for the caches, fusing loops that stream the same arrays, smaller data types).",
+            2: "far below both roofs: the time goes to latency (dependent loads, branches), "
+            "communication or I/O rather than to arithmetic or bandwidth; see the other "
+            "findings for which.",
+        }[verdict]
+        hint = (
+            f"{shares[verdict]:.0%} of node-periods are {VERDICTS[verdict]} (compute-bound "
+            f"{shares[0]:.0%}, memory-bound {shares[1]:.0%}, below both {shares[2]:.0%}) "
+            f"against {roof}; median {measured['median_intensity_flop_per_byte']} FLOP/byte at "
+            f"{measured['median_gflop_per_s']} GFLOP/s: {what}"
+            + (
+                f" {above} node-periods lie at or above the roof: the ceilings are below what "
+                "the PMU counted (a probe on a loaded node, or a simulated PMU)."
+                if above
+                else ""
+            )
+        )
+        loss = Loss(
+            low,
+            high,
+            f"mean gap to the roof at the job's own intensity {low:.0%}-{high:.0%} over "
+            f"{int(known.sum())} node-periods (low end: memory traffic taken "
+            f"{params['traffic_upper_factor']:g}x the counted lines, for uncounted writebacks)",
+            [
+                "the same FLOPs and bytes could run at the roof (the probe's ceilings are "
+                "attainable by this code)",
+                "the PMU's FLOP events count every floating-point operation the code does",
+            ],
+        )
+        return [
+            Finding(
+                self.name,
+                f"Roofline: {VERDICTS[verdict]}" + sim,
+                "medium",  # replaced by the [loss] rule
+                evidence,
+                hint,
+                loss=loss,
+            )
+        ]
+
+
+FACTOR = Roofline()
