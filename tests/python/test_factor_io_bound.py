@@ -11,6 +11,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from hushmon.digest.factors import io_bound, parameters
 from hushmon.digest.jobdata import JobData, load_job
 from hushmon.paths import REPO_ROOT
@@ -19,10 +21,13 @@ from hushmon.store.synthetic import START_NS, Scenario, write_spool
 
 SECONDS = 120
 IO = (30, 60)  # the seconds of file I/O
+IoSpan = tuple[int, int] | None
 OOC = REPO_ROOT / "tests" / "fixtures" / "spool" / "testbed-ooc-512M"
 
 
-def _job(tmp: Path, io_phases: list[tuple[int, int]], nfs_bytes_per_s: float) -> JobData:
+def _job(
+    tmp: Path, io_phases: list[tuple[int, int]], nfs_bytes_per_s: float, blkio_in: IoSpan = None
+) -> JobData:
     sc = Scenario(nodes=2, seconds=SECONDS, job="j", io_phases=io_phases)
     spool = tmp / "spool"
     write_spool(sc, spool)
@@ -32,11 +37,18 @@ def _job(tmp: Path, io_phases: list[tuple[int, int]], nfs_bytes_per_s: float) ->
         for i in range(SECONDS):
             ts = START_NS + i * sc.period_ns
             busy = any(a <= i < b for a, b in io_phases)
-            rd = 2.0e8 if busy else 1.0e4
+            waits = blkio_in is not None and blkio_in[0] <= i < blkio_in[1]
+            rd = 2.0e8 if busy or waits else 1.0e4
+            # the tasks' own wait (delay accounting): 2 tasks, 60 % waiting + 40 % on CPU
+            own = (
+                f"cpu_pct={80.0 if waits else 180.0},blkio_wait_pct={120.0 if waits else 0.0},"
+                if blkio_in is not None
+                else ""
+            )
             lines.append(
                 f"procio,host={host},job=j read_bytes_per_s={rd},write_bytes_per_s=0,"
                 f"rchar_bytes_per_s={rd},wchar_bytes_per_s=0,syscr_per_s=50,syscw_per_s=0,"
-                f"tasks=2i,tasks_refused=0i {ts}\n"
+                f"{own}tasks=2i,tasks_refused=0i {ts}\n"
             )
             nfs = nfs_bytes_per_s if busy else 0.0
             lines.append(
@@ -66,6 +78,21 @@ def test_io_phase_found_with_the_nfs_mount_named_and_its_loss(tmp_path: Path) ->
     assert 0.09 <= f.loss.low_share <= f.loss.high_share <= 0.12
     assert f.loss.low_share <= 0.104 and f.loss.high_share >= 0.102
     assert "NFS /home" in f.hint and "25%" in f.hint
+
+
+def test_the_tasks_own_wait_is_found_when_the_machine_shows_no_iowait(tmp_path: Path) -> None:
+    """No host iowait at all (a busy machine counts it only on idle CPUs), but the
+    job's tasks waited for block I/O 60 % of their active time for 30 s."""
+    job = _job(tmp_path, [], nfs_bytes_per_s=0.0, blkio_in=IO)
+    [f] = io_bound.FACTOR.analyze(job, parameters()["io_bound"])
+    ev = f.evidence
+    assert ev["iowait_of"] == io_bound.JOB_OWN
+    assert ev["io_bound_share_of_time"] == 0.25 and ev["periods"] == "30-60 s"
+    assert ev["iowait_pct_in_io_periods"] == 60.0 and ev["iowait_pct_elsewhere"] == 0.0
+    assert f.loss is not None  # known answer: 25 % of the run x 60 % waiting = 15 %
+    assert f.loss.low_share == pytest.approx(0.15) and f.loss.high_share == pytest.approx(0.15)
+    assert "tasks spent waiting for block I/O 60.0%" in f.hint
+    assert not any("host-wide" in a for a in f.loss.assumptions)
 
 
 def test_local_disk_named_without_nfs_traffic(tmp_path: Path) -> None:

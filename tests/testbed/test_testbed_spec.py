@@ -125,6 +125,7 @@ def test_cgroup_layout_v2_when_unified_else_v1_below_own_cgroups(tmp_path: Path)
     (v2 / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
     layout = cgroups.detect(v2, proc_self_cgroup="0::/user.slice\n")
     assert layout.version == 2 and layout.bases == {"unified": v2 / "hushmon-testbed"}
+    assert cgroups.jobs_parent(layout, "n2") == v2 / "hushmon-testbed" / "n2"
 
     v1 = tmp_path / "v1"
     for ctrl in ("cpuset", "cpu,cpuacct", "memory"):
@@ -136,6 +137,12 @@ def test_cgroup_layout_v2_when_unified_else_v1_below_own_cgroups(tmp_path: Path)
     assert layout.bases["memory"] == v1 / "memory" / "process_api" / "abc" / "hushmon-testbed"
     assert layout.bases["cpuacct"] == v1 / "cpu,cpuacct" / "hushmon-testbed"
     assert layout.node_dirs("n1")[0].name == "n1"
+    assert cgroups.jobs_parent(layout, "n1") is None  # no v2 mount beside the controllers
+    (v1 / "unified").mkdir()
+    (v1 / "unified" / "cgroup.controllers").write_text("")
+    layout = cgroups.detect(v1, proc_self_cgroup=own)
+    assert cgroups.jobs_parent(layout, "n1") == v1 / "unified" / "hushmon-testbed" / "n1"
+    assert len(layout.node_dirs("n1")) == 4  # nodes join it too: their jobs go below
 
     with pytest.raises(HushmonError, match="controller"):
         cgroups.detect(tmp_path / "nothing", proc_self_cgroup="0::/\n")

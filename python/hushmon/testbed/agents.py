@@ -42,6 +42,9 @@ def agent_argv(bed: Bed, node: str) -> list[str]:
         # InfiniBand-like counters simulated from the node's link (ibsim.py).
         "--ib-sysfs-root",
         str(ibsim.in_node_root()),
+        # RAPL-like energy simulated from the node's CPU time (raplsim.py).
+        "--rapl-sysfs-root",
+        str(ibsim.rapl_root()),
     ]
     if spec.transport == "nats":
         # Spool first (write-ahead), then JetStream through the rack's leaf,

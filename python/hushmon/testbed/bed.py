@@ -24,6 +24,7 @@ from hushmon.testbed import (
     system,
     transport,
 )
+from hushmon.testbed.jobcgroups import enable_delay_accounting, restore_delay_accounting
 from hushmon.testbed.spec import BedSpec, node_cpus
 from hushmon.testbed.state import STATE_DIR, Bed, load
 
@@ -115,6 +116,8 @@ def _build(bed: Bed, say: Say) -> None:
     )
     launcher.write_scripts(bed)
     launcher.add_hosts(bed)
+    if enable_delay_accounting(bed):
+        say("delay accounting on (kernel.task_delayacct = 1 until down): jobs' I/O wait")
     if spec.transport == "nats":
         say(
             f"nats: a hub of 3 servers on the core, a leaf per rack "
@@ -197,6 +200,8 @@ def down(say: Say = _quiet, root: Path = STATE_DIR) -> list[str]:
         removed.append("/etc/hosts lines")
     if slurm.unlink_system_conf(root):
         removed.append(str(slurm.SYSTEM_CONF))
+    if restore_delay_accounting(root):
+        removed.append("kernel.task_delayacct = 1 (the value before up restored)")
     if root.exists():
         _remove_tree(root)
         removed.append(str(root))

@@ -9,7 +9,14 @@ Two layouts, found from what is mounted:
 - cgroup v1 (this development machine: v1 controllers and an empty v2
   mount): one directory per controller (cpuset, cpuacct, memory), each
   created below the cgroup the caller itself is in, so a bed built inside
-  a container stays inside the container's limits.
+  a container stays inside the container's limits; and, where the v2
+  hierarchy is mounted beside them (``/sys/fs/cgroup/unified``, no
+  controllers), one there too, under the key "unified".
+
+The "unified" directory of a node is where its Slurm jobs get cgroups of
+their own (python/hushmon/testbed/jobcgroups.py): a v2 cgroup always has
+cgroup.procs and cpu.stat, which is what the agent's per-job sources read,
+and the job's memory stays bounded by its node's limit above it.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from hushmon.testbed import system
 from hushmon.testbed.spec import CGROUP_NAME
 
 V1_CONTROLLERS = ("cpuset", "cpuacct", "memory")
+UNIFIED = "unified"  # the bases' key of the v2 hierarchy (v2 beds, and v1 beds beside it)
 V2_CONTROLLERS = ("cpu", "cpuset", "memory")
 KILL_WAIT_S = 5.0
 
@@ -85,7 +93,17 @@ def detect(mount: Path = Path("/sys/fs/cgroup"), proc_self_cgroup: str | None = 
         # cpuset's parent must have CPUs; starting at its root keeps that simple.
         parent = "/" if ctrl == "cpuset" else own.get(ctrl, "/")
         bases[ctrl] = root / parent.lstrip("/") / CGROUP_NAME
+    unified = mount / UNIFIED
+    if (unified / "cgroup.controllers").is_file():
+        bases[UNIFIED] = unified / own.get("", "/").lstrip("/") / CGROUP_NAME
     return Layout(1, mount, bases)
+
+
+def jobs_parent(layout: Layout, node: str) -> Path | None:
+    """Where the node's jobs get cgroups: its directory in the v2 hierarchy
+    (None where this machine mounts none)."""
+    base = layout.bases.get(UNIFIED)
+    return None if base is None else base / node
 
 
 def _v1_mount(mount: Path, ctrl: str) -> Path | None:

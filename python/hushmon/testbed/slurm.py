@@ -25,6 +25,7 @@ from pathlib import Path
 from hushmon.errors import HushmonError
 from hushmon.paths import REPO_ROOT, build_bin_dir
 from hushmon.testbed import system
+from hushmon.testbed.jobcgroups import job_script, task_prolog, write_job_scripts
 from hushmon.testbed.launcher import write_script
 from hushmon.testbed.spec import CORE_SWITCH, HEAD_ADDR, rack_switch
 from hushmon.testbed.state import Bed
@@ -134,6 +135,8 @@ def write_conf(bed: Bed, first_job_id: int = 1) -> Path:
         "PrologFlags=Alloc",
         f"Prolog={bed.bin / 'slurm-prolog'}",
         f"Epilog={bed.bin / 'slurm-epilog'}",
+        # Each task joins its job's own cgroup (testbed/jobcgroups.py).
+        f"TaskProlog={task_prolog(bed)}",
         # Finished jobs stay visible an hour, so `hushmon run` can find them.
         "MinJobAge=3600",
         f"FirstJobId={first_job_id}",
@@ -225,13 +228,20 @@ def _write_prolog_scripts(bed: Bed) -> None:
         write_script(installed / name, (SLURM_SCRIPTS / name).read_text())
     conf = f"# Written by 'hushmon testbed up'.\nagent={build_bin_dir() / 'hushmon-agent'}\n"
     (installed / "hushmon-job.conf").write_text(conf)
-    for name, target in (("slurm-prolog", "prolog.sh"), ("slurm-epilog", "epilog.sh")):
+    write_job_scripts(bed)
+    for name, target, event in (
+        ("slurm-prolog", "prolog.sh", "begin"),
+        ("slurm-epilog", "epilog.sh", "end"),
+    ):
         write_script(
             bed.bin / name,
             f"""#!/bin/sh
-# The test bed's {name}: each node's agent listens in the node's own folder.
+# The test bed's {name}: each node's agent listens in the node's own folder;
+# the job's own cgroup is made or removed after (testbed/jobcgroups.py).
 export HUSHMON_AGENT_SOCKET="{bed.root / "nodes"}/$SLURMD_NODENAME/agent.sock"
-exec "{installed / target}" "$@"
+"{installed / target}" "$@"
+"{job_script(bed)}" {event}
+exit 0
 """,
         )
 

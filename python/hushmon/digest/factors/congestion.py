@@ -8,10 +8,14 @@ Per link, this compares the link's nodes' ports in the periods near capacity
 with their other periods: waiting in most near-capacity periods and not
 elsewhere says the link is full; no waiting says it is busy but keeps up.
 The tick length is the HCA's, so only the same ports' periods are compared
-with each other, and "waiting" is any tick at all. An uplink's congestion
-does not show at the nodes' ports on the test bed (its simulated counters
-see only each node's own shaped link: docs/agent.md), so for an uplink the
-evidence says what the ports saw and no more.
+with each other, and "waiting" is any tick at all. An uplink's congestion shows at the nodes'
+ports only as far as the fabric backs it up into them (InfiniBand's
+credit-based flow control does, from a full switch buffer), so for an
+uplink the evidence says what the ports saw and no more. The test bed's
+simulated counters (python/hushmon/testbed/ibsim.py) give each node its
+own shaped link's throttling plus its share of its rack uplink's queueing
+(the uplink's tbf overlimits, shared by the bytes each node sent into the
+rack switch), and the evidence names them simulated.
 """
 
 from __future__ import annotations
@@ -58,20 +62,28 @@ def congestion_evidence(
     if rest.any():
         evidence["ib_xmit_wait_per_s_elsewhere"] = round(float(np.mean(waits[rest])), 1)
     full = near_waiting >= FULL_SHARE
-    where = "the nodes' ports (an uplink's congestion need not show there)" if uplink else "port"
+    if not uplink:
+        where = "port"
+    elif simulated:
+        where = "the nodes' ports (simulated: the uplink's queueing shared out over them)"
+    else:
+        where = "the nodes' ports (an uplink's congestion need not show there)"
     evidence["ib_congestion"] = (
         f"full: {where} waited for credit in {near_waiting:.0%} of the periods near capacity"
         if full
         else f"busy, not full: {where} waited for credit in only {near_waiting:.0%} of them"
     )
     if simulated:
-        evidence["ib_counters"] = "simulated from the node's Ethernet link (backend=sim)"
+        evidence["ib_counters"] = (
+            "simulated (backend=sim) from the node's Ethernet link and its rack uplink's "
+            "queue (the test bed's tc qdiscs)"
+        )
     sentence = (
         f" The InfiniBand counters agree: port_xmit_wait "
         f"{evidence['ib_xmit_wait_per_s_near_capacity']:g}/s in those periods"
         if full
         else f" The InfiniBand ports hardly waited for credit ({near_waiting:.0%} of those periods)"
-    ) + (" (simulated counters)." if simulated else ".")
+    ) + (" (simulated counters, made from the test bed's tc queues)." if simulated else ".")
     if not full and not uplink:
         sentence += " The link is busy but keeps up; look at the next limit."
     return evidence, sentence

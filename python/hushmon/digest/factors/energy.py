@@ -9,6 +9,10 @@ Shared nodes: a package's energy is the whole machine's, so the job's part is
 apportioned by CPU time (the rule, per node and period): the job's cgroup CPU
 time (``cgroup.cpu_usage_pct`` of the node's CPUs) over all CPU time used on
 the machine the package measures (host-wide busy CPU x its CPUs), at most 1.
+A package whose lines carry no ``scope=host`` tag while the agent describes
+a node (the test bed's simulated tree, python/hushmon/testbed/raplsim.py,
+made from the node's own CPU time) measures the node: the denominator is
+then the node's busy CPU x its CPUs.
 DRAM follows the package's rule; the GPUs the job holds are its own. Without
 a job cgroup or CPU counts the node's whole energy is the job's, and the
 finding says so.
@@ -99,7 +103,7 @@ def job_share(job: JobData) -> tuple[np.ndarray | float, str]:
     node_cpus: np.ndarray | float | None = (
         node_cpus_m if node_cpus_m is not None else (_cpu_count(job, False) or None)
     )
-    host_busy = job.matrix("cpu.host_busy_pct")
+    host_busy = job.matrix("cpu.host_busy_pct") if _package_measures_host(job) else None
     host_cpus = _cpu_count(job, True)
     if host_busy is None:
         host_busy, host_cpus = job.matrix("cpu.busy_pct"), 0
@@ -115,7 +119,17 @@ def job_share(job: JobData) -> tuple[np.ndarray | float, str]:
     return share, (
         "the job's cgroup CPU time over all CPU time used on the machine the package "
         "measures, per node and period (at most 1)"
+        if host_cpus
+        else "the job's cgroup CPU time over all CPU time used on the node the package "
+        "measures, per node and period (at most 1)"
     )
+
+
+def _package_measures_host(job: JobData) -> bool:
+    """Whether the packages are the machine's (tagged scope=host by a node-scoped
+    agent) rather than the node's own (the bed's simulated tree, or an agent
+    that is not node-scoped, where node and machine are one)."""
+    return any(_tags(s).get("scope") == "host" for s in job.base_sensors("rapl.power_w"))
 
 
 def marks(job: JobData) -> list[str]:
