@@ -24,6 +24,8 @@ from hushmon.digest.factors.base import SEVERITIES, Finding, Skipped
 from hushmon.digest.factors.roofline import attach_ceilings
 from hushmon.digest.factors.work import work_matrix
 from hushmon.digest.jobdata import JobData, load_job
+from hushmon.digest.phase_report import phase_section
+from hushmon.digest.phases import Phases, find_phases
 from hushmon.digest.resolution import RAW, Resolution
 from hushmon.digest.roofline_report import roofline_section
 from hushmon.digest.scope import Scopes
@@ -96,6 +98,7 @@ class Digest:
     sensors: int
     exports: dict[str, Path] = field(default_factory=dict)
     seconds: float = 0.0
+    phases: Phases | None = None
 
     def summary_lines(self) -> list[str]:
         lines = [
@@ -109,6 +112,8 @@ class Digest:
             lines.append(f"[{f.severity}] {f.title}: {f.hint}{cost}")
         for s in self.skipped:
             lines.append(f"(skipped {s.factor}: {s.detail})")
+        if self.phases is not None and self.phases.several:
+            lines.extend(self.phases.lines())
         lines.append(f"report: {self.report_path}")
         return lines
 
@@ -193,6 +198,7 @@ def build_digest(
     result = run_factors(data)
     scopes = describe_scopes(data)
     states = find_states(data)
+    phases = find_phases(data)  # each phase's main limit: the factors on its periods
     vec = build_vectors(data)
     vec.state = states.labels
     exports = {
@@ -214,6 +220,7 @@ def build_digest(
         duration_s=data.span_s,
         sensors=len(data.sensors),
         exports=exports,
+        phases=phases,
     )
     payload = {
         "hushmon_version": __version__,
@@ -237,6 +244,7 @@ def build_digest(
             "factors": result.data_used,
         },
         "findings": [f.to_json() for f in result.findings],
+        "phases": phases.to_json(),
         "skipped": [s.to_json() for s in result.skipped],
         "fabric": data.fabric_info.to_json(data.hosts),
         "scopes": scopes.to_json(),
@@ -535,6 +543,8 @@ def _report(
                 f"from {', '.join(inputs)}).",
             )
 
+    if digest.phases is not None:
+        phase_section(page, digest.phases)
     st = digest.states
     page.heading("States")
     k_text = ", ".join(f"k={k}: {v:.2f}" for k, v in st.k_tried.items()) or "too few periods"

@@ -154,6 +154,17 @@ def _fmt(v: float, unit: str) -> str:
     return f"{v:.3g}{'' if unit == '%' else ' '}{unit}"
 
 
+def period_features(job: JobData) -> tuple[list[str], np.ndarray]:
+    """The scaled per-period sensor averages states are fitted on (also the
+    change points' input, phases.py)."""
+    return _features(job)
+
+
+def describe_periods(job: JobData, mask: np.ndarray) -> tuple[str, dict[str, float]]:
+    """Periods of ``mask`` in words: the sensors whose mean departs most from the job's."""
+    return _describe(job, mask, [])
+
+
 def find_states(job: JobData) -> States:
     names, x = _features(job)
     n = len(x)
