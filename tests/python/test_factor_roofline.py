@@ -37,7 +37,9 @@ def ceilings(hosts: list[str]) -> Ceilings:
     )
 
 
-def spool_job(tmp: Path, phases: list[tuple[int, float, float]], with_bytes: bool = True) -> Path:
+def spool_job(
+    tmp: Path, phases: list[tuple[int, float, float]], with_bytes: bool = True, tags: str = ""
+) -> Path:
     """Two nodes; each phase: (seconds, GFLOP/s, GB/s). Returns the store."""
     seconds = sum(p[0] for p in phases)
     sc = Scenario(nodes=2, seconds=seconds, job="j", omit=("pmu",))
@@ -51,7 +53,7 @@ def spool_job(tmp: Path, phases: list[tuple[int, float, float]], with_bytes: boo
             ts = START_NS + i * sc.period_ns
             traffic = f",mem_bytes_per_s={b * 1e9}" if with_bytes else ""
             lines.append(
-                f"pmu,host={host},cpu=total,backend=sim flops_per_s={f * 1e9}{traffic} {ts}\n"
+                f"pmu,host={host},cpu=total,backend=sim{tags} flops_per_s={f * 1e9}{traffic} {ts}\n"
             )
         (spool / f"{host}-{START_NS}-pmu.lp").write_text("".join(lines), encoding="ascii")
     db = tmp / "hushmon.duckdb"
@@ -120,6 +122,14 @@ def test_no_record_for_a_node_says_so(tmp_path: Path) -> None:
     db2 = spool_job(other, [(30, 80.0, 1.0)])
     [g] = roofline.FACTOR.analyze(job_with(db2, None), parameters()["roofline"])
     assert g.severity == "info" and g.evidence["hosts_without_record"] == ["node000", "node001"]
+
+
+def test_host_wide_counters_are_used_and_named(tmp_path: Path) -> None:
+    # an agent in node scope (the bed) tags the machine's counters scope=host
+    db = spool_job(tmp_path, [(30, 1.8, 18.0)], tags=",scope=host")
+    [f] = roofline.FACTOR.analyze(job_with(db, ["node[000-001]"]), parameters()["roofline"])
+    assert f.evidence["verdict"] == "memory-bound"
+    assert f.evidence["pmu_scope"].startswith("host-wide")
 
 
 def test_skipped_without_memory_traffic(tmp_path: Path) -> None:

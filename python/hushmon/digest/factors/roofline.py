@@ -48,16 +48,26 @@ def attach_ceilings(job: JobData, db_path: Path) -> None:
     job.__dict__[_KEY] = (path, load_ceilings(path))
 
 
-def _pmu_total(job: JobData, field: str) -> tuple[np.ndarray | None, bool]:
-    """hosts x periods of the node's pmu ``field`` (tag cpu=total), and whether
-    the PMU was the simulated one (tag backend=sim)."""
+def _pmu_total(job: JobData, field: str) -> tuple[np.ndarray | None, bool, bool]:
+    """hosts x periods of the node's pmu ``field`` (tag cpu=total), whether the
+    PMU was the simulated one (tag backend=sim), and whether the series is
+    host-wide (tag scope=host: an agent in node scope, a test bed node, counts
+    the whole machine's CPUs; used when the node has no series of its own,
+    as the ceilings are the machine's too)."""
+    found: dict[bool, tuple[np.ndarray, bool]] = {}
     for name in job.base_sensors(f"pmu.{field}"):
         tags = name.partition("[")[2].rstrip("]").split(",")
-        if "cpu=total" in tags and "scope=host" not in tags:
+        if "cpu=total" in tags:
             m = job.matrix(name)
             if m is not None:
-                return m.astype(np.float64), "backend=sim" in tags
-    return None, False
+                found.setdefault(
+                    "scope=host" in tags, (m.astype(np.float64), "backend=sim" in tags)
+                )
+    for host_wide in (False, True):
+        if host_wide in found:
+            m, sim = found[host_wide]
+            return m, sim, host_wide
+    return None, False, False
 
 
 @dataclass
@@ -72,6 +82,7 @@ class RooflinePoints:
     records: dict[str, Ceilings]  # node type key -> record, for the hosts covered
     host_type: list[str | None]  # per host: its node type key, None = no record
     simulated: bool
+    host_wide: bool  # the machine's counters (scope=host), not the node's own
     ceilings_file: Path | None
 
     @property
@@ -108,8 +119,8 @@ class RooflinePoints:
 
 
 def roofline_points(job: JobData, params: Mapping[str, Any]) -> RooflinePoints:
-    flops, sim_f = _pmu_total(job, "flops_per_s")
-    traffic, sim_b = _pmu_total(job, "mem_bytes_per_s")
+    flops, sim_f, wide_f = _pmu_total(job, "flops_per_s")
+    traffic, sim_b, wide_b = _pmu_total(job, "mem_bytes_per_s")
     if flops is None or traffic is None:
         raise AnalyzerSkip(
             SkipReason.MISSING_SENSOR,
@@ -134,7 +145,7 @@ def roofline_points(job: JobData, params: Mapping[str, Any]) -> RooflinePoints:
         if rec is not None:
             used[rec.key] = rec
             peak[i], bw[i] = rec.gflop_per_s, rec.gb_per_s
-    return RooflinePoints(f, b, peak, bw, used, host_type, sim_f or sim_b, path)
+    return RooflinePoints(f, b, peak, bw, used, host_type, sim_f or sim_b, wide_f or wide_b, path)
 
 
 def _median(v: np.ndarray) -> float | None:
@@ -178,6 +189,11 @@ class Roofline:
             "median_gb_per_s": _rounded(_median(pts.gb_per_s[active])),
             "node_periods": int(active.sum()),
             "pmu": "simulated" if pts.simulated else "hardware",
+            "pmu_scope": (
+                "host-wide (scope=host: the machine's CPUs, other work on it counted too)"
+                if pts.host_wide
+                else "node"
+            ),
             "ceilings_file": str(pts.ceilings_file) if pts.ceilings_file else "not looked up",
         }
         missing = [h for h, t in zip(job.hosts, pts.host_type, strict=True) if t is None]
