@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from hushmon.digest.factors import rack_traffic
 from hushmon.digest.factors.links import LinkStats, traffic
 from hushmon.digest.jobdata import JobData
 
@@ -36,6 +37,7 @@ class Crossed:
     low: float
     high: float
     how: str  # in words, for the basis and the hint
+    measured: bool = False  # counted per sending rack (rack_traffic.py), not bounded
 
 
 @dataclass
@@ -62,6 +64,15 @@ def crossed_bounds(job: JobData, stats: LinkStats) -> Crossed:
     high = 1.0 - stats.stayed_share
     if tx is None or rx is None or not link.bound:
         return Crossed(1.0, 1.0, "a node's own link: everything it sent crossed it")
+    counted = rack_traffic.measured_share(job, link.rack, list(link.nodes), stats.message)
+    if counted is not None:
+        share = counted[0]
+        how = (
+            f"measured: {share:.0%} of the {counted[1] * job.period_s / 1e6:.0f} MB the job's "
+            f"nodes received from rack {link.rack} went to nodes outside it (per-rack byte "
+            "counts of the receiving nodes)"
+        )
+        return Crossed(share, share, how, measured=True)
     idx = np.array([job.hosts.index(h) for h in link.nodes], dtype=np.int64)
     cols = np.flatnonzero(stats.message)
     t = np.nan_to_num(tx[np.ix_(idx, cols)])

@@ -15,8 +15,11 @@ what its uplink cannot have carried), and at least what no other job node of
 the rack can have received (all of it, for a rack where the job has one
 node). The finding says which: measured when the bounds meet, a range when
 they do not, and it names no communication pattern the data does not show.
-Its cost is the uplink's periods near capacity at the node links' rate, for
-the share that crossed (a range from the bounds), and its severity follows
+Where the nodes counted the bytes they received from each rack (``net_rack``
+lines: the test bed's route realms) the share is measured instead
+(:mod:`rack_traffic`). Its cost is the uplink's periods near capacity at the
+node links' rate, for the share that crossed (a range from the bounds, or the
+measured share), and its severity follows
 from that cost (``[loss]`` in parameters.toml).
 """
 
@@ -209,6 +212,9 @@ class Topology:
         lp = link_params()
         crossed = {s.link.rack: costs.crossed_bounds(job, s) for s in stats}
         lo = min(c.low for c in crossed.values())
+        measured = all(c.measured for c in crossed.values())
+        if measured:  # counted per sending rack: the share itself, not bounds
+            may_cross = max(c.high for c in crossed.values())
         evidence.update(
             {
                 "share_that_may_cross_racks": round(may_cross, 3),
@@ -224,12 +230,22 @@ class Topology:
                     f"{crossed[s.link.rack].high:.0%} (busiest periods)"
                     for s in stats
                 ),
-                "partners": "not measured: the node counters give bounds only",
+                "partners": (
+                    "measured: the bytes each job node received from each rack"
+                    if measured
+                    else "not measured: the node counters give bounds only"
+                ),
             }
         )
         cap = mb(worst.link.capacity or 0.0)
         known = lo >= may_cross - 0.02
-        if known:
+        if measured:
+            what = (
+                f"{lo:.0%}-{may_cross:.0%} of it crossed between racks"
+                if lo < may_cross - 0.005
+                else f"{lo:.0%} of it crossed between racks"
+            ) + " (measured: the nodes counted the bytes they received from each rack)"
+        elif known:
             what = (
                 f"All of it crossed ({crossed[worst.link.rack].how})"
                 if lo >= 0.98
@@ -306,7 +322,12 @@ class Topology:
             f"in one rack the bytes move at {eff:.0%} (low end) to 100% (high end) of the "
             "node links' capacity",
         ]
-        if lo < hi - 0.02:
+        if crossed.measured:
+            assumptions.append(
+                "the shares that crossed are the ones counted (bytes each job node received "
+                f"from each rack: {lo:.0%}-{hi:.0%} over the racks)"
+            )
+        elif lo < hi - 0.02:
             assumptions.append(
                 f"the share that crossed lies between the counters' bounds ({lo:.0%} and "
                 f"{hi:.0%}); which rank sent to which is not measured (per-destination byte "
