@@ -20,6 +20,7 @@ from hushmon.testbed import (
     launcher,
     network,
     node_ns,
+    rackcount,
     slurm,
     system,
     transport,
@@ -133,6 +134,9 @@ def _build(bed: Bed, say: Say) -> None:
         say(f"agents: one per node, spool {bed.spool_root}/<node>/")
         agents.start(bed)
         bed.save()
+        if spec.racks > 1:  # what crossed between racks, measured (testbed/rackcount.py)
+            say(rackcount.start(bed))
+            bed.save()
     if spec.transport == "nats":
         say(f"nats: 2 reducers per rack, the top reducer, hushmon collect into {bed.store}")
         transport.start_consumers(bed)
