@@ -1,6 +1,7 @@
 """hushmon export --cc-archive: stored jobs in ClusterCockpit's job-archive
-layout, checked against the published schemas' required fields and types
-(ccschema.py), on a synthetic job ingested into a real store."""
+layout (version 3), validated against copies of the published JSON schemas
+(ccschema.py, tests/fixtures/ccarchive-schemas/), on a synthetic job
+ingested into a real store."""
 
 from __future__ import annotations
 
@@ -42,13 +43,18 @@ def test_archive_layout_and_schemas(data: Path, tmp_path: Path) -> None:
     written = json.loads(out.stdout)
     folder = root / "bed" / "1034" / "871" / str(START_NS // 10**9)
     assert written["jobs"] == {JOB: str(folder)}
-    assert (root / "version.txt").read_text().strip().isdigit()
+    assert (root / "version.txt").read_text() == "3\n"  # cc-backend's archive.Version
     meta = json.loads((folder / "meta.json").read_text())
     jobdata = json.loads((folder / "data.json").read_text())
     cluster = json.loads((root / "bed" / "cluster.json").read_text())
     assert errors(meta, META) == []
-    assert errors(jobdata, DATA) == []
     assert errors(cluster, CLUSTER) == []
+    # data.json: valid but for the required metrics hushmon did not measure
+    # (no invented series), which meta.json names
+    not_measured = set(meta["metaData"]["notMeasured"].split()) | {"filesystems"}
+    assert errors(jobdata, DATA) == [f"$: missing {n!r}" for n in DATA["required"]
+                                     if n in not_measured]  # fmt: skip
+    assert meta["shared"] == "none" and "exclusive" not in meta
     assert (meta["jobId"], meta["user"], meta["numNodes"], meta["jobState"]) == (
         1034871, "alice", 3, "completed")  # fmt: skip
     assert meta["duration"] == 10 and meta["startTime"] == START_NS // 10**9
@@ -72,11 +78,27 @@ def test_the_checker_catches_a_broken_document(data: Path, tmp_path: Path) -> No
     meta_path = next(root.rglob("meta.json"))
     meta = json.loads(meta_path.read_text())
     del meta["statistics"]["mem_used"]
-    meta["jobState"] = "RUNNING"
+    meta["jobState"] = "stopped"  # archive version 2's, gone from version 3
     meta["duration"] = 0
+    meta["shared"] = 1  # version 2's "exclusive" as a number
+    meta["statistics"]["cpu_load"]["unit"] = {"base_unit": "load"}
+    meta["tags"] = [{"name": "a", "type": "t"}, {"name": "a", "type": "t"}]
     found = errors(meta, META)
-    assert any("mem_used" in e for e in found) and any("RUNNING" in e for e in found)
-    assert any("duration" in e for e in found)
+    assert "$.statistics: missing 'mem_used'" in found, found
+    assert any("'stopped' not in" in e for e in found), found
+    assert "$.duration: 0 <= 0" in found and "$.shared: int is not string" in found, found
+    assert any(e.startswith("$.statistics.cpu_load.unit.base_unit: 'load'") for e in found)
+    assert "$.tags: items are not unique" in found, found
+
+
+def test_an_archive_of_another_version_is_refused(data: Path, tmp_path: Path) -> None:
+    root = tmp_path / "archive"
+    root.mkdir()
+    (root / "version.txt").write_text("2\n")
+    out = _hushmon("export", "--cc-archive", str(root), JOB, "--data-dir", str(data))
+    assert out.returncode != 0 and "version 2 job archive" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in root.iterdir()) == ["version.txt"]
 
 
 def test_bad_input_is_one_line(data: Path, tmp_path: Path) -> None:

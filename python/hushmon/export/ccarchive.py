@@ -1,6 +1,12 @@
 """Jobs in ClusterCockpit's job-archive layout, so that cc-backend can load
 hushmon's jobs (its archive import, or as its own archive folder).
 
+Archive version 3 (cc-backend's pkg/archive ``Version``; its file backend
+refuses an archive whose version.txt names another): meta.json says how
+nodes were shared in ``shared`` (none, single_user, multi_user), where
+version 2 had the integer ``exclusive``, and ``jobState`` takes Slurm's
+states by name (preempted, boot_fail, deadline ...; no "stopped").
+
 The layout (cc-backend's file archive): ``DIR/version.txt``;
 ``DIR/<cluster>/cluster.json``; per job
 ``DIR/<cluster>/<id // 1000>/<id % 1000, 3 digits>/<start, epoch s>/``
@@ -8,9 +14,10 @@ with ``meta.json`` (who, when, where, state, tags and the job-wide
 statistics of each metric) and ``data.json`` (each metric's per-node time
 series at a whole-second time step, with per-series min/avg/max; a period
 with no value is ``null``). Field names, types and units follow the
-published job-meta, job-data and cluster JSON schemas of cc-backend
-(pkg/schema/schemas); tests/python/test_ccarchive.py checks the output
-against their required fields and types.
+published job-meta, job-data and cluster JSON schemas (ClusterCockpit's
+cc-lib, schema/schemas, which cc-backend validates with); tests/python/
+test_ccarchive.py validates the output against copies of them
+(tests/fixtures/ccarchive-schemas/).
 
 What hushmon has for ClusterCockpit's metrics (node scope):
 ``cpu_user`` (user CPU %), ``cpu_load`` (load1), ``mem_used`` (GB in use,
@@ -18,7 +25,11 @@ page cache excluded), ``net_bw`` (GB/s over the network, loopback
 excluded), ``flops_any`` (GFLOP/s, where a PMU measured FLOPS). The
 schema requires statistics of ``cpu_user, cpu_load, mem_used, flops_any,
 mem_bw``; one hushmon did not measure gets 0 and is named in
-``metaData.notMeasured`` (mem_bw always: no agent source measures it)."""
+``metaData.notMeasured`` (mem_bw always: no agent source measures it).
+data.json holds only measured series: the job-data schema also lists
+``mem_bw``, ``net_bw`` and ``filesystems`` as required, which a series of
+invented zeros would satisfy and mislead; cc-backend checks data.json
+against it only with ``"validate": true`` in its configuration."""
 
 from __future__ import annotations
 
@@ -33,13 +44,16 @@ import numpy as np
 
 from hushmon.errors import HushmonError
 
-ARCHIVE_VERSION = "2"
+ARCHIVE_VERSION = "3"
 REQUIRED_STATS = ("cpu_user", "cpu_load", "mem_used", "flops_any", "mem_bw")
-# Slurm's state -> the schema's jobState
+# Slurm's state -> the schema's jobState (a job Slurm stopped with SIGSTOP,
+# STOPPED, is suspended in the schema's words)
 STATES = {
     "COMPLETED": "completed", "FAILED": "failed", "CANCELLED": "cancelled",
     "TIMEOUT": "timeout", "OUT_OF_MEMORY": "out_of_memory", "NODE_FAIL": "node_fail",
-    "PREEMPTED": "stopped", "STOPPED": "stopped", "BOOT_FAIL": "failed", "DEADLINE": "timeout",
+    "PREEMPTED": "preempted", "BOOT_FAIL": "boot_fail", "DEADLINE": "deadline",
+    "SUSPENDED": "suspended", "STOPPED": "suspended", "RUNNING": "running",
+    "PENDING": "pending",
 }  # fmt: skip
 
 
@@ -152,7 +166,7 @@ def job_documents(
     matrix: Callable[[str], np.ndarray | None],
     cluster: str,
     subcluster: str,
-    exclusive: int,
+    shared: str,
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]]]:
     """(meta.json, data.json, {metric: (unit, timestep)}) of one job."""
     job_id = job_number(meta.job)
@@ -196,7 +210,7 @@ def job_documents(
         "cluster": cluster,
         "subCluster": subcluster,
         "numNodes": len(hosts),
-        "exclusive": exclusive,
+        "shared": shared,
         "jobState": STATES.get(meta.state.split()[0] if meta.state else "", "completed"),
         "startTime": start_s,
         "duration": duration_s,

@@ -54,17 +54,40 @@ def job_meta(store: Path, job: str) -> JobMeta:
     return meta
 
 
+def version_file(root: Path) -> Path:
+    return root / "version.txt"
+
+
+def check_version(root: Path) -> None:
+    """An archive of another version is refused before anything is written:
+    cc-backend reads one version per archive (its archive-migration tool
+    upgrades an older one)."""
+    try:
+        found = version_file(root).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise HushmonError(f"cannot read {version_file(root)}: {exc.strerror}") from exc
+    if found != ARCHIVE_VERSION:
+        raise HushmonError(
+            f"{root} is a version {found or '(empty)'} job archive; hushmon writes version "
+            f"{ARCHIVE_VERSION} (cc-backend's tools/archive-migration upgrades it, or use "
+            "another folder)"
+        )
+
+
 def export_jobs(
     store: Path,
     root: Path,
     jobs: list[str],
     cluster: str,
     subcluster: str,
-    exclusive: int,
+    shared: str,
     progress: Callable[[str], None],
 ) -> Written:
     from hushmon.digest.jobdata import load_job  # numpy cube of the job: only when exporting
 
+    check_version(root)
     out = Written()
     configs: dict[str, dict[str, Any]] = {}
     hosts: set[str] = set()
@@ -75,7 +98,7 @@ def export_jobs(
             data = load_job(store, job)
             meta_doc, data_doc, cfg = job_documents(
                 job_meta(store, job), data.hosts, data.times_ns, data.period_s, data.matrix,
-                cluster, subcluster, exclusive,
+                cluster, subcluster, shared,
             )  # fmt: skip
         except HushmonError as exc:
             out.skipped[job] = str(exc)
@@ -88,9 +111,8 @@ def export_jobs(
         m = data.matrix("node_cgroup.cpus")
         if m is not None and np.isfinite(m).any():
             cpus = max(cpus, int(np.nanmax(m)))
-    version = root / "version.txt"
-    if not version.exists():
-        version.write_text(ARCHIVE_VERSION + "\n", encoding="utf-8")
+    if out.folders and not version_file(root).exists():
+        version_file(root).write_text(ARCHIVE_VERSION + "\n", encoding="utf-8")
     cluster_json = root / cluster / "cluster.json"
     if out.folders and not cluster_json.exists():
         # a cluster cc-backend already knows keeps its own description

@@ -13,6 +13,8 @@ from hushmon.display import printable
 from hushmon.errors import HushmonError
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+# meta.json's "shared" (archive version 3; version 2's "exclusive" 1, 2, 0)
+SHARED = ("none", "single_user", "multi_user")
 
 
 def register(subparsers: Any) -> None:
@@ -29,8 +31,9 @@ def register(subparsers: Any) -> None:
                    help="the job archive's root folder")  # fmt: skip
     p.add_argument("--cluster", default="hushmon", help="the cluster's name (default hushmon)")
     p.add_argument("--subcluster", default="main", help="the sub-cluster's (default main)")
-    p.add_argument("--exclusive", type=int, choices=(0, 1, 2), default=1,
-                   help="nodes: 0 shared, 1 exclusive (default), 2 shared by one user")  # fmt: skip
+    p.add_argument("--shared", choices=SHARED, default="none",
+                   help="how the jobs' nodes were shared: none (exclusive, default), "
+                   "single_user, multi_user")  # fmt: skip
     add_data_dir_options(p)
     p.add_argument("--json", metavar="FILE|-", help="what was written, as JSON ('-' = stdout)")
     p.set_defaults(func=run)
@@ -60,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         for job in jobs:
             job_number(job)  # refused before anything is written
     human = jsonio.human_stream(args.json)
-    out = export_jobs(db, args.cc_archive, jobs, args.cluster, args.subcluster, args.exclusive,
+    out = export_jobs(db, args.cc_archive, jobs, args.cluster, args.subcluster, args.shared,
                       lambda line: print(printable(line), file=human))  # fmt: skip
     print(f"exported {len(out.folders)} job(s) to {args.cc_archive}"
           f"{f', {len(out.skipped)} skipped' if out.skipped else ''}", file=human)  # fmt: skip
