@@ -17,6 +17,7 @@ packages=(
   tmux                                # hushmon top is tested in a tmux pane
   iproute2 procps util-linux          # namespaces, tc, nsenter: the test bed
   slurmctld slurmd slurm-client munge # real Slurm on the test bed
+  slurmdbd mariadb-server             # the bed's accounting: sacct shows hushmon's AdminComment (the bed starts its own socket-only MariaDB)
   lammps hpcc                         # real applications for bench/bench_findings.py (the bed's nodes share /usr/bin)
 )
 

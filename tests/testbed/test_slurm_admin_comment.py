@@ -1,15 +1,11 @@
-"""Slurm's own record on the bed's real slurmctld: ``hushmon run`` inside
-an allocation (salloc, as in a batch script) puts hushmon's summary into
-the job's AdminComment at its end (``scontrol show job``), and ``hushmon
-job ID`` reads it back from Slurm. A job srun made for itself has ended by
-then, and Slurm refuses (Job has already finished): ``hushmon run`` says
-so in one warning naming EpilogSlurmctld.
-
-The bed has no accounting storage (``AccountingStorageType=
-accounting_storage/none``: no slurmdbd or database on this machine), so
-``sacct`` cannot show AdminComment here; the controller keeps the comment
-with the job for MinJobAge (an hour on the bed), which is what is checked.
-A site with slurmdbd sees the same text in ``sacct -o AdminComment``."""
+"""Slurm's own record on the bed's real slurmctld and slurmdbd: ``hushmon
+run`` inside an allocation (salloc, as in a batch script) puts hushmon's
+summary into the job's AdminComment at its end; the controller shows it
+(``scontrol show job``) and the bed's accounting stores it, so ``sacct -o
+AdminComment`` shows it (slurmctld sends it to slurmdbd asynchronously:
+polled), and ``hushmon job ID`` reads it back from accounting. A job srun
+made for itself has ended by then, and Slurm refuses (Job has already
+finished): ``hushmon run`` says so in one warning naming EpilogSlurmctld."""
 
 from __future__ import annotations
 
@@ -17,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 from bedlib import bed_unavailable, bed_up, hushmon
@@ -55,9 +52,26 @@ def test_run_under_slurm_sets_admin_comment_and_job_reads_it() -> None:
         assert body["cpu_pct"] < 25, body
         assert "short_job" in body["tags"], body
         assert body["report"].endswith(f"reports/{job}/report.html")
+        # the same text in accounting: sacct, as a site's users look
+        stored = _sacct_admin_comment(job, env)
+        assert stored == comment.removeprefix("AdminComment="), stored
         out = hushmon("job", job, "--data-dir", str(data), "--json", "-", env=env)
         assert out.returncode == 0, out.stderr
         summary = json.loads(out.stdout)
-        assert summary["source"].startswith("Slurm's controller"), summary
+        assert summary["source"].startswith("Slurm accounting"), summary
         assert summary["user"] == "root" and summary["tags"] == body["tags"]
         assert "CPU Efficiency:" in out.stderr and f"Job ID: {job}" in out.stderr
+
+
+def _sacct_admin_comment(job: str, env: dict[str, str], wait_s: float = 20.0) -> str:
+    sacct = shutil.which("sacct") or "sacct"
+    argv = [sacct, "-j", job, "-X", "-o", "AdminComment%500", "-P", "-n"]
+    deadline = time.monotonic() + wait_s
+    while True:
+        out = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=30,
+                             check=False)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        text = out.stdout.strip()
+        if text or time.monotonic() > deadline:
+            return text
+        time.sleep(0.5)

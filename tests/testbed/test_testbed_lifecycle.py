@@ -1,7 +1,7 @@
 """Up and down as a whole: `down` leaves nothing behind (also after a crash
-lost the state file), a bed whose Slurm cannot start is refused in one
-line with nothing half-built left, and bad requests fail before anything
-is made."""
+lost the state file), a bed whose Slurm, slurmdbd or MariaDB cannot start
+is refused in one line with nothing half-built left, and bad requests fail
+before anything is made."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from bedlib import DATA_PARENT, bed_unavailable, hushmon
 
-from hushmon.testbed import cgroups, launcher, network, node_ns
+from hushmon.testbed import cgroups, dbtemplate, launcher, network, node_ns
+from hushmon.testbed.dbdaemons import DBD_PORT
 from hushmon.testbed.slurm import CTLD_PORT, SYSTEM_CONF
 from hushmon.testbed.state import STATE_DIR
 
@@ -54,6 +55,11 @@ def leftovers() -> list[str]:
             try:
                 if key in (entry / "cmdline").read_bytes():
                     found.append(f"process {entry.name}")
+                # slurmdbd's command line names nothing of the bed; its SLURM_CONF does
+                elif (entry / "comm").read_text().strip() == "slurmdbd" and key in (
+                    entry / "environ"
+                ).read_bytes():
+                    found.append(f"slurmdbd {entry.name}")
             except OSError:
                 continue
     return found
@@ -110,6 +116,42 @@ def test_slurm_that_cannot_start_is_one_line_and_nothing_is_left(data: Path) -> 
     assert up.returncode == 2
     message = up.stderr.strip().splitlines()[-1]
     assert message.startswith("hushmon: ") and "slurmctld" in message
+    assert leftovers() == []
+
+
+def test_slurmdbd_that_cannot_start_is_one_line_and_nothing_is_left(data: Path) -> None:
+    # Something else holds slurmdbd's port: MariaDB starts, slurmdbd cannot.
+    with socket.socket() as blocker:
+        blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        blocker.bind(("0.0.0.0", DBD_PORT))
+        blocker.listen(1)
+        up = hushmon(
+            "testbed", "up", "--nodes", "1", "--racks", "1", "--no-agents", "--data-dir",
+            str(data), timeout=120,
+        )  # fmt: skip
+    assert up.returncode == 2
+    message = up.stderr.strip().splitlines()[-1]
+    assert message.startswith("hushmon: slurmdbd exited at start:"), message
+    assert "Address already in use" in message or "bind" in message.lower(), message
+    assert leftovers() == []
+
+
+def test_mariadb_that_cannot_start_is_one_line_and_nothing_is_left(
+    data: Path, tmp_path: Path
+) -> None:
+    # A damaged database template (its InnoDB system file is garbage): mariadbd exits.
+    cache = tmp_path / "cache"
+    damaged = cache / f"accounting-{dbtemplate.template_key()}"
+    (damaged / "mysql").mkdir(parents=True)
+    (damaged / "ibdata1").write_bytes(b"not a tablespace" * 4096)
+    env = {**os.environ, "HUSHMON_TESTBED_CACHE": str(cache)}
+    up = hushmon(
+        "testbed", "up", "--nodes", "1", "--racks", "1", "--no-agents", "--data-dir",
+        str(data), timeout=120, env=env,
+    )  # fmt: skip
+    assert up.returncode == 2
+    message = up.stderr.strip().splitlines()[-1]
+    assert message.startswith("hushmon: MariaDB exited at start:"), message
     assert leftovers() == []
 
 

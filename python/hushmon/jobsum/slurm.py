@@ -5,9 +5,10 @@
 rights (SlurmUser, root): a site runs it from the controller's epilog
 (EpilogSlurmctld) or a node epilog as root; ``hushmon run`` tries it at the
 end and says so when Slurm refuses. ``sacct -o AdminComment`` needs
-accounting storage (slurmdbd); without it (the test bed:
-``AccountingStorageType=accounting_storage/none``) the comment lives in
-the controller's job record while Slurm keeps the job (MinJobAge)."""
+accounting storage (slurmdbd: the test bed has its own); without it
+(``AccountingStorageType=accounting_storage/none``) the comment lives only
+in the controller's job record while Slurm keeps the job (MinJobAge).
+Reading prefers sacct, so a job the controller has forgotten is found."""
 
 from __future__ import annotations
 

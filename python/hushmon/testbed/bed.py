@@ -14,6 +14,7 @@ from hushmon.datadir import DataDir
 from hushmon.errors import HushmonError
 from hushmon.paths import build_bin_dir
 from hushmon.testbed import (
+    accounting,
     agents,
     cgroups,
     ibsim,
@@ -65,6 +66,8 @@ def up(spec: BedSpec, data_root: Path, say: Say = _quiet, root: Path = STATE_DIR
     if spec.slurm:
         for name in ("slurmctld", "slurmd", "sinfo", "munged"):
             system.tool(name, "slurm-wlm and munge (scripts/install-deps.sh)")
+        if spec.accounting:
+            accounting.check_programs()
     if spec.transport == "nats":
         transport.check_programs()
     data_root = data_root.resolve()
@@ -147,6 +150,9 @@ def _build(bed: Bed, say: Say) -> None:
         bed.slurm_conf = slurm.write_conf(bed, first_job_id)
         bed.save()
         slurm.link_system_conf(bed)
+        if spec.accounting:
+            say("slurm: MariaDB and slurmdbd (accounting: sacct)")
+            accounting.start(bed)
         slurm.start(bed)
     bed.save()
 
@@ -187,9 +193,8 @@ def down(say: Say = _quiet, root: Path = STATE_DIR) -> list[str]:
         bed = None
     daemons = list(bed.daemons.values()) if bed else []
     # Recorded daemons may have died with the session that started them.
-    pids = sorted(
-        p for p in set(daemons + _bed_processes(root) + _netns_processes()) if system.pid_alive(p)
-    )
+    found = daemons + _bed_processes(root) + _netns_processes() + accounting.leftover_pids(root)
+    pids = sorted(p for p in set(found) if system.pid_alive(p))
     if pids:
         system.stop_processes(pids, STOP_WAIT_S)
         removed.append(f"{len(pids)} process(es)")

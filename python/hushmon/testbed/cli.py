@@ -38,6 +38,11 @@ def register(subparsers: Any) -> None:
     up.add_argument("--node-memory", help="memory limit per node, e.g. 1G (default: none)")
     up.add_argument("--period-ms", type=int, default=1000, help="agents' sampling period")
     up.add_argument("--no-slurm", action="store_true", help="no Slurm daemons")
+    up.add_argument(
+        "--no-accounting",
+        action="store_true",
+        help="Slurm without slurmdbd and its MariaDB (sacct then has no jobs)",
+    )
     up.add_argument("--no-agents", action="store_true", help="no hushmon agents")
     up.add_argument(
         "--transport",
@@ -97,6 +102,7 @@ def _spec(args: argparse.Namespace) -> Any:
         node_memory_bytes=parse_bytes(args.node_memory) if args.node_memory else 0,
         period_ms=args.period_ms,
         slurm=not args.no_slurm,
+        accounting=not args.no_slurm and not args.no_accounting,
         agents=not args.no_agents,
         transport=args.transport,
     )

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from hushmon.errors import HushmonError
 from hushmon.paths import REPO_ROOT, build_bin_dir
-from hushmon.testbed import system
+from hushmon.testbed import accounting, system
 from hushmon.testbed.jobcgroups import job_script, task_prolog, write_job_scripts
 from hushmon.testbed.launcher import write_script
 from hushmon.testbed.spec import CORE_SWITCH, HEAD_ADDR, rack_switch
@@ -123,7 +123,12 @@ def write_conf(bed: Bed, first_job_id: int = 1) -> Path:
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
         "JobAcctGatherType=jobacct_gather/none",
-        "AccountingStorageType=accounting_storage/none",
+        # The bed's slurmdbd (accounting.py): sacct shows jobs' AdminComment.
+        *(
+            accounting.slurm_conf_lines()
+            if bed.spec.accounting
+            else ["AccountingStorageType=accounting_storage/none"]
+        ),
         "SchedulerType=sched/builtin",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core",

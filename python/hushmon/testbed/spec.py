@@ -108,6 +108,7 @@ class BedSpec:
     node_memory_bytes: int = 0  # 0: no limit
     period_ms: int = 1000
     slurm: bool = True
+    accounting: bool = True  # slurmdbd + MariaDB beside Slurm (sacct)
     agents: bool = True
     transport: str = "none"
 

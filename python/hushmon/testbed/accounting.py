@@ -1,0 +1,86 @@
+"""Slurm's accounting on the bed: a MariaDB of the bed's own (a unix socket
+in the state folder, no TCP port, started as root by the bed like its other
+daemons) and slurmdbd on the head, so that ``sacct`` shows a job's record
+(hushmon's AdminComment among it) after the controller has forgotten the
+job.
+
+Slurm 22.05 always stores AdminComment and SystemComment in the database;
+``AccountingStoreFlags=job_comment`` adds the user's Comment as well.
+
+Every bed starts from a copy of a database made once per machine and
+MariaDB/slurmdbd build (dbtemplate.py: mariadb-install-db, slurmdbd's
+tables, the bed's cluster registered with ``sacctmgr``): making it costs
+seconds, copying it a few tens of milliseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from pathlib import Path
+
+from hushmon.errors import HushmonError
+from hushmon.testbed import dbdaemons, dbtemplate, system
+from hushmon.testbed.spec import HEAD_ADDR
+from hushmon.testbed.state import Bed
+
+
+def acct_dir(root: Path) -> Path:
+    """Everything of the accounting under the state folder, so that ``down``
+    finds mariadbd by its command line and removes the files with the bed."""
+    return root / "accounting"
+
+
+def db_socket(root: Path) -> Path:
+    return acct_dir(root) / "mariadb.sock"
+
+
+def dbd_pid_file(root: Path) -> Path:
+    return acct_dir(root) / "slurmdbd.pid"
+
+
+def slurm_conf_lines() -> list[str]:
+    """slurm.conf's accounting lines: slurmctld sends each job's record to
+    the bed's slurmdbd (on the head's bed address, so nodes reach it too)."""
+    return [
+        "AccountingStorageType=accounting_storage/slurmdbd",
+        f"AccountingStorageHost={HEAD_ADDR}",
+        f"AccountingStoragePort={dbdaemons.DBD_PORT}",
+        "AccountingStoreFlags=job_comment",
+    ]
+
+
+def check_programs() -> None:
+    for name in ("mariadbd", "mariadb-install-db", "slurmdbd", "sacctmgr"):
+        system.tool(name, dbdaemons.PACKAGES)
+
+
+def start(bed: Bed) -> None:
+    """MariaDB on a copy of the machine's template database, then slurmdbd
+    on it; each failure is one line naming the daemon and its last log line."""
+    if bed.slurm_conf is None:
+        raise HushmonError("the bed's slurm.conf must be written before slurmdbd starts")
+    d = acct_dir(bed.root)
+    d.mkdir(parents=True, exist_ok=True)
+    template = dbtemplate.ensure(d, bed.logs / "accounting-template")
+    shutil.copytree(template, d / "data", symlinks=True)
+    sock = db_socket(bed.root)
+    log = bed.logs / "mariadb.log"
+    bed.daemons["mariadbd"] = dbdaemons.start_mariadb(d / "data", sock, d / "mariadb.pid", log)
+    bed.save()
+    conf = dbdaemons.write_dbd_conf(bed.slurm_conf.parent, dbd_pid_file(bed.root), bed.logs)
+    bed.daemons["slurmdbd"] = dbdaemons.start_slurmdbd(conf, sock, bed.logs)
+    bed.save()
+
+
+def leftover_pids(root: Path) -> list[int]:
+    """slurmdbd's pid from its pid file: its command line does not name the
+    state folder, so ``down`` after a crash finds it here."""
+    try:
+        pid = int(dbd_pid_file(root).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return []
+    with contextlib.suppress(OSError):
+        if Path(f"/proc/{pid}/comm").read_text().strip() == "slurmdbd":
+            return [pid]
+    return []
