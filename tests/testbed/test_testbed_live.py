@@ -141,7 +141,9 @@ def slurm_butterfly(live_bed: LiveBed) -> dict:
         timeout=240,
     )
     assert run.returncode == 0, run.stderr
-    return json.loads(run.stdout)
+    out = json.loads(run.stdout)
+    assert out["digest"] is not None, (out["warnings"], run.stderr[-3000:])
+    return out
 
 
 def test_slurm_job_samples_carry_slurms_job_id(live_bed: LiveBed, slurm_butterfly: dict) -> None:
@@ -161,6 +163,28 @@ def test_digest_of_a_bandwidth_limited_butterfly_finds_the_network(
     assert network, [f["factor"] for f in digest["findings"]]
     evidence = json.dumps(network[0]["evidence"])
     assert "capacity" in evidence
+
+
+def test_the_network_finding_cites_counter_based_congestion(
+    live_bed: LiveBed, slurm_butterfly: dict
+) -> None:
+    """Issue 23: the nodes' simulated InfiniBand ports carry their share of the rack
+    uplink's queueing (testbed/ibsim.py), so the finding on the full uplink says
+    'full' from port_xmit_wait, and that the counters are simulated; the report
+    shows the job's energy from the nodes' simulated RAPL, marked as such."""
+    digest = json.loads(Path(slurm_butterfly["digest"]["json"]).read_text())
+    [network] = [f for f in digest["findings"] if f["factor"] == "network_bandwidth"]
+    ev = network["evidence"]
+    assert "uplink" in ev["link"]
+    assert ev["ib_congestion"].startswith("full:"), ev["ib_congestion"]
+    assert ev["ib_xmit_wait_per_s_near_capacity"] > 0
+    assert "simulated" in ev["ib_counters"] and "uplink" in ev["ib_counters"]
+    assert "port_xmit_wait" in network["hint"] and "simulated counters" in network["hint"]
+    [energy] = [f for f in digest["findings"] if f["factor"] == "energy"]
+    assert energy["evidence"]["sources_not_this_hardware"] == "rapl (simulated)"
+    assert energy["evidence"]["energy_kj"] > 0
+    report = Path(slurm_butterfly["digest"]["json"]).with_name("report.html").read_text()
+    assert "simulated" in report and "Energy to solution" in report
 
 
 def test_a_second_up_is_refused_naming_the_fix(live_bed: LiveBed) -> None:
