@@ -30,7 +30,7 @@ def test_version_1_store_is_migrated(tmp_path: Path) -> None:
         versions = [
             r[0] for r in con.execute("SELECT version FROM hushmon_schema ORDER BY 1").fetchall()
         ]
-        assert versions == [1, SCHEMA_VERSION] and SCHEMA_VERSION == 3
+        assert versions == [1, SCHEMA_VERSION] and SCHEMA_VERSION == 4
         assert con.execute("SELECT count(*) FROM transport_batches").fetchall() == [(0,)]
         assert con.execute("SELECT count(*) FROM job_activity").fetchall() == [(1,)]
     finally:
@@ -42,7 +42,7 @@ def test_version_1_store_is_migrated(tmp_path: Path) -> None:
 
 
 def _v2_tables(tables: tuple[str, ...]) -> list[str]:
-    new_in_3 = ("summary_rows", "summary_rebuilt", "source_list")
+    new_in_3 = ("summary_rows", "summary_rebuilt", "source_list", "source_hashes")
     return [t for t in tables if not any(name in t for name in new_in_3)]
 
 
@@ -72,6 +72,7 @@ def test_version_2_summaries_are_read_through_the_view_after_migration(
         con.execute("DROP VIEW merged_summaries")
         con.execute("DROP VIEW summary_parts")
         con.execute("ALTER TABLE summary_messages DROP COLUMN source_list")
+        con.execute("ALTER TABLE summary_messages DROP COLUMN source_hashes")
         con.execute(lake._TABLES[0])
         con.execute("INSERT INTO hushmon_schema VALUES (2, current_timestamp)")
         con.execute("COMMIT")
@@ -100,7 +101,7 @@ def test_version_2_summaries_are_read_through_the_view_after_migration(
             {0: 1, 35: 1},
         )
         columns = {r[0] for r in con.execute("DESCRIBE summary_messages").fetchall()}
-        assert "source_list" in columns
-        assert con.execute("SELECT max(version) FROM hushmon_schema").fetchall() == [(3,)]
+        assert {"source_list", "source_hashes"} <= columns
+        assert con.execute("SELECT max(version) FROM hushmon_schema").fetchall() == [(4,)]
     finally:
         con.close()

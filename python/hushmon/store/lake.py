@@ -45,8 +45,9 @@ from hushmon.store.summary_view import VIEWS as SUMMARY_VIEWS
 # 1: the collector's tables; 2: samples_1m (rollups), lake_policy (retention),
 # samples sorted by (series_id, time_ns); 3: summary_rows, summary_rebuilt and
 # summary_messages.source_list, appended only, the rack partials merged when
-# read by the view merged_summaries (summary_view.py).
-LAKE_SCHEMA_VERSION = 3
+# read by the view merged_summaries (summary_view.py); 4:
+# summary_messages.source_hashes (a message's sources as one BLOB of hashes).
+LAKE_SCHEMA_VERSION = 4
 LAKE_SUFFIX = ".lake"
 CATALOG_NAME = "catalog.sqlite"
 DATA_NAME = "data"
@@ -103,6 +104,9 @@ _TABLES = (
         job VARCHAR, time_ns BIGINT, built_ns BIGINT,{_SUMMARY_ROW})""",
     # A message's source batches in its own row (summary_sources: before 3).
     f"ALTER TABLE summary_messages ADD COLUMN IF NOT EXISTS source_list {SOURCE_LIST}",
+    # Schema 4: the sources as sorted 64-bit hashes in one BLOB
+    # (transport/source_hashes.py); source_list stays for rows written before.
+    "ALTER TABLE summary_messages ADD COLUMN IF NOT EXISTS source_hashes BLOB",
     # Per series and minute, what a per-node mean/min/max per minute needs once
     # the raw samples have expired (lake_compact.py builds it).
     """CREATE TABLE IF NOT EXISTS samples_1m (

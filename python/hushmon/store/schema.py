@@ -19,7 +19,7 @@ from hushmon.store.summary_view import SKETCH_COLUMNS, SOURCE_LIST
 from hushmon.store.summary_view import VIEWS as SUMMARY_VIEWS
 from hushmon.store.transaction import in_transaction
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # A sensor's moments in one period (hushmon.transport.summary.Summary):
 # the reducers' partials and the store's job-wide summaries both hold them.
@@ -150,6 +150,9 @@ _TABLES = (
         {SKETCH_COLUMNS})""",
     # A message's source batches in its own row (summary_sources: before 3).
     f"ALTER TABLE summary_messages ADD COLUMN IF NOT EXISTS source_list {SOURCE_LIST}",
+    # Schema 4: the sources as sorted 64-bit hashes in one BLOB
+    # (transport/source_hashes.py); source_list stays for rows written before.
+    "ALTER TABLE summary_messages ADD COLUMN IF NOT EXISTS source_hashes BLOB",
 )
 
 _VIEWS = (
@@ -222,7 +225,8 @@ def open_store(path: Path, create: bool = True) -> duckdb.DuckDBPyConnection:
     if version is None or version < SCHEMA_VERSION:
         # A new store gets every table; an older one the tables added since
         # its version (1 -> 2: the transport tables; 2 -> 3: summary_rows,
-        # summary_rebuilt, summary_messages.source_list). Every statement is
+        # summary_rebuilt, summary_messages.source_list; 3 -> 4:
+        # summary_messages.source_hashes). Every statement is
         # CREATE ... IF NOT EXISTS or ADD COLUMN IF NOT EXISTS, so the same
         # list migrates.
         in_transaction(con, _create_tables)

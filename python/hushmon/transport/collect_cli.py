@@ -62,6 +62,13 @@ def register(subparsers: Any) -> None:
         "takes the summaries too",
     )
     p.add_argument(
+        "--summaries-only",
+        action="store_true",
+        help="the reducers' summaries only (collect-sum), into a lake that --raw-only "
+        "collectors fill: raw batches are never held unacked behind summary work "
+        '(docs/transport.md, "One collector for the summaries")',
+    )
+    p.add_argument(
         "--engine",
         choices=("python", "c"),
         default="python",
@@ -90,6 +97,20 @@ def run(args: argparse.Namespace) -> int:
         raise HushmonError("--memory-mib must be at least 64")
     if args.engine == "c" and (not is_lake(Path(db)) or args.forward_lp):
         raise HushmonError("--engine c collects into a lake (--db DIR.lake), without --forward-lp")
+    if args.summaries_only:
+        # the raw path's options would be silently unused: say so instead
+        if args.raw_only:
+            raise HushmonError("--summaries-only and --raw-only exclude each other")
+        if args.engine != "python" or args.forward_lp:
+            raise HushmonError(
+                "--engine and --forward-lp are the raw path's: a --summaries-only collector "
+                "takes no raw batches"
+            )
+        if not is_lake(Path(db)):
+            raise HushmonError(
+                "--summaries-only writes a lake (--db DIR.lake) that --raw-only collectors "
+                "fill: an embedded DuckDB file takes one process"
+            )
     human = jsonio.human_stream(args.json)
     opts = CollectOptions(
         url=args.url,
@@ -101,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         fetch_batch=args.fetch_batch,
         memory_mib=args.memory_mib,
         raw_only=args.raw_only,
+        summaries_only=args.summaries_only,
         engine=args.engine,
         progress=sys.stderr,  # progress always on stderr; the final report where --json says
     )

@@ -21,6 +21,12 @@ A group costs one lookup statement and one vectorized insert per table
 (summary_messages, summary_rows; events and rebuilds when there are any),
 never a statement per message; the lookup filters on the group's time
 range, so DuckDB skips row groups and files by their min/max.
+
+A message's sources are kept as a set of 64-bit hashes in one BLOB
+(``summary_messages.source_hashes``, source_hashes.py), not as a list of
+(host, epoch, seq) rows or structs: nothing per source is built in Python,
+written to the catalog or unnested by the lookup, so a rack partial of
+1,750 nodes costs about what one of 40 does.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import duckdb
+import numpy as np
+import orjson
 import pyarrow as pa
 
 from hushmon.store.summary_view import sketch_rows, summaries_relation
@@ -39,8 +47,16 @@ from hushmon.transport.collect_records import CollectStats, Event, Message, send
 from hushmon.transport.lake_writer import insert_events
 from hushmon.transport.natsserver import MAX_PAYLOAD_BYTES
 from hushmon.transport.rawsummary import summaries_from_store
+from hushmon.transport.source_hashes import (
+    EMPTY,
+    from_blob,
+    overlap,
+    source_hashes,
+    to_blob,
+    union,
+)
 from hushmon.transport.summary import ALPHA, Sketch, Summary
-from hushmon.transport.summary_rows import SensorRows, fast_rows, fast_sources
+from hushmon.transport.summary_rows import SensorRows, fast_rows, fast_source_columns
 from hushmon.transport.wire import (
     H_MSG_ID,
     SUM_JOB_PREFIX,
@@ -53,6 +69,7 @@ from hushmon.transport.wire import (
 )
 
 JobPeriod = tuple[str, int]  # (job, time_ns)
+PartKey = tuple[str, str, int]  # (level, job, time_ns): partials that must not overlap
 
 
 @dataclass
@@ -61,8 +78,13 @@ class ParsedSummary:
     rack: str
     job: str
     time_ns: int
-    sources: list[tuple[str, int, int]]
+    sources: int  # how many the message names
+    hashes: np.ndarray  # the sources' hashes, sorted and unique (source_hashes.py)
     sensors: SensorRows
+
+    @property
+    def key(self) -> PartKey:
+        return (self.level, self.job, self.time_ns)
 
 
 @dataclass
@@ -151,52 +173,49 @@ def _parsed(messages: list[Message], stats: CollectStats, events: list[Event]) -
 
 @dataclass
 class _Found:
-    """What the store holds of a group: ids stored, per parsed message how
-    many of its sources a stored summary of its (level, job, period) had,
-    and the (job, period)s rebuilt from raw before."""
+    """What the store holds of a group: ids stored, per (level, job, period)
+    of the group the hashes of every source its stored summaries named, and
+    the (job, period)s rebuilt from raw before."""
 
     stored: set[str]
-    overlap: dict[int, int]
+    sources: dict[PartKey, np.ndarray]
     rebuilt: set[JobPeriod]
 
 
 # One scan of summary_messages over the group's time range (a message with
 # an id has one payload, so one time_ns), three answers. On a lake each table
 # a statement reads costs ~15-30 ms of CPU in the catalog whatever it holds,
-# so every lookup is in this one statement.
+# so every lookup is in this one statement. A message stored before schema
+# 4 has its sources as a list of structs (source_list), hashed here.
 _LOOK_UP_SQL = """
 WITH s AS MATERIALIZED (
-  SELECT msg_id, level, job, time_ns, overlapped, source_list FROM summary_messages
-  WHERE time_ns BETWEEN $lo AND $hi
+  SELECT msg_id, level, job, time_ns, overlapped, source_hashes, source_list
+  FROM summary_messages WHERE time_ns BETWEEN $lo AND $hi
 )
-SELECT 0 AS kind, msg_id, NULL AS job, NULL::BIGINT AS time_ns, NULL::BIGINT AS n
+SELECT 0 AS kind, msg_id, NULL AS level, NULL AS job, NULL::BIGINT AS time_ns,
+       NULL::BLOB AS hashes, NULL AS sources
 FROM s WHERE msg_id IN (SELECT msg_id FROM hm_new)
 UNION ALL
-SELECT DISTINCT 1, NULL, job, time_ns, NULL FROM s WHERE overlapped AND level = 'rack'
+SELECT DISTINCT 1, NULL, NULL, job, time_ns, NULL, NULL FROM s
+WHERE overlapped AND level = 'rack'
 UNION ALL
-SELECT 2, NULL, NULL, n.idx, count(*) FROM
-  (SELECT level, job, time_ns, unnest(source_list) AS src FROM s) x
-  JOIN hm_src n ON n.level = x.level AND n.job = x.job AND n.time_ns = x.time_ns
-   AND n.host = x.src.host AND n.epoch = x.src.epoch AND n.seq = x.src.seq
-GROUP BY n.idx
+SELECT 2, NULL, s.level, s.job, s.time_ns, s.source_hashes,
+       CASE WHEN s.source_hashes IS NULL THEN s.source_list END
+FROM s JOIN hm_keys k ON k.level = s.level AND k.job = s.job AND k.time_ns = s.time_ns
 """
 
 
 def _look_up(con: duckdb.DuckDBPyConnection, parsed: Parsed) -> _Found:
     times = [p.time_ns for _, _, p in parsed]
-    src = [(i, p, s) for i, (_, _, p) in enumerate(parsed) for s in p.sources]
+    keys = sorted({p.key for _, _, p in parsed})
     con.register("hm_new", pa.table({"msg_id": pa.array([m for m, _, _ in parsed], pa.string())}))
     con.register(
-        "hm_src",
+        "hm_keys",
         pa.table(
             {
-                "idx": pa.array([i for i, _, _ in src], pa.int64()),
-                "level": pa.array([p.level for _, p, _ in src], pa.string()),
-                "job": pa.array([p.job for _, p, _ in src], pa.string()),
-                "time_ns": pa.array([p.time_ns for _, p, _ in src], pa.int64()),
-                "host": pa.array([s[0] for _, _, s in src], pa.string()),
-                "epoch": pa.array([s[1] for _, _, s in src], pa.int64()),
-                "seq": pa.array([s[2] for _, _, s in src], pa.int64()),
+                "level": pa.array([k[0] for k in keys], pa.string()),
+                "job": pa.array([k[1] for k in keys], pa.string()),
+                "time_ns": pa.array([k[2] for k in keys], pa.int64()),
             }
         ),
     )
@@ -204,16 +223,28 @@ def _look_up(con: duckdb.DuckDBPyConnection, parsed: Parsed) -> _Found:
         rows = con.execute(_LOOK_UP_SQL, {"lo": min(times), "hi": max(times)}).fetchall()
     finally:
         con.unregister("hm_new")
-        con.unregister("hm_src")
+        con.unregister("hm_keys")
     found = _Found(set(), {}, set())
-    for kind, msg_id, job, time_ns, n in rows:
+    parts: dict[PartKey, list[np.ndarray]] = {}
+    for kind, msg_id, level, job, time_ns, hashes, old in rows:
         if kind == 0:
             found.stored.add(msg_id)
         elif kind == 1:
             found.rebuilt.add((job, int(time_ns)))
         else:
-            found.overlap[int(time_ns)] = int(n)
+            part = from_blob(hashes) if hashes is not None else _hashes_of_list(old)
+            parts.setdefault((level, job, int(time_ns)), []).append(part)
+    found.sources = {k: union(v) for k, v in parts.items()}
     return found
+
+
+def _hashes_of_list(sources: list[dict[str, Any]] | None) -> np.ndarray:
+    """The hashes of a source list stored before schema 4."""
+    if not sources:
+        return EMPTY
+    return source_hashes(
+        [s["host"] for s in sources], [s["epoch"] for s in sources], [s["seq"] for s in sources]
+    )
 
 
 def _fresh(
@@ -226,9 +257,9 @@ def _fresh(
     each with how many of its sources an earlier summary of the same
     (level, job, period) had: in the store or earlier in this group."""
     stored = set(found.stored)
-    seen: set[tuple[str, str, int, str, int, int]] = set()
+    seen = dict(found.sources)
     fresh: list[_Fresh] = []
-    for i, (msg_id, msg, summary) in enumerate(parsed):
+    for msg_id, msg, summary in parsed:
         if msg_id in stored:
             stats.summary_duplicates += 1
             events.append(
@@ -244,30 +275,18 @@ def _fresh(
             )
             continue
         stored.add(msg_id)
-        p = summary
-        mine = {(p.level, p.job, p.time_ns, *s) for s in p.sources}
-        overlap = found.overlap.get(i, 0) + len(mine & seen)
-        seen |= mine
-        fresh.append(_Fresh(msg_id, msg, summary, overlap))
+        key = summary.key
+        earlier = seen.get(key)
+        if earlier is None:
+            seen[key] = summary.hashes
+            fresh.append(_Fresh(msg_id, msg, summary))
+            continue
+        fresh.append(_Fresh(msg_id, msg, summary, overlap(summary.hashes, earlier)))
+        seen[key] = union([earlier, summary.hashes])
     return fresh
 
 
 def _insert_messages(con: duckdb.DuckDBPyConnection, fresh: list[_Fresh]) -> None:
-    flat = [s for f in fresh for s in f.summary.sources]
-    offsets = [0]
-    for f in fresh:
-        offsets.append(offsets[-1] + len(f.summary.sources))
-    sources = pa.ListArray.from_arrays(
-        pa.array(offsets, pa.int32()),
-        pa.StructArray.from_arrays(
-            [
-                pa.array([s[0] for s in flat], pa.string()),
-                pa.array([s[1] for s in flat], pa.int64()),
-                pa.array([s[2] for s in flat], pa.int64()),
-            ],
-            names=["host", "epoch", "seq"],
-        ),
-    )
     _insert_rows(
         con,
         "summary_messages",
@@ -278,9 +297,9 @@ def _insert_messages(con: duckdb.DuckDBPyConnection, fresh: list[_Fresh]) -> Non
             "rack": [f.summary.rack for f in fresh],
             "job": [f.summary.job for f in fresh],
             "time_ns": pa.array([f.summary.time_ns for f in fresh], pa.int64()),
-            "sources": pa.array([len(f.summary.sources) for f in fresh], pa.int64()),
+            "sources": pa.array([f.summary.sources for f in fresh], pa.int64()),
             "overlapped": [f.overlap > 0 for f in fresh],
-            "source_list": sources,
+            "source_hashes": pa.array([to_blob(f.summary.hashes) for f in fresh], pa.binary()),
         },
     )
 
@@ -453,15 +472,36 @@ def _with_table(
 
 
 def parse_summary(subject: str, data: bytes) -> ParsedSummary | str:
-    """A summary message of the contract, or why it breaks it."""
+    """A summary message of the contract, or why it breaks it.
+
+    Read by orjson first (0.30 ms for a 34 KB partial where json took 0.99;
+    1.24 against 3.26 ms for 111 KB with 1,750 sources) and taken when every
+    fast check passes. Anything else is read again as before, by json and
+    the exact checks, which say what is wrong: orjson refuses NaN and lone
+    surrogates, and reads an integer beyond 64 bits as a float, so its
+    reading alone would name another fault or none (the fast checks take
+    no float of 2^1000 or more, which json would have read as an integer
+    that counts as infinite)."""
     if len(data) > MAX_PAYLOAD_BYTES:
         return f"oversized: {len(data)} bytes > {MAX_PAYLOAD_BYTES}"
+    try:
+        fast = _parse_object(subject, orjson.loads(data), exact=False)
+    except orjson.JSONDecodeError:
+        fast = ""
+    if isinstance(fast, ParsedSummary):
+        return fast
     try:
         obj = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return f"not JSON ({exc})"
     except RecursionError:
         return "not JSON (nested too deep)"
+    return _parse_object(subject, obj, exact=True)
+
+
+def _parse_object(subject: str, obj: object, exact: bool) -> ParsedSummary | str:
+    """The decoded payload checked; without ``exact``, "" where a fast check
+    does not accept something (the exact checks decide)."""
     if not isinstance(obj, dict):
         return "payload is not a JSON object"
     if obj.get("v") != 1:
@@ -491,29 +531,38 @@ def parse_summary(subject: str, data: bytes) -> ParsedSummary | str:
     raw_sources = obj.get("sources", [])
     if not isinstance(raw_sources, list):
         return "sources is not a list"
-    sources = fast_sources(raw_sources) or []
-    for s in raw_sources if not sources else ():
-        if not isinstance(s, list) or len(s) != 3:
-            return f"source {str(s)[:80]!r} is not [host, epoch, seq]"
-        why = (
-            bad_name("source host", s[0])
-            or int64_reason("source epoch", s[1])
-            or int64_reason("source seq", s[2], 1)
-        )
-        if why:
-            return why
-        sources.append((s[0], s[1], s[2]))
+    columns = fast_source_columns(raw_sources) if raw_sources else ([], [], [])
+    if columns is None:
+        if not exact:
+            return ""
+        columns = hosts, epochs, seqs = [], [], []
+        for s in raw_sources:
+            if not isinstance(s, list) or len(s) != 3:
+                return f"source {str(s)[:80]!r} is not [host, epoch, seq]"
+            why = (
+                bad_name("source host", s[0])
+                or int64_reason("source epoch", s[1])
+                or int64_reason("source seq", s[2], 1)
+            )
+            if why:
+                return why
+            hosts.append(s[0])
+            epochs.append(s[1])
+            seqs.append(s[2])
     raw_sensors = obj.get("sensors")
     if not isinstance(raw_sensors, dict):
         return "sensors missing or not an object"
     assert isinstance(time_ns, int)  # int64_reason says so otherwise
     rows = fast_rows(raw_sensors)
     if rows is None:
-        exact = _exact_sensors(raw_sensors)
-        if isinstance(exact, str):
-            return exact
-        rows = SensorRows.of(exact)
-    return ParsedSummary(level, rack, job, time_ns, sources, rows)
+        if not exact:
+            return ""
+        checked = _exact_sensors(raw_sensors)
+        if isinstance(checked, str):
+            return checked
+        rows = SensorRows.of(checked)
+    hashes = source_hashes(*columns)
+    return ParsedSummary(level, rack, job, time_ns, len(raw_sources), hashes, rows)
 
 
 def _exact_sensors(raw_sensors: dict[str, Any]) -> dict[SensorKey, Summary] | str:

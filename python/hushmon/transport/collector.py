@@ -7,9 +7,12 @@ file: :mod:`hushmon.transport.collect_store`) and acked only after the
 commit, so a collector killed at any point loses nothing: what was not
 acked is delivered again and the store drops what it already holds.
 Several collectors may share ``collect-raw`` (work-queue: each message goes
-to one of them) into one lake; one of them takes ``collect-sum``.
+to one of them) into one lake; one of them takes ``collect-sum``: a
+``--raw-only`` collector takes no summaries, a ``--summaries-only`` one no
+raw batches (so that no raw group waits unacked behind summary work).
 Raw batches are taken before summaries in each round, so a rebuild from raw
-data sees the batches fetched so far.
+data sees the batches fetched so far (a summaries-only collector: what the
+raw collectors have committed).
 """
 
 from __future__ import annotations
@@ -81,6 +84,8 @@ class CollectOptions:
     progress: TextIO | None = None
     # raw batches only: another collector of the same lake takes the summaries
     raw_only: bool = False
+    # summaries only: other collectors of the same lake take the raw batches
+    summaries_only: bool = False
     # the raw path: "python" (nats-py, collect_raw) or "c" (fastcollect)
     engine: str = "python"
 
@@ -377,13 +382,15 @@ async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectRep
         if nc is None:
             return report
         js = nc.jetstream()
-        raw_sub = await _subscribe(js, RAW_CONSUMER, RAW_STREAM)
+        raw_sub = None if opts.summaries_only else await _subscribe(js, RAW_CONSUMER, RAW_STREAM)
         sum_sub = None if opts.raw_only else await _subscribe(js, SUM_CONSUMER, SUM_STREAM)
         # in-progress acks three times per AckWait while a group is stored
-        progress_every_s = await _ack_wait_s(raw_sub) / 3
+        progress_every_s = await _ack_wait_s(raw_sub or sum_sub) / 3
         # pulled through _Puller (the subscriptions above: consumer state only)
-        raw_pull = await _Puller(nc, RAW_STREAM, RAW_CONSUMER).start()
-        if opts.engine == "c":
+        raw_pull = None
+        if raw_sub is not None:
+            raw_pull = await _Puller(nc, RAW_STREAM, RAW_CONSUMER).start()
+        if opts.engine == "c" and raw_sub is not None:
             if not isinstance(store, LakeCollectorStore) or forwarder is not None:
                 raise HushmonError("--engine c collects into a lake, without --forward-lp")
             fast = _FastRaw(opts, store)
@@ -393,9 +400,10 @@ async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectRep
         while not stop.is_set():
             wait_s = BUSY_FETCH_TIMEOUT_S if busy else FETCH_TIMEOUT_S
             raw = []
+            took = 0
             if fast is not None:
                 took = await fast.take(opts.fetch_batch, wait_s, progress_every_s)
-            else:
+            elif raw_pull is not None:
                 raw = await raw_pull.fetch(opts.fetch_batch, wait_s)
                 took = len(raw)
             if raw:
@@ -434,7 +442,7 @@ async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectRep
             idle = opts.once and not took and not sums
             if (
                 idle
-                and await _pending(raw_sub) == 0
+                and (raw_sub is None or await _pending(raw_sub) == 0)
                 and (sum_sub is None or await _pending(sum_sub) == 0)
             ):
                 break

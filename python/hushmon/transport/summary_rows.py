@@ -34,6 +34,7 @@ from hushmon.transport.summary import (
 from hushmon.transport.wire import _NAME, INT64_MAX, SensorKey, parse_sensor_key
 
 _MOMENTS = ("sum", "mean", "m2", "min", "max")
+_HUGE = 2.0**1000
 # Host names joined by commas (not a name character): one match checks them all.
 _NAMES = re.compile(rf"{_NAME.pattern}(?:,{_NAME.pattern})*")
 # Sensor keys repeat in every message of every period: each is parsed once
@@ -51,10 +52,20 @@ def _sensor_key(text: str) -> SensorKey | str:
     return key
 
 
+SourceColumns = tuple[list[str], list[int], list[int]]  # hosts, epochs, seqs
+
+
 def fast_sources(raw: list[Any]) -> list[tuple[str, int, int]] | None:
-    """A message's sources ([host, epoch, seq] each) when every one follows
-    the contract, checked a column at a time; None when any might not (the
-    exact check, one source at a time, says which)."""
+    """A message's sources as (host, epoch, seq) when every one follows the
+    contract (:func:`fast_source_columns`)."""
+    columns = fast_source_columns(raw)
+    return None if columns is None else list(zip(*columns, strict=True))
+
+
+def fast_source_columns(raw: list[Any]) -> SourceColumns | None:
+    """A message's sources ([host, epoch, seq] each) as three columns when
+    every one follows the contract, checked a column at a time; None when
+    any might not (the exact check, one source at a time, says which)."""
     if not raw or not set(map(type, raw)) <= {list} or set(map(len, raw)) != {3}:
         return None
     hosts, epochs, seqs = (list(column) for column in zip(*raw, strict=True))
@@ -67,7 +78,7 @@ def fast_sources(raw: list[Any]) -> list[tuple[str, int, int]] | None:
         return None
     if min(epochs) < 0 or min(seqs) < 1 or max(max(epochs), max(seqs)) > INT64_MAX:
         return None
-    return list(zip(hosts, epochs, seqs, strict=True))
+    return hosts, epochs, seqs
 
 
 @dataclass
@@ -181,13 +192,15 @@ def _counts_ok(count: list[Any]) -> bool:
 
 def _finite_all(column: list[Any]) -> bool:
     """Every value a JSON number (no bool) and finite as a float; an
-    integer of 2^1000 or more counts as infinite (summary._finite)."""
+    integer of 2^1000 or more counts as infinite (summary._finite). A float
+    that large is left to the exact path too: orjson reads an integer that
+    large as a float (collect_summaries.parse_summary)."""
     types = set(map(type, column))
     if not types <= {float, int}:
         return False
     if int in types and max(abs(x) for x in column if type(x) is int) >= 2**1000:
         return False
-    return all(map(math.isfinite, column))
+    return all(map(math.isfinite, column)) and max(map(abs, column)) < _HUGE
 
 
 def _sketch_columns(
