@@ -138,14 +138,16 @@ void hm_pmu_sim_model_workload(hm_pmu_sim *sim, const hm_pmu_profile *p)
         }
     }
     /* The roofline's two quantities, per CPU: the compute phase does
-     * 12 GFLOP/s and moves 0.1 GB/s (120 FLOP/byte: a blocked matrix
-     * multiply), the memory phase 0.25 GFLOP/s on 6 GB/s (0.04 FLOP/byte:
-     * a stream over arrays beyond the caches). Each total is split evenly
-     * over the profile's terms (a mix of scalar and vector instructions),
-     * so every event counts and the weighted sums come out exact. */
-    model_terms(sim, p, p->flops_event, p->flops_weight, p->nflops, 0.25e9, 12e9,
+     * 30 GFLOP/s and moves 0.1 GB/s (300 FLOP/byte: a blocked matrix
+     * multiply at most of an AVX2 or AVX-512 core's double-precision peak,
+     * 32-70 GFLOP/s at 2-2.5 GHz), the memory phase 0.25 GFLOP/s on 4 GB/s
+     * (0.06 FLOP/byte: a stream beyond the caches at a core's share of a
+     * node's bandwidth). Each total is split evenly over the profile's terms
+     * (a mix of scalar and vector instructions), so every event counts and
+     * the weighted sums come out exact. */
+    model_terms(sim, p, p->flops_event, p->flops_weight, p->nflops, 0.25e9, 30e9,
                 phase_period, taken);
-    model_terms(sim, p, p->mem_bytes_event, p->mem_bytes_weight, p->nmem_bytes, 6e9, 0.1e9,
+    model_terms(sim, p, p->mem_bytes_event, p->mem_bytes_weight, p->nmem_bytes, 4e9, 0.1e9,
                 phase_period, taken);
 }
 

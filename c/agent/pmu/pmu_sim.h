@@ -34,8 +34,8 @@ int hm_pmu_sim_set_trace(hm_pmu_sim *sim, const char *event, const hm_pmu_sim_tr
                          hm_error *err);
 /* Sets traces that make the derived metrics of profile p plausible (IPC
  * near 2 in compute phases, 0.5 in memory phases; memory stalls high in
- * the latter; per CPU 12 GFLOP/s on 0.1 GB/s of memory traffic in the
- * compute phase, 0.25 GFLOP/s on 6 GB/s in the memory phase, where the
+ * the latter; per CPU 30 GFLOP/s on 0.1 GB/s of memory traffic in the
+ * compute phase, 0.25 GFLOP/s on 4 GB/s in the memory phase, where the
  * profile has flops and mem_bytes terms), for the agent's demo mode and
  * the test bed's roofline. */
 void hm_pmu_sim_model_workload(hm_pmu_sim *sim, const hm_pmu_profile *p);

@@ -153,8 +153,9 @@ def _median(v: np.ndarray) -> float | None:
     return None if v.size == 0 else float(np.median(v))
 
 
-def _rounded(v: float | None, digits: int = 3) -> float | None:
-    return None if v is None else round(v, digits)
+def _sig(v: float | None) -> float | None:
+    """Three significant digits: intensities span 0.01 to 1000 FLOP/byte."""
+    return None if v is None else float(f"{v:.3g}")
 
 
 class Roofline:
@@ -184,9 +185,9 @@ class Roofline:
             )
         sim = " (SIMULATED PMU: synthetic rates)" if pts.simulated else ""
         measured = {
-            "median_intensity_flop_per_byte": _rounded(_median(pts.intensity[active]), 4),
-            "median_gflop_per_s": _rounded(_median(pts.gflop_per_s[active])),
-            "median_gb_per_s": _rounded(_median(pts.gb_per_s[active])),
+            "median_intensity_flop_per_byte": _sig(_median(pts.intensity[active])),
+            "median_gflop_per_s": _sig(_median(pts.gflop_per_s[active])),
+            "median_gb_per_s": _sig(_median(pts.gb_per_s[active])),
             "node_periods": int(active.sum()),
             "pmu": "simulated" if pts.simulated else "hardware",
             "pmu_scope": (
