@@ -9,7 +9,7 @@ import time
 
 from hushmon.agentclient import AgentClient, AgentError
 from hushmon.errors import HushmonError
-from hushmon.paths import program
+from hushmon.paths import REPO_ROOT, program
 from hushmon.testbed import ibsim, system
 from hushmon.testbed.spec import leaf_address, rack_name
 from hushmon.testbed.state import Bed
@@ -42,6 +42,16 @@ def agent_argv(bed: Bed, node: str) -> list[str]:
         # InfiniBand-like counters simulated from the node's link (ibsim.py).
         "--ib-sysfs-root",
         str(ibsim.in_node_root()),
+        # A simulated PMU (the bed's machine may have none, and a real one
+        # would count the whole machine, not the node): FLOPs and memory
+        # traffic for the roofline factor, every line tagged backend=sim.
+        # The profile is named so no test depends on this machine's CPU.
+        "--pmu-backend",
+        "sim",
+        "--pmu-profile",
+        "icelake",
+        "--pmu-profile-dir",
+        str(REPO_ROOT / "c" / "agent" / "pmu" / "profiles"),
         # RAPL-like energy simulated from the node's CPU time (raplsim.py).
         "--rapl-sysfs-root",
         str(ibsim.rapl_root()),
