@@ -24,7 +24,17 @@ DATA_PARENT = Path("/var/tmp")
 def bed_unavailable() -> str | None:
     if os.geteuid() != 0:
         return "the test bed needs root"
-    for tool in ("ip", "tc", "nsenter", "unshare", "slurmctld", "slurmd", "munged"):
+    for tool in (
+        "ip",
+        "tc",
+        "nsenter",
+        "unshare",
+        "slurmctld",
+        "slurmd",
+        "munged",
+        "slurmdbd",
+        "mariadbd",
+    ):
         if shutil.which(tool) is None and not Path("/usr/sbin", tool).exists():
             return f"{tool} is not installed (scripts/install-deps.sh)"
     probe = f"hushmon-probe-{os.getpid()}"

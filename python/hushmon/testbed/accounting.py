@@ -74,13 +74,16 @@ def start(bed: Bed) -> None:
 
 
 def leftover_pids(root: Path) -> list[int]:
-    """slurmdbd's pid from its pid file: its command line does not name the
-    state folder, so ``down`` after a crash finds it here."""
-    try:
-        pid = int(dbd_pid_file(root).read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return []
-    with contextlib.suppress(OSError):
-        if Path(f"/proc/{pid}/comm").read_text().strip() == "slurmdbd":
-            return [pid]
-    return []
+    """slurmdbd's pids from their pid files (the bed's, and the template's
+    while ``up`` makes one): its command line does not name the state
+    folder, so ``down`` after a crash finds it here."""
+    found = []
+    for pid_file in (dbd_pid_file(root), dbtemplate.build_dir(acct_dir(root)) / "slurmdbd.pid"):
+        try:
+            pid = int(pid_file.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "slurmdbd":
+                found.append(pid)
+    return found

@@ -38,6 +38,10 @@ def template_key() -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
+def build_dir(build_root: Path) -> Path:
+    return build_root / "template"
+
+
 def ensure(build_root: Path, logs: Path) -> Path:
     """The template's data folder, made first (in ``build_root``, its
     daemons' logs in ``logs``) if this machine has none for the installed
@@ -45,7 +49,7 @@ def ensure(build_root: Path, logs: Path) -> Path:
     target = CACHE_DIR / f"accounting-{template_key()}"
     if (target / "mysql").is_dir():
         return target
-    built = _build(build_root / "template", logs)
+    built = _build(build_dir(build_root), logs)
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     staging = CACHE_DIR / f".building-{uuid.uuid4().hex[:8]}"
     shutil.copytree(built, staging, symlinks=True)
@@ -56,7 +60,7 @@ def ensure(build_root: Path, logs: Path) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
         if not (target / "mysql").is_dir():
             raise HushmonError(f"cannot keep the accounting template in {target}") from None
-    shutil.rmtree(build_root / "template", ignore_errors=True)
+    shutil.rmtree(build_dir(build_root), ignore_errors=True)
     return target
 
 
