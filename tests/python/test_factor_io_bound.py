@@ -91,7 +91,7 @@ def test_the_tasks_own_wait_is_found_when_the_machine_shows_no_iowait(tmp_path: 
     assert ev["iowait_pct_in_io_periods"] == 60.0 and ev["iowait_pct_elsewhere"] == 0.0
     assert f.loss is not None  # known answer: 25 % of the run x 60 % waiting = 15 %
     assert f.loss.low_share == pytest.approx(0.15) and f.loss.high_share == pytest.approx(0.15)
-    assert "tasks spent waiting for block I/O 60.0%" in f.hint
+    assert "tasks waited for block I/O 60.0% of their time on CPU or waiting" in f.hint
     assert not any("host-wide" in a for a in f.loss.assumptions)
 
 

@@ -242,7 +242,7 @@ class IoBound:
             else " (bytes moved not measured: no procio, disk, NFS or Lustre source)"
         )
         waited = (
-            "the job's tasks spent waiting for block I/O "
+            "the job's tasks waited for block I/O "
             f"{evidence['iowait_pct_in_io_periods']}% of their time on CPU or waiting"
             if evidence["iowait_of"] == JOB_OWN
             else f"the CPUs waited for I/O {evidence['iowait_pct_in_io_periods']}% of the time"
