@@ -16,8 +16,15 @@ thread) per message and per group, wall per group, and the ratio, with the
 load average; then the cores one collector needs at 10,000 nodes
 (bench/sizing.py's message count: racks x (1 + jobs per rack) + jobs).
 
+--nodes-per-rack takes several sizes (40,1750): the same run for each, the
+figures side by side. The sources a partial names grow with its rack (a
+rack reducer of 1,750 nodes names 1,750 batches, the job summary both
+racks'), so this shows whether a message's cost grows with them: the whole
+path's run of 2026-11-27 (2 racks of 1,750 nodes) cost 62.5 ms per message
+against 4.0 ms for racks of 40.
+
     .venv/bin/python bench/bench_summary_collect.py [--racks 25] [--seconds 20]
-        [--prefill-s 60] [--baseline d09c2de]
+        [--prefill-s 60] [--nodes-per-rack 40[,1750]] [--baseline d09c2de]
 """
 
 from __future__ import annotations
@@ -77,10 +84,12 @@ def rack_sensors(nodes: int, periods: int) -> list[dict[str, Any]]:
     return out
 
 
-def messages(args: argparse.Namespace, periods: int) -> list[list[tuple[str, dict, bytes]]]:
+def messages(
+    args: argparse.Namespace, nodes_per_rack: int, periods: int
+) -> list[list[tuple[str, dict, bytes]]]:
     """Per period, the group a collector fetches: every rack's partial and
     every job's summary, as (subject, headers, payload)."""
-    per_period = rack_sensors(args.nodes_per_rack, min(periods, 60))
+    per_period = rack_sensors(nodes_per_rack, min(periods, 60))
     t0 = 1_795_000_000_000_000_000
     groups = []
     for p in range(periods):
@@ -91,7 +100,7 @@ def messages(args: argparse.Namespace, periods: int) -> list[list[tuple[str, dic
             racks = range(job * args.racks_per_job, min(args.racks, (job + 1) * args.racks_per_job))
             every = []
             for r in racks:
-                hosts = [[f"r{r}n{n}", EPOCH, p + 1] for n in range(args.nodes_per_rack)]
+                hosts = [[f"r{r}n{n}", EPOCH, p + 1] for n in range(nodes_per_rack)]
                 every += hosts
                 payload = {"v": 1, "level": "rack", "rack": f"r{r}", "job": f"j{job}",
                            "time_ns": t, "sources": hosts, "sensors": sensors}  # fmt: skip
@@ -158,10 +167,56 @@ def figures(r: dict[str, Any]) -> tuple[float, float, float]:
     return cpu / r["messages"] * 1e3, cpu / len(r["cpu_s"]), wall / len(r["wall_s"])
 
 
+def sizes(text: str) -> list[int]:
+    try:
+        out = [int(x) for x in text.split(",")]
+    except ValueError:
+        out = []
+    if not out or min(out) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: node counts >= 1, comma-separated")
+    return out
+
+
+def run_size(
+    args: argparse.Namespace, nodes: int, old: Path, tmp: Path
+) -> tuple[int, dict[str, Any]]:
+    """One size: the baseline and this tree on copies of one prefilled lake;
+    (messages per group, per tree its figures and the load before and after)."""
+    print(f"load {_load()}: building {args.prefill_s + args.seconds} periods of "
+          f"{args.racks} racks x {nodes} nodes", file=sys.stderr)  # fmt: skip
+    groups = messages(args, nodes, args.prefill_s + args.seconds)
+    per_group = len(groups[0])
+    c0 = time.perf_counter()
+    lake = tmp / "prefill.lake"
+    run_worker(old, lake, groups[: args.prefill_s], tmp, "prefill")
+    print(f"prefill ({args.baseline}): {args.prefill_s} groups of {per_group} messages "
+          f"in {time.perf_counter() - c0:.0f} s", file=sys.stderr)  # fmt: skip
+    # a lake keeps its own path in its catalog: each run gets the
+    # prefilled lake back at the same path
+    pristine = tmp / "pristine"
+    shutil.copytree(lake, pristine)
+    results = {}
+    for label, tree in (("baseline", old), ("this tree", ROOT)):
+        shutil.rmtree(lake)
+        shutil.copytree(pristine, lake)
+        load = _load()
+        r = run_worker(tree, lake, groups[args.prefill_s :], tmp, label.replace(" ", "_"))
+        results[label] = (figures(r), load, _load())
+    shutil.rmtree(lake)
+    shutil.rmtree(pristine)
+    return per_group, results
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--racks", type=int, default=25)
-    ap.add_argument("--nodes-per-rack", type=int, default=40)
+    ap.add_argument(
+        "--nodes-per-rack",
+        type=sizes,
+        default=[40],
+        help="nodes per rack (the sources a partial names); several, comma-separated, are "
+        "run one after the other and printed side by side",
+    )
     ap.add_argument("--racks-per-job", type=int, default=2)
     ap.add_argument("--seconds", type=int, default=20, help="periods measured")
     ap.add_argument("--prefill-s", type=int, default=60, help="periods stored first")
@@ -171,43 +226,43 @@ def main() -> int:
     if args.worker:
         worker(*(Path(p) for p in args.worker))
         return 0
+    if min(args.racks, args.racks_per_job, args.seconds, args.prefill_s) < 1:
+        print("bench_summary_collect: --racks, --racks-per-job, --seconds and --prefill-s "
+              "must be >= 1", file=sys.stderr)  # fmt: skip
+        return 2
     from sizing import Shape  # type: ignore[import-not-found]
 
+    by_size = {}
     with tempfile.TemporaryDirectory(prefix="hm-sumcollect-") as name:
         tmp = Path(name)
         old = baseline_tree(args.baseline, tmp)
-        print(f"load {_load()}: building {args.prefill_s + args.seconds} periods of "
-              f"{args.racks} racks x {args.nodes_per_rack} nodes", file=sys.stderr)  # fmt: skip
-        groups = messages(args, args.prefill_s + args.seconds)
-        per_group = len(groups[0])
-        c0 = time.perf_counter()
-        lake = tmp / "prefill.lake"
-        run_worker(old, lake, groups[: args.prefill_s], tmp, "prefill")
-        print(f"prefill ({args.baseline}): {args.prefill_s} groups of {per_group} messages "
-              f"in {time.perf_counter() - c0:.0f} s", file=sys.stderr)  # fmt: skip
-        # a lake keeps its own path in its catalog: each run gets the
-        # prefilled lake back at the same path
-        pristine = tmp / "pristine"
-        shutil.copytree(lake, pristine)
-        results = {}
-        for label, tree in (("baseline", old), ("this tree", ROOT)):
-            shutil.rmtree(lake)
-            shutil.copytree(pristine, lake)
-            load = _load()
-            r = run_worker(tree, lake, groups[args.prefill_s :], tmp, label.replace(" ", "_"))
-            results[label] = (figures(r), load, _load())
-    print(f"summary collector on a lake: {args.seconds} groups of {per_group} messages "
-          f"({args.racks} rack partials of {args.nodes_per_rack} nodes + "
-          f"{per_group - args.racks} job summaries) after {args.prefill_s} stored")  # fmt: skip
-    for label, ((ms, cpu_g, wall_g), l0, l1) in results.items():
-        print(f"  {label:10s} {ms:7.2f} ms CPU per message, {cpu_g * 1e3:7.1f} ms CPU and "
-              f"{wall_g * 1e3:7.1f} ms wall per group   (load {l0} -> {l1})")  # fmt: skip
-    base, new = results["baseline"][0][0], results["this tree"][0][0]
-    print(f"  ratio baseline / this tree: {base / new:.1f}x CPU per message")
+        for nodes in args.nodes_per_rack:
+            by_size[nodes] = run_size(args, nodes, old, tmp)
     per_period = Shape(40, 2.0, 64).summaries_per_period(10_000)
-    for label, ((ms, _c, _w), _l0, _l1) in results.items():
-        print(f"  10,000 nodes (racks of 40, {per_period:,.0f} messages/s at 1 Hz): "
-              f"{per_period * ms / 1e3:.2f} cores ({label})")  # fmt: skip
+    for nodes, (per_group, results) in by_size.items():
+        print(f"summary collector on a lake: {args.seconds} groups of {per_group} messages "
+              f"({args.racks} rack partials of {nodes} nodes + "
+              f"{per_group - args.racks} job summaries) after {args.prefill_s} stored")  # fmt: skip
+        for label, ((ms, cpu_g, wall_g), l0, l1) in results.items():
+            print(f"  {label:10s} {ms:7.2f} ms CPU per message, {cpu_g * 1e3:7.1f} ms CPU and "
+                  f"{wall_g * 1e3:7.1f} ms wall per group   (load {l0} -> {l1})")  # fmt: skip
+        base, new = results["baseline"][0][0], results["this tree"][0][0]
+        print(f"  ratio baseline / this tree: {base / new:.1f}x CPU per message")
+        for label, ((ms, _c, _w), _l0, _l1) in results.items():
+            print(f"  10,000 nodes (racks of 40, {per_period:,.0f} messages/s at 1 Hz): "
+                  f"{per_period * ms / 1e3:.2f} cores ({label}, at this size's cost)")  # fmt: skip
+    if len(by_size) > 1:
+        print(f"side by side, ms CPU per message ({args.racks} racks; the sources a partial "
+              f"names = nodes per rack):")  # fmt: skip
+        print("  nodes per rack " + "".join(f"{n:>10,}" for n in by_size))
+        for label in ("baseline", "this tree"):
+            row = "".join(f"{r[label][0][0]:10.2f}" for _g, r in by_size.values())
+            print(f"  {label:15s} {row}")
+        first, last = by_size[min(by_size)], by_size[max(by_size)]
+        for label in ("baseline", "this tree"):
+            grow = last[1][label][0][0] / first[1][label][0][0]
+            print(f"  {label}: {max(by_size):,} nodes per rack cost {grow:.2f}x "
+                  f"{min(by_size):,}")  # fmt: skip
     return 0
 
 

@@ -56,7 +56,12 @@ from hushmon.transport.source_hashes import (
     union,
 )
 from hushmon.transport.summary import ALPHA, Sketch, Summary
-from hushmon.transport.summary_rows import SensorRows, fast_rows, fast_source_columns
+from hushmon.transport.summary_rows import (
+    SensorRows,
+    SourceColumns,
+    fast_rows,
+    fast_source_columns,
+)
 from hushmon.transport.wire import (
     H_MSG_ID,
     SUM_JOB_PREFIX,
@@ -531,11 +536,16 @@ def _parse_object(subject: str, obj: object, exact: bool) -> ParsedSummary | str
     raw_sources = obj.get("sources", [])
     if not isinstance(raw_sources, list):
         return "sources is not a list"
-    columns = fast_source_columns(raw_sources) if raw_sources else ([], [], [])
+    columns: SourceColumns | tuple[list[str], list[int], list[int]] | None = (
+        fast_source_columns(raw_sources) if raw_sources else ([], [], [])
+    )
     if columns is None:
         if not exact:
             return ""
-        columns = hosts, epochs, seqs = [], [], []
+        hosts: list[str] = []
+        epochs: list[int] = []
+        seqs: list[int] = []
+        columns = hosts, epochs, seqs
         for s in raw_sources:
             if not isinstance(s, list) or len(s) != 3:
                 return f"source {str(s)[:80]!r} is not [host, epoch, seq]"

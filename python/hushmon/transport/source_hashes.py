@@ -39,7 +39,9 @@ HASH_DTYPE = np.dtype("<u8")
 EMPTY = np.zeros(0, HASH_DTYPE)
 
 
-def source_hashes(hosts: Sequence[str], epochs: Sequence[int], seqs: Sequence[int]) -> np.ndarray:
+def source_hashes(
+    hosts: Sequence[str], epochs: Sequence[int] | np.ndarray, seqs: Sequence[int] | np.ndarray
+) -> np.ndarray:
     """The sources' hashes, sorted and unique. Host names are ASCII without
     NUL (wire.bad_name); epochs and seqs are in [0, 2^63)."""
     n = len(hosts)

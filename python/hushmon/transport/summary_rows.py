@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -52,33 +53,46 @@ def _sensor_key(text: str) -> SensorKey | str:
     return key
 
 
-SourceColumns = tuple[list[str], list[int], list[int]]  # hosts, epochs, seqs
+# hosts; epochs and seqs as uint64 arrays (checked to fit int64)
+SourceColumns = tuple[list[str], np.ndarray, np.ndarray]
+_HOST, _EPOCH, _SEQ = (itemgetter(i) for i in range(3))
 
 
 def fast_sources(raw: list[Any]) -> list[tuple[str, int, int]] | None:
     """A message's sources as (host, epoch, seq) when every one follows the
     contract (:func:`fast_source_columns`)."""
     columns = fast_source_columns(raw)
-    return None if columns is None else list(zip(*columns, strict=True))
+    if columns is None:
+        return None
+    hosts, epochs, seqs = columns
+    return list(zip(hosts, epochs.tolist(), seqs.tolist(), strict=True))
 
 
 def fast_source_columns(raw: list[Any]) -> SourceColumns | None:
     """A message's sources ([host, epoch, seq] each) as three columns when
     every one follows the contract, checked a column at a time; None when
-    any might not (the exact check, one source at a time, says which)."""
+    any might not (the exact check, one source at a time, says which).
+    For 1,750 sources (a rack of 1,750 nodes): columns by itemgetter and
+    the bounds in numpy, 0.85 -> ~0.5 ms here (zip(*raw) alone took 0.33)."""
+    n = len(raw)
     if not raw or not set(map(type, raw)) <= {list} or set(map(len, raw)) != {3}:
         return None
-    hosts, epochs, seqs = (list(column) for column in zip(*raw, strict=True))
+    hosts = list(map(_HOST, raw))
     if not set(map(type, hosts)) <= {str}:
         return None
     joined = ",".join(hosts)
-    if joined.count(",") != len(hosts) - 1 or not _NAMES.fullmatch(joined):
+    if joined.count(",") != n - 1 or not _NAMES.fullmatch(joined):
         return None
+    epochs, seqs = list(map(_EPOCH, raw)), list(map(_SEQ, raw))
     if not set(map(type, epochs)) | set(map(type, seqs)) <= {int}:
         return None
-    if min(epochs) < 0 or min(seqs) < 1 or max(max(epochs), max(seqs)) > INT64_MAX:
+    try:  # a negative value or one beyond 64 bits does not convert
+        e, q = np.fromiter(epochs, np.uint64, n), np.fromiter(seqs, np.uint64, n)
+    except OverflowError:
         return None
-    return hosts, epochs, seqs
+    if int(q.min()) < 1 or max(int(e.max()), int(q.max())) > INT64_MAX:
+        return None
+    return hosts, e, q
 
 
 @dataclass
