@@ -80,17 +80,24 @@ EPOCH = 1
 
 
 def batches(sc: Scenario) -> list[tuple[str, str, bytes, dict[str, str]]]:
-    out = []
+    """One batch per node and period, in the order agents at 1 Hz send
+    them: period after period, every node's batch of a period together.
+    (Node after node, as this bench once published them, made each group
+    hold a few nodes' whole runs, so every group met new series: a cost a
+    running site pays only when a node starts.)"""
+    per_node = []
     for node in range(sc.nodes):
         host = sc.host(node)
         periods: dict[int, list[str]] = {}
         for line in (raw.rstrip("\n") for raw in node_lines(sc, node)):
             periods.setdefault(int(line.rsplit(" ", 1)[1]), []).append(line)
+        mine = []
         for seq, t in enumerate(sorted(periods), 1):
             data = ("\n".join(periods[t]) + "\n").encode()
             headers = batch_headers(host, EPOCH, seq, len(periods[t]))
-            out.append((f"r{node % 4}", host, data, headers))
-    return out
+            mine.append((f"r{node % 4}", host, data, headers))
+        per_node.append(mine)
+    return [b for period in zip(*per_node, strict=True) for b in period]
 
 
 async def publish(url: str, items: list[tuple[str, str, bytes, dict[str, str]]]) -> float:
@@ -172,6 +179,40 @@ def reducers_rate() -> float:
     if found is None:
         raise SystemExit(f"bench_reduce.py --quick printed no reducer rate:\n{done.stdout}")
     return float(found.group(1).replace(",", ""))
+
+
+def reducer_on_stream(tmp: Path, items: list[tuple[str, str, bytes, dict[str, str]]]) -> float:
+    """The rack reducers on this bench's own stream: the batches published
+    to a fresh server, then each rack's ``hushmon-reduce --rack`` drains its
+    share, one after the other (bench_reduce.py's drain flags); node-batches
+    per reducer CPU-s over all of them."""
+    from bench_reduce import DRAIN_FLAGS, DRAIN_MAX_ACK_PENDING, Reducer, drained
+
+    from hushmon.procstat import process_cpu_s
+
+    racks = sorted({rack for rack, _h, _d, _x in items})
+    tmp.mkdir()
+    server = LocalNatsServer(NatsServerConfig(name="bench", store_dir=tmp / "js"), tmp)
+    server.start()
+    batches_done = cpu_s = 0.0
+    try:
+        consumers = site_consumers(racks, reduce_max_ack_pending=DRAIN_MAX_ACK_PENDING)
+        ensure_streams(server.url, consumers=consumers)
+        asyncio.run(publish(server.url, items))
+        for rack in racks:
+            n = sum(1 for r, _h, _d, _x in items if r == rack)
+            red = Reducer(
+                server.url, tmp / f"reduce-{rack}.log", *DRAIN_FLAGS, level=("--rack", rack)
+            )
+            asyncio.run(drained(server.url, n, time.monotonic(), consumer=f"reduce-{rack}"))
+            cpu_s += process_cpu_s(f"/proc/{red.proc.pid}/stat")
+            time.sleep(0.5)  # the last partials go out
+            batches_done += red.stop().get("batches", 0.0)
+    finally:
+        server.stop()
+    if batches_done != len(items):
+        raise SystemExit(f"rack reducers took {batches_done:.0f} of {len(items)} batches")
+    return batches_done / cpu_s
 
 
 def collect_run(
@@ -260,13 +301,34 @@ def c_worker(url: str, lake: Path, duckdb_threads: int, group_msgs: int, cpu: in
             "phases": phase}  # fmt: skip
 
 
+def tree_env(tree: Path | None) -> dict[str, str] | None:
+    """The environment of a collector run from another checkout (its Python
+    package and its built libhushmon_collect), or None for this one."""
+    if tree is None:
+        return None
+    lib = tree / "build" / "lib" / "libhushmon_collect.so"
+    if not (tree / "python" / "hushmon").is_dir() or not lib.is_file():
+        raise SystemExit(
+            f"--baseline {tree}: expected python/hushmon and build/lib/libhushmon_collect.so there"
+        )
+    return {**os.environ, "PYTHONPATH": str(tree / "python"), "HUSHMON_COLLECT_LIB": str(lib)}
+
+
 def c_workers(
-    url: str, lake: Path, count: int, duckdb_threads: int, group_msgs: int, pin: bool
+    url: str,
+    lake: Path,
+    count: int,
+    duckdb_threads: int,
+    group_msgs: int,
+    pin: bool,
+    tree: Path | None = None,
 ) -> list[dict]:
     """count C collectors at once on one consumer and lake (fresh processes,
     started together once each has opened the lake and bound the consumer);
-    pin: collector i on CPU i (of those this process may use)."""
+    pin: collector i on CPU i (of those this process may use); tree: the
+    collectors run another checkout's code (--baseline)."""
     cpus = sorted(os.sched_getaffinity(0))
+    env = tree_env(tree)
     procs = [
         subprocess.Popen(
             [
@@ -282,6 +344,7 @@ def c_workers(
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
+            env=env,
         )
         for i in range(count)
     ]
@@ -303,7 +366,13 @@ def c_workers(
 
 
 def python_workers(
-    url: str, lake: Path, count: int, _duckdb_threads: int, group_msgs: int, _pin: bool
+    url: str,
+    lake: Path,
+    count: int,
+    _duckdb_threads: int,
+    group_msgs: int,
+    _pin: bool,
+    _tree: Path | None = None,
 ) -> list[dict]:
     """count ``hushmon collect --once`` at once (all but one --raw-only)."""
     base = [sys.executable, "-m", "hushmon.cli", "collect", "--url", url, "--db", str(lake),
@@ -331,6 +400,7 @@ def engine_run(
     duckdb_threads: int = 0,
     group_msgs: int = GROUP_MSGS,
     pin: bool = False,
+    tree: Path | None = None,
 ) -> list[dict]:
     """Publishes the batches to a fresh server, then count collectors of the
     engine collect them into a fresh lake at once: the stream is full before
@@ -342,7 +412,9 @@ def engine_run(
         ensure_streams(server.url, consumers=site_consumers(()))
         asyncio.run(publish(server.url, items))
         run = c_workers if engine == "c" else python_workers
-        reports = run(server.url, tmp / "collected.lake", count, duckdb_threads, group_msgs, pin)
+        reports = run(
+            server.url, tmp / "collected.lake", count, duckdb_threads, group_msgs, pin, tree
+        )
     finally:
         server.stop()
     stored = sum(r["batches_stored"] for r in reports)
@@ -455,6 +527,19 @@ def main() -> int:
         action="store_true",
         help="with --engine: collector i of a run on CPU i (sched_setaffinity)",
     )
+    ap.add_argument(
+        "--baseline",
+        metavar="TREE",
+        help="with --engine c: also run the C collector of another checkout (its python/ and "
+        "build/lib/libhushmon_collect.so) on the same stream, right after this one's: the "
+        "before/after ratio",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="with --engine: run every configuration this many times, in turn",
+    )
     args = ap.parse_args()
     if args.engine != "python":
         return engines_main(args)
@@ -523,8 +608,12 @@ def main() -> int:
 
 
 def engines_main(args: argparse.Namespace) -> int:
-    """The engines side by side: one process each, then --processes each."""
+    """The engines side by side: one process each, then --processes each;
+    with --baseline, another checkout's C collector beside this one's on
+    the same stream, run after run (--repeat)."""
     engines = ("python", "c") if args.engine == "both" else ("c",)
+    baseline = Path(args.baseline).resolve() if args.baseline else None
+    tree_env(baseline)  # a bad folder: one line, before anything runs
     sc = Scenario(nodes=args.nodes, seconds=args.seconds, job="bench")
     items = batches(sc)
     lines = sum(d.count(b"\n") for _r, _h, d, _x in items)
@@ -537,47 +626,99 @@ def engines_main(args: argparse.Namespace) -> int:
         ) from None
     if not sizes or min(sizes) < 1:
         raise SystemExit("--group-msgs: each size must be at least 1")
+    if args.repeat < 1:
+        raise SystemExit("--repeat: at least 1")
     load0 = os.getloadavg()
+    loads: list[float] = []
+    reducer_rate = None
     with tempfile.TemporaryDirectory(prefix="hm-bench-collect-") as tmp_name:
         tmp = Path(tmp_name)
         counts = (1, args.processes) if args.processes > 1 else (1,)
-        for size in sizes:
-            tag = "" if len(sizes) == 1 else f" g{size}"
-            for count in counts:
-                for engine in engines:
-                    runs[(engine + tag, count)] = engine_run(
-                        tmp / f"{engine}{count}-{size}",
-                        items,
-                        engine,
-                        count,
-                        group_msgs=size,
-                        pin=args.pin,
-                    )
-                if args.duckdb_threads:
-                    name = f"c-threads{args.duckdb_threads}{tag}"
-                    runs[(name, count)] = engine_run(
-                        tmp / f"{name}-{count}-{size}",
-                        items,
-                        "c",
-                        count,
-                        args.duckdb_threads,
-                        group_msgs=size,
-                        pin=args.pin,
-                    )
+        for rep in range(args.repeat):
+            again = "" if args.repeat == 1 else f" #{rep + 1}"
+            for size in sizes:
+                tag = ("" if len(sizes) == 1 else f" g{size}") + again
+                for count in counts:
+                    kinds = [(e, e, None) for e in engines]
+                    if baseline is not None:
+                        kinds.append(("c-baseline", "c", baseline))
+                    for name, engine, tree in kinds:
+                        runs[(name + tag, count)] = engine_run(
+                            tmp / f"{name}{count}-{size}{rep}",
+                            items,
+                            engine,
+                            count,
+                            group_msgs=size,
+                            pin=args.pin,
+                            tree=tree,
+                        )
+                        loads.append(os.getloadavg()[0])
+                    if args.duckdb_threads:
+                        name = f"c-threads{args.duckdb_threads}{tag}"
+                        runs[(name, count)] = engine_run(
+                            tmp / f"{name}-{count}-{size}{rep}",
+                            items,
+                            "c",
+                            count,
+                            args.duckdb_threads,
+                            group_msgs=size,
+                            pin=args.pin,
+                        )
+        if args.reducers:
+            reducer_rate = reducer_on_stream(tmp / "reducers", items)
     load = os.getloadavg()
-    reducer_rate = reducers_rate() if args.reducers else None
     print(
         f"synthetic job: {args.nodes} nodes x {args.seconds} s = {len(items)} batches, "
-        f"{lines:,} lines ({lines / len(items):.0f} per batch)"
+        f"{lines:,} lines ({lines / len(items):.0f} per batch), published period after period"
     )
     print_engines(runs, reducer_rate)
-    if reducer_rate is not None:
-        print(f"rack reducer (bench_reduce.py --quick): {reducer_rate:,.0f} node-batches per CPU-s")
+    if baseline is not None:
+        print_baseline(runs, baseline)
+    print_side_by_side(runs, reducer_rate)
     print(
-        f"load average while measured: {load0[0]:.1f} at the start, {load[0]:.1f} {load[1]:.1f} "
+        f"load average while measured: {load0[0]:.1f} at the start, 1-min "
+        f"{min(loads):.1f}-{max(loads):.1f} after each run, {load[0]:.1f} {load[1]:.1f} "
         f"{load[2]:.1f} at the end ({os.cpu_count()} CPUs)"
     )
     return 0
+
+
+def _per_cpu_s(reports: list[dict]) -> float:
+    return sum(r["batches_stored"] for r in reports) / sum(r["cpu_seconds"] for r in reports)
+
+
+def print_baseline(runs: dict[tuple[str, int], list[dict]], tree: Path) -> None:
+    """This checkout's C collector / the baseline's, run by run."""
+    for (name, count), reports in runs.items():
+        if not name.startswith("c-baseline"):
+            continue
+        mine = runs.get(("c" + name[len("c-baseline") :], count))
+        if mine is None:
+            continue
+        print(
+            f"C collector x{count}{name[len('c-baseline') :]}: this tree / {tree} = "
+            f"{_per_cpu_s(mine) / _per_cpu_s(reports):.2f} x batches per CPU-s "
+            f"({_per_cpu_s(mine):,.0f} against {_per_cpu_s(reports):,.0f})"
+        )
+
+
+def print_side_by_side(runs: dict[tuple[str, int], list[dict]], reducer_rate: float | None) -> None:
+    """Per group size (and run): one C collector, N sharing the stream and the
+    rack reducers on the same stream, node-batches per CPU-s (and per wall s)."""
+    names = [n for n in dict.fromkeys(k[0] for k in runs) if n == "c" or n.startswith("c ")]
+    if not names:
+        return
+    red = f"{reducer_rate:,.0f}" if reducer_rate else "-"
+    print("node-batches per CPU-s (per wall s), same stream:")
+    for name in names:
+        cells = []
+        for (n, count), reports in runs.items():
+            if n == name:
+                cells.append(
+                    f"{count} collector{'s' if count > 1 else ''} {_per_cpu_s(reports):,.0f} "
+                    f"({sum(r['batches_stored'] for r in reports) / wall_s(reports):,.0f})"
+                )
+        print(f"  {name:12s} " + " | ".join(cells) + f" | rack reducers {red}")
 
 
 if __name__ == "__main__":

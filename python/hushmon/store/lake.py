@@ -30,6 +30,7 @@ import os
 import random
 import sqlite3
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -328,9 +329,26 @@ def lake_commit(
 COMMIT_LOCK_NAME = "commit.lock"
 
 
+# A lake connection's lock path, asked once: the query cost a collector
+# 4-5 ms of CPU per commit (bench/bench_collect.py, docs/transport.md).
+_LOCK_PATHS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, Path] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def _commit_lock_path(con: duckdb.DuckDBPyConnection) -> Path | None:
     """``<lake>/commit.lock`` for a connection made by :func:`_attach` (the
     catalog's folder); None for any other connection."""
+    known = _LOCK_PATHS.get(con)
+    if known is not None:
+        return known
+    path = _ask_lock_path(con)
+    if path is not None:  # a plain connection may attach a lake later
+        _LOCK_PATHS[con] = path
+    return path
+
+
+def _ask_lock_path(con: duckdb.DuckDBPyConnection) -> Path | None:
     row = con.execute(
         "SELECT path FROM duckdb_databases() WHERE database_name = ? AND type = 'ducklake'",
         [LAKE_ALIAS],

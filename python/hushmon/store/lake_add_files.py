@@ -2,7 +2,7 @@
 registered in it (``ducklake_add_data_files``): the collectors' way to keep
 the encoding of a group out of the lake's commit lock.
 
-A file is written whole (DuckDB's COPY, the lake's compression) into the
+A file is written whole (Arrow's Parquet writer, zstd) into the
 folder DuckLake itself uses for the table, under a name no other writer can
 pick (``hm-<uuid4>.parquet``); only the transaction that registers it makes
 it part of the lake. Until then no reader sees it: readers list a table's
@@ -28,6 +28,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from hushmon.store.lake import DATA_NAME, LAKE_ALIAS
 
@@ -36,9 +37,14 @@ FILE_PREFIX = "hm-"
 
 # zstd level of the files a collector writes. Compaction merges them into
 # files written with the lake's own options (level 9, store/lake.py), so this
-# decides the bytes of the newest hour or so only, and the collector's CPU.
-# bench/bench_collect.py --zstd-levels (docs/transport.md, "The C hot path").
-ADD_FILE_ZSTD_LEVEL = 3
+# decides the bytes of the newest hour or so only, and the collector's CPU
+# (docs/transport.md, "The C hot path").
+ADD_FILE_ZSTD_LEVEL = 1
+# Dictionary pages for the columns a group repeats (a few thousand series
+# ids, a few periods); a value column rarely repeats, and trying cost more
+# than it saved (measured on a group of 2048 batches: 36 ms with every
+# column tried, 22 ms without the values, at zstd level 3; level 1: 19 ms).
+DICTIONARY_COLUMNS = ("series_id", "time_ns", "host", "job", "subject")
 
 
 @dataclass(frozen=True)
@@ -57,12 +63,12 @@ class FileWriter:
         self, con: duckdb.DuckDBPyConnection, lake: Path, zstd_level: int = ADD_FILE_ZSTD_LEVEL
     ) -> None:
         self.con = con
-        # COPY runs on a connection of its own with no lake attached: on the
-        # lake's connection, registering the rows alone cost 6 us per batch
-        # (DuckLake's catalog is consulted), on a plain one 0.3
-        # (bench/bench_collect.py, docs/transport.md).
-        self.encoder = duckdb.connect()
-        self.encoder.execute("SET threads = 1").fetchall()
+        # Arrow's Parquet writer, not DuckDB's COPY: a group's samples (200,000
+        # values) cost 13-16 ms of CPU against 23-31 with COPY on a connection
+        # of its own, and its files came out 6 % smaller (dictionary pages for
+        # the few distinct series ids and times of a group); a small table's
+        # file costs well under COPY's 3-4 ms of fixed cost (measured with
+        # bench/bench_collect.py, docs/transport.md "The C hot path").
         # the folder this connection attached as DATA_PATH (store/lake.py), not
         # the catalog's copy of it, which names where the lake was made
         self.data = Path(lake) / DATA_NAME
@@ -93,28 +99,28 @@ class FileWriter:
         """One file of ``rows`` (their columns named as the table's) in the
         order of ``sort_by``: the C collector's groups come sorted (a check
         here, 1 us per batch), others are sorted with numpy's lexsort
-        (11 us per batch; DuckDB's ORDER BY on the way out cost 28 more)."""
+        (11 us per batch)."""
         if sort_by and not _in_order(rows, sort_by):
             keys = [rows.column(c).to_numpy() for c in reversed(sort_by)]
             rows = rows.take(pa.array(np.lexsort(keys), pa.int64()))
         path = self.folder(table) / f"{FILE_PREFIX}{uuid.uuid4()}.parquet"
-        quoted = str(path).replace("'", "''")
-        self.encoder.register("hm_file_rows", rows)
         try:
-            self.encoder.execute(
-                f"COPY hm_file_rows TO '{quoted}' (FORMAT parquet, COMPRESSION zstd, "
-                f"COMPRESSION_LEVEL {self.zstd_level}, ROW_GROUP_SIZE {self.row_group_rows})"
-            ).fetchall()
+            pq.write_table(
+                rows,
+                path,
+                row_group_size=self.row_group_rows,
+                compression="zstd",
+                compression_level=self.zstd_level,
+                use_dictionary=[c for c in rows.column_names if c in DICTIONARY_COLUMNS],
+            )
         except BaseException:
             with contextlib.suppress(OSError):
                 path.unlink()
             raise
-        finally:
-            self.encoder.unregister("hm_file_rows")
         return PendingFile(table, path, rows.num_rows)
 
     def close(self) -> None:
-        self.encoder.close()
+        """Nothing to release (kept so a writer's close reads the same)."""
 
     def discard(self, files: list[PendingFile]) -> None:
         """Deletes the files the catalog does not name (a failed or
