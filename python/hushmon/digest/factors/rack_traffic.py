@@ -47,3 +47,15 @@ def measured_share(
     if total <= 0:
         return None
     return float(got[~inside].sum()) / total, total
+
+
+def crossing_load(job: JobData, rack: str, rack_nodes: list[str]) -> np.ndarray | None:
+    """Bytes/s per period that left ``rack`` for the job's nodes outside it: what its
+    uplink carried of the job's traffic (None when not counted)."""
+    rx = received_from(job, rack)
+    if rx is None:
+        return None
+    outside = np.array([h not in rack_nodes for h in job.hosts])
+    if not outside.any():
+        return None
+    return np.asarray(np.nansum(rx[outside], axis=0), dtype=np.float64)

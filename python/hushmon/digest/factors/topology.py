@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from hushmon.digest.factors import costs
+from hushmon.digest.factors import costs, rack_traffic
 from hushmon.digest.factors.base import AnalyzerSkip, Finding, Loss, SkipReason, mb, spans_text
 from hushmon.digest.factors.links import (
     LinkStats,
@@ -308,8 +308,10 @@ class Topology:
         if nxt is None:
             finding.loss_unknown = "the nodes' own link capacities are not known"
             return
-        saving = costs.transfer_saving(job, worst, nxt[0], nxt[1], rule)
         eff = float(rule["next_link_efficiency_low"])
+        if crossed.measured and self._measured_estimate(job, worst, nxt, eff, lo, hi, finding):
+            return
+        saving = costs.transfer_saving(job, worst, nxt[0], nxt[1], rule)
         low = min(lo, crossed.low) * saving.low_share
         high = max(hi, crossed.high) * saving.high_share
         basis = (
@@ -322,18 +324,61 @@ class Topology:
             f"in one rack the bytes move at {eff:.0%} (low end) to 100% (high end) of the "
             "node links' capacity",
         ]
-        if crossed.measured:
-            assumptions.append(
-                "the shares that crossed are the ones counted (bytes each job node received "
-                f"from each rack: {lo:.0%}-{hi:.0%} over the racks)"
-            )
-        elif lo < hi - 0.02:
+        if lo < hi - 0.02:
             assumptions.append(
                 f"the share that crossed lies between the counters' bounds ({lo:.0%} and "
                 f"{hi:.0%}); which rank sent to which is not measured (per-destination byte "
                 "counts would narrow it)"
             )
         finding.loss = Loss(low, high, basis, assumptions)
+
+    @staticmethod
+    def _measured_estimate(
+        job: JobData,
+        worst: LinkStats,
+        nxt: tuple[float, str],
+        eff: float,
+        lo: float,
+        hi: float,
+        finding: Finding,
+    ) -> bool:
+        """With the bytes that crossed counted per period (rack_traffic.py), the uplink's
+        own load is known: where it ran near its capacity the rack's exchange waited on
+        it, and in one rack all the rack's bytes (not only the share that crossed) would
+        move at the next limit. False when the counts do not cover the uplink's rack."""
+        link = worst.link
+        crossing = rack_traffic.crossing_load(job, link.rack, list(link.nodes))
+        if crossing is None or not link.capacity:
+            return False
+        near_share = float(link_params()["near_capacity"])
+        near = worst.message & (np.nan_to_num(crossing) >= near_share * link.capacity)
+        sent = np.nan_to_num(link.load)  # the rack's job nodes' bytes sent, all of them
+        n = max(1, len(worst.message))
+        # low end: only the bytes that crossed were held up (the rest moved beside
+        # them), so only their share of the period is saved; high end: the whole
+        # exchange waited for them
+        low = lo * float(np.clip(1.0 - sent[near] / (eff * nxt[0]), 0.0, 1.0).sum()) / n
+        high = float(np.clip(1.0 - sent[worst.message] / nxt[0], 0.0, 1.0).sum()) / n
+        finding.evidence["uplink_near_capacity_periods_measured"] = int(near.sum())
+        basis = (
+            f"the bytes that crossed rack {link.rack}'s uplink (counted: {lo:.0%}-{hi:.0%} of "
+            f"the racks' traffic) ran it at {near_share:.0%}+ of its capacity in "
+            f"{int(near.sum())} periods; with every rank in one rack the bytes that crossed "
+            f"in those periods (low end) or all the rack's bytes of its "
+            f"{int(worst.message.sum())} message periods (high end) would move at {nxt[1]}"
+        )
+        assumptions = [
+            f"in a period where the uplink is full, the share that crossed ({lo:.0%}) was "
+            "held up and the rest moved beside it (low end), or the whole exchange waited "
+            "for the bytes crossing (high end: an all-to-all or a halo exchange finishes "
+            "with its slowest part)",
+            f"in one rack the bytes move at {eff:.0%} (low end) to 100% (high end) of the "
+            "node links' capacity",
+            "the shares that crossed are the ones counted (bytes each job node received "
+            "from each rack)",
+        ]
+        finding.loss = Loss(low, high, basis, assumptions)
+        return True
 
 
 FACTOR = Topology()
