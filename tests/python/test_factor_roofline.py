@@ -124,6 +124,14 @@ def test_no_record_for_a_node_says_so(tmp_path: Path) -> None:
     assert g.severity == "info" and g.evidence["hosts_without_record"] == ["node000", "node001"]
 
 
+def test_traffic_without_flops_has_no_loss_estimate(tmp_path: Path) -> None:
+    # 18 GB/s and no floating-point work: memory-bound, but no gap to a roof
+    db = spool_job(tmp_path, [(30, 0.0, 18.0)])
+    [f] = roofline.FACTOR.analyze(job_with(db, ["node[000-001]"]), parameters()["roofline"])
+    assert f.evidence["verdict"] == "memory-bound"
+    assert f.loss is None and "no node-period did floating-point work" in f.loss_unknown
+
+
 def test_host_wide_counters_are_used_and_named(tmp_path: Path) -> None:
     # an agent in node scope (the bed) tags the machine's counters scope=host
     db = spool_job(tmp_path, [(30, 1.8, 18.0)], tags=",scope=host")

@@ -222,8 +222,10 @@ class Roofline:
         verdict = int(np.argmax(shares))
         gap = pts.gap()
         gap_low = pts.gap(params["traffic_upper_factor"])
-        high = float(np.nanmean(gap[known]))
-        low = float(np.nanmean(gap_low[known]))
+        # a node-period with traffic and no FLOPs has no attainable rate: no gap
+        with_gap = known & np.isfinite(gap)
+        high = float(gap[with_gap].mean()) if with_gap.any() else float("nan")
+        low = float(gap_low[with_gap].mean()) if with_gap.any() else float("nan")
         above = int((known & (gap <= 0) & (pts.gflop_per_s > 0)).sum())
         recs = list(pts.records.values())
         evidence = {
@@ -280,6 +282,18 @@ class Roofline:
                 "the PMU's FLOP events count every floating-point operation the code does",
             ],
         )
+        if not with_gap.any():
+            evidence["mean_gap_to_roof"] = None
+            return [
+                Finding(
+                    self.name,
+                    f"Roofline: {VERDICTS[verdict]}" + sim,
+                    "low",
+                    evidence,
+                    hint,
+                    loss_unknown="no node-period did floating-point work: no gap to a roof",
+                )
+            ]
         return [
             Finding(
                 self.name,
