@@ -115,8 +115,9 @@ def roofline_section(page: Page, data: JobData) -> None:
     )
     page.figure(
         roofline_plot(pts, params),
-        "Each node and period: FLOPs over memory traffic (the PMU's events, traffic = lines "
-        "from beyond the last-level cache x 64 bytes, writebacks not counted) against the "
+        "Each node and period: FLOPs over memory traffic (the PMU profile's events: lines "
+        "from beyond the last-level cache or from DRAM x 64 bytes, writebacks not counted) "
+        "against the "
         f"node type's roofs from hushmon probe ({roofs}). Colors: the factor's class at "
         f"{params['near_roof']:.0%} of a roof." + sim,
     )
