@@ -67,6 +67,7 @@ MEANING = {
     "gpu_transfer": "share of time with a GPU's PCIe link near capacity",
     "app_timeline": "none: the application's own timeline is read in each digest, "
     "not compared across sizes",
+    "roofline": "mean gap to the roof at the job's own intensity (the probe's ceilings)",
 }
 
 
