@@ -245,7 +245,7 @@ def _print_status(st: dict[str, Any], out: Any) -> None:
         )
         return
     tiers = st["tiers"]
-    for name in ("raw", "rollups"):
+    for name in ("raw", "rollups", "summaries"):
         t = tiers[name]
         print(
             f"  {name:8} {human_bytes(t['bytes']):>10}  {t['files']} files (mean "
@@ -255,7 +255,7 @@ def _print_status(st: dict[str, Any], out: Any) -> None:
         )
     print(
         f"  {'other':8} {human_bytes(tiers['other_tables']['bytes']):>10}  "
-        f"{tiers['other_tables']['files']} files (series, jobs, transport, summaries)",
+        f"{tiers['other_tables']['files']} files (series, jobs, transport)",
         file=out,
     )
     print(f"  {'catalog':8} {human_bytes(tiers['catalog']['bytes']):>10}", file=out)
@@ -270,7 +270,8 @@ def _print_status(st: dict[str, Any], out: Any) -> None:
     budget = st["budget_bytes"]
     used = f", {st['budget_used'] * 100:.1f} % used" if budget else ""
     print(
-        f"  policy: raw {pol['raw_days']:g} days, rollups {pol['rollup_days']:g} days, budget "
+        f"  policy: raw {pol['raw_days']:g} days, rollups and summaries {pol['rollup_days']:g} "
+        "days, budget "
         f"{human_bytes(budget) if budget else 'none'}{used}, raw kept at least "
         f"{pol['min_raw_hours']:g} h",
         file=out,

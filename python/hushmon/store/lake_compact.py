@@ -8,7 +8,9 @@ collector commits at the same moment, so collectors never stop):
    ``settle_s`` that has none yet (a day per commit);
 3. retention (lake_retention.py): delete raw rows older than the policy's
    cut, after checking minute by minute that their rollups count the same
-   rows (a late replay is rolled up again first), then old rollups. A DELETE
+   rows (a late replay is rolled up again first), then old rollups, then
+   the summaries older than theirs (every summary table in one commit;
+   inlined rows that came meanwhile are flushed again after it). A DELETE
    that covers every row of a file drops the file from the new snapshot
    without writing a delete file; a file that straddles the cut gets a
    delete file and is rewritten by step 4;
@@ -51,6 +53,7 @@ from hushmon.store.lake_add_files import delete_orphans
 from hushmon.store.lake_files import (
     RAW_TABLE,
     ROLLUP_TABLE,
+    SUMMARY_TABLES,
     catalog_bytes,
     folder_bytes,
     live_files,
@@ -61,6 +64,7 @@ from hushmon.store.lake_retention import (
     NS_PER_HOUR,
     NS_PER_MINUTE,
     NS_PER_S,
+    SUMMARY_TIER,
     RetentionPlan,
     floor_minute,
     plan_retention,
@@ -85,24 +89,32 @@ class TierBytes:
     catalog: int
     digests: int
     files: int
+    summaries: int = 0
 
     @property
     def total(self) -> int:
-        return self.raw + self.rollups + self.other + self.catalog + self.digests
+        return self.raw + self.rollups + self.summaries + self.other + self.catalog + self.digests
 
 
 def tier_bytes(con: duckdb.DuckDBPyConnection, lake: Path, reports: Path | None) -> TierBytes:
     files = live_files(con)
-    by = {RAW_TABLE: 0, ROLLUP_TABLE: 0}
+    by = {RAW_TABLE: 0, ROLLUP_TABLE: 0, SUMMARY_TIER: 0}
     other = 0
     for f in files:
-        if f.table in by:
-            by[f.table] += f.size_bytes
+        tier = SUMMARY_TIER if f.table in SUMMARY_TABLES else f.table
+        if tier in by:
+            by[tier] += f.size_bytes
         else:
             other += f.size_bytes
     digests = folder_bytes(reports) if reports is not None else 0
     return TierBytes(
-        by[RAW_TABLE], by[ROLLUP_TABLE], other, catalog_bytes(lake), digests, len(files)
+        by[RAW_TABLE],
+        by[ROLLUP_TABLE],
+        other,
+        catalog_bytes(lake),
+        digests,
+        len(files),
+        by[SUMMARY_TIER],
     )
 
 
@@ -133,6 +145,7 @@ class CompactReport:
     summary_rows_stored: int = 0
     summary_partial_rows_deleted: int = 0
     summary_late_periods_merged: int = 0  # stored periods that took late partials
+    summary_rows_expired: int = 0  # rows of the summary tables older than their cut
     commit_retries: int = 0
     seconds: float = 0.0
 
@@ -224,6 +237,34 @@ def _expire_raw(con: duckdb.DuckDBPyConnection, cut_ns: int) -> tuple[int, int]:
     return (int(row[0]) if row else 0), len(redo)
 
 
+def _expire_summaries(con: duckdb.DuckDBPyConnection, cut_ns: int) -> int:
+    """Delete every summary table's rows of periods before ``cut_ns``: a
+    period goes whole (its stored rows, partials, rebuilds and messages'
+    records at once), so the view never shows half of one. The moments of a
+    schema-1 lake (summary_partials) go with their messages."""
+    deleted = 0
+    has_partials = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = ? "
+        "AND table_name = 'summary_partials'",
+        [LAKE_ALIAS],
+    ).fetchone()
+    if has_partials and has_partials[0]:
+        deleted += _count(
+            con.execute(
+                "DELETE FROM summary_partials WHERE msg_id IN "
+                "(SELECT msg_id FROM summary_messages WHERE time_ns < ?)",
+                [cut_ns],
+            ).fetchone()
+        )
+    for table in SUMMARY_TABLES:
+        deleted += _delete_before(con, table, "time_ns", cut_ns)
+    return deleted
+
+
+def _count(row: tuple[Any, ...] | None) -> int:
+    return int(row[0]) if row else 0
+
+
 def _delete_before(con: duckdb.DuckDBPyConnection, table: str, column: str, cut_ns: int) -> int:
     row = con.execute(f"DELETE FROM {table} WHERE {column} < ?", [cut_ns]).fetchone()
     return int(row[0]) if row else 0
@@ -233,7 +274,7 @@ def plan_for(
     con: duckdb.DuckDBPyConnection, lake: Path, reports: Path | None, now_ns: int
 ) -> tuple[RetentionPlan, TierBytes]:
     sizes = tier_bytes(con, lake, reports)
-    fixed = sizes.other + sizes.catalog + sizes.digests
+    fixed = sizes.other + sizes.catalog + sizes.digests  # what retention does not cut
     return plan_retention(live_files(con), read_policy(con), fixed, now_ns), sizes
 
 
@@ -282,11 +323,19 @@ def compact(
                 )
                 report.raw_rows_deleted += deleted
                 report.rollup_minutes_redone += redone
+            elif cut.table == SUMMARY_TIER:
+                expire = functools.partial(_expire_summaries, cut_ns=cut.cut_ns)
+                report.summary_rows_expired += lake_commit(con, expire, stats)
             else:
                 drop = functools.partial(
                     _delete_before, table=ROLLUP_TABLE, column="minute_ns", cut_ns=cut.cut_ns
                 )
                 report.rollup_rows_deleted += lake_commit(con, drop, stats)
+        if report.summary_rows_expired:
+            # DuckLake 1.0 cannot rewrite a table's files while it holds
+            # inlined rows beside deletes (see the flush above): rows a
+            # collector inlined since then go to files first.
+            _call(con, f"CALL ducklake_flush_inlined_data('{LAKE_ALIAS}')", stats)
         rewritten = _call(
             con,
             f"CALL ducklake_rewrite_data_files('{LAKE_ALIAS}', "
@@ -338,7 +387,7 @@ def _merge(con: duckdb.DuckDBPyConnection, stats: CommitStats) -> int:
 
 
 def _live(sizes: dict[str, int]) -> int:
-    return sizes["raw"] + sizes["rollups"] + sizes["other"]
+    return sizes["raw"] + sizes["rollups"] + sizes["summaries"] + sizes["other"]
 
 
 def _older_than(grace_s: float) -> str:

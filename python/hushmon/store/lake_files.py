@@ -23,10 +23,24 @@ import duckdb
 from hushmon.store.lake import CATALOG_NAME, DATA_NAME, LAKE_ALIAS
 
 META = f"__ducklake_metadata_{LAKE_ALIAS}"
-# The column whose min/max says how old a file's rows are, per table.
-TIME_COLUMNS = {"samples": "time_ns", "samples_1m": "minute_ns"}
 RAW_TABLE = "samples"
 ROLLUP_TABLE = "samples_1m"
+# The job summaries and rack partials (and their messages' records): what
+# the digest is built from, kept as long as the rollups (lake_retention.py).
+# summary_partials and summary_sources hold rows of schema 1-2 lakes only.
+SUMMARY_TABLES = (
+    "summary_rows",
+    "job_summaries",
+    "summary_rebuilt",
+    "summary_messages",
+    "summary_sources",
+)
+# The column whose min/max says how old a file's rows are, per table.
+TIME_COLUMNS = {
+    RAW_TABLE: "time_ns",
+    ROLLUP_TABLE: "minute_ns",
+    **{t: "time_ns" for t in SUMMARY_TABLES},
+}
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,16 @@
 plan that says what the next compaction deletes.
 
 Tiers, newest to oldest: raw ``samples`` for ``raw_days``, then 1-minute
-rollups ``samples_1m`` for ``rollup_days``, then only the job digests
-(the reports folder), which are kept for good. Over the budget, the oldest
-raw data goes first, a UTC day at a time (its rollups are made before it is
-deleted), then the oldest rollups; neither ever newer than ``min_raw_hours``
-before now: the newest hours of raw data are what running jobs' digests
-read. What cannot be freed is reported, never silently exceeded.
+rollups ``samples_1m`` and the summaries for ``rollup_days``, then only the
+job digests (the reports folder), which are kept for good. The summaries
+(job summaries, rack partials, rebuilds and their messages' records:
+lake_files.SUMMARY_TABLES) are what a digest is built from, so they belong
+to the rollup tier: they outlive the raw data and go with the rollups of
+the same days. Over the budget, the oldest raw data goes first, a UTC day at
+a time (its rollups are made before it is deleted), then the oldest rollups
+and summaries together, a day at a time; none ever newer than
+``min_raw_hours`` before now: the newest hours are what running jobs'
+digests read. What cannot be freed is reported, never silently exceeded.
 """
 
 from __future__ import annotations
@@ -18,12 +22,14 @@ from dataclasses import dataclass, field
 import duckdb
 
 from hushmon.errors import HushmonError
-from hushmon.store.lake_files import RAW_TABLE, ROLLUP_TABLE, DataFile
+from hushmon.store.lake_files import RAW_TABLE, ROLLUP_TABLE, SUMMARY_TABLES, DataFile
 
 NS_PER_S = 1_000_000_000
 NS_PER_MINUTE = 60 * NS_PER_S
 NS_PER_HOUR = 3600 * NS_PER_S
 NS_PER_DAY = 86_400 * NS_PER_S
+# The summaries' tier in a plan: one cut for all of SUMMARY_TABLES.
+SUMMARY_TIER = "summaries"
 
 
 @dataclass(frozen=True)
@@ -154,29 +160,36 @@ def plan_retention(
     retention cannot shrink (other tables, catalog, digests)."""
     now_ns = time.time_ns() if now_ns is None else now_ns
     floor_ns = floor_minute(now_ns - int(policy.min_raw_hours * NS_PER_HOUR))
-    by_table: dict[str, list[DataFile]] = {RAW_TABLE: [], ROLLUP_TABLE: []}
+    by_table: dict[str, list[DataFile]] = {RAW_TABLE: [], ROLLUP_TABLE: [], SUMMARY_TIER: []}
     for f in files:
-        if f.table in by_table:
-            by_table[f.table].append(f)
+        tier = SUMMARY_TIER if f.table in SUMMARY_TABLES else f.table
+        if tier in by_table:
+            by_table[tier].append(f)
     tier_bytes = {t: sum(f.size_bytes for f in fs) for t, fs in by_table.items()}
     total = fixed_bytes + sum(tier_bytes.values())
     plan = RetentionPlan(now_ns, policy, floor_ns, total)
+    rollup_age = floor_minute(now_ns - int(policy.rollup_days * NS_PER_DAY))
     ages = {
         RAW_TABLE: floor_minute(now_ns - int(policy.raw_days * NS_PER_DAY)),
-        ROLLUP_TABLE: floor_minute(now_ns - int(policy.rollup_days * NS_PER_DAY)),
+        ROLLUP_TABLE: rollup_age,
+        SUMMARY_TIER: rollup_age,
     }
     cuts = {t: TierCut(t, cut, "age", _freed_below(by_table[t], cut)) for t, cut in ages.items()}
     remaining = total - sum(c.freed_bytes for c in cuts.values())
     if policy.budget_bytes is not None:
-        for table in (RAW_TABLE, ROLLUP_TABLE):
-            for cut in _day_cuts(by_table[table], cuts[table].cut_ns, floor_ns):
+        # raw days first; then the rollups and summaries of a day together
+        for tables in ((RAW_TABLE,), (ROLLUP_TABLE, SUMMARY_TIER)):
+            both = [f for t in tables for f in by_table[t]]
+            start = min(cuts[t].cut_ns for t in tables)
+            for cut in _day_cuts(both, start, floor_ns):
                 if remaining <= policy.budget_bytes:
                     break
-                if cut <= cuts[table].cut_ns:
-                    continue
-                freed = _freed_below(by_table[table], cut)
-                remaining -= freed - cuts[table].freed_bytes
-                cuts[table] = TierCut(table, cut, "budget", freed)
+                for table in tables:
+                    if cut <= cuts[table].cut_ns:
+                        continue
+                    freed = _freed_below(by_table[table], cut)
+                    remaining -= freed - cuts[table].freed_bytes
+                    cuts[table] = TierCut(table, cut, "budget", freed)
         plan.over_budget_after_bytes = max(0, remaining - policy.budget_bytes)
     plan.cuts = [c for c in cuts.values() if _has_rows_below(by_table[c.table], c.cut_ns)]
     return plan

@@ -16,7 +16,13 @@ from typing import Any
 
 from hushmon.store.lake import is_lake, open_lake_readonly
 from hushmon.store.lake_compact import DEFAULT_GRACE_S, plan_for
-from hushmon.store.lake_files import RAW_TABLE, ROLLUP_TABLE, live_files, pending_deletion
+from hushmon.store.lake_files import (
+    RAW_TABLE,
+    ROLLUP_TABLE,
+    SUMMARY_TABLES,
+    live_files,
+    pending_deletion,
+)
 from hushmon.store.lake_retention import read_policy
 from hushmon.store.lake_summaries_compact import DEFAULT_CLOSE_S, pending_summary_periods
 
@@ -51,7 +57,8 @@ def lake_status(lake: Path, reports: Path | None, now_ns: int | None = None) -> 
         ).fetchone()
     finally:
         con.close()
-    other = [f for f in files if f.table not in (RAW_TABLE, ROLLUP_TABLE)]
+    summaries = [f for f in files if f.table in SUMMARY_TABLES]
+    other = [f for f in files if f.table not in (RAW_TABLE, ROLLUP_TABLE, *SUMMARY_TABLES)]
     jobs = sum(1 for p in reports.iterdir() if p.is_dir()) if reports and reports.is_dir() else 0
     budget = policy.budget_bytes
     return {
@@ -61,6 +68,9 @@ def lake_status(lake: Path, reports: Path | None, now_ns: int | None = None) -> 
         "tiers": {
             "raw": _tier([f for f in files if f.table == RAW_TABLE]),
             "rollups": _tier([f for f in files if f.table == ROLLUP_TABLE]),
+            # in files only: rows still inlined in the catalog count once
+            # a compaction has flushed them (its first steps)
+            "summaries": _tier(summaries),
             "other_tables": {"bytes": sizes.other, "files": len(other)},
             "catalog": {"bytes": sizes.catalog},
             "digests": {"bytes": sizes.digests, "jobs": jobs, "folder": str(reports)},
