@@ -3,7 +3,7 @@
 Each case runs a program twice on the test bed (root): once with a limit and
 once with it removed (ranks in one rack instead of two, the uplink
 unshaped, the work spread evenly, the node's memory limit raised, the idle
-CPU used). The first run's digest predicts, for the finding of the factor
+CPU used, a noisy neighbour stopped). The first run's digest predicts, for the finding of the factor
 the removal targets, the share of the run time removing it would save (its
 ``loss`` range); the bench measures the change of the program's own run time
 (srun's start to end, as ``hushmon run`` times it: the run time the digest's
@@ -12,7 +12,9 @@ printed beside it) and prints per case: the finding and its
 severity, the predicted range, the measured saving, hit or miss, and the
 machine's load before and after. A case with no finding of that factor
 counts as a hit when the measured saving stays under the medium threshold
-(10 %), as a miss otherwise (a limit the digest did not see).
+(10 %), as a miss otherwise (a limit the digest did not see); a finding
+without an estimate predicted nothing and counts among the cases, not as a
+hit.
 
 Where the job spans racks, the bytes that really crossed each uplink (the
 rack end's transmit counter on the bed's fabric) are read around the first
@@ -37,6 +39,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -65,6 +68,8 @@ class Case:
     title: str = ""  # only the finding with this title (e.g. the memory one of disk_swap)
     own: bool = True  # one of build/bin's programs (their --json summary has time_s)
     inputs: tuple[str, ...] = ()  # files of bench/inputs copied into the run's folder (its cwd)
+    # a noisy neighbour: node-exec NODE PROGRAM ARGS... running through the first run only
+    neighbour: tuple[str, ...] = ()
 
 
 def _butterfly(rounds: int, cycles: int, compute_ms: int, extra: tuple[str, ...] = ()) -> tuple:
@@ -141,6 +146,28 @@ CASES = {
         ("-N", "1", "-n", "2", "matmul", "--size", "1024", "--repeat", "3"),
     ),
 }
+# a rank-sized CPU hog in node n2's cgroup, from before the first run's job to its end
+NOISY_N2 = ("n2", "hushmon-inject", "--level", "100", "--duration", "600", "--start", "now",
+            "--quiet")  # fmt: skip
+CASES["butterfly-racks"] = Case(
+    "butterfly-racks",
+    "butterfly on 4 nodes in 2 racks (200 Mbit/s uplinks) -> the 4 nodes in one rack",
+    ("topology", "network_bandwidth"),
+    BED4,
+    ("-N", "4", *_butterfly(30, 2, 1000)),
+    ("-N", "4", *_butterfly(30, 2, 1000)),
+    bed_removed=("--nodes", "4", "--racks", "1"),
+)
+CASES["neighbour"] = Case(
+    "neighbour",
+    "matmul on 4 nodes (a ring: every step waits for the slowest rank) with a CPU hog "
+    "beside the rank on n2 (hushmon-inject at 100 %) -> the hog stopped",
+    ("imbalance", "idle_cpu"),
+    BED4,
+    ("-N", "4", "matmul", "--size", "1536", "--repeat", "3"),
+    ("-N", "4", "matmul", "--size", "1536", "--repeat", "3"),
+    neighbour=NOISY_N2,
+)
 INPUTS = Path(__file__).resolve().parent / "inputs"
 # Real applications packaged by Debian (scripts/install-deps.sh): the job's 4 nodes in
 # 2 racks behind 200 Mbit/s uplinks, then all 4 in one rack.
@@ -209,6 +236,7 @@ class Row:
     crossed_measured: dict[str, float] = field(default_factory=dict)  # rack: uplink / sent
     crossed_bounds: tuple[float, float] | None = None  # the digest's (topology evidence)
     compare: str = ""  # hushmon compare A B's verdict for the finding (monitored spans)
+    phases: list[str] = field(default_factory=list)  # the first run's phases and main limits
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -230,6 +258,7 @@ class Row:
             "crossed_bounds_digest": list(self.crossed_bounds) if self.crossed_bounds else None,
             "jobs": list(self.jobs),
             "compare": self.compare,
+            "phases": self.phases,
         }
 
 
@@ -337,6 +366,39 @@ def _counters(racks: int, nodes: int) -> dict[str, tuple[int, int]]:
     return out
 
 
+@contextmanager
+def neighbour(command: tuple[str, ...]) -> Iterator[None]:
+    """A program running on a bed node (its cgroup: it takes the node's CPUs from the
+    job's rank) while the body runs; stopped after it."""
+    if not command:
+        yield
+        return
+    from hushmon.testbed.state import load
+
+    bed_state = load()
+    if bed_state is None:
+        fail("no test bed for the noisy neighbour")
+    assert bed_state is not None
+    node, program, *args = command
+    argv = [str(bed_state.node_exec()), node, str(build_bin_dir() / program), *args]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        time.sleep(1.0)  # running before the job starts
+        if proc.poll() is not None:
+            fail(f"the noisy neighbour {' '.join(command)} stopped: exit {proc.returncode}")
+        yield
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
 def _opt(options: tuple[str, ...], name: str, default: int) -> int:
     return int(options[options.index(name) + 1]) if name in options else default
 
@@ -437,7 +499,10 @@ def run_case(case: Case, data: Path, lock: Path | None, wait_s: float) -> Row:
     with bed_lock(lock, wait_s):
         load_before = loadavg()
         with bed(case.bed, data):
-            first = run_job(data, case.limited, f"{case.name}-a", case.bed, case.own, case.inputs)
+            with neighbour(case.neighbour):
+                first = run_job(
+                    data, case.limited, f"{case.name}-a", case.bed, case.own, case.inputs
+                )
             if case.bed_removed is None:
                 second = run_job(
                     data, case.removed, f"{case.name}-b", case.bed, case.own, case.inputs
@@ -468,7 +533,30 @@ def run_case(case: Case, data: Path, lock: Path | None, wait_s: float) -> Row:
         _bounds(first.digest),
     )
     row.compare = compare_verdict(data, first.job, second.job, title)
+    row.phases = phase_lines(first.digest)
     return row
+
+
+def phase_lines(digest: dict[str, Any]) -> list[str]:
+    """The first run's phases (digest.json "phases"), each with its main limit."""
+    doc = digest.get("phases") or {}
+    phases = doc.get("phases") or []
+    if len(phases) < 2:
+        return []
+    out = []
+    for p in phases:
+        main = p.get("main_limit")
+        share = p.get("main_limit_job_share")
+        limit = (
+            "no limit found"
+            if main is None
+            else f"[{main['severity']}] {main['title']}"
+            + (f" {100 * share[0]:.0f}-{100 * share[1]:.0f}% of the job" if share else "")
+        )
+        out.append(
+            f"{p['name']} {p['start_s']:.0f}-{p['end_s']:.0f} s ({p['description'][:60]}): {limit}"
+        )
+    return [f"{len(phases)} phases ({doc.get('source')})", *out]
 
 
 def compare_verdict(data: Path, a: str, b: str, title: str) -> str:
@@ -512,6 +600,8 @@ def print_row(row: Row) -> None:
         print(f"{'':<17} {row.crossed}", flush=True)
     if row.compare:
         print(f"{'':<17} {row.compare}", flush=True)
+    for text in row.phases:
+        print(f"{'':<17} {text}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -557,14 +647,24 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(data, ignore_errors=True)
     hits = sum(r.verdict == "hit" for r in rows)
     judged = sum(r.verdict in ("hit", "miss") for r in rows)
+    unestimated = sum(r.verdict == "no estimate" for r in rows)
     high_small = [r for r in rows if r.severity == "high" and r.measured < 0.10]
+    # a finding without an estimate predicted nothing: it counts among the cases,
+    # not as a hit (the goal is hits of all cases, not of those judged)
     print(
-        f"hits: {hits} of {judged} cases judged; [high] findings whose removal gained under "
-        f"10 %: {len(high_small)}",
+        f"hits: {hits} of {len(rows)} cases ({judged} judged, {unestimated} with no estimate, "
+        f"counted as not hit); [high] findings whose removal gained under 10 %: "
+        f"{len(high_small)}",
         file=out,
     )
     if args.json:
-        doc = {"cases": [r.to_json() for r in rows], "hits": hits, "judged": judged}
+        doc = {
+            "cases": [r.to_json() for r in rows],
+            "hits": hits,
+            "judged": judged,
+            "no_estimate": unestimated,
+            "cases_run": len(rows),
+        }
         if args.json == "-":
             print(json.dumps(doc, indent=2))
         else:
