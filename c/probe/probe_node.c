@@ -30,6 +30,8 @@ static void read_model(hm_probe_node *n, const char *root)
         while (*v == ' ' || *v == '\t')
             v++;
         size_t len = strcspn(v, "\n");
+        while (len > 0 && (v[len - 1] == ' ' || v[len - 1] == '\t'))
+            len--; /* some models end in spaces: not part of the name */
         /* snprintf's "%.*s": the model without its newline */
         snprintf(n->cpu_model, sizeof n->cpu_model, "%.*s", (int)len, v);
         break;

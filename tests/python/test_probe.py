@@ -37,6 +37,25 @@ def cpu_flags() -> set[str]:
     return set()
 
 
+def largest_cache_bytes() -> int:
+    """cpu0's largest data or unified cache, as sysfs gives it (0: none listed)."""
+    best = 0
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        if (index / "type").read_text().strip() == "Instruction":
+            continue
+        size = (index / "size").read_text().strip()
+        scale = {"K": 1024, "M": 1024**2}.get(size[-1], 1)
+        best = max(best, int(size.rstrip("KM")) * scale)
+    return best
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
 def test_probe_figures_are_positive_and_consistent(bin_dir: Path) -> None:
     done = probe(bin_dir, *SHORT, "--json", "-")
     assert done.returncode == 0, done.stderr
@@ -45,6 +64,7 @@ def test_probe_figures_are_positive_and_consistent(bin_dir: Path) -> None:
     cpus = sorted(os.sched_getaffinity(0))
     assert out["threads"] == len(cpus) and out["cpus"] == cpus
     assert out["online_cpus"] >= out["threads"]
+    assert out["cpu_model"] == cpu_model() and out["llc_bytes"] == largest_cache_bytes()
     triad, fma = out["triad"], out["fma"]
     for kernel in (triad, fma):
         assert kernel["reps"] >= 3
