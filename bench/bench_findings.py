@@ -237,6 +237,7 @@ class Row:
     crossed_bounds: tuple[float, float] | None = None  # the digest's (topology evidence)
     compare: str = ""  # hushmon compare A B's verdict for the finding (monitored spans)
     phases: list[str] = field(default_factory=list)  # the first run's phases and main limits
+    partners: str = ""  # the topology finding's word on what crossed: measured or bounded
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -259,6 +260,7 @@ class Row:
             "jobs": list(self.jobs),
             "compare": self.compare,
             "phases": self.phases,
+            "partners": self.partners,
         }
 
 
@@ -534,6 +536,8 @@ def run_case(case: Case, data: Path, lock: Path | None, wait_s: float) -> Row:
     )
     row.compare = compare_verdict(data, first.job, second.job, title)
     row.phases = phase_lines(first.digest)
+    topo = next((f for f in first.digest["findings"] if f["factor"] == "topology"), None)
+    row.partners = str(topo["evidence"].get("partners", "")) if topo is not None else ""
     return row
 
 
