@@ -223,15 +223,6 @@ int hm_group_note_stored(hm_collect_group *g, const char *host, size_t host_len,
     return 0;
 }
 
-/* A body without a final newline reads as if it had one (_accept). */
-static int64_t lines_of(const char *data, size_t len)
-{
-    int64_t n = 0;
-    for (const char *p = data; (p = memchr(p, '\n', (size_t)(data + len - p))) != NULL; p++)
-        n++;
-    return n + (len > 0 && data[len - 1] != '\n');
-}
-
 int hm_group_build(hm_collect_group *g, const hm_collect_msg *msgs, size_t n, int64_t received_us,
                    hm_error *err)
 {
@@ -270,7 +261,7 @@ int hm_group_build(hm_collect_group *g, const hm_collect_msg *msgs, size_t n, in
             event(g, "rejected", a[i].h.host, a[i].h.host_len, a[i].msg->subject, &a[i].h, 1, a[i].lie) != 0)
             return hm_error_set(err, "collect: out of memory");
     }
-    if (hm_group_cols_dedupe(&g->cols) != 0 || hm_group_cols_sort(&g->cols) != 0)
+    if (hm_group_cols_dedupe(&g->cols) != 0 || hm_group_cols_sort(&g->cols, g->reader.series_made) != 0)
         return hm_error_set(err, "collect: out of memory");
     row = 0;
     for (size_t i = 0; i < na; i++) {
@@ -283,7 +274,7 @@ int hm_group_build(hm_collect_group *g, const hm_collect_msg *msgs, size_t n, in
         if (hm_strcol_add(&g->b_host, h->host, h->host_len) != 0 ||
             hm_strcol_add(&g->b_subject, m->subject, strlen(m->subject)) != 0 ||
             hm_col_i64(&g->b_epoch, h->epoch) != 0 || hm_col_i64(&g->b_seq, h->seq) != 0 ||
-            hm_col_i64(&g->b_lines, lines_of(m->data, m->len)) != 0 ||
+            hm_col_i64(&g->b_lines, a[i].v.lines) != 0 ||
             hm_col_i64(&g->b_period_ns, period ? a[i].v.newest_fast_time_ns : 0) != 0 ||
             hm_col_u8(&g->b_period_valid, period) != 0 || hm_col_i64(&g->b_dropped, h->dropped) != 0 ||
             hm_col_u8(&g->b_replay, h->replay) != 0 || hm_col_i64(&g->b_stream_seq, m->stream_seq) != 0 ||

@@ -72,14 +72,16 @@ void hm_group_cols_free(hm_group_cols *c);
 /* Drops every value after the first of its (series, time), keeping the
  * order (collect_raw._samples): only when maybe_repeats. -1: no memory. */
 int hm_group_cols_dedupe(hm_group_cols *c);
-/* Orders the samples by (series_id, time_ns) (the lake's layout). -1: no
- * memory. */
-int hm_group_cols_sort(hm_group_cols *c);
+/* Orders the samples by (series_id, time_ns) (the lake's layout).
+ * series_max: at most this many distinct series ids among them (the
+ * reader's series_made; 0: unknown): it sizes the buckets. -1: no memory. */
+int hm_group_cols_sort(hm_group_cols *c, size_t series_max);
 
 /* What reading one batch found besides its rows. Reasons live in the
  * reader's text buffers until the next batch. */
 typedef struct hm_batch_verdict {
     bool liar;
+    int64_t lines;                   /* lines of the batch (a last one without '\n' counts) */
     int64_t malformed;               /* lines rejected */
     const char *reason_fast_mode;    /* first reason as collect_raw orders them: fastparse's, then the exact parser's */
     const char *reason_exact_mode;   /* first in line order (a group not valid UTF-8) */
@@ -92,6 +94,7 @@ typedef struct hm_line_reader {
     hm_strmap keys;       /* key bytes -> hm_key_info* (keys and infos in arena) */
     hm_arena arena;
     uint32_t gen;         /* the current group */
+    size_t series_made;   /* fields (series) in the key cache: a bound on a group's */
     hm_lp_line line;
     char *scratch;
     size_t scratch_cap;

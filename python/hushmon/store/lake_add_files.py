@@ -133,10 +133,14 @@ class FileWriter:
 
 
 def register(con: duckdb.DuckDBPyConnection, files: list[PendingFile]) -> None:
-    """Inside the caller's transaction: the files become the tables' data."""
+    """Inside the caller's transaction: the files become the tables' data
+    (one statement per file, sent in one call)."""
+    calls = []
     for f in files:
         quoted = str(f.path).replace("'", "''")
-        con.execute(f"CALL ducklake_add_data_files('{LAKE_ALIAS}', '{f.table}', '{quoted}')")
+        calls.append(f"CALL ducklake_add_data_files('{LAKE_ALIAS}', '{f.table}', '{quoted}');")
+    if calls:
+        con.execute("\n".join(calls)).fetchall()
 
 
 def registered(con: duckdb.DuckDBPyConnection, f: PendingFile) -> bool:
