@@ -21,10 +21,11 @@ figures side by side. The sources a partial names grow with its rack (a
 rack reducer of 1,750 nodes names 1,750 batches, the job summary both
 racks'), so this shows whether a message's cost grows with them: the whole
 path's run of 2026-11-27 (2 racks of 1,750 nodes) cost 62.5 ms per message
-against 4.0 ms for racks of 40.
+against 4.0 ms for racks of 40. --sensor-nodes keeps the sensors the same
+for every size, so that only the sources differ.
 
     .venv/bin/python bench/bench_summary_collect.py [--racks 25] [--seconds 20]
-        [--prefill-s 60] [--nodes-per-rack 40[,1750]] [--baseline d09c2de]
+        [--prefill-s 60] [--nodes-per-rack 40[,1750]] [--sensor-nodes N] [--baseline d09c2de]
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def messages(
 ) -> list[list[tuple[str, dict, bytes]]]:
     """Per period, the group a collector fetches: every rack's partial and
     every job's summary, as (subject, headers, payload)."""
-    per_period = rack_sensors(nodes_per_rack, min(periods, 60))
+    per_period = rack_sensors(args.sensor_nodes or nodes_per_rack, min(periods, 60))
     t0 = 1_795_000_000_000_000_000
     groups = []
     for p in range(periods):
@@ -217,6 +218,14 @@ def main() -> int:
         help="nodes per rack (the sources a partial names); several, comma-separated, are "
         "run one after the other and printed side by side",
     )
+    ap.add_argument(
+        "--sensor-nodes",
+        type=int,
+        metavar="N",
+        help="summarize the sensors over N nodes whatever the rack size (default: the rack's "
+        "nodes): with several --nodes-per-rack, only the sources a partial names differ (a "
+        "larger rack's sketches also hold more buckets)",
+    )
     ap.add_argument("--racks-per-job", type=int, default=2)
     ap.add_argument("--seconds", type=int, default=20, help="periods measured")
     ap.add_argument("--prefill-s", type=int, default=60, help="periods stored first")
@@ -226,9 +235,11 @@ def main() -> int:
     if args.worker:
         worker(*(Path(p) for p in args.worker))
         return 0
-    if min(args.racks, args.racks_per_job, args.seconds, args.prefill_s) < 1:
-        print("bench_summary_collect: --racks, --racks-per-job, --seconds and --prefill-s "
-              "must be >= 1", file=sys.stderr)  # fmt: skip
+    if min(args.racks, args.racks_per_job, args.seconds, args.prefill_s) < 1 or (
+        args.sensor_nodes is not None and args.sensor_nodes < 1
+    ):
+        print("bench_summary_collect: --racks, --racks-per-job, --seconds, --prefill-s and "
+              "--sensor-nodes must be >= 1", file=sys.stderr)  # fmt: skip
         return 2
     from sizing import Shape  # type: ignore[import-not-found]
 
@@ -239,9 +250,10 @@ def main() -> int:
         for nodes in args.nodes_per_rack:
             by_size[nodes] = run_size(args, nodes, old, tmp)
     per_period = Shape(40, 2.0, 64).summaries_per_period(10_000)
+    sensors = f", sensors over {args.sensor_nodes} nodes" if args.sensor_nodes else ""
     for nodes, (per_group, results) in by_size.items():
         print(f"summary collector on a lake: {args.seconds} groups of {per_group} messages "
-              f"({args.racks} rack partials of {nodes} nodes + "
+              f"({args.racks} rack partials of {nodes} nodes{sensors} + "
               f"{per_group - args.racks} job summaries) after {args.prefill_s} stored")  # fmt: skip
         for label, ((ms, cpu_g, wall_g), l0, l1) in results.items():
             print(f"  {label:10s} {ms:7.2f} ms CPU per message, {cpu_g * 1e3:7.1f} ms CPU and "
