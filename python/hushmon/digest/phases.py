@@ -168,15 +168,15 @@ def app_phase_cover(job: JobData) -> dict[str, np.ndarray]:
         name = m.group(1)
         totals[name] = np.maximum(totals.get(name, 0.0), slowest)
     res = job.resolution
-    step_s = res.bin_s if res is not None else job.period_s
-    binned = res is not None and res.binned
-    out = {}
+    out: dict[str, np.ndarray] = {}
     for name, seconds in totals.items():
-        if binned:
-            # a bin's value is its periods' mean: the phase's share of each period
-            out[name] = np.clip(seconds / job.period_s, 0.0, 1.0)
+        if res is not None and res.binned:
+            # a bin's value is the mean of the periods that reported the phase, and how
+            # many did is not kept: read as the phase's share of each of its periods
+            # (right for a phase that ends every period; a long one marks its last bin)
+            out[name] = np.clip(seconds / res.period_s, 0.0, 1.0)
         else:
-            out[name] = np.clip(_spread_back(seconds, step_s) / step_s, 0.0, 1.0)
+            out[name] = np.clip(_spread_back(seconds, job.period_s) / job.period_s, 0.0, 1.0)
     return out
 
 
