@@ -172,10 +172,10 @@ INPUTS = Path(__file__).resolve().parent / "inputs"
 # Real applications packaged by Debian (scripts/install-deps.sh): the job's 4 nodes in
 # 2 racks behind 200 Mbit/s uplinks, then all 4 in one rack.
 LAMMPS = ("-N", "4", "/usr/bin/lmp", "-in", "lammps-lj.in", "-var", "side", "12")
-LAMMPS_RUN = (*LAMMPS, "-var", "steps", "300", "-log", "none", "-screen", "none")
+LAMMPS_RUN = (*LAMMPS, "-var", "steps", "600", "-log", "none", "-screen", "none")
 CASES["lammps-racks"] = Case(
     "lammps-racks",
-    "LAMMPS Lennard-Jones liquid (6,912 atoms, 300 steps, 2 x 2 grid) on 4 nodes in 2 racks "
+    "LAMMPS Lennard-Jones liquid (6,912 atoms, 600 steps, 2 x 2 grid) on 4 nodes in 2 racks "
     "-> the 4 nodes in one rack",
     ("topology", "network_bandwidth"),
     BED4,
