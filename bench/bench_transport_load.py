@@ -9,7 +9,11 @@ test bed and a real cluster run them), the top reducer and K ``hushmon
 collect`` processes on the hub sharing the raw consumer, all writing one
 store (a lake: ``--store lake``; the embedded DuckDB file allows one
 writer and no reader, ``--store duckdb`` runs one collector and no
-digests). Then ``hushmon-loadgen publish --live`` per rack plays the
+digests). On a lake, when hushmon collect has ``--summaries-only``, the K
+collectors take raw batches only (``--raw-only``) and one more takes the
+summaries only, the layout docs/transport.md gives a site (no raw group
+waits unacked behind summary work); before it, the first of the K took both.
+Then ``hushmon-loadgen publish --live`` per rack plays the
 agents: H/R hosts each, one realistic batch (the agent's default sources,
 ~2 KB) per host at the end of each 1 s period, with the contract's
 headers, through the rack's leaf. Jobs of 40 % down to 1 % of the nodes
@@ -187,6 +191,7 @@ def main() -> int:
         # hushmon collect writes a lake when its store path is one (schema.open_store)
         a.store = "lake"
     a.raw_only = "--raw-only" in help_text
+    a.summaries_only = "--summaries-only" in help_text and a.store == "lake"
     if a.store == "duckdb":
         a.collectors, a.jobs = 1, 0
     elif a.collectors > 1 and "lake" not in help_text.lower():
@@ -198,7 +203,8 @@ def main() -> int:
     print(f"# bench_transport_load: {' '.join(sys.argv[1:]) or '(defaults)'}")
     print(
         f"# {agents} agents in {a.racks} racks at 1 Hz for {periods} s; {a.collectors} "
-        f"collector(s) on a {a.store} store{f', engine {a.engine}' if a.engine else ''}{note}; "
+        f"collector(s){' for raw batches and 1 for the summaries' if a.summaries_only else ''} "
+        f"on a {a.store} store{f', engine {a.engine}' if a.engine else ''}{note}; "
         f"machine: {os.cpu_count()} CPUs; /proc/loadavg before: {loadavg()}"
     )
     with tempfile.TemporaryDirectory(prefix="hm-bench-load-") as tmp_name:
@@ -265,15 +271,21 @@ def start_daemons(
             argv = [reduce_bin, "--rack", rack, "--url", leaf.url, "--stats-every-s", "5", *grace]
             daemons.append(start(f"reduce-{rack}-{k}", argv, tmp))
     daemons.append(start("reduce-top", [reduce_bin, "--top", "--url", hub.url, *grace], tmp))
-    for k in range(1, a.collectors + 1):
+    # collect-0: the summaries only (no --engine: that is the raw path's);
+    # it sorts first, as load_figures.split_collectors expects the collector
+    # that takes the summaries to
+    first = 0 if a.summaries_only else 1
+    for k in range(first, a.collectors + 1):
         argv = [str(HUSHMON), "collect", "--url", hub.url, "--db", str(store)]
         argv += ["--json", str(tmp / f"collect-{k}.json")]
-        if a.engine:
+        if k == 0:
+            argv.append("--summaries-only")
+        elif a.engine:
             argv += ["--engine", a.engine]
-        if k > 1 and a.raw_only:  # one collector takes the summaries, the others raw only
+        if k > 0 and (a.summaries_only or (k > 1 and a.raw_only)):
             argv.append("--raw-only")
         daemons.append(start(f"collect-{k}", argv, tmp))
-        if k == 1:  # the first makes the store; the others open it
+        if k == first:  # the first makes the store; the others open it
             made = time.monotonic()
             while not store.exists() and time.monotonic() - made < STARTUP_S:
                 time.sleep(0.1)
@@ -468,7 +480,7 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
             f"{r.get('batches_per_cpu_s', 0):,.0f} per CPU-s"
             for r in reports
         )
-        + f" ({len(reports)} of {a.collectors} wrote a report)"
+        + f" ({len(reports)} of {a.collectors + a.summaries_only} wrote a report)"
     )
     print(
         f"   store on disk: {counts.store_bytes / 2**20:,.1f} MiB = "
@@ -526,6 +538,7 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
             "agents": agents,
             "racks": a.racks,
             "collectors": a.collectors,
+            "summaries_only_collector": a.summaries_only,
             "engine": a.engine,
             "store": a.store,
             "periods": periods,

@@ -208,7 +208,8 @@ def split_collectors(
     peak = {d.name: max((s[1] for s in d.samples), default=0) / 1024 for d in mine}
     raw = KindCost(
         kind="collector, raw path",
-        processes=len(mine),
+        # a --summaries-only first collector stored no raw batch
+        processes=len(rest) + (1 if stored_by[first.name] else 0),
         cpu_s=rest_cpu + first_raw_cpu,
         batches=rest_batches + stored_by[first.name],
         share_load=sum(d.cpu_between(t_steady, t_load_end) for d in rest)
@@ -253,7 +254,7 @@ def projection_lines(costs: list[KindCost], agents: int, cpus: int) -> list[str]
                 f"   {c.kind} ({c.processes}): {c.cpu_s:.1f} / {c.batches:,} {c.unit}s = "
                 f"{c.cpu_us_per_batch / 1000:.1f} ms per {c.unit}; {c.cores_here:.2f} cores at "
                 f"this run's {c.batches / c.run_s if c.run_s else 0:.0f} per s ({c.share_load:.2f} "
-                f"measured with its raw batches): it grows with racks x jobs, not nodes "
+                f"measured, the whole process): it grows with racks x jobs, not nodes "
                 "(bench/sizing.py)"
             )
     site = [c for c in costs if not c.kind.startswith("loadgen")]
