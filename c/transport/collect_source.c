@@ -139,6 +139,56 @@ static const char *header(natsMsg *m, const char *name)
     return found;
 }
 
+/* The decimal token at t[0..n), or -1. */
+static int64_t token_number(const char *t, size_t n)
+{
+    if (n == 0 || n > 18)
+        return -1;
+    int64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i] < '0' || t[i] > '9')
+            return -1;
+        v = v * 10 + (t[i] - '0');
+    }
+    return v;
+}
+
+/* Delivery count and stream sequence from a JetStream ack subject, read
+ * in place: "$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>...." (9
+ * tokens) or, with a domain and account hash, "$JS.ACK.<domain>.<hash>.
+ * <stream>.<consumer>.<delivered>.<sseq>...." (11 or more), as libnats
+ * reads it. natsMsg_GetMetaData does the same with four allocations per
+ * message; this is the fallback when the subject is neither. false:
+ * not an ack subject of either form. */
+static bool ack_meta(const char *reply, int64_t *delivered, int64_t *stream_seq)
+{
+    static const char prefix[] = "$JS.ACK.";
+    if (reply == NULL || strncmp(reply, prefix, sizeof prefix - 1) != 0)
+        return false;
+    const char *start[16];
+    size_t len[16], n = 0;
+    const char *p = reply;
+    for (;;) {
+        const char *dot = strchr(p, '.');
+        if (n == 16)
+            return false;
+        start[n] = p;
+        len[n] = dot ? (size_t)(dot - p) : strlen(p);
+        n++;
+        if (dot == NULL)
+            break;
+        p = dot + 1;
+    }
+    size_t at = n == 9 ? 4 : n >= 11 ? 6 : 0;
+    if (at == 0)
+        return false;
+    int64_t d = token_number(start[at], len[at]), q = token_number(start[at + 1], len[at + 1]);
+    if (d < 0 || q < 0)
+        return false;
+    *delivered = d, *stream_seq = q;
+    return true;
+}
+
 static hm_collect_strs strs(const hm_strcol *s)
 {
     hm_collect_strs out = {s->offsets.p, s->bytes.p, (int64_t)s->bytes.n};
@@ -225,7 +275,8 @@ int64_t hm_collect_fetch(hm_collect *c, int max_msgs, int64_t max_bytes, int64_t
         jsMsgMetaData *meta = NULL;
         /* the reply subject says how often it was delivered: a redelivery
          * may already be stored (a collector died before its ack) */
-        if (natsMsg_GetMetaData(&meta, m) == NATS_OK) {
+        if (!ack_meta(natsMsg_GetReply(m), &o->delivered, &o->stream_seq) &&
+            natsMsg_GetMetaData(&meta, m) == NATS_OK) {
             o->stream_seq = (int64_t)meta->Sequence.Stream;
             o->delivered = (int64_t)meta->NumDelivered;
             jsMsgMetaData_Destroy(meta);
