@@ -62,6 +62,14 @@ static void test_attribution(void)
     CHECK(&tc, hm_app_attribute(&jobs, "", "nosuch", 0, &rej) == -1 && !rej);
     /* v1 hierarchy lines count too. */
     CHECK(&tc, hm_app_attribute(&jobs, "4:cpu:/slurm/job_1\n", "", 5, &rej) == cg1);
+    /* A hybrid machine's v2 hierarchy at <root>/unified: the job's cgroup
+     * "unified/x" is the v2 line's "/x" (and no v1 line's). */
+    CHECK(&tc, hm_jobs_begin(&jobs, "hy", "unified/bed/n1/job_7", HM_JOB_ANNOUNCED, &err) == 0);
+    int hy = (int)(hm_jobs_find(&jobs, "hy") - jobs.job);
+    CHECK(&tc, hm_app_attribute(&jobs, "4:memory:/x\n0::/bed/n1/job_7\n", "", 0, &rej) == hy &&
+                   !rej);
+    CHECK(&tc, hm_app_attribute(&jobs, "4:memory:/bed/n1/job_7\n0::/bed/n1\n", "hy", 0, &rej) ==
+                   -1 && rej);
 }
 
 /* One metric record named name, claiming no job, on a raw connection. */
