@@ -105,6 +105,9 @@ def _build(bed: Bed, say: Say) -> None:
     bed.root.mkdir(parents=True, exist_ok=True)
     bed.logs.mkdir(parents=True, exist_ok=True)
     bed.save()  # from here on, `down` knows what to look for
+    if spec.slurm and spec.accounting:
+        accounting.begin(bed)  # MariaDB comes up while the network and agents are made
+        bed.save()
     say(
         f"network: {spec.nodes} nodes in {spec.racks} racks, links "
         f"{spec.link_bits_per_s / 1e6:g} Mbit/s, uplinks {spec.uplink_bits_per_s / 1e6:g} Mbit/s"

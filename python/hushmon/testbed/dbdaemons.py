@@ -38,23 +38,37 @@ MARIADB_OPTIONS = (
 def start_mariadb(datadir: Path, sock: Path, pid_file: Path, log: Path) -> int:
     """mariadbd on ``datadir``, listening on ``sock`` only; returns its pid
     once it takes connections."""
-    pid = system.spawn(
-        [
-            system.tool("mariadbd", PACKAGES),
-            "--no-defaults",
-            "--user=root",
-            f"--datadir={datadir}",
-            "--skip-networking",
-            f"--socket={sock}",
-            f"--pid-file={pid_file}",
-            f"--log-error={log}",
-            *MARIADB_OPTIONS,
-        ],
-        log.with_suffix(".out"),
-        "starting MariaDB",
-    ).pid
-    wait_ready(lambda: _unix_listening(sock), pid, "MariaDB", log)
+    pid = spawn_mariadb(datadir, sock, pid_file, log)
+    wait_mariadb(pid, sock, log)
     return pid
+
+
+def spawn_mariadb(
+    datadir: Path, sock: Path, pid_file: Path, log: Path, copy_from: Path | None = None
+) -> int:
+    """Starts mariadbd without waiting; with ``copy_from``, after copying
+    that data folder to ``datadir`` in the same process (a shell that
+    becomes mariadbd: the pid is the server's, and both command lines name
+    ``datadir``, so a bed's ``down`` finds either)."""
+    argv = [
+        system.tool("mariadbd", PACKAGES),
+        "--no-defaults",
+        "--user=root",
+        f"--datadir={datadir}",
+        "--skip-networking",
+        f"--socket={sock}",
+        f"--pid-file={pid_file}",
+        f"--log-error={log}",
+        *MARIADB_OPTIONS,
+    ]
+    if copy_from is not None:
+        script = 'cp -a "$1" "$2" && shift 2 && exec "$@"'
+        argv = ["/bin/sh", "-c", script, "sh", str(copy_from), str(datadir), *argv]
+    return system.spawn(argv, log.with_suffix(".out"), "starting MariaDB").pid
+
+
+def wait_mariadb(pid: int, sock: Path, log: Path) -> None:
+    wait_ready(lambda: _unix_listening(sock), pid, "MariaDB", log)
 
 
 def start_slurmdbd(conf: Path, sock: Path, logs: Path) -> int:
@@ -154,7 +168,9 @@ def last_line(log: Path) -> str:
     try:
         lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
     except OSError:
-        return f"no log at {log}"
+        # a daemon that died before opening its log: its output file (spawn's)
+        out = log.with_suffix(".out")
+        return f"no log at {log}" if log == out or not out.exists() else last_line(out)
     fatal = [ln for ln in lines if "fatal" in ln.lower()]
     errors = [ln for ln in lines if "error" in ln.lower()]
     return (fatal or errors or lines or [f"{log} is empty"])[-1]

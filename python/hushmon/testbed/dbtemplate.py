@@ -38,6 +38,12 @@ def template_key() -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
+def existing() -> Path | None:
+    """The template's data folder for the installed programs, if made."""
+    target = CACHE_DIR / f"accounting-{template_key()}"
+    return target if (target / "mysql").is_dir() else None
+
+
 def build_dir(build_root: Path) -> Path:
     return build_root / "template"
 
@@ -46,9 +52,10 @@ def ensure(build_root: Path, logs: Path) -> Path:
     """The template's data folder, made first (in ``build_root``, its
     daemons' logs in ``logs``) if this machine has none for the installed
     programs."""
+    found = existing()
+    if found is not None:
+        return found
     target = CACHE_DIR / f"accounting-{template_key()}"
-    if (target / "mysql").is_dir():
-        return target
     built = _build(build_dir(build_root), logs)
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     staging = CACHE_DIR / f".building-{uuid.uuid4().hex[:8]}"
