@@ -22,9 +22,18 @@ batch measured by the run):
                                                 + jobs) / period (a rack partial
                                                 per job in the rack and one for
                                                 idle nodes, a summary per job)
-    disk per day = B x V x 86,400 x bytes per stored value
+    disk per day = B x V x 86,400 x bytes per stored value      raw samples
+                 + nodes x V x 1,440 x bytes per rollup row     1-minute rollups
+                 + jobs x V x 86,400 / period x bytes per summary row
+                                                the job summaries (a row per job,
+                                                period and sensor once compacted)
+    (rollups and summaries: the rollup tier, kept --rollup-days, docs/store.md)
 
-The summary collector's CPU per message: the load run's, or
+The raw collectors' CPU per batch: the load run's, or --collector-us-per-batch
+(bench_collect.py --engine c: the C hot path into a lake, groups of a site's
+--fetch-batch, a figure per group size; the load run on this 2-vCPU machine
+drains ~1000 batches a second, groups far smaller than a site's, whose
+per-group commit dominates). The summary collector's CPU per message: the load run's, or
 --summary-ms-per-message (bench_summary_collect.py's figure for the append-only
 path of store schema 3, measured with groups of a site's size; a load run
 on this 2-vCPU machine carries ~10 messages a second, groups of a few, whose
@@ -38,7 +47,7 @@ files, an upper bound).
     .venv/bin/python bench/sizing.py --from load.json [--nodes 1000,2000,10000]
         [--periods-s 1,10] [--sensors V] [--bytes-per-value X] [--use 0.5]
         [--nodes-per-rack 40] [--jobs-per-rack 2] [--job-nodes 64] [--markdown]
-        [--summary-ms-per-message MS] [--json FILE]
+        [--summary-ms-per-message MS] [--collector-us-per-batch US] [--json FILE]
 """
 
 from __future__ import annotations
@@ -79,6 +88,7 @@ class Measured:
     bytes_per_value: float
     bytes_source: str
     summary_source: str = "the load run"
+    collector_source: str = "the load run"
 
 
 @dataclass(frozen=True)
@@ -88,7 +98,13 @@ class SiteRow:
     values_per_s: float
     cores: dict[str, float]  # per kind
     processes: dict[str, int]
-    disk_bytes_per_day: float
+    disk_bytes_per_day: float  # raw samples
+    rollup_bytes_per_day: float = 0.0
+    summary_bytes_per_day: float = 0.0
+
+    @property
+    def all_bytes_per_day(self) -> float:
+        return self.disk_bytes_per_day + self.rollup_bytes_per_day + self.summary_bytes_per_day
 
 
 def load_measured(path: Path, bytes_per_value: float | None) -> Measured:
@@ -134,13 +150,29 @@ class Shape:
     def racks(self, nodes: int) -> int:
         return max(1, math.ceil(nodes / self.nodes_per_rack))
 
+    def jobs(self, nodes: int) -> int:
+        return math.ceil(nodes / self.job_nodes)
+
     def summaries_per_period(self, nodes: int) -> float:
-        jobs = math.ceil(nodes / self.job_nodes)
-        return self.racks(nodes) * (1 + self.jobs_per_rack) + jobs
+        return self.racks(nodes) * (1 + self.jobs_per_rack) + self.jobs(nodes)
+
+
+# docs/store.md: bench_store_bytes.py's rollups (6.07 B per series and
+# minute) and bench_summary_bytes.py's compacted job summaries (4.8 B per
+# job, period and sensor with its sketch)
+ROLLUP_BYTES_PER_ROW = 6.07
+SUMMARY_BYTES_PER_ROW = 4.8
 
 
 def size_site(
-    m: Measured, nodes: int, period_s: float, sensors: int, use: float, shape: Shape
+    m: Measured,
+    nodes: int,
+    period_s: float,
+    sensors: int,
+    use: float,
+    shape: Shape,
+    rollup_row_bytes: float = ROLLUP_BYTES_PER_ROW,
+    summary_row_bytes: float = SUMMARY_BYTES_PER_ROW,
 ) -> SiteRow:
     batches_per_s = nodes / period_s
     messages_per_s = shape.summaries_per_period(nodes) / period_s
@@ -161,6 +193,8 @@ def size_site(
         cores=cores,
         processes=procs,
         disk_bytes_per_day=batches_per_s * sensors * 86_400 * m.bytes_per_value,
+        rollup_bytes_per_day=nodes * sensors * 1_440 * rollup_row_bytes,
+        summary_bytes_per_day=shape.jobs(nodes) * sensors * 86_400 / period_s * summary_row_bytes,
     )
 
 
@@ -180,7 +214,8 @@ def table(rows: list[SiteRow], use: float) -> list[str]:
         cells = " ".join(f"{cell(r, k, use):>22}" for k in kinds)
         out.append(
             f"{r.nodes:>7,} {r.period_s:>5g}s {r.values_per_s:>10,.0f} {cells}"
-            f"   disk {r.disk_bytes_per_day / 1e9:,.1f} GB/day"
+            f"   disk {r.disk_bytes_per_day / 1e9:,.1f} + {r.rollup_bytes_per_day / 1e9:,.1f}"
+            f" + {r.summary_bytes_per_day / 1e9:,.1f} GB/day (raw + rollups + summaries)"
         )
     return out
 
@@ -190,14 +225,17 @@ def markdown(rows: list[SiteRow], use: float) -> list[str]:
     kinds = list(rows[0].cores)
     cols = [COLUMN_NAMES[k] for k in kinds]
     out = [
-        "| nodes | period | values/s | " + " | ".join(cols) + " | disk per day |",
+        "| nodes | period | values/s | "
+        + " | ".join(cols)
+        + " | disk per day: raw + rollups + summaries |",
         "|---" * (len(cols) + 4) + "|",
     ]
     for r in rows:
         cells = " | ".join(cell(r, k, use) for k in kinds)
         out.append(
             f"| {r.nodes:,} | {r.period_s:g} s | {r.values_per_s:,.0f} | {cells} | "
-            f"{r.disk_bytes_per_day / 1e9:,.1f} GB |"
+            f"{r.disk_bytes_per_day / 1e9:,.1f} + {r.rollup_bytes_per_day / 1e9:,.1f} + "
+            f"{r.summary_bytes_per_day / 1e9:,.1f} GB |"
         )
     return out
 
@@ -223,7 +261,14 @@ def arithmetic(m: Measured, r: SiteRow, sensors: int, shape: Shape) -> list[str]
         )
     lines.append(
         f"  disk: {b:,.0f} x {sensors} values x 86,400 s x {m.bytes_per_value:.2f} B = "
-        f"{r.disk_bytes_per_day / 1e9:,.1f} GB per day"
+        f"{r.disk_bytes_per_day / 1e9:,.1f} GB per day raw"
+    )
+    jobs = shape.jobs(r.nodes)
+    lines.append(
+        f"    + {r.nodes:,} nodes x {sensors} x 1,440 minutes x rollup rows = "
+        f"{r.rollup_bytes_per_day / 1e9:,.2f} GB; + {jobs} jobs x {sensors} x "
+        f"{86_400 / r.period_s:,.0f} periods x summary rows = "
+        f"{r.summary_bytes_per_day / 1e9:,.2f} GB per day (the rollup tier)"
     )
     return lines
 
@@ -251,6 +296,26 @@ def main() -> int:
         help="the summary collector's CPU per message (bench_summary_collect.py), "
         "instead of the load run's",
     )
+    ap.add_argument(
+        "--collector-us-per-batch",
+        type=float,
+        metavar="US",
+        help="the raw collectors' CPU per batch (bench_collect.py --engine c), "
+        "instead of the load run's",
+    )
+    ap.add_argument(
+        "--rollup-row-bytes",
+        type=float,
+        default=ROLLUP_BYTES_PER_ROW,
+        help="bytes per rollup row, a series and minute (default %(default)s, docs/store.md)",
+    )
+    ap.add_argument(
+        "--summary-row-bytes",
+        type=float,
+        default=SUMMARY_BYTES_PER_ROW,
+        help="bytes per compacted job summary row, a job, period and sensor "
+        "(default %(default)s, bench_summary_bytes.py)",
+    )
     ap.add_argument("--json", metavar="FILE", help="also write the table as JSON")
     a = ap.parse_args()
     try:
@@ -277,24 +342,35 @@ def main() -> int:
         (a.sensors is not None and a.sensors < 1)
         or (a.bytes_per_value is not None and a.bytes_per_value <= 0)
         or (a.summary_ms_per_message is not None and a.summary_ms_per_message <= 0)
+        or (a.collector_us_per_batch is not None and a.collector_us_per_batch <= 0)
+        or a.rollup_row_bytes < 0
+        or a.summary_row_bytes < 0
     ):
         print(
-            "sizing: --sensors, --bytes-per-value and --summary-ms-per-message must be positive",
+            "sizing: --sensors, --bytes-per-value, --summary-ms-per-message and "
+            "--collector-us-per-batch must be positive, the row bytes not negative",
             file=sys.stderr,
         )
         return 2
     m = load_measured(a.src, a.bytes_per_value)
     if a.summary_ms_per_message is not None:
         m = with_summary_cost(m, a.summary_ms_per_message)
+    if a.collector_us_per_batch is not None:
+        m = with_collector_cost(m, a.collector_us_per_batch)
     sensors = a.sensors or m.values_per_batch
     shape = Shape(a.nodes_per_rack, a.jobs_per_rack, a.job_nodes)
-    rows = [size_site(m, n, p, sensors, a.use, shape) for p in periods for n in nodes]
+    rows = [
+        size_site(m, n, p, sensors, a.use, shape, a.rollup_row_bytes, a.summary_row_bytes)
+        for p in periods
+        for n in nodes
+    ]
     print(
         f"# sizing from {m.source} (measured at {m.agents:,} agents, {m.values_per_batch} values "
         f"per batch); {sensors} values per node per period; a process at {a.use:.0%} of a core; "
         f"{a.nodes_per_rack} nodes per rack, {a.jobs_per_rack:g} jobs per rack, jobs of "
         f"{a.job_nodes} nodes; bytes per value from {m.bytes_source}; summary collector's "
-        f"CPU per message from {m.summary_source}"
+        f"CPU per message from {m.summary_source}; raw collectors' CPU per batch from "
+        f"{m.collector_source}"
     )
     for line in markdown(rows, a.use) if a.markdown else table(rows, a.use):
         print(line)
@@ -303,7 +379,11 @@ def main() -> int:
     for line in arithmetic(m, _largest_fast(rows), sensors, shape):
         print(line)
     if a.json:
-        Path(a.json).write_text(json.dumps([r.__dict__ for r in rows], indent=1))
+        Path(a.json).write_text(
+            json.dumps(
+                [{**r.__dict__, "all_bytes_per_day": r.all_bytes_per_day} for r in rows], indent=1
+            )
+        )
     return 0
 
 
@@ -316,6 +396,18 @@ def with_summary_cost(m: Measured, ms_per_message: float) -> Measured:
         cpu_us_per_batch={**m.cpu_us_per_batch, kind: ms_per_message * 1000.0},
         per_message=tuple(dict.fromkeys((*m.per_message, kind))),
         summary_source=f"--summary-ms-per-message ({ms_per_message:g} ms)",
+    )
+
+
+def with_collector_cost(m: Measured, us_per_batch: float) -> Measured:
+    """The run's figures with the raw collectors' CPU per batch replaced:
+    "collector, raw path" where the run split its collectors, else
+    "collector" (then the summaries' share is the run's, folded in)."""
+    kind = "collector, raw path" if "collector, raw path" in m.cpu_us_per_batch else "collector"
+    return replace(
+        m,
+        cpu_us_per_batch={**m.cpu_us_per_batch, kind: us_per_batch},
+        collector_source=f"--collector-us-per-batch ({us_per_batch:g} us)",
     )
 
 
