@@ -261,6 +261,21 @@ def test_wait_connects_when_the_server_comes(tmp_path: Path) -> None:
     assert "collected 1 batch(es)" in out, (out, err)
 
 
+def _has_connection(pid: int, port: int) -> bool:
+    """Whether process PID holds an established TCP connection to PORT."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+        sockets = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in fds}
+    except OSError:
+        return False
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+        if remote_port == port and fields[3] == "01" and f"socket:[{fields[9]}]" in sockets:
+            return True
+    return False
+
+
 def test_a_server_that_stops_first_ends_the_collector_cleanly(
     nats_server: LocalNatsServer, tmp_path: Path
 ) -> None:
@@ -272,7 +287,12 @@ def test_a_server_that_stops_first_ends_the_collector_cleanly(
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(2)
+    # connected, not just started: its imports alone can take seconds under load
+    port = int(nats_server.url.rsplit(":", 1)[1])
+    deadline = time.monotonic() + 60
+    while not _has_connection(proc.pid, port) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1)  # its consumers bound
     nats_server.stop()
     time.sleep(2)
     proc.send_signal(signal.SIGTERM)
