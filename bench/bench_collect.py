@@ -639,7 +639,7 @@ def engines_main(args: argparse.Namespace) -> int:
             for size in sizes:
                 tag = ("" if len(sizes) == 1 else f" g{size}") + again
                 for count in counts:
-                    kinds = [(e, e, None) for e in engines]
+                    kinds: list[tuple[str, str, Path | None]] = [(e, e, None) for e in engines]
                     if baseline is not None:
                         kinds.append(("c-baseline", "c", baseline))
                     for name, engine, tree in kinds:
