@@ -71,7 +71,12 @@ def register(subparsers: Any) -> None:
     )
     _common(pol, "the lake (default <data>/hushmon.lake)")
     pol.add_argument("--raw-days", type=float, metavar="N", help="keep raw samples N days")
-    pol.add_argument("--rollup-days", type=float, metavar="M", help="keep 1-minute rollups M days")
+    pol.add_argument(
+        "--rollup-days",
+        type=float,
+        metavar="M",
+        help="keep 1-minute rollups and the job summaries M days",
+    )
     pol.add_argument(
         "--budget", metavar="SIZE", help="bytes the lake and digests may use, e.g. 500G"
     )
