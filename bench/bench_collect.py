@@ -392,6 +392,23 @@ def python_workers(
     return out
 
 
+def age_lake(lake: Path, snapshots: int) -> None:
+    """A lake that has seen ``snapshots`` commits (one event row each, as a
+    long-running site's catalog holds snapshots until compaction expires
+    them): does a commit cost more in an older catalog?"""
+    from hushmon.store.lake import lake_commit
+    from hushmon.transport.collect_records import Event
+    from hushmon.transport.lake_writer import LakeWriter, insert_events
+
+    writer = LakeWriter(lake)
+    try:
+        event = [Event("bench", "none", "none", None, None, 1, "a snapshot")]
+        for _ in range(snapshots):
+            lake_commit(writer.con, lambda con: insert_events(con, event))
+    finally:
+        writer.close()
+
+
 def engine_run(
     tmp: Path,
     items: list[tuple[str, str, bytes, dict[str, str]]],
@@ -401,6 +418,7 @@ def engine_run(
     group_msgs: int = GROUP_MSGS,
     pin: bool = False,
     tree: Path | None = None,
+    snapshots: int = 0,
 ) -> list[dict]:
     """Publishes the batches to a fresh server, then count collectors of the
     engine collect them into a fresh lake at once: the stream is full before
@@ -411,6 +429,8 @@ def engine_run(
     try:
         ensure_streams(server.url, consumers=site_consumers(()))
         asyncio.run(publish(server.url, items))
+        if snapshots:
+            age_lake(tmp / "collected.lake", snapshots)
         run = c_workers if engine == "c" else python_workers
         reports = run(
             server.url, tmp / "collected.lake", count, duckdb_threads, group_msgs, pin, tree
@@ -535,6 +555,13 @@ def main() -> int:
         "before/after ratio",
     )
     ap.add_argument(
+        "--snapshots",
+        type=int,
+        default=0,
+        help="with --engine: each run's lake has seen this many one-row commits before "
+        "the collectors start (a catalog holding a long run's snapshots)",
+    )
+    ap.add_argument(
         "--repeat",
         type=int,
         default=1,
@@ -626,8 +653,8 @@ def engines_main(args: argparse.Namespace) -> int:
         ) from None
     if not sizes or min(sizes) < 1:
         raise SystemExit("--group-msgs: each size must be at least 1")
-    if args.repeat < 1:
-        raise SystemExit("--repeat: at least 1")
+    if args.repeat < 1 or args.snapshots < 0:
+        raise SystemExit("--repeat: at least 1; --snapshots: not negative")
     load0 = os.getloadavg()
     loads: list[float] = []
     reducer_rate = None
@@ -651,6 +678,7 @@ def engines_main(args: argparse.Namespace) -> int:
                             group_msgs=size,
                             pin=args.pin,
                             tree=tree,
+                            snapshots=args.snapshots,
                         )
                         loads.append(os.getloadavg()[0])
                     if args.duckdb_threads:
