@@ -10,6 +10,12 @@ ASAN    := build-asan
 MPICH   := build-mpich
 PY      := $(VENV)/bin/python
 JOBS    ?= $(shell nproc)
+# pytest's processes (pytest-xdist). Most tests wait on servers, agents'
+# periods and subprocesses, so more workers than cores overlap those waits;
+# the bed's tests and the MPI tests each stay on one worker
+# (tests/xdist_groups.py). PYTEST_WORKERS=0: one process, as before.
+PYTEST_WORKERS ?= 3
+PYTEST_XDIST = -n $(PYTEST_WORKERS) --dist loadgroup
 GEN     := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 # MPICH beside Open MPI (Debian's mpich package): its compiler wrapper and
 # launcher; CMake's FindMPI takes the MPI of the wrapper it is given.
@@ -74,15 +80,18 @@ lint: venv
 	$(VENV)/bin/mypy python
 
 test-py: all
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q $(PYTEST_XDIST)
 
 # The C programs built against MPICH in their own tree, and the MPI
-# integration tests (tests/mpi) run with them under MPICH's hydra launcher.
+# integration tests (tests/mpi) run with them under MPICH's hydra launcher:
+# those that start an MPI program (the few that start none ran in test-py;
+# tests/mpi/conftest.py lists them).
 test-mpich: deps venv
 	cmake -S . -B $(MPICH) $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DMPI_C_COMPILER=$(MPICH_CC) $(CMAKE_WERROR)
 	cmake --build $(MPICH) -j $(JOBS)
-	HUSHMON_BIN=$(CURDIR)/$(MPICH)/bin HUSHMON_MPIRUN=$(MPICH_RUN) $(VENV)/bin/pytest -q tests/mpi
+	HUSHMON_BIN=$(CURDIR)/$(MPICH)/bin HUSHMON_MPIRUN=$(MPICH_RUN) \
+	  $(VENV)/bin/pytest -q tests/mpi --mpi-library-checks-only
 
 demo: all
 	$(VENV)/bin/hushmon run --demo

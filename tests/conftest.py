@@ -1,5 +1,6 @@
 """Fixtures every pytest module may use: where the built programs are, and
-how to launch them under mpirun on this machine."""
+how to launch them under mpirun on this machine; and the scheduler that
+keeps the tests that must not overlap on one pytest-xdist worker."""
 
 from __future__ import annotations
 
@@ -53,6 +54,25 @@ def mpirun(bin_dir: Path) -> MpiRun:
         )
 
     return run
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--mpi-library-checks-only",
+        action="store_true",
+        help="leave out the tests/mpi tests that start no MPI program (make test-mpich: "
+        "the Open MPI pass runs them; tests/mpi/conftest.py lists them)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # `make test-py` spreads the tests over pytest-xdist workers, keeping the
+    # bed's and the MPI tests each on one worker (xdist_groups.py); without
+    # pytest-xdist (or with -p no:xdist) the suite runs in one process.
+    if config.pluginmanager.hasplugin("xdist"):
+        from xdist_groups import GroupScheduler
+
+        config.pluginmanager.register(GroupScheduler(), "hushmon-xdist-groups")
 
 
 # The racks whose reducer consumers the nats_server fixture declares.
