@@ -275,9 +275,25 @@ def fail(msg: str) -> None:
 
 def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "python")}
-    return subprocess.run(
-        [*HUSHMON, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False
+    # its own session: on a timeout the whole group goes (hushmon run's srun with it)
+    proc = subprocess.Popen(
+        [*HUSHMON, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
     )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        # one line, and the bed goes down on the way out (bed()'s finally); the
+        # memory case's outofcore hung this way once under its 512 MiB limit
+        fail(f"hushmon {' '.join(args)[:200]} ran over {timeout:.0f} s")
+        raise  # not reached: fail exits
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def _ancestors() -> set[int]:
