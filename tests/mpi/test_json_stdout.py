@@ -250,6 +250,12 @@ def overhead(w: Work) -> list[str]:
             "--settle-s", "0.2", "--out", str(w.path("overhead")), *JSON]  # fmt: skip
 
 
+def probe(w: Work) -> list[str]:
+    # small arrays and short kernels: the JSON's shape is checked, not the figures
+    return ["probe", "--seconds", "0.1", "--array-mib", "8",
+            "--data-dir", str(w.path("probe-data")), *JSON]  # fmt: skip
+
+
 def store_status(w: Work) -> list[str]:
     return ["store", "status", "--data-dir", str(w.store()), *JSON]
 
@@ -291,6 +297,7 @@ CASES: dict[str, list[Call] | NoJson | NotRunHere] = {
     "job": [Call(job, "Job ID: bf1")],
     "alert": NotRunHere("needs a NATS server and the reducers: tests/transport/test_alert.py"),
     "overhead": [Call(overhead, "report: ")],
+    "probe": [Call(probe, "stored in ")],
     "store status": [Call(store_status, "(embedded)"), Call(store_status_lake, "(lake)")],
     "store policy": [Call(store_policy, "policy set: raw 7 days")],
     "store compact": [Call(store_compact, "compacted ")],
@@ -401,6 +408,11 @@ PROGRAM_CASES: dict[str, tuple[int | None, list[str], str]] = {
         kernel: (2, ["--class", "S"], f"{kernel}: 2 ranks")
         for kernel in ("ep", "is", "cg", "mg", "ft", "lu")
     },
+    "hushmon-probe": (
+        None,
+        ["--seconds", "0.1", "--array-mib", "8"],
+        "triad: ",
+    ),
     "outofcore": (
         2,
         ["--data", "1M", "--memory", "256K", "--passes", "1", "--no-fsync", "--dir", "{tmp}"],
