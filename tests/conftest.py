@@ -91,3 +91,21 @@ def nats_server(tmp_path: Path) -> Iterator[LocalNatsServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(autouse=True)
+def no_live_bed_topology(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A digest in this process reads Slurm's topology.conf from /etc/slurm,
+    which points into a test bed while one is up: on parallel workers a
+    synthetic job's digest would take another test's bed for its fabric.
+    Only the bed's own tests (tests/testbed) see the machine's Slurm."""
+    if "testbed" in Path(str(request.node.path)).parts:
+        return
+    from hushmon.digest import fabric
+
+    monkeypatch.setattr(fabric, "DEFAULT_SLURM_DIR", tmp_path_factory.getbasetemp() / "no-slurm")
+    monkeypatch.delenv("SLURM_CONF", raising=False)

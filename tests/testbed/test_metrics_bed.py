@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +63,14 @@ def _wait(what: str, check: Any, timeout_s: float) -> Any:
         time.sleep(0.5)
 
 
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return bool(r.status == 200)
+    except OSError:  # refused, reset, or an HTTP error (URLError is an OSError)
+        return False
+
+
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
     reason = _unavailable()
@@ -87,6 +96,9 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
              f"--storage.tsdb.path={tmp / 'prom'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
             stdout=plog, stderr=plog,
         ))  # fmt: skip
+        # Prometheus takes seconds to open its TSDB on a loaded machine: a
+        # query before it listens is refused, not empty
+        _wait("Prometheus ready", lambda: _ready(f"http://127.0.0.1:{prom_port}/-/ready"), 60)
         job = subprocess.Popen(
             ["srun", "-N", "2", str(build_bin_dir() / "butterfly"), *APP],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
