@@ -169,32 +169,19 @@ def netlink_qdiscs(ifindex: int) -> list[tuple[str, int, int]]:
     with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0) as nl:  # NETLINK_ROUTE
         nl.bind((0, 0))
         tcmsg = struct.pack("BxxxiIII", socket.AF_UNSPEC, 0, 0, 0, 0)
-        header = struct.pack(
-            "IHHII", 16 + len(tcmsg), RTM_GETQDISC, NLM_F_REQUEST | NLM_F_DUMP, 1, 0
-        )
-        nl.send(header + tcmsg)
         found: list[tuple[str, int, int]] = []
-        while True:
-            data = nl.recv(65536)
-            off = 0
-            while off + 16 <= len(data):
-                length, mtype = struct.unpack_from("IH", data, off)
-                if mtype == NLMSG_DONE:
-                    return found
-                if mtype == NLMSG_ERROR:
-                    raise OSError("rtnetlink refused the qdisc dump")
-                body = data[off + 16 : off + length]
-                if mtype == RTM_NEWQDISC and struct.unpack_from("i", body, 4)[0] == ifindex:
-                    kind, drops, overlimits = "", 0, 0
-                    for t, payload in _attrs(body[20:]):
-                        if t == TCA_KIND:
-                            kind = payload.rstrip(b"\0").decode()
-                        elif t == TCA_STATS2:
-                            for t2, p2 in _attrs(payload):
-                                if t2 == TCA_STATS_QUEUE:
-                                    _, _, drops, _, overlimits = struct.unpack_from("5I", p2)
-                    found.append((kind, drops, overlimits))
-                off += (length + 3) & ~3
+        for mtype, body in _dump(nl, RTM_GETQDISC, tcmsg):
+            if mtype == RTM_NEWQDISC and struct.unpack_from("i", body, 4)[0] == ifindex:
+                kind, drops, overlimits = "", 0, 0
+                for t, payload in _attrs(body[20:]):
+                    if t == TCA_KIND:
+                        kind = payload.rstrip(b"\0").decode()
+                    elif t == TCA_STATS2:
+                        for t2, p2 in _attrs(payload):
+                            if t2 == TCA_STATS_QUEUE:
+                                _, _, drops, _, overlimits = struct.unpack_from("5I", p2)
+                found.append((kind, drops, overlimits))
+        return found
 
 
 def read_qdisc(iface: str) -> QdiscStats:
