@@ -271,33 +271,51 @@ static bool parse_stat(const char *text, size_t len, uint64_t c[NKEYS], bool *bl
     return true;
 }
 
+/* Reads the task's /proc/PID/<file> into buf (at most cap - 1 bytes)
+ * through its kept descriptor, or a new one kept while there is room. A kept
+ * descriptor of an ended task (even if the PID was given to another) reads
+ * nothing: reopen. Returns the descriptor kept (>= 0), -2 when read (or not)
+ * but not kept, -1 when it could not be opened; *n is pread's result, *err
+ * the errno of a failed open or read (0 otherwise). */
+static int read_task_file(procio_state *s, int pid, int fd, const char *file, char *buf,
+                          size_t cap, ssize_t *n, int *err)
+{
+    *err = 0;
+    if (fd >= 0) {
+        *n = pread(fd, buf, cap - 1, 0);
+        if (*n > 0)
+            return fd;
+        close(fd);
+        s->nfds--;
+    }
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/%d/%s", s->proc_root, pid, file);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        *n = -1;
+        *err = errno;
+        return -1;
+    }
+    *n = pread(fd, buf, cap - 1, 0);
+    if (*n < 0)
+        *err = errno;
+    if (*n <= 0 || s->nfds >= PROCIO_FDS_MAX) {
+        close(fd);
+        return -2;
+    }
+    s->nfds++;
+    return fd;
+}
+
 /* The task's /proc/PID/stat: kept descriptor or a new one (-1 on failure). */
 static int read_stat(procio_state *s, int pid, int fd, uint64_t c[NKEYS], bool *blocked)
 {
     char buf[1024];
-    ssize_t n = -1;
-    if (fd >= 0) {
-        n = pread(fd, buf, sizeof buf - 1, 0);
-        if (n <= 0) {
-            close(fd);
-            s->nfds--;
-            fd = -1;
-        }
-    }
-    if (fd < 0) {
-        char path[PATH_MAX + 32];
-        snprintf(path, sizeof path, "%s/%d/stat", s->proc_root, pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            return -1;
-        n = pread(fd, buf, sizeof buf - 1, 0);
-        if (n <= 0 || s->nfds >= PROCIO_FDS_MAX) {
-            close(fd);
-            fd = -2; /* read (or not) but not kept */
-        } else {
-            s->nfds++;
-        }
-    }
+    ssize_t n;
+    int err;
+    fd = read_task_file(s, pid, fd, "stat", buf, sizeof buf, &n, &err);
+    if (fd == -1)
+        return -1;
     if (n <= 0 || !parse_stat(buf, (size_t)n, c, blocked)) {
         if (fd >= 0) {
             close(fd);
@@ -305,7 +323,7 @@ static int read_stat(procio_state *s, int pid, int fd, uint64_t c[NKEYS], bool *
         }
         return -1;
     }
-    return fd < 0 ? -2 : fd;
+    return fd;
 }
 
 static void note_refused(procio_state *s, job_io *j, const char *path)
@@ -342,38 +360,18 @@ static void read_task(procio_state *s, int slot, int pid)
 {
     job_io *j = &s->job[slot];
     char buf[512];
-    ssize_t n = -1;
-    /* A kept descriptor: pread, no path walk. Once its task has ended
-     * (even if the PID was given to another) it reads nothing: reopen. */
+    ssize_t n;
+    int err;
     int stat_fd;
     int fd = take_prev_fd(s, pid, &stat_fd);
-    if (fd >= 0) {
-        n = pread(fd, buf, sizeof buf - 1, 0);
-        if (n <= 0) {
-            close(fd);
-            s->nfds--;
-            fd = -1;
-        }
-    }
-    if (fd < 0) {
+    fd = read_task_file(s, pid, fd, "io", buf, sizeof buf, &n, &err);
+    if (err == EACCES || err == EPERM) {
         char path[PATH_MAX + 32];
         snprintf(path, sizeof path, "%s/%d/io", s->proc_root, pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EACCES || errno == EPERM)
-                note_refused(s, j, path);
-            return; /* ENOENT/ESRCH: the task ended since cgroup.procs was read */
-        }
-        n = pread(fd, buf, sizeof buf - 1, 0);
-        if (n < 0 && (errno == EACCES || errno == EPERM))
-            note_refused(s, j, path);
-        if (n <= 0 || s->nfds >= PROCIO_FDS_MAX) {
-            close(fd);
-            fd = -1;
-        } else {
-            s->nfds++;
-        }
+        note_refused(s, j, path);
     }
+    /* fd -1: ENOENT/ESRCH, the task ended since cgroup.procs was read;
+     * its stat descriptor goes too (the n <= 0 path below) */
     bool blocked = false;
     if (n > 0 && s->ncur < PROCIO_TASKS_MAX && parse_io(buf, (size_t)n, s->cur[s->ncur].c)) {
         stat_fd = read_stat(s, pid, stat_fd, s->cur[s->ncur].c, &blocked);
@@ -397,7 +395,7 @@ static void read_task(procio_state *s, int slot, int pid)
     task_io *t = &s->cur[s->ncur];
     t->pid = pid;
     t->slot = slot;
-    t->fd = fd;
+    t->fd = fd < 0 ? -1 : fd;
     t->stat_fd = stat_fd < 0 ? -1 : stat_fd;
     s->ncur++;
     j->tasks++;
