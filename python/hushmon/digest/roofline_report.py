@@ -54,31 +54,20 @@ def roofline_plot(pts: RooflinePoints, params: Mapping[str, Any]) -> Figure:
             va="bottom",
             fontsize=8,
         )
-    for k, name in enumerate(VERDICTS):
-        sel = cls == k
+    groups = [(cls == k, CLASS_COLORS[k], name) for k, name in enumerate(VERDICTS)]
+    groups.append((cls < 0, NO_RECORD_COLOR, "node without probe record"))
+    for sel, color, name in groups:
         if sel.any():
             ax.scatter(
                 ai[sel],
                 gf[sel],
                 s=9,
                 alpha=0.6,
-                color=CLASS_COLORS[k],
+                color=color,
                 linewidths=0,
                 rasterized=True,
                 label=f"{name} ({int(sel.sum())})",
             )
-    none = cls < 0
-    if none.any():
-        ax.scatter(
-            ai[none],
-            gf[none],
-            s=9,
-            alpha=0.6,
-            color=NO_RECORD_COLOR,
-            linewidths=0,
-            rasterized=True,
-            label=f"node without probe record ({int(none.sum())})",
-        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
