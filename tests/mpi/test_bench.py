@@ -353,6 +353,9 @@ def invariant_tsc_missing() -> str | None:
     return f"no invariant TSC here (/proc/cpuinfo lacks {', '.join(missing)})" if missing else None
 
 
+RESIDUAL_ONE_CLOCK_S = 2e-5
+
+
 @pytest.mark.skipif(invariant_tsc_missing() is not None, reason=str(invariant_tsc_missing()))
 def test_tsc_timer_is_one_clock_per_node(mpirun: MpiRun) -> None:
     # When each rank calibrated its own TSC, the two ranks of this node were
@@ -361,8 +364,11 @@ def test_tsc_timer_is_one_clock_per_node(mpirun: MpiRun) -> None:
     doc = bench(mpirun, 2, "--op", "waitpatternup,bcast", "--sizes", "8", "--timer", "tsc")
     meta = doc["meta"]
     assert meta["timer"] == "tsc" and meta["sync_ranks_pinged"] == 1
-    assert meta["clock_offset_residual_max_s"] < 1e-6, meta
-    assert meta["clock_offset_residual_end_max_s"] < 1e-6, meta
+    # The residual is itself a ping-pong estimate: on a loaded 2-vCPU VM
+    # (CI's parallel workers) it read 1.4 us at the end of a run. 20 us is
+    # still 80 times below the per-rank-TSC bug this guards against.
+    assert meta["clock_offset_residual_max_s"] < RESIDUAL_ONE_CLOCK_S, meta
+    assert meta["clock_offset_residual_end_max_s"] < RESIDUAL_ONE_CLOCK_S, meta
     assert meta["results_clock_invalid"] == 0
     up, bcast = doc["results"]
     for r in (up, bcast):

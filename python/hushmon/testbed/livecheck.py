@@ -136,9 +136,14 @@ def wait_http(base_url: str, token: str, timeout_s: float) -> bool:
     return False
 
 
-def serve_app(base_url: str, token: str, job: str, metric: str, events: int) -> AppRow | None:
+def serve_app(
+    base_url: str, token: str, job: str, metric: str, events: int, ranks: int = 1
+) -> AppRow | None:
     """The metric in `hushmon serve`'s server-sent events (the page's feed):
-    the first of ``events`` snapshots (one a second) whose job holds it."""
+    the first of ``events`` snapshots (one a second) whose job holds it from
+    at least ``ranks`` ranks, else the last one that held it at all. (A
+    metric reported once a cycle can miss a one-second snapshot on one rank.)"""
+    seen: AppRow | None = None
     request = _request(f"{base_url}/events?max={events}", token)
     with urllib.request.urlopen(request, timeout=events + 10) as resp:
         for raw in resp:
@@ -153,8 +158,10 @@ def serve_app(base_url: str, token: str, job: str, metric: str, events: int) -> 
                     continue
                 for a in j.get("app", []):
                     if a.get("name") == metric:
-                        return AppRow(metric, a["ranks"], a["min"], a["avg"], a["max"])
-    return None
+                        seen = AppRow(metric, a["ranks"], a["min"], a["avg"], a["max"])
+                        if seen.ranks >= ranks:
+                            return seen
+    return seen
 
 
 def ctl_set(url: str, job: str, *settings: str, timeout_s: float = 3.0) -> dict[str, Any]:
