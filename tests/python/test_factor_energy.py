@@ -78,10 +78,10 @@ def test_energy_apportioned_by_the_job_cpu_time(tmp_path: Path) -> None:
     assert ev["job_share_of_package_mean"] == 0.5
     assert ev["power_w_mean"] == 120.0  # (100 + 20) x 2 nodes x one half
     assert len(ev["power_w_by_tenth_of_run"]) == 10
-    # hushmon: the synthetic agents' 80-150 us a period, 120 node-periods, x the packages'
-    # 12 kJ over the 2 x 60 x 3 x 0.9 CPU-s used = 37.04 J per CPU-s
+    # hushmon: the synthetic agents' 80-150 us a period, 120 node-periods, x each
+    # period's 100 W over 3 x 0.9 busy CPUs = 37.04 J per busy CPU-second
     assert 120 * 80e-6 < ev["hushmon_cpu_s"] < 120 * 150e-6
-    assert ev["package_j_per_cpu_s"] == round(100 / 2.7, 2)
+    assert ev["package_j_per_busy_cpu_s"] == round(100 / 2.7, 2)
     assert abs(ev["hushmon_energy_j"] - ev["hushmon_cpu_s"] * 100 / 2.7) < 0.01
     assert "hushmon's agents used" in f.hint
     assert "sources_not_this_hardware" not in ev

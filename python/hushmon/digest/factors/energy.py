@@ -18,8 +18,11 @@ a job cgroup or CPU counts the node's whole energy is the job's, and the
 finding says so.
 
 hushmon's own share: the agents' CPU time on the job's nodes (read apart,
-digest/agent_cpu.py: the job's sensors leave the agent's lines out) x the
-package's energy per CPU-second used on the machine over the job.
+digest/agent_cpu.py: the job's sensors leave the agent's lines out), each
+node-period's priced at that period's package energy per busy CPU-second:
+the package's joules over the CPU-seconds used on what it measures (the
+machine, or the node for a node-own tree), so the package's idle power is
+charged to the CPU time that ran, the agent's included.
 
 A source tagged ``backend=sim`` or ``backend=fixture`` (a simulated or
 recorded tree, not this machine's hardware) is named in the finding.
@@ -32,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from hushmon.digest.agent_cpu import agent_cpu_s
+from hushmon.digest.agent_cpu import agent_cpu_s_by_period
 from hushmon.digest.factors.base import AnalyzerSkip, Finding, SkipReason
 from hushmon.digest.jobdata import JobData
 from hushmon.digest.resolution import ACROSS_NODES
@@ -257,35 +260,74 @@ class Energy:
         return ""
 
     def _own_share(self, job: JobData, evidence: dict[str, Any]) -> str:
-        """hushmon's agents' CPU time x the package's energy per CPU-second used on
-        the machine (over the job: the packages' joules / the CPU-seconds used)."""
-        agent_s = agent_cpu_s(job)
-        package = rapl_power_w(job, "package")
-        host_busy = job.matrix("cpu.host_busy_pct")
-        cpus = _cpu_count(job, True)
-        if host_busy is None:
-            host_busy, cpus = job.matrix("cpu.busy_pct"), _cpu_count(job, False)
-        if agent_s is None or package is None or host_busy is None or cpus == 0:
-            evidence["hushmon_energy"] = (
-                "not known: needs the agents' CPU time (hushmon_agent.cpu_us), RAPL package "
-                "energy and the machine's CPU time with its CPU count"
-            )
+        """hushmon's agents' CPU time priced at the package's energy per busy
+        CPU-second, per node and period (the rule: see ``own_energy_j``)."""
+        got = own_energy_j(job)
+        if isinstance(got, str):
+            evidence["hushmon_energy"] = got
             return ""
-        package_j = float(np.nansum(package)) * job.period_s
-        used_cpu_s = float(np.nansum(host_busy)) / 100 * cpus * job.period_s
-        if package_j <= 0 or used_cpu_s <= 0:
-            evidence["hushmon_energy"] = "not known: no package energy or CPU time used"
-            return ""
-        agent_j = agent_s * package_j / used_cpu_s
+        agent_j, agent_s, package_j, j_per_cpu_s = got
         evidence["hushmon_cpu_s"] = round(agent_s, 4)
-        evidence["package_j_per_cpu_s"] = round(package_j / used_cpu_s, 2)
+        evidence["package_j_per_busy_cpu_s"] = round(j_per_cpu_s, 2)
         evidence["hushmon_energy_j"] = round(agent_j, 3)
         evidence["hushmon_share_of_package"] = round(agent_j / package_j, 6)
+        evidence["hushmon_energy_rule"] = OWN_ENERGY_RULE
         return (
             f" hushmon's agents used {agent_j:.3g} J of the packages' {package_j / 1e3:.3g} kJ "
-            f"({agent_j / package_j:.3%}: their {agent_s:.3g} CPU-s x "
-            f"{package_j / used_cpu_s:.3g} J per CPU-second used on the machine)."
+            f"({agent_j / package_j:.3%}): their {agent_s:.3g} CPU-s, each node-period's "
+            f"priced at that period's package energy per busy CPU-second (mean "
+            f"{j_per_cpu_s:.3g} J per CPU-second)."
         )
+
+
+OWN_ENERGY_RULE = (
+    "per node and period: the agent's CPU-seconds x the package's energy / the CPU-seconds "
+    "used (busy) on what the package measures (the machine, or the node for a node-own "
+    "tree), so idle power is charged to the CPU time that ran; periods where that is not "
+    "known take the node's ratio over the job"
+)
+
+
+def _package_busy_cpus(job: JobData) -> np.ndarray | None:
+    """Nodes x periods: the CPUs' worth used (busy) on what the package measures."""
+    if _package_measures_host(job):
+        busy, cpus = job.matrix("cpu.host_busy_pct"), _cpu_count(job, True)
+        if busy is not None and cpus:
+            return busy / 100 * cpus
+    busy = job.matrix("cpu.busy_pct")
+    node_cpus = job.matrix("node_cgroup.cpus")
+    cpus_n: np.ndarray | float = node_cpus if node_cpus is not None else _cpu_count(job, False)
+    if busy is None or (isinstance(cpus_n, int | float) and cpus_n == 0):
+        return None
+    return busy / 100 * cpus_n
+
+
+def own_energy_j(job: JobData) -> tuple[float, float, float, float] | str:
+    """hushmon's own energy, J (:data:`OWN_ENERGY_RULE`): (agents' J, their CPU-s, the
+    packages' J, the mean J per busy CPU-second weighted by the agents' CPU time), or
+    why it is not known."""
+    agent = agent_cpu_s_by_period(job)
+    package = rapl_power_w(job, "package")
+    busy_cpus = _package_busy_cpus(job)
+    if agent is None or package is None or busy_cpus is None:
+        return (
+            "not known: needs the agents' CPU time (hushmon_agent.cpu_us), RAPL package "
+            "energy and the CPU time used on what the package measures, with its CPU count"
+        )
+    package_j = float(np.nansum(package)) * job.period_s
+    with np.errstate(all="ignore"):
+        # W / busy CPUs = J per busy CPU-second (the period's length cancels)
+        ratio = np.where(busy_cpus > 1e-6, package / busy_cpus, np.nan)
+        node_ratio = np.nansum(package, axis=1) / np.nansum(
+            np.where(np.isfinite(package), busy_cpus, np.nan), axis=1
+        )
+    ratio = np.where(np.isfinite(ratio), ratio, node_ratio[:, None])
+    priced = np.isfinite(ratio) & (agent > 0)
+    agent_s = float(agent[priced].sum())
+    if package_j <= 0 or agent_s <= 0:
+        return "not known: no package energy, or no agent CPU time in periods that can be priced"
+    agent_j = float((agent[priced] * ratio[priced]).sum())
+    return agent_j, agent_s, package_j, agent_j / agent_s
 
 
 FACTOR = Energy()
