@@ -94,46 +94,14 @@ void hm_app_close(hm_app *app)
     hm_app_init(app);
 }
 
-/* Does a /proc/PID/cgroup line's path lie in job cgroup jc (or below)?
- * jc is relative to the cgroup root (/sys/fs/cgroup), a line's path to its
- * hierarchy's mount: on a hybrid machine (v1 controllers, the v2 hierarchy
- * mounted at /sys/fs/cgroup/unified, as systemd and the test bed's job
- * cgroups have it) the v2 line's "/x" is jc "unified/x". */
-static bool cgroup_within(const char *cg, const char *jc, bool v2_line)
-{
-    while (*cg == '/')
-        cg++;
-    while (*jc == '/')
-        jc++;
-    if (v2_line && strncmp(jc, "unified/", 8) == 0)
-        jc += 8;
-    size_t len = strlen(jc);
-    return len > 0 && strncmp(cg, jc, len) == 0 && (cg[len] == '\0' || cg[len] == '/');
-}
-
 int hm_app_attribute(const hm_jobs *jobs, const char *cgroup_text, const char *claim, long uid,
                      bool *rejected)
 {
     *rejected = false;
-    for (const char *line = cgroup_text; line != NULL && *line != '\0';) {
-        const char *nl = strchr(line, '\n');
-        size_t len = nl != NULL ? (size_t)(nl - line) : strlen(line);
-        char buf[PATH_MAX];
-        if (len < sizeof buf) {
-            memcpy(buf, line, len);
-            buf[len] = '\0';
-            char *c1 = strchr(buf, ':');
-            char *c2 = c1 != NULL ? strchr(c1 + 1, ':') : NULL;
-            for (int j = 0; c2 != NULL && j < HM_JOBS_MAX; j++) {
-                const hm_job *job = &jobs->job[j];
-                if (job->used && job->cgroup[0] != '\0' &&
-                    cgroup_within(c2 + 1, job->cgroup, c2 == c1 + 1)) {
-                    *rejected = claim[0] != '\0' && strcmp(claim, job->id) != 0;
-                    return j;
-                }
-            }
-        }
-        line = nl != NULL ? nl + 1 : NULL;
+    int held = hm_jobs_of_proc_cgroup(jobs, cgroup_text);
+    if (held >= 0) {
+        *rejected = claim[0] != '\0' && strcmp(claim, jobs->job[held].id) != 0;
+        return held;
     }
     if (claim[0] == '\0')
         return -1;

@@ -24,6 +24,44 @@ hm_job *hm_jobs_find(hm_jobs *jobs, const char *id)
     return NULL;
 }
 
+/* Does the cgroup path cg (cg_len bytes) lie in job cgroup jc or below? */
+static bool cgroup_within(const char *cg, size_t cg_len, const char *jc, bool v2_line)
+{
+    while (cg_len > 0 && *cg == '/') {
+        cg++;
+        cg_len--;
+    }
+    while (*jc == '/')
+        jc++;
+    if (v2_line && strncmp(jc, "unified/", 8) == 0)
+        jc += 8;
+    size_t len = strlen(jc);
+    return len > 0 && cg_len >= len && memcmp(cg, jc, len) == 0 &&
+           (cg_len == len || cg[len] == '/');
+}
+
+int hm_jobs_of_proc_cgroup(const hm_jobs *jobs, const char *cgroup_text)
+{
+    for (const char *line = cgroup_text; line != NULL && *line != '\0';) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl != NULL ? (size_t)(nl - line) : strlen(line);
+        const char *c1 = memchr(line, ':', len);
+        const char *c2 = c1 != NULL ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - line)) : NULL;
+        if (c2 != NULL) {
+            const char *cg = c2 + 1;
+            size_t cg_len = len - (size_t)(cg - line);
+            for (int j = 0; j < HM_JOBS_MAX; j++) {
+                const hm_job *job = &jobs->job[j];
+                if (job->used && job->cgroup[0] != '\0' &&
+                    cgroup_within(cg, cg_len, job->cgroup, c2 == c1 + 1))
+                    return j;
+            }
+        }
+        line = nl != NULL ? nl + 1 : NULL;
+    }
+    return -1;
+}
+
 int hm_jobs_begin(hm_jobs *jobs, const char *id, const char *cgroup, unsigned origin,
                   hm_error *err)
 {

@@ -44,5 +44,14 @@ int hm_jobs_begin(hm_jobs *jobs, const char *id, const char *cgroup, unsigned or
 int hm_jobs_end(hm_jobs *jobs, const char *id, unsigned origin, hm_error *err);
 size_t hm_jobs_count(const hm_jobs *jobs);
 hm_job *hm_jobs_find(hm_jobs *jobs, const char *id);
+/* The job whose cgroup holds a process, from the text of its
+ * /proc/PID/cgroup (every line: v2 "0::/path", v1 "N:ctrl:/path"); the
+ * index in jobs->job, or -1 if none. A job's cgroup is relative to the
+ * cgroup root, a line's path to its hierarchy's mount: on a hybrid
+ * machine (v1 controllers, the v2 hierarchy mounted at
+ * /sys/fs/cgroup/unified, as systemd and the test bed's job cgroups have
+ * it) the v2 line's "/x" is the job cgroup "unified/x". Used by the
+ * application channel and the GPU source alike. */
+int hm_jobs_of_proc_cgroup(const hm_jobs *jobs, const char *cgroup_text);
 
 #endif

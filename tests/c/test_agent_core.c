@@ -236,6 +236,28 @@ static void test_jobs_and_alignment(hm_test_counts *c)
     CHECK(c, hm_jobs_begin(&jobs, "a b", NULL, HM_JOB_ANNOUNCED, &err) == -1);
     CHECK(c, hm_jobs_begin(&jobs, "7", "../../etc", HM_JOB_ANNOUNCED, &err) == -1);
 
+    /* A process's job from its /proc/PID/cgroup (the GPU source and the
+     * application channel share this): any line, a path at or below the
+     * job's cgroup, never a sibling whose name the job's is a prefix of;
+     * on a hybrid machine the v2 line's "/x" is the job cgroup "unified/x"
+     * and no v1 line's. */
+    memset(&jobs, 0, sizeof jobs);
+    CHECK(c, hm_jobs_begin(&jobs, "1", "slurm/job_1", HM_JOB_SLURM, &err) == 0);
+    CHECK(c, hm_jobs_begin(&jobs, "7", "unified/bed/n1/job_7", HM_JOB_ANNOUNCED, &err) == 0);
+    CHECK(c, hm_jobs_begin(&jobs, "9", NULL, HM_JOB_ANNOUNCED, &err) == 0); /* no cgroup */
+    int j1 = (int)(hm_jobs_find(&jobs, "1") - jobs.job);
+    int j7 = (int)(hm_jobs_find(&jobs, "7") - jobs.job);
+    CHECK(c, hm_jobs_of_proc_cgroup(&jobs, "0::/slurm/job_1/step_0\n") == j1);
+    CHECK(c, hm_jobs_of_proc_cgroup(&jobs, "0::/slurm/job_1") == j1); /* no newline */
+    CHECK(c, hm_jobs_of_proc_cgroup(&jobs, "0::/slurm/job_10\n") == -1);
+    CHECK(c, hm_jobs_of_proc_cgroup(&jobs, "4:cpu,cpuacct:/slurm/job_1/step_0\n") == j1);
+    CHECK(c, hm_jobs_of_proc_cgroup(&jobs, "4:memory:/bed/n1\n0::/bed/n1/job_7/t\n") == j7);
+    CHECK(c, hm_jobs_of_proc_cgroup(&jobs, "4:memory:/bed/n1/job_7\n") == -1);
+    CHECK(c, hm_jobs_of_proc_cgroup(&jobs, "4:memory:/unified/bed/n1/job_7\n") == j7);
+    CHECK(c, hm_jobs_of_proc_cgroup(&jobs, "0::/\n") == -1);
+    CHECK(c, hm_jobs_of_proc_cgroup(&jobs, "garbage\n") == -1);
+    CHECK(c, hm_jobs_of_proc_cgroup(&jobs, "") == -1);
+
     int64_t s = 1000000000;
     CHECK(c, hm_agent_next_boundary(5 * s + 1, s, 0) == 6 * s);
     CHECK(c, hm_agent_next_boundary(5 * s, s, 0) == 6 * s); /* strictly after */

@@ -306,7 +306,8 @@ static void test_jobs(hm_test_counts *c)
                       "gpu 0 process 1234 3000000000 50 20\n"   /* job 42, step 0 */
                       "gpu 0 process 1235 1000000000 30 10\n"   /* job 42, step 1 */
                       "gpu 0 process 777 5000000 5 1\n"         /* no job */
-                      "gpu 1 process 2000 2000000000 70 30\n",  /* job 43 */
+                      "gpu 1 process 2000 2000000000 70 30\n"   /* job 43 */
+                      "gpu 1 process 2100 1000000000 20 5\n",   /* job 44 (hybrid) */
                       HM_FAKE_NVML_PATH) == 0);
     if (r.state == NULL)
         return rig_close(&r);
@@ -316,7 +317,12 @@ static void test_jobs(hm_test_counts *c)
     /* cgroup v1: any hierarchy's line may name the job. */
     write_file(c, r.dir, "proc/2000/cgroup", "12:memory:/slurm/uid_1000/job_43/step_0\n"
                                              "11:cpu,cpuacct:/slurm/uid_1000/job_43/step_0\n");
+    /* A hybrid machine (v1 controllers, the v2 hierarchy at
+     * /sys/fs/cgroup/unified, as the test bed's job cgroups): the job's
+     * cgroup "unified/bed/n1/job_44" is the v2 line's "/bed/n1/job_44". */
+    write_file(c, r.dir, "proc/2100/cgroup", "4:memory:/bed/n1\n0::/bed/n1/job_44/task\n");
     hm_error err;
+    CHECK(c, hm_jobs_begin(&r.jobs, "44", "unified/bed/n1/job_44", HM_JOB_ANNOUNCED, &err) == 0);
     CHECK(c, hm_jobs_begin(&r.jobs, "42", "system.slice/slurmstepd.scope/job_42", HM_JOB_ANNOUNCED, &err) == 0);
     CHECK(c, hm_jobs_begin(&r.jobs, "43", "/slurm/uid_1000/job_43", HM_JOB_ANNOUNCED, &err) == 0);
     /* job_4 is a prefix of job_42's name, not its cgroup: no match. */
@@ -332,6 +338,10 @@ static void test_jobs(hm_test_counts *c)
     CHECK_NEAR(c, field_of(j42, "sm_pct"), 80, 0);
     CHECK_NEAR(c, field_of(j42, "mem_util_pct"), 30, 0);
     CHECK_NEAR(c, field_of(j43, "sm_pct"), 70, 0);
+    const char *j44 = line_of(&r, "gpu_job,host=n1,gpu=1,job=44 ");
+    CHECK(c, j44 != NULL);
+    CHECK_NEAR(c, field_of(j44, "processes"), 1, 0);
+    CHECK_NEAR(c, field_of(j44, "sm_pct"), 20, 0);
     CHECK(c, line_of(&r, "gpu_job,host=n1,gpu=0,job=4 ") == NULL);
     CHECK(c, line_of(&r, "gpu_job,host=n1,gpu=1,job=42 ") == NULL);
     CHECK_NEAR(c, field_of(line_of(&r, "gpu,host=n1,gpu=0 "), "processes"), 3, 0);

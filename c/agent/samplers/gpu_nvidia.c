@@ -419,8 +419,9 @@ static void drain_xid(gpu_state *s)
     }
 }
 
-/* The job whose cgroup holds the process, from /proc/PID/cgroup (any
- * hierarchy line, v2 "0::/path" or v1 "N:ctrl:/path"); -1 if none. */
+/* The job whose cgroup holds the process, from /proc/PID/cgroup
+ * (hm_jobs_of_proc_cgroup: any hierarchy's line, the hybrid machine's
+ * "unified/" v2 mount included); -1 if none. */
 static int job_of_pid(const gpu_state *s, const hm_jobs *jobs, unsigned pid)
 {
     char path[PATH_MAX], rel[64];
@@ -436,31 +437,7 @@ static int job_of_pid(const gpu_state *s, const hm_jobs *jobs, unsigned pid)
     if (n <= 0)
         return -1;
     buf[n] = '\0';
-    for (char *line = buf; line != NULL && *line;) {
-        char *nl = strchr(line, '\n');
-        if (nl != NULL)
-            *nl = '\0';
-        char *c1 = strchr(line, ':');
-        char *c2 = c1 != NULL ? strchr(c1 + 1, ':') : NULL;
-        if (c2 != NULL) {
-            const char *cg = c2 + 1;
-            while (*cg == '/')
-                cg++;
-            for (int j = 0; j < HM_JOBS_MAX; j++) {
-                const hm_job *job = &jobs->job[j];
-                if (!job->used || job->cgroup[0] == '\0')
-                    continue;
-                const char *jc = job->cgroup;
-                while (*jc == '/')
-                    jc++;
-                size_t len = strlen(jc);
-                if (len > 0 && strncmp(cg, jc, len) == 0 && (cg[len] == '\0' || cg[len] == '/'))
-                    return j;
-            }
-        }
-        line = nl != NULL ? nl + 1 : NULL;
-    }
-    return -1;
+    return hm_jobs_of_proc_cgroup(jobs, buf);
 }
 
 static int cached_job_of_pid(gpu_state *s, const hm_jobs *jobs, unsigned pid)
