@@ -519,6 +519,32 @@ static void test_rapl(hm_test_counts *c)
     CHECK_NEAR(c, field(line, "energy_j"), 10.0, 1e-9);
     CHECK_NEAR(c, field(line, "power_w"), 5.0, 1e-9);
     CHECK(c, strstr(b, "domain=core") == NULL && strstr(b, "intel-rapl-mmio") == NULL);
+    /* Power limits: package-0's long_term (PL1) 105 W over 27.98 s, near
+     * the 100 W it drew, and short_term (PL2) 125 W over 2.44 ms, enabled;
+     * dram's long_term 0 W, not enabled; no peak_power constraint. */
+    CHECK(c, find_line(b, "rapl,host=n1,zone=intel-rapl:0,domain=package-0", line, sizeof line));
+    CHECK_NEAR(c, field(line, "long_term_limit_w"), 105.0, 1e-9);
+    CHECK_NEAR(c, field(line, "long_term_window_s"), 27.983872, 1e-3); /* lp prints 6 digits */
+    CHECK_NEAR(c, field(line, "short_term_limit_w"), 125.0, 1e-9);
+    CHECK_NEAR(c, field(line, "short_term_window_s"), 0.00244, 1e-12);
+    CHECK(c, isnan(field(line, "peak_limit_w")));
+    CHECK(c, strstr(line, "limits_enabled=1i") != NULL);
+    CHECK(c, find_line(b, "rapl,host=n1,zone=intel-rapl:0:1,domain=dram", line, sizeof line));
+    CHECK_NEAR(c, field(line, "long_term_limit_w"), 0.0, 0);
+    CHECK(c, strstr(line, "limits_enabled=0i") != NULL);
+    /* A new limit (as root writes one) is read within 60 s, not at once:
+     * the constraint files are read every 60 s. */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "echo 90000000 > %s/sys/class/powercap/intel-rapl:0/"
+             "constraint_0_power_limit_uw", r.root);
+    CHECK(c, run(cmd) == 0);
+    CHECK(c, find_line(rig_sample(&r, c, 5000000000), "rapl,host=n1,zone=intel-rapl:0,domain=package-0",
+                       line, sizeof line));
+    CHECK_NEAR(c, field(line, "long_term_limit_w"), 105.0, 1e-9);
+    CHECK(c, find_line(rig_sample(&r, c, 62000000000), "rapl,host=n1,zone=intel-rapl:0,domain=package-0",
+                       line, sizeof line));
+    CHECK_NEAR(c, field(line, "long_term_limit_w"), 90.0, 1e-9);
+    CHECK_NEAR(c, field(line, "power_w"), 0.0, 0); /* nothing used since */
     rig_close(&r);
 
     if (geteuid() != 0) {

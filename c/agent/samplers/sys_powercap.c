@@ -11,6 +11,16 @@
  * by root only (a side channel, CVE-2020-8694): the first refused read
  * is one notice and the source stays off.
  *
+ * Power limits: each zone's constraints (constraint_N_name long_term,
+ * short_term, peak_power; _power_limit_uw, _time_window_us) and its
+ * `enabled` file are read at open and then every RAPL_LIMITS_EVERY_NS
+ * (limits change seldom, and on Intel each read is an MSR read on the
+ * package's CPU, an interrupt there), and every energy line carries the
+ * last values read: the digest's power_cap factor compares the package's
+ * power with its enabled limit. A zone without constraint files (AMD
+ * packages through this driver often have none: their limits live in
+ * firmware, invisible here) has energy lines without limit fields.
+ *
  * rapl.sysfs_root names another tree to read (the test bed's energy,
  * simulated per node by python/hushmon/testbed/raplsim.py): that tree is
  * the node's own, so its lines carry no scope=host tag, and a zone whose
@@ -30,16 +40,37 @@
 #include "sampler.h"
 
 #define RAPL_ZONES_MAX 32
+#define RAPL_CONSTRAINTS_MAX 4
+#define RAPL_LIMITS_EVERY_NS (60 * 1000000000LL)
 
 #define RAPL_METRICS(X, P)                                                                    \
     X(P, energy_j, "J", "energy used in the period (counter wrap handled)")                  \
-    X(P, power_w, "W", "energy_j over the period's length")
+    X(P, power_w, "W", "energy_j over the period's length")                                   \
+    X(P, long_term_limit_w, "W", "constraint long_term (PL1): power_limit_uw, read every 60 s") \
+    X(P, long_term_window_s, "s", "constraint long_term: time_window_us")                     \
+    X(P, short_term_limit_w, "W", "constraint short_term (PL2)")                              \
+    X(P, short_term_window_s, "s", "constraint short_term: time_window_us")                   \
+    X(P, peak_limit_w, "W", "constraint peak_power (PL4, newer Intel parts)")                 \
+    X(P, limits_enabled, "", "the zone's enabled file: 1 = its power limit is enforced")
 HM_METRIC_ENUM(RAPL, RAPL_METRICS);
+
+/* The constraints the driver names, and the fields each gives. */
+enum { LIM_LONG, LIM_SHORT, LIM_PEAK, LIM_KINDS };
+static const char *const limit_name[LIM_KINDS] = {"long_term", "short_term", "peak_power"};
+
+typedef struct rapl_limits {
+    double limit_w[LIM_KINDS];  /* NaN: the zone has no such constraint */
+    double window_s[LIM_KINDS]; /* NaN: none (peak_power has no window) */
+    int enabled;                /* -1: no enabled file */
+} rapl_limits;
 
 typedef struct rapl_zone {
     char zone[48];     /* "intel-rapl:0" */
     char domain[32];   /* "package-0", "dram" */
+    char dir[PATH_MAX];
     hm_procfile energy;
+    rapl_limits limits;
+    int64_t limits_read_mono_ns;
     uint64_t range_uj; /* where energy_uj wraps; 0 if the driver gives none */
     bool simulated;    /* the zone directory has a hushmon_sim file */
     bool have_prev;
@@ -97,6 +128,56 @@ static bool energy_delta(uint64_t prev, uint64_t cur, uint64_t range, uint64_t *
     return true;
 }
 
+static double read_number(const char *dir, const char *name)
+{
+    char text[64], *end = NULL;
+    if (!read_line(dir, name, text, sizeof text))
+        return NAN;
+    double v = strtod(text, &end);
+    return end != text ? v : NAN;
+}
+
+/* The zone's constraints as the driver names them (their order differs
+ * between parts: the name file says which is which). */
+static void read_limits(rapl_zone *z)
+{
+    rapl_limits *l = &z->limits;
+    for (int k = 0; k < LIM_KINDS; k++)
+        l->limit_w[k] = l->window_s[k] = NAN;
+    for (int i = 0; i < RAPL_CONSTRAINTS_MAX; i++) {
+        char file[64], name[32];
+        snprintf(file, sizeof file, "constraint_%d_name", i);
+        if (!read_line(z->dir, file, name, sizeof name))
+            continue;
+        for (int k = 0; k < LIM_KINDS; k++) {
+            if (strcmp(name, limit_name[k]) != 0)
+                continue;
+            snprintf(file, sizeof file, "constraint_%d_power_limit_uw", i);
+            l->limit_w[k] = read_number(z->dir, file) / 1e6;
+            snprintf(file, sizeof file, "constraint_%d_time_window_us", i);
+            l->window_s[k] = read_number(z->dir, file) / 1e6;
+        }
+    }
+    double enabled = read_number(z->dir, "enabled");
+    l->enabled = isnan(enabled) ? -1 : enabled != 0;
+}
+
+static void put_limits(hm_lp *out, const rapl_limits *l)
+{
+    const char *const limit_field[LIM_KINDS] = {
+        HM_M(RAPL, long_term_limit_w), HM_M(RAPL, short_term_limit_w), HM_M(RAPL, peak_limit_w)};
+    const char *const window_field[LIM_KINDS] = {
+        HM_M(RAPL, long_term_window_s), HM_M(RAPL, short_term_window_s), NULL};
+    for (int k = 0; k < LIM_KINDS; k++) {
+        if (!isnan(l->limit_w[k]))
+            hm_lp_field_f64(out, limit_field[k], l->limit_w[k]);
+        if (window_field[k] != NULL && !isnan(l->window_s[k]))
+            hm_lp_field_f64(out, window_field[k], l->window_s[k]);
+    }
+    if (l->enabled >= 0)
+        hm_lp_field_i64(out, HM_M(RAPL, limits_enabled), l->enabled);
+}
+
 /* 1: zone added, 0: not a zone we sample, -1: refused (root only). */
 static int add_zone(rapl_state *s, const char *base, const char *name)
 {
@@ -118,6 +199,8 @@ static int add_zone(rapl_state *s, const char *base, const char *name)
         return 0;
     memcpy(z->zone, name, strlen(name) + 1);
     memcpy(z->domain, domain, strlen(domain) + 1);
+    memcpy(z->dir, dir, strlen(dir) + 1);
+    read_limits(z);
     if (read_line(dir, "max_energy_range_uj", range, sizeof range))
         z->range_uj = strtoull(range, NULL, 10);
     snprintf(path, sizeof path, "%s/hushmon_sim", dir);
@@ -182,6 +265,12 @@ static int rapl_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_err
     for (size_t i = 0; i < s->nzones; i++) {
         rapl_zone *z = &s->zone[i];
         uint64_t now;
+        if (z->limits_read_mono_ns == 0)
+            z->limits_read_mono_ns = ctx->mono_ns; /* read at open */
+        else if (ctx->mono_ns - z->limits_read_mono_ns >= RAPL_LIMITS_EVERY_NS) {
+            read_limits(z);
+            z->limits_read_mono_ns = ctx->mono_ns;
+        }
         if (hm_procfile_read(&z->energy, err) < 0) {
             z->have_prev = false;
             rc = -1; /* reported after the other zones are sampled */
@@ -209,6 +298,7 @@ static int rapl_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_err
             hm_lp_tag(out, "backend", "sim");
         hm_lp_field_f64(out, HM_M(RAPL, energy_j), energy_j);
         hm_lp_field_f64(out, HM_M(RAPL, power_w), energy_j / dt);
+        put_limits(out, &z->limits);
         hm_lp_end(out);
     }
     return rc;
@@ -216,7 +306,8 @@ static int rapl_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_err
 
 const hm_sampler_ops hm_sampler_sys_powercap = {
     .name = "rapl",
-    .reads = "/sys/class/powercap/intel-rapl:*/energy_uj (package-N and dram zones; Intel and AMD)",
+    .reads = "/sys/class/powercap/intel-rapl:*/energy_uj (package-N and dram zones; Intel and "
+             "AMD), constraint_*_{name,power_limit_uw,time_window_us} and enabled every 60 s",
     .measurement = "rapl (tags zone, domain)",
     .fields = HM_FIELDS(RAPL_METRICS),
     .default_on = true,
