@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "hm_error.h"
-#include "hm_json.h"
+#include "hm_json_doc.h"
 #include "hm_options.h"
 #include "probe_kernels.h"
 #include "probe_node.h"
@@ -74,13 +74,9 @@ static void write_timing(hm_json *j, const hm_probe_timing *t)
 static int write_json(const char *path, const hm_probe_node *node, const int *cpus, size_t n,
                       const hm_probe_triad *triad, const hm_probe_fma *fma, hm_error *err)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
-    if (f == NULL)
-        return hm_error_errno(err, "opening %s", path);
     hm_json j;
-    hm_json_init(&j, f, true);
-    hm_json_object_begin(&j);
-    hm_json_kv_string(&j, "program", PROGRAM);
+    if (hm_json_doc_open(&j, path, PROGRAM, err) != 0)
+        return -1;
     hm_json_kv_string(&j, "host", node->host);
     hm_json_kv_string(&j, "cpu_model", node->cpu_model);
     hm_json_kv_int(&j, "online_cpus", node->online_cpus);
@@ -121,11 +117,7 @@ static int write_json(const char *path, const hm_probe_node *node, const int *cp
         write_timing(&j, &fma->timing);
         hm_json_object_end(&j);
     }
-    hm_json_object_end(&j);
-    int rc = hm_json_finish(&j);
-    if (f != stdout ? fclose(f) != 0 : fflush(stdout) != 0)
-        rc = -1;
-    return rc != 0 ? hm_error_set(err, "writing JSON to %s failed", path) : 0;
+    return hm_json_doc_close(&j, path, err);
 }
 
 int main(int argc, char **argv)

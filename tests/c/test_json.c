@@ -2,9 +2,11 @@
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hm_array.h"
 #include "hm_json.h"
+#include "hm_json_doc.h"
 #include "hm_parse.h"
 #include "hm_test.h"
 
@@ -60,6 +62,37 @@ static void test_json(hm_test_counts *c)
     free(s);
 }
 
+/* A --json document to a file: the program named first, the file closed;
+ * a folder that is not there and a full device fail with the path named. */
+static void test_json_doc(hm_test_counts *c)
+{
+    char path[] = "/tmp/hm_test_json_doc_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(c, fd >= 0);
+    close(fd);
+    hm_error err = {{0}};
+    hm_json j;
+    CHECK(c, hm_json_doc_open(&j, path, "hushmon-x", &err) == 0);
+    hm_json_kv_int(&j, "n", 3);
+    CHECK(c, hm_json_doc_close(&j, path, &err) == 0);
+    char buf[128] = {0};
+    FILE *f = fopen(path, "r");
+    size_t got = f != NULL ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f != NULL)
+        fclose(f);
+    buf[got] = '\0';
+    CHECK(c, strcmp(buf, "{\n  \"program\": \"hushmon-x\",\n  \"n\": 3\n}\n") == 0);
+    unlink(path);
+
+    CHECK(c, hm_json_doc_open(&j, "/nonexistent-dir/x.json", "hushmon-x", &err) == -1);
+    CHECK(c, strstr(err.msg, "opening /nonexistent-dir/x.json") != NULL);
+    if (access("/dev/full", W_OK) == 0) {
+        CHECK(c, hm_json_doc_open(&j, "/dev/full", "hushmon-x", &err) == 0);
+        CHECK(c, hm_json_doc_close(&j, "/dev/full", &err) == -1);
+        CHECK(c, strcmp(err.msg, "writing JSON to /dev/full failed") == 0);
+    }
+}
+
 static void test_parse(hm_test_counts *c)
 {
     hm_error err;
@@ -111,6 +144,7 @@ int main(void)
 {
     hm_test_counts c = {0, 0};
     test_json(&c);
+    test_json_doc(&c);
     test_parse(&c);
     test_array_grow(&c);
     return hm_test_finish("test_json", &c);

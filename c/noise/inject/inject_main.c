@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "hm_error.h"
-#include "hm_json.h"
+#include "hm_json_doc.h"
 #include "hm_options.h"
 #include "hm_parse.h"
 #include "inject_run.h"
@@ -211,13 +211,9 @@ static int write_log(const char *path, const inject_options *o, const hm_inject_
 static int write_json(const char *path, const inject_options *o, const hm_inject_result *r,
                       const hm_inject_duty *d, hm_error *err)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
-    if (f == NULL)
-        return hm_error_errno(err, "opening %s", path);
     hm_json j;
-    hm_json_init(&j, f, true);
-    hm_json_object_begin(&j);
-    hm_json_kv_string(&j, "program", PROGRAM);
+    if (hm_json_doc_open(&j, path, PROGRAM, err) != 0)
+        return -1;
     hm_json_kv_double(&j, "level_pct", o->cfg.level_pct);
     hm_json_kv_double(&j, "period_s", (double)o->cfg.period_ns / 1e9);
     hm_json_kv_string(&j, "shape", o->cfg.shape->name);
@@ -237,15 +233,7 @@ static int write_json(const char *path, const inject_options *o, const hm_inject
     hm_json_kv_double(&j, "tolerance_pct", d->tolerance_pct);
     hm_json_kv_bool(&j, "ok", d->ok);
     hm_json_object_end(&j);
-    hm_json_object_end(&j);
-    int rc = hm_json_finish(&j);
-    if (f != stdout && fclose(f) != 0)
-        rc = -1;
-    else if (f == stdout && fflush(stdout) != 0)
-        rc = -1;
-    if (rc != 0)
-        return hm_error_set(err, "writing JSON to %s failed", path);
-    return 0;
+    return hm_json_doc_close(&j, path, err);
 }
 
 int main(int argc, char **argv)
