@@ -42,9 +42,15 @@ def slice_job(job: JobData, spans: list[tuple[int, int]]) -> JobData:
     # machine's; hushmon's own CPU time is the job's, and the energy factor's
     # finding is left out of a phase's); not the factors' caches of the whole job
     fields = {f.name for f in dataclasses.fields(JobData)}
+    periods_n = len(job.times_ns)
     for key, value in job.__dict__.items():
         if key not in fields and not key.endswith("_cache"):
-            part.__dict__[key] = value
+            # a hosts x periods array (the agents' CPU time per period) is the
+            # phase's periods only, or a factor pairs it with sliced sensors
+            per_period = (
+                isinstance(value, np.ndarray) and value.ndim == 2 and value.shape[1] == periods_n
+            )
+            part.__dict__[key] = value[:, idx] if per_period else value
     base = job.resolution
     if base is not None:
         # a binned job's phase: its share of the job's periods
