@@ -588,6 +588,60 @@ static void test_rapl_sysfs_root(hm_test_counts *c)
     rig_close(&r);
 }
 
+/* thermal: tests/fixtures/agent/thermal, t0 and t1 ten seconds apart.
+ * Package 0 (cpu0-3: cores 0 and 1, two threads each) 50 throttle events
+ * (5/s), 2500 ms throttled (25 %), 10 power-limit events (1/s); its core 0
+ * 40 events and 4000 ms (40 %), core 1 none. Package 1 (cpu4, cpu5: an
+ * older kernel without the time files) no package events, its core 0 two
+ * (0.2/s). Cores are read every 10 s, so a period 2 s later has package
+ * figures only; cpuidle/ and online are not CPUs. */
+static void test_thermal(hm_test_counts *c)
+{
+    const char *const sources[] = {"thermal"};
+    rig r;
+    rig_open_tree(&r, c, "tests/fixtures/agent/thermal", "", NULL, sources, 1, 5000);
+    char line[1024];
+    CHECK(c, r.n == 1);
+    CHECK(c, strstr(rig_sample(&r, c, 1000000000), "thermal,") == NULL);
+    rig_step_to_t1(&r, c);
+    const char *b = rig_sample(&r, c, 11000000000);
+    CHECK(c, find_line(b, "thermal,host=n1,package=0", line, sizeof line));
+    CHECK_NEAR(c, field(line, "package_throttles_per_s"), 5.0, 1e-9);
+    CHECK_NEAR(c, field(line, "package_throttled_pct"), 25.0, 1e-9);
+    CHECK_NEAR(c, field(line, "package_power_limits_per_s"), 1.0, 1e-9);
+    CHECK_NEAR(c, field(line, "core_throttles_per_s"), 4.0, 1e-9);
+    CHECK_NEAR(c, field(line, "core_throttled_pct_max"), 40.0, 1e-9);
+    CHECK(c, strstr(line, "cores_throttled=1i") != NULL);
+    CHECK(c, find_line(b, "thermal,host=n1,package=1", line, sizeof line));
+    CHECK_NEAR(c, field(line, "package_throttles_per_s"), 0.0, 0);
+    CHECK(c, isnan(field(line, "package_throttled_pct")));
+    CHECK(c, isnan(field(line, "package_power_limits_per_s")));
+    CHECK_NEAR(c, field(line, "core_throttles_per_s"), 0.2, 1e-9);
+    CHECK(c, isnan(field(line, "core_throttled_pct_max")));
+    CHECK(c, strstr(line, "cores_throttled=1i") != NULL);
+    /* 2 s later, nothing moved: package rates 0, the cores not read yet. */
+    b = rig_sample(&r, c, 13000000000);
+    CHECK(c, find_line(b, "thermal,host=n1,package=0", line, sizeof line));
+    CHECK_NEAR(c, field(line, "package_throttled_pct"), 0.0, 0);
+    CHECK(c, isnan(field(line, "core_throttles_per_s")));
+    /* A counter that went down (a CPU offlined and back): no rate. */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cd %s/sys/devices/system/cpu && for n in 0 1 2 3; do echo 3 > "
+             "cpu$n/thermal_throttle/package_throttle_count; done", r.root);
+    CHECK(c, run(cmd) == 0);
+    b = rig_sample(&r, c, 21000000000);
+    CHECK(c, find_line(b, "thermal,host=n1,package=0", line, sizeof line));
+    CHECK(c, isnan(field(line, "package_throttles_per_s")));
+    CHECK_NEAR(c, field(line, "core_throttles_per_s"), 0.0, 0); /* the cores' read is due */
+    CHECK(c, strstr(line, "cores_throttled=0i") != NULL);
+    rig_close(&r);
+
+    /* No thermal_throttle directory (AMD, VMs): the source stays off. */
+    rig_open_tree(&r, c, "tests/fixtures/agent/rapl", "", NULL, sources, 1, 5000);
+    CHECK(c, r.n == 0);
+    rig_close(&r);
+}
+
 /* procio: tests/fixtures/agent/procio, job 77's cgroup tree jobs/j77 with
  * tasks in step_0/slurm (100) and step_0/user/task_0 (200, 201; then
  * 200, 202). 201 ends and its parent 200 reaps it: 200's counters jump
@@ -875,6 +929,7 @@ int main(void)
     test_node_scope_v1(&c);
     test_node_scope_errors(&c);
     test_rapl(&c);
+    test_thermal(&c);
     test_procio(&c);
     test_nfs(&c);
     test_lustre(&c);
