@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from hushmon.testbed import livecheck
+from hushmon.testbed.bedlock import bed_lock
+
+__all__ = ["DATA_PARENT", "HUSHMON", "LiveBed", "bed_lock", "bed_unavailable", "bed_up", "hushmon"]
 
 HUSHMON = livecheck.HUSHMON
 # Nodes have private /tmp: the bed's data must live elsewhere.
@@ -55,16 +58,22 @@ def hushmon(
 def bed_up(*options: str) -> Iterator[tuple[dict[str, Any], Path]]:
     """`hushmon testbed up OPTIONS` as a user runs it, in a fresh data folder:
     yields (its --json report, the data folder); `down` and the folder
-    removed after, also when the test fails."""
+    removed after, also when the test fails.
+
+    Holds the bed lock (/tmp/hushmon-bed.lock) from before `up` to after
+    `down`, so a test run and an engineer's `flock /tmp/hushmon-bed.lock CMD`
+    take the bed in turn; under such a flock (an ancestor holds the lock) it
+    goes straight on (hushmon.testbed.bedlock)."""
     data = DATA_PARENT / f"hushmon-test-bed-{uuid.uuid4().hex[:8]}"
-    up = hushmon("testbed", "up", *options, "--data-dir", str(data), "--json", "-")
-    try:
-        if up.returncode != 0:
-            raise AssertionError(f"testbed up {' '.join(options)} failed: {up.stderr.strip()}")
-        yield json.loads(up.stdout), data
-    finally:
-        hushmon("testbed", "down")
-        shutil.rmtree(data, ignore_errors=True)
+    with bed_lock():
+        up = hushmon("testbed", "up", *options, "--data-dir", str(data), "--json", "-")
+        try:
+            if up.returncode != 0:
+                raise AssertionError(f"testbed up {' '.join(options)} failed: {up.stderr.strip()}")
+            yield json.loads(up.stdout), data
+        finally:
+            hushmon("testbed", "down")
+            shutil.rmtree(data, ignore_errors=True)
 
 
 @dataclass

@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from bedlib import DATA_PARENT, bed_unavailable, hushmon
+from bedlib import DATA_PARENT, bed_lock, bed_unavailable, hushmon
 
 from hushmon.paths import build_bin_dir
 
@@ -32,6 +32,11 @@ def test_programs_under_tmp_reach_every_node() -> None:
     shutil.copytree(build_bin_dir(), bin_dir, symlinks=True)
     data = DATA_PARENT / f"hushmon-test-bed-{uuid.uuid4().hex[:8]}"
     env = {"HUSHMON_BIN": str(bin_dir)}
+    with bed_lock():
+        _up_and_reach(data, bin_dir, env, under_tmp)
+
+
+def _up_and_reach(data: Path, bin_dir: Path, env: dict[str, str], under_tmp: Path) -> None:
     try:
         up = hushmon("testbed", "up", "--nodes", "2", "--racks", "1", "--data-dir", str(data),
                      "--json", "-", env=env)  # fmt: skip

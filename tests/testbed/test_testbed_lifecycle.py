@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bedlib import DATA_PARENT, bed_unavailable, hushmon
+from bedlib import DATA_PARENT, bed_lock, bed_unavailable, hushmon
 
 from hushmon.testbed import cgroups, dbtemplate, launcher, network, node_ns
 from hushmon.testbed.dbdaemons import DBD_PORT
@@ -30,9 +30,10 @@ def data() -> Iterator[Path]:
     if reason:
         pytest.skip(reason)
     path = DATA_PARENT / f"hushmon-test-bed-{uuid.uuid4().hex[:8]}"
-    yield path
-    hushmon("testbed", "down")
-    shutil.rmtree(path, ignore_errors=True)
+    with bed_lock():  # each test brings a bed up and down
+        yield path
+        hushmon("testbed", "down")
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def leftovers() -> list[str]:

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bedlib import DATA_PARENT, bed_unavailable, bed_up, hushmon
+from bedlib import DATA_PARENT, bed_lock, bed_unavailable, bed_up, hushmon
 
 from hushmon.digest.build import build_digest
 from hushmon.paths import build_bin_dir
@@ -289,6 +289,11 @@ def test_missing_programs_fail_in_one_line(tmp_path: Path) -> None:
     reason = _unavailable()
     if reason:
         pytest.skip(reason)
+    with bed_lock():  # a refused up must not meet another's bed
+        _missing_programs_fail_in_one_line(tmp_path)
+
+
+def _missing_programs_fail_in_one_line(tmp_path: Path) -> None:
     data = DATA_PARENT / f"hushmon-test-bed-{uuid.uuid4().hex[:8]}"
     # nats-server is found on PATH: without it, up names the package.
     path = ":".join(
