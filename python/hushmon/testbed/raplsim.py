@@ -20,9 +20,20 @@ second, ``busy``): package ``PACKAGE_IDLE_W + PACKAGE_PER_CPU_W x busy``,
 DRAM ``DRAM_IDLE_W + DRAM_PER_CPU_W x busy``: the shape of a server
 socket's power (a floor, then about linear in active cores), not any
 machine's figures. It says which jobs use more CPU, and so more energy;
-it cannot show memory-bound code drawing DRAM power, or a power cap.
+it cannot show memory-bound code drawing DRAM power.
 Counters are microjoules, wrap at ``RANGE_UJ`` like the hardware's, and
 are written in place, right-aligned, as ibsim's are.
+
+Power limits: the package zone has the driver's constraint files
+(``constraint_0`` long_term = PL1, ``constraint_1`` short_term = PL2) and
+``enabled``, as a real zone does. By default PL1 is twice what the model
+can draw on this machine (never reached) and enabled. Writing a lower
+``constraint_0_power_limit_uw`` (as root writes one on real hardware, e.g.
+a site's power cap) makes the simulated package hold its power at that
+limit while ``enabled`` is 1: the model's power is clipped to it, which is
+what the agent and the digest's ``power_cap`` factor then see. The job is
+not slowed (a simulation cannot lower the CPUs' clock): only the power
+shows the cap.
 """
 
 from __future__ import annotations
@@ -38,6 +49,9 @@ DRAM_PER_CPU_W = 1.5
 RANGE_UJ = 262_143_328_850  # a common max_energy_range_uj
 WIDTH = 20
 ZONES = (("intel-rapl:0", "package-0"), ("intel-rapl:0:0", "dram"))
+LONG_TERM_WINDOW_US = 999_424  # a common PL1 time window (~1 s)
+SHORT_TERM_WINDOW_US = 2_440
+PL2_OVER_PL1 = 1.25
 CGROUP_MOUNT = Path("/sys/fs/cgroup")
 
 
@@ -85,12 +99,29 @@ def read_cpu_s(path: Path, kind: str) -> float:
     raise LookupError(f"no usage_usec in {path}")
 
 
+def default_limit_w(cpus: int) -> float:
+    """The package's PL1 by default: twice the model's most on ``cpus`` CPUs."""
+    return 2 * zone_power_w("package", cpus)
+
+
+def read_limit_w(zone_dir: Path) -> float | None:
+    """The enabled long-term limit in W written in the zone's files, None when
+    not enabled or unreadable."""
+    try:
+        enabled = (zone_dir / "enabled").read_text().strip() == "1"
+        limit_uw = int((zone_dir / "constraint_0_power_limit_uw").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return limit_uw / 1e6 if enabled and limit_uw > 0 else None
+
+
 class RaplSim:
     """The zones' files, made once; ``update`` adds the energy since the last call."""
 
-    def __init__(self, sysfs_root: Path, cpu: tuple[Path, str]) -> None:
+    def __init__(self, sysfs_root: Path, cpu: tuple[Path, str], cpus: int | None = None) -> None:
         base = sysfs_root / "class" / "powercap"
         self.cpu = cpu
+        self.package_dir = base / ZONES[0][0]
         self.fds: dict[str, int] = {}
         self.energy_uj = {domain: 0.0 for _, domain in ZONES}
         for zone, domain in ZONES:
@@ -106,6 +137,19 @@ class RaplSim:
             )
             self.fds[domain] = os.open(d / "energy_uj", os.O_RDWR | os.O_CREAT, 0o644)
             self._write(domain)
+        pl1_w = default_limit_w(cpus or os.cpu_count() or 1)
+        for i, (name, watts, window_us) in enumerate(
+            (
+                ("long_term", pl1_w, LONG_TERM_WINDOW_US),
+                ("short_term", pl1_w * PL2_OVER_PL1, SHORT_TERM_WINDOW_US),
+            )
+        ):
+            (self.package_dir / f"constraint_{i}_name").write_text(name + "\n")
+            (self.package_dir / f"constraint_{i}_power_limit_uw").write_text(
+                f"{int(watts * 1e6)}\n"
+            )
+            (self.package_dir / f"constraint_{i}_time_window_us").write_text(f"{window_us}\n")
+        (self.package_dir / "enabled").write_text("1\n")
         self.last_mono_s = time.monotonic()
         self.last_cpu_s = read_cpu_s(*cpu)
 
@@ -120,8 +164,12 @@ class RaplSim:
         if dt <= 0:
             return
         busy = max(cpu_s - self.last_cpu_s, 0.0) / dt
+        limit_w = read_limit_w(self.package_dir)  # written by root at any time, as on hardware
         for _, domain in ZONES:
-            self.energy_uj[domain] += zone_power_w(domain, busy) * dt * 1e6
+            power_w = zone_power_w(domain, busy)
+            if domain.startswith("package") and limit_w is not None:
+                power_w = min(power_w, limit_w)
+            self.energy_uj[domain] += power_w * dt * 1e6
             self._write(domain)
         self.last_mono_s, self.last_cpu_s = now, cpu_s
 
