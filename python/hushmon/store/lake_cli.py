@@ -183,7 +183,8 @@ def run_compact(args: argparse.Namespace) -> int:
     print(
         f"  summaries: {report.summary_periods_stored:,} closed periods stored merged "
         f"({report.summary_partial_rows_deleted:,} partial rows deleted), "
-        f"{report.summary_late_periods_merged:,} stored periods took late partials",
+        f"{report.summary_late_periods_merged:,} stored periods took late partials, "
+        f"{report.summary_periods_rebuilt:,} overlapped periods rebuilt from raw data",
         file=out,
     )
     for cut in report.plan.get("cuts", []):

@@ -145,6 +145,7 @@ class CompactReport:
     summary_rows_stored: int = 0
     summary_partial_rows_deleted: int = 0
     summary_late_periods_merged: int = 0  # stored periods that took late partials
+    summary_periods_rebuilt: int = 0  # overlapped periods rebuilt from raw again on closing
     summary_rows_expired: int = 0  # rows of the summary tables older than their cut
     commit_retries: int = 0
     seconds: float = 0.0
@@ -302,6 +303,7 @@ def compact(
         report.summary_rows_stored = summaries.rows_stored
         report.summary_partial_rows_deleted = summaries.partial_rows_deleted
         report.summary_late_periods_merged = summaries.late_periods_merged
+        report.summary_periods_rebuilt = summaries.periods_rebuilt
         flushed = _call(con, f"CALL ducklake_flush_inlined_data('{LAKE_ALIAS}')", stats)
         report.flushed_tables = len(flushed)
         raw_files = [f for f in live_files(con) if f.table == RAW_TABLE]

@@ -15,17 +15,32 @@ counted twice, only not yet counted; the next compaction merges it into the
 stored rows (count, sum, min, max added, Chan's pairwise M2, sketch buckets
 summed) unless a newer rebuild from raw data exists for the period, which
 then replaces them, as the view would have preferred it.
+
+A period whose partials overlapped was rebuilt from raw data by the
+summary collector, from what the raw collectors had committed then: with a
+``--summaries-only`` collector beside ``--raw-only`` ones, a rebuild can run
+before their lag lets the period's last batches in, and no raw batch
+arriving later rebuilds it. So the slice that closes such a period first
+rebuilds it once more from raw data (store/raw_summaries.py), by then
+complete: ``close_s`` (an hour) is far above the collectors' lag (p99 5 s)
+and HM_RAW's duplicate window (2 min), past which no replay is stored. The
+new rebuild is kept only when it holds more samples than the newest one
+(raw data only grows until retention deletes it: fewer means the raw rows
+are gone, and the stored rebuild stays).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import duckdb
+import pyarrow as pa
 
 from hushmon.errors import HushmonError
 from hushmon.store.lake import CommitStats, lake_commit
 from hushmon.store.lake_retention import NS_PER_S
+from hushmon.store.raw_summaries import ALPHA, RawSummary, SensorName, summaries_of_period
 from hushmon.store.summary_view import PARTS, VIEW
 
 # The reducers keep a published (job, period) for --keep-s (300 s) to count
@@ -68,6 +83,7 @@ class SummaryCompaction:
     rows_stored: int = 0  # job_summaries rows written (new and late)
     partial_rows_deleted: int = 0  # summary_rows (rack) and summary_rebuilt rows
     late_periods_merged: int = 0  # stored periods that took late partials or a rebuild
+    periods_rebuilt: int = 0  # overlapped periods rebuilt from raw data again on closing
 
 
 def _periods(con: duckdb.DuckDBPyConnection, cut_ns: int, stored: bool) -> None:
@@ -202,6 +218,7 @@ def store_closed_summaries(
         hi = below_ns = min(cut_ns, oldest + SLICE_S * NS_PER_S)
 
         def body(c: duckdb.DuckDBPyConnection, hi: int = hi) -> SummaryCompaction:
+            rebuilt = rebuild_overlapped(c, hi)
             late = _merge_late(c, hi)
             new = _store_new(c, hi)
             c.execute("DROP TABLE IF EXISTS hm_periods").fetchall()
@@ -211,6 +228,7 @@ def store_closed_summaries(
                 rows_stored=new.rows_stored + late.rows_stored,
                 partial_rows_deleted=new.partial_rows_deleted + late.partial_rows_deleted,
                 late_periods_merged=late.late_periods_merged,
+                periods_rebuilt=rebuilt,
             )
 
         done = lake_commit(con, body, stats)
@@ -218,7 +236,68 @@ def store_closed_summaries(
         total.rows_stored += done.rows_stored
         total.partial_rows_deleted += done.partial_rows_deleted
         total.late_periods_merged += done.late_periods_merged
+        total.periods_rebuilt += done.periods_rebuilt
     return total
+
+
+def rebuild_overlapped(con: duckdb.DuckDBPyConnection, cut_ns: int) -> int:
+    """Every period before ``cut_ns`` with a rebuild (its partials
+    overlapped) rebuilt from raw data again, as a newer set of
+    summary_rebuilt rows, where the raw data now holds more samples than the
+    newest rebuild counted; how many were."""
+    newest = con.execute(
+        """SELECT job, time_ns, sum(count)::BIGINT, any_value(alpha)
+           FROM (SELECT *, max(built_ns) OVER (PARTITION BY job, time_ns) AS newest_ns
+                 FROM summary_rebuilt WHERE time_ns < $cut)
+           WHERE built_ns = newest_ns GROUP BY job, time_ns ORDER BY time_ns, job""",
+        {"cut": cut_ns},
+    ).fetchall()
+    fresh: list[tuple[str, int, dict[SensorName, RawSummary]]] = []
+    for job, time_ns, counted, alpha in newest:
+        found = summaries_of_period(con, job, int(time_ns), alpha or ALPHA)
+        if sum(s.moments.count for s in found.values()) > (counted or 0):
+            fresh.append((job, int(time_ns), found))
+    if fresh:
+        _insert_rebuilt(con, fresh, time.time_ns())
+    return len(fresh)
+
+
+def _insert_rebuilt(
+    con: duckdb.DuckDBPyConnection,
+    periods: list[tuple[str, int, dict[SensorName, RawSummary]]],
+    built_ns: int,
+) -> None:
+    rows = [(job, t, name, s) for job, t, found in periods for name, s in found.items()]
+    pos = [sorted(s.buckets.pos.items()) for *_, s in rows]
+    neg = [sorted(s.buckets.neg.items()) for *_, s in rows]
+    table = pa.table(
+        {
+            "job": pa.array([r[0] for r in rows], pa.string()),
+            "time_ns": pa.array([r[1] for r in rows], pa.int64()),
+            "built_ns": pa.array([built_ns] * len(rows), pa.int64()),
+            "measurement": pa.array([r[2][0] for r in rows], pa.string()),
+            "tags": pa.array([r[2][1] for r in rows], pa.string()),
+            "field": pa.array([r[2][2] for r in rows], pa.string()),
+            "count": pa.array([r[3].moments.count for r in rows], pa.int64()),
+            "sum": pa.array([r[3].moments.sum for r in rows], pa.float64()),
+            "mean": pa.array([r[3].moments.mean for r in rows], pa.float64()),
+            "m2": pa.array([r[3].moments.m2 for r in rows], pa.float64()),
+            "min": pa.array([r[3].moments.min for r in rows], pa.float64()),
+            "max": pa.array([r[3].moments.max for r in rows], pa.float64()),
+            "alpha": pa.array([r[3].alpha for r in rows], pa.float64()),
+            "zero": pa.array([r[3].buckets.zero for r in rows], pa.int64()),
+            "pos_keys": pa.array([[k for k, _ in b] for b in pos], pa.list_(pa.int32())),
+            "pos_counts": pa.array([[c for _, c in b] for b in pos], pa.list_(pa.int64())),
+            "neg_keys": pa.array([[k for k, _ in b] for b in neg], pa.list_(pa.int32())),
+            "neg_counts": pa.array([[c for _, c in b] for b in neg], pa.list_(pa.int64())),
+        }
+    )
+    names = ", ".join(table.column_names)
+    con.register("hm_rebuilt", table)
+    try:
+        con.execute(f"INSERT INTO summary_rebuilt ({names}) SELECT {names} FROM hm_rebuilt")
+    finally:
+        con.unregister("hm_rebuilt")
 
 
 def _oldest_pending_ns(con: duckdb.DuckDBPyConnection, cut_ns: int) -> int | None:

@@ -19,18 +19,14 @@ from typing import Any
 
 import numpy as np
 
+from hushmon.store.raw_summaries import ALPHA, buckets_of, gamma_of, moments_of
 from hushmon.transport.wire import INT64_MAX, int64_reason
 
-ALPHA = 0.01
 # A double's buckets at the smallest alpha the reducers use need ~10^5
 # indices; a key beyond this or more buckets than this is not a sketch.
 SKETCH_MAX_INDEX = 1 << 20
 SKETCH_MAX_BUCKETS = 1 << 16
 _BUCKET_KEY = re.compile(r"-?[0-9]{1,7}")
-
-
-def gamma_of(alpha: float) -> float:
-    return (1.0 + alpha) / (1.0 - alpha)
 
 
 @dataclass
@@ -48,17 +44,13 @@ class Sketch:
         return self.zero + sum(self.pos.values()) + sum(self.neg.values())
 
     def add_values(self, values: np.ndarray) -> None:
-        values = np.asarray(values, dtype=np.float64)
-        log_gamma = math.log(gamma_of(self.alpha))
-        self.zero += int(np.count_nonzero(values == 0.0))
-        for sign, buckets in ((1.0, self.pos), (-1.0, self.neg)):
-            part = values[values * sign > 0.0] * sign
-            if len(part) == 0:
-                continue
-            index = np.ceil(np.log(part) / log_gamma).astype(np.int64)
-            keys, counts = np.unique(index, return_counts=True)
-            for k, c in zip(keys.tolist(), counts.tolist(), strict=True):
-                buckets[k] = buckets.get(k, 0) + c
+        # the bucketing is the store's (store/raw_summaries.py), which
+        # rebuilds summaries from raw data without this package
+        added = buckets_of(values, self.alpha)
+        self.zero += added.zero
+        for mine, theirs in ((self.pos, added.pos), (self.neg, added.neg)):
+            for k, c in theirs.items():
+                mine[k] = mine.get(k, 0) + c
 
     def merge(self, other: Sketch) -> None:
         if not math.isclose(self.alpha, other.alpha, rel_tol=1e-12):
@@ -196,14 +188,12 @@ class Summary:
     def of(cls, values: Iterable[float] | np.ndarray, alpha: float = ALPHA) -> Summary:
         x = np.asarray(values if isinstance(values, np.ndarray) else list(values), np.float64)
         out = cls(sketch=Sketch(alpha))
-        if len(x) == 0:
+        m = moments_of(x)
+        if m is None:
             return out
-        out.count = len(x)
-        out.sum = float(x.sum())
-        out.mean = out.sum / out.count
-        out.m2 = float(np.sum((x - out.mean) ** 2))
-        out.min = float(x.min())
-        out.max = float(x.max())
+        out.count, out.sum, out.mean, out.m2, out.min, out.max = (
+            m.count, m.sum, m.mean, m.m2, m.min, m.max
+        )  # fmt: skip
         out.sketch.add_values(x)
         return out
 
