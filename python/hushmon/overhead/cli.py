@@ -73,11 +73,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from hushmon import jsonio
     from hushmon.datadir import data_dir
-    from hushmon.overhead.analysis import analyse, text_table
     from hushmon.overhead.execute import execute, stderr_ticker
     from hushmon.overhead.modes import BASELINE, MODES, get
     from hushmon.overhead.plan import plan
-    from hushmon.overhead.report import write_report
     from hushmon.overhead.spec import KERNELS, parse_config, parse_list
     from hushmon.paths import program
 
@@ -122,6 +120,11 @@ def main(args: argparse.Namespace) -> int:
     )
     wall_s = time.monotonic() - t0
     load_end = os.getloadavg()
+    # SciPy and the report's plotting take about 2 CPU-s to import: only a
+    # study that ran gets them, not an argument error
+    from hushmon.overhead.analysis import analyse, text_table
+    from hushmon.overhead.report import write_report
+
     config_names = [str(c) for c in configs]
     analysis = analyse(results, kernels, config_names, modes, args.level, args.seed)
     notes = []
