@@ -9,6 +9,7 @@ packages=(
   openmpi-bin libopenmpi-dev          # MPI programs and mpirun
   mpich libmpich-dev                  # MPICH beside it (make test-mpich; mpirun stays Open MPI's)
   nats-server libnats-dev             # online transport (cluster mode)
+  libcurl4-openssl-dev                # the agent's bmc_power source: Redfish over HTTPS
   victoria-metrics                    # hushmon collect --forward-lp is tested against the real server
   prometheus                          # hushmon metrics and the Grafana dashboards' PromQL are tested against a real Prometheus
   linux-perf                          # perf stat, for checks of the PMU

@@ -80,6 +80,14 @@ static const option_def options[] = {
     {"perf_sw.migrations", false, {.name = "perf-sw-migrations", TEXT(perf_sw_migrations, "auto|read"), .help = "perf_sw: count CPU migrations by BPF where allowed (no IPIs, every period), else read perf_events; read = always perf_event reads (default auto)"}},
     {"cpus", false, {.name = "cpus", TEXT(cpus, NULL), .help = "run the agent on these CPUs (a housekeeping core), e.g. '0' or '0,64'; '' = anywhere (default)"}},
     {"gpu.process_every_ms", false, {.name = "gpu-process-every-ms", INT(gpu_process_every_ms), .min = 0, .max = 3600000, .help = "gpu_nvidia: read GPU processes (per-job lines) this often; 0 = every period (default 5000)"}},
+    {"bmc.backend", false, {.name = "bmc", TEXT(bmc_backend, "none|redfish|dcmi"), .help = "bmc_power: node power from the BMC, read by a thread of its own off the sampling path: Redfish over HTTPS, or ipmitool's DCMI power reading (default none)"}},
+    {"bmc.interval_ms", false, {.name = "bmc-interval-ms", INT(bmc_interval_ms), .min = 1000, .max = 3600000, .help = "bmc_power: read the BMC this often; a reading older than 3 intervals is not published (default 10000)"}},
+    {"bmc.timeout_ms", false, {.name = "bmc-timeout-ms", INT(bmc_timeout_ms), .min = 100, .max = 3600000, .help = "bmc_power: one read (HTTPS request, ipmitool run) gives up after this, at most the interval (default 5000)"}},
+    {"bmc.url", false, {.name = "bmc-url", TEXT(bmc_url, NULL), .help = "bmc_power redfish: https://BMC[:port] (EnvironmentMetrics, else Power of the chassis), or the URL of the resource to read"}},
+    {"bmc.chassis", false, {.name = "bmc-chassis", TEXT(bmc_chassis, NULL), .help = "bmc_power redfish: the Chassis member id, e.g. System.Embedded.1 (default 1)"}},
+    {"bmc.credentials_file", false, {.name = "bmc-credentials-file", TEXT(bmc_credentials_file, NULL), .help = "bmc_power redfish: a file 'user:password', owned by the agent's user, mode 0600"}},
+    {"bmc.ca_file", false, {.name = "bmc-ca-file", TEXT(bmc_ca_file, NULL), .help = "bmc_power redfish: the CA the BMC's certificate must chain to (default: the system's CAs)"}},
+    {"bmc.ipmitool", false, {.name = "bmc-ipmitool", TEXT(bmc_ipmitool, NULL), .help = "bmc_power dcmi: the ipmitool to run, a path or a name on PATH (default ipmitool)"}},
 };
 
 #undef TEXT
@@ -133,6 +141,11 @@ void hm_config_defaults(hm_agent_config *cfg)
     cfg->slurm_scan_ms = 5000;
     strcpy(cfg->gpu_nvml_library, "libnvidia-ml.so.1");
     cfg->gpu_process_every_ms = 5000;
+    strcpy(cfg->bmc_backend, "none");
+    cfg->bmc_interval_ms = 10000;
+    cfg->bmc_timeout_ms = 5000;
+    strcpy(cfg->bmc_chassis, "1");
+    strcpy(cfg->bmc_ipmitool, "ipmitool");
 }
 
 static int set_string(const option_def *o, hm_agent_config *cfg, const char *value, hm_error *err)
@@ -307,6 +320,12 @@ int hm_config_check(const hm_agent_config *cfg, hm_error *err)
         return hm_error_set(err, "nats.cert_file and nats.key_file go together (set both or neither)");
     if (cfg->spool_total_bytes < 2 * cfg->spool_file_bytes)
         return hm_error_set(err, "sink.total_bytes must be at least twice sink.file_bytes");
+    if (strcmp(cfg->bmc_backend, "none") != 0 && cfg->bmc_timeout_ms > cfg->bmc_interval_ms)
+        return hm_error_set(err, "bmc.timeout_ms (%lld) must be at most bmc.interval_ms (%lld)",
+                            (long long)cfg->bmc_timeout_ms, (long long)cfg->bmc_interval_ms);
+    if (strcmp(cfg->bmc_backend, "redfish") == 0 && strncmp(cfg->bmc_url, "https://", 8) != 0)
+        return hm_error_set(err, "bmc.backend redfish needs bmc.url https://BMC[:port] (HTTPS "
+                                 "only: the request carries the BMC's password)");
     if (strstr(cfg->scope_cgroup, "..") != NULL)
         return hm_error_set(err, "scope.cgroup must not contain '..' (a path under cgroup_root)");
     size_t digits = strspn(cfg->socket_mode, "01234567");

@@ -67,6 +67,14 @@ typedef struct hm_agent_config {
     int64_t perf_sw_migrations_every; /* perf_sw: migrations (IPIs to every CPU) every N periods; 0 never */
     char perf_sw_migrations[8];   /* auto (BPF where allowed, else reads) | read */
     char cpus[256];               /* the agent's CPUs ("0" or "0,64-65"); "" = anywhere */
+    char bmc_backend[16];         /* bmc_power: none | redfish | dcmi */
+    int64_t bmc_interval_ms;      /* bmc_power: its thread reads the BMC this often */
+    int64_t bmc_timeout_ms;       /* bmc_power: one read gives up after this */
+    char bmc_url[512];            /* bmc_power redfish: https://BMC[:port], or a resource's URL */
+    char bmc_chassis[128];        /* bmc_power redfish: the Chassis member id */
+    char bmc_credentials_file[PATH_MAX]; /* bmc_power redfish: user:password, mode 0600 */
+    char bmc_ca_file[PATH_MAX];   /* bmc_power redfish: the site CA the BMC's certificate chains to */
+    char bmc_ipmitool[PATH_MAX];  /* bmc_power dcmi: ipmitool, a path or a name on PATH */
 } hm_agent_config;
 
 /* One option that was given on the command line: applied after the file,
