@@ -8,18 +8,17 @@ published batches)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from bedlib import HUSHMON, bed_unavailable, bed_up
+from alertsite import AlertListener, site_rules, start_alert
+from bedlib import bed_unavailable, bed_up
 
 from hushmon.paths import REPO_ROOT
 from hushmon.testbed import livecheck, transport
@@ -31,35 +30,13 @@ SLEEP_S = 20
 ALERT_FOR_S = 45.0
 
 
-def _listen(url: str, got: list[tuple[str, dict[str, Any]]], ready: threading.Event,
-            stop: threading.Event) -> None:  # fmt: skip
-    from hushmon.live.feed import connect
-
-    async def main() -> None:
-        nc = await connect(url)
-
-        async def on(msg: Any) -> None:
-            got.append((msg.subject, json.loads(msg.data)))
-
-        await nc.subscribe("hm.alert.>", cb=on)
-        await nc.flush()
-        ready.set()
-        while not stop.is_set():
-            await asyncio.sleep(0.1)
-        await nc.close()
-
-    asyncio.run(main())
-
-
 def test_an_idle_slurm_job_raises_an_alert_on_nats(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reason = bed_unavailable()
     if reason:
         pytest.skip(reason)
-    site = tmp_path / "rules"
-    site.mkdir()
-    (site / "parameters.toml").write_text(f"idle_alloc_min_s = {HOLD_S}\n")
+    site = site_rules(tmp_path, HOLD_S)
     with bed_up("--nodes", "2", "--racks", "1", "--transport", "nats") as (info, _data):
         hub = str(info["transport"]["hub_url"])
         tls = transport.client_env()
@@ -67,42 +44,36 @@ def test_an_idle_slurm_job_raises_an_alert_on_nats(
         for key, value in {**tls, **info["env"]}.items():
             monkeypatch.setenv(key, value)
         env = {**os.environ, **info["env"], **tls}
-        got: list[tuple[str, dict[str, Any]]] = []
-        ready, stop = threading.Event(), threading.Event()
-        listener = threading.Thread(target=_listen, args=(hub, got, ready, stop))
-        listener.start()
         alert = job = None
-        try:
-            assert ready.wait(15), "no subscription to hm.alert.>"
-            alert = subprocess.Popen(
-                [*HUSHMON, "alert", "--url", hub, "--rules", str(site), "--for-s",
-                 str(ALERT_FOR_S), "--json", "-"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                cwd=REPO_ROOT,
-            )  # fmt: skip
-            newest = max(_slurm_jobs(), default=0)
-            srun = shutil.which("srun") or "srun"
-            job = subprocess.Popen(
-                [srun, "-N", "2", "sleep", str(SLEEP_S)],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            running = livecheck.running_job(newest, 60)
-            assert running is not None, "the Slurm job did not start"
-            job_id, nodes = running
-            deadline = time.monotonic() + SLEEP_S + 15
-            while time.monotonic() < deadline and not _fired(got, job_id):
-                time.sleep(0.5)
-            assert _fired(got, job_id), f"no idle_allocation alert for job {job_id}: {got}"
-        finally:
-            stop.set()
-            listener.join(15)
-            if job is not None:
-                job.wait(SLEEP_S + 60)
-            if alert is not None:
-                alert.terminate()
-                out, err = alert.communicate(timeout=30)
+        with AlertListener(hub) as listener:
+            try:
+                alert, said = start_alert("--url", hub, "--rules", str(site), "--for-s",
+                                          str(ALERT_FOR_S), env=env, cwd=REPO_ROOT)  # fmt: skip
+                newest = max(_slurm_jobs(), default=0)
+                srun = shutil.which("srun") or "srun"
+                job = subprocess.Popen(
+                    [srun, "-N", "2", "sleep", str(SLEEP_S)],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                running = livecheck.running_job(newest, 60)
+                assert running is not None, "the Slurm job did not start"
+                job_id, nodes = running
+                deadline = time.monotonic() + SLEEP_S + 15
+                while time.monotonic() < deadline and not _fired(listener.got, job_id):
+                    time.sleep(0.5)
+                assert _fired(listener.got, job_id), (
+                    f"no idle_allocation alert for job {job_id}: {listener.got}"
+                )
+            finally:
+                if job is not None:
+                    job.wait(SLEEP_S + 60)
+                if alert is not None:
+                    alert.terminate()
+                    out, err = alert.communicate(timeout=30)
+                    err = said + err
+        got = listener.got
         subject, first = _fired(got, job_id)[0]
         assert subject == f"hm.alert.{job_id}"
         assert first["job"] == job_id and first["state"] == "firing"
@@ -121,9 +92,11 @@ def _slurm_jobs() -> list[int]:
     return [int(w) for w in out.stdout.split() if w.isdigit()]
 
 
-def _fired(got: list[tuple[str, dict[str, Any]]], job: str) -> list[tuple[str, dict[str, Any]]]:
+def _fired(
+    got: list[tuple[str, dict[str, Any], float]], job: str
+) -> list[tuple[str, dict[str, Any]]]:
     return [
         (s, a)
-        for s, a in got
+        for s, a, _t in got
         if a.get("job") == job and a.get("rule") == "idle_allocation" and a.get("state") == "firing"
     ]
