@@ -60,6 +60,7 @@ MEANING = {
     "energy": "none: energy is reported in each digest, not a limit to follow across sizes",
     "io_bound": "share of the run time the average node waits for I/O while moving bytes",
     "idle_cpu": "idle + iowait, % of CPU time",
+    "neighbour": "share of the run time other work on the job's nodes may cost (high end)",
     "decomposition": "work rate lost vs the best run",
     "gpu_idle": "share of GPU time below the idle SM utilization",
     "gpu_memory": "peak GPU memory used, share of the GPU's memory",

@@ -2,7 +2,9 @@
 
 Per node, the mean work rate over the job; the balance is mean / max (the
 share of the busiest node's work the average node does). Nodes far from the
-median are named. Work is FLOPS when the PMU gives them, else user CPU time.
+median are named. Work is FLOPS when the PMU gives them, else the job's own
+user CPU time (its cgroup), else the node's (factors/work.py): a neighbour's
+CPU time on a node is not the job's work (factors/neighbour.py prices it).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from hushmon.digest.factors.base import AnalyzerSkip, Finding, Loss, SkipReason, share_of_time
-from hushmon.digest.factors.work import work_matrix
+from hushmon.digest.factors.work import CPU_TIME_SENSORS, JOB_USER_CPU, work_matrix
 from hushmon.digest.jobdata import JobData
 from hushmon.digest.resolution import PER_NODE
 from hushmon.digest.scope import in_node_scope, is_host_wide
@@ -82,12 +84,17 @@ class Imbalance:
             f"{h} {v:.3g}" for h, v in zip(job.hosts, per_node, strict=True) if np.isfinite(v)
         )
         inputs = job.derived_inputs.get(name, [name])
-        evidence["measured_by"] = ", ".join(inputs) + (
-            " (host-wide: every process on the machine)"
-            if any(is_host_wide(s) for s in inputs)
-            else " (the node's own cgroup)"
-            if in_node_scope(job)
-            else ""
+        evidence["measured_by"] = (
+            f"{name} (the job's own cgroup on each node: its tasks only)"
+            if name == JOB_USER_CPU
+            else ", ".join(inputs)
+            + (
+                " (host-wide: every process on the machine)"
+                if any(is_host_wide(s) for s in inputs)
+                else " (the node's own cgroup)"
+                if in_node_scope(job)
+                else ""
+            )
         )
         waiting = ""
         system = job.matrix("cpu.system_pct")
@@ -144,7 +151,7 @@ class Imbalance:
         finding.evidence["work_periods_share"] = round(share, 3)
         finding.evidence["imbalance_in_work_periods"] = round(imb_w, 3)
         high = max(imb_w, float(finding.evidence["imbalance"]))
-        if name == "cpu.user_pct":
+        if name in CPU_TIME_SENSORS:
             # a waiting rank that polls counts as working, which hides part of the
             # spread: the work may be as uneven as the least busy node's gap to the busiest
             high = max(high, 1 - float(np.nanmin(node_w)) / mx)
@@ -160,7 +167,7 @@ class Imbalance:
                 f"{name} measures the work"
                 + (
                     " (a waiting rank that polls counts as working, so the imbalance may be larger)"
-                    if name == "cpu.user_pct"
+                    if name in CPU_TIME_SENSORS
                     else ""
                 ),
             ],
