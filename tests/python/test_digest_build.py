@@ -39,8 +39,15 @@ def test_json_has_the_contract(digest: Digest) -> None:
         assert f["evidence"] and f["hint"]
     skipped = {s["factor"]: s["reason"] for s in data["skipped"]}
     gpu = {"gpu_idle", "gpu_memory", "gpu_throttle", "gpu_transfer"}  # a job without GPUs
-    # energy: no RAPL or GPU power in the synthetic job; roofline: FLOPs but no memory traffic
-    assert set(skipped) - gpu == {"decomposition", "app_timeline", "energy", "roofline"}
+    # energy, power_cap: no RAPL, GPU power or thermal counters in the synthetic job;
+    # roofline: FLOPs but no memory traffic
+    assert set(skipped) - gpu == {
+        "decomposition",
+        "app_timeline",
+        "energy",
+        "power_cap",
+        "roofline",
+    }
     assert skipped["roofline"] == "missing_sensor"
     assert all(skipped[f] == "missing_sensor" for f in gpu)
     assert skipped["app_timeline"] == "not_applicable"  # no libhushmon data

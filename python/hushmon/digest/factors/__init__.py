@@ -23,6 +23,7 @@ from hushmon.digest.factors import (
     io_bound,
     neighbour,
     network_bandwidth,
+    power_cap,
     roofline,
     topology,
 )
@@ -54,6 +55,7 @@ FACTORS: tuple[Factor, ...] = (
     gpu_transfer.FACTOR,
     app_timeline.FACTOR,
     energy.FACTOR,
+    power_cap.FACTOR,
     roofline.FACTOR,
 )
 
