@@ -69,6 +69,8 @@ MEANING = {
     "app_timeline": "none: the application's own timeline is read in each digest, "
     "not compared across sizes",
     "roofline": "mean gap to the roof at the job's own intensity (the probe's ceilings)",
+    "power_cap": "share of the run with some node's CPU package at its power cap or "
+    "thermally throttled",
 }
 
 
