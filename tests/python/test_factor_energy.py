@@ -31,7 +31,13 @@ CPU = (
 
 
 def _job(
-    tmp: Path, rapl: bool = True, backend: str = "", usage_pct: float = 45.0, name: str = "j"
+    tmp: Path,
+    rapl: bool = True,
+    backend: str = "",
+    usage_pct: float = 45.0,
+    name: str = "j",
+    bmc_w: float | None = None,
+    bmc_seconds: int = SECONDS,
 ) -> JobData:
     start_ns = START_NS + (0 if name == "j" else 10**12)  # another job: 1000 s later
     sc = Scenario(nodes=2, seconds=SECONDS, job=name, omit=("cgroup", "cpu"), start_ns=start_ns)
@@ -49,6 +55,11 @@ def _job(
                     f"energy_j={PACKAGE_W},power_w={PACKAGE_W} {ts}\n"
                     f"rapl,host={host}{tag},domain=dram,zone=intel-rapl:0:0 "
                     f"energy_j={DRAM_W},power_w={DRAM_W} {ts}\n"
+                )
+            if bmc_w is not None and i < bmc_seconds:  # what the agent's bmc source writes
+                lines.append(
+                    f"bmc,host={host},backend=redfish power_w={bmc_w},"
+                    f"energy_total_j={bmc_w * i},age_s=0.4 {ts}\n"
                 )
             lines += [
                 f"cpu,host={host},cpu={c} {CPU} {ts}\n" for c in ("total", "cpu0", "cpu1", "cpu2")
@@ -96,6 +107,38 @@ def test_a_job_using_every_busy_cpu_gets_the_whole_package_and_fixture_marked(
     assert f.evidence["cpu_package_kj"] == 12.0
     assert f.evidence["sources_not_this_hardware"] == "rapl (fixture)"
     assert "not this machine's hardware" in f.hint
+
+
+def test_node_power_from_the_bmc_gives_energy_to_solution_and_other(tmp_path: Path) -> None:
+    """The BMC reads 200 W per node beside the 100 W package and 20 W DRAM:
+    the job's half of 2 nodes x 60 s x 200 W is 12 kJ, of which the parts
+    measured are 7.2 kJ and the rest (fans, disks, supplies) 4.8 kJ."""
+    job = _job(tmp_path, bmc_w=200.0)
+    [f] = energy.FACTOR.analyze(job, parameters()["energy"])
+    ev = f.evidence
+    assert ev["node_bmc_kj"] == 12.0 and ev["parts_measured_kj"] == 7.2
+    assert ev["energy_kj"] == 12.0 and ev["other_kj"] == 4.8
+    assert ev["other_share"] == 0.4 and ev["cpu_package_share"] == 0.5
+    assert ev["node_periods_with_bmc_reading"] == 1.0
+    assert ev["power_w_mean"] == 200.0  # 200 W x 2 nodes x one half: the BMC's, not the parts'
+    assert "by its nodes' BMC (7.2 kJ of it measured" in f.hint
+    assert "other (fans, disks, NICs, supply loss) 40%" in f.hint
+    assert energy.job_energy_j(job) == 12000.0  # compare's energy per unit of work uses it
+
+
+def test_bmc_gaps_below_the_parts_and_bmc_alone(tmp_path: Path) -> None:
+    # The BMC's lines stop after 30 s (stale readings are not published): its
+    # 6 kJ fall below the parts' 7.2, so the parts stay the energy to solution.
+    job = _job(tmp_path, bmc_w=200.0, bmc_seconds=30)
+    [f] = energy.FACTOR.analyze(job, parameters()["energy"])
+    ev = f.evidence
+    assert ev["node_periods_with_bmc_reading"] == 0.5 and ev["node_bmc_kj"] == 6.0
+    assert "other_kj" not in ev and ev["energy_kj"] == 7.2 and "node_below_parts" in ev
+    # Only the BMC: its energy is the job's, one part named node, not other.
+    job = _job(tmp_path / "alone", rapl=False, bmc_w=200.0, name="k")
+    [f] = energy.FACTOR.analyze(job, parameters()["energy"])
+    assert f.evidence["node_kj"] == 12.0 and f.evidence["energy_kj"] == 12.0
+    assert "other_kj" not in f.evidence and "no CPU, memory or GPU energy sensors" in f.hint
 
 
 def test_skipped_without_energy_sources(tmp_path: Path) -> None:

@@ -24,6 +24,14 @@ the package's joules over the CPU-seconds used on what it measures (the
 machine, or the node for a node-own tree), so the package's idle power is
 charged to the CPU time that ran, the agent's included.
 
+Node power from the BMC (``bmc`` lines: Redfish or IPMI DCMI, the whole
+machine at the supplies' input), where a site has it: energy to solution is
+the BMC's, apportioned by the package's rule, next to the sum of the parts
+measured (RAPL + GPU), and what they leave -- fans, disks, NICs, the
+supplies' loss -- is the part ``other`` (node - (CPU + DRAM + GPU)). A
+period without a fresh BMC reading (the agent leaves stale ones out) adds
+nothing; the share of periods with one is in the evidence.
+
 A source tagged ``backend=sim`` or ``backend=fixture`` (a simulated or
 recorded tree, not this machine's hardware) is named in the finding.
 """
@@ -158,6 +166,7 @@ class Energy:
         "gpu.energy_mj",
         "cgroup.cpu_usage_pct",
         "gpu.throttle_power",
+        "bmc.power_w",
     )
     # what it needs (digest/resolution.py): power summed over nodes and periods
     resolution = ACROSS_NODES
@@ -172,7 +181,8 @@ class Energy:
         package = rapl_power_w(job, "package")
         dram = rapl_power_w(job, "dram")
         gpu = gpu_energy_j(job)
-        if package is None and dram is None and gpu is None:
+        node = _sum(job, job.base_sensors("bmc.power_w"))  # a period without a reading: 0
+        if package is None and dram is None and gpu is None and node is None:
             return None
         share, rule = job_share(job)
         parts: dict[str, float] = {}
@@ -193,6 +203,8 @@ class Energy:
             info["gpu_measured_by"] = gpu[1]
         if not isinstance(share, float):
             info["job_share_of_package_mean"] = round(float(np.mean(share)), 3)
+        if node is not None:
+            power = _node_part(job, node * share, parts, info, power)
         return parts, info, power
 
     def analyze(self, job: JobData, params: Mapping[str, Any]) -> list[Finding]:
@@ -200,7 +212,8 @@ class Energy:
         if got is None:
             raise AnalyzerSkip(
                 SkipReason.MISSING_SENSOR,
-                "needs rapl.power_w (powercap) or gpu.power_w / gpu.energy_mj (NVML)",
+                "needs rapl.power_w (powercap), gpu.power_w / gpu.energy_mj (NVML) or "
+                "bmc.power_w (the BMC)",
             )
         parts, evidence, power = got
         total_j = sum(parts.values())
@@ -226,10 +239,21 @@ class Energy:
         if marked:
             evidence["sources_not_this_hardware"] = ", ".join(marked)
         shares = ", ".join(
-            f"{p.replace('_', ' ')} {j / total_j:.0%}" for p, j in parts.items() if total_j > 0
+            f"{OTHER_LABEL if p == 'other' else p.replace('_', ' ')} {j / total_j:.0%}"
+            for p, j in parts.items()
+            if total_j > 0
+        )
+        by_bmc = (
+            f" by its nodes' BMC ({evidence['parts_measured_kj']:.3g} kJ of it measured by "
+            "the CPU, memory and GPU sensors)"
+            if "other" in parts
+            else " by its nodes' BMC (no CPU, memory or GPU energy sensors)"
+            if "node" in parts
+            else ""
         )
         hint = (
-            f"The job used {total_j / 1e3:.3g} kJ in {job.span_s:.0f} s ({shares}){over_time}, "
+            f"The job used {total_j / 1e3:.3g} kJ{by_bmc} in {job.span_s:.0f} s ({shares})"
+            f"{over_time}, "
             f"apportioned by {evidence['apportioned_by']}.{cap}{own}"
             + (f" Marked: {', '.join(marked)} -- not this machine's hardware." if marked else "")
         )
@@ -278,6 +302,39 @@ class Energy:
             f"priced at that period's package energy per busy CPU-second (mean "
             f"{j_per_cpu_s:.3g} J per CPU-second)."
         )
+
+
+OTHER_LABEL = "other (fans, disks, NICs, supply loss)"
+
+
+def _node_part(
+    job: JobData,
+    node: np.ndarray,
+    parts: dict[str, float],
+    info: dict[str, Any],
+    power: np.ndarray | None,
+) -> np.ndarray | None:
+    """The BMC's node energy (``node``: the job's share of its power, nodes x
+    periods): the part ``other`` = node - the parts measured, and the job's
+    power over time from the BMC. A node reading below its parts (a BMC
+    meter that lags the load, or one on part of the machine) leaves the
+    parts as they are, said in the evidence. Returns the job's power."""
+    node_j = float(np.nansum(node)) * job.period_s
+    measured_j = sum(parts.values())
+    info["node_bmc_kj"] = round(node_j / 1e3, 3)
+    info["parts_measured_kj"] = round(measured_j / 1e3, 3)
+    read = [m for m in (job.matrix(s) for s in job.base_sensors("bmc.power_w")) if m is not None]
+    covered = np.any(np.isfinite(np.stack(read)), axis=0)
+    info["node_periods_with_bmc_reading"] = round(float(np.mean(covered)), 3)
+    if node_j < measured_j:
+        info["node_below_parts"] = (
+            "the BMC's node energy is below CPU + DRAM + GPU: other not computed, energy "
+            "to solution from the parts"
+        )
+        return power
+    # Without CPU, memory or GPU sensors the node's energy is one part, not "other".
+    parts["other" if parts else "node"] = node_j - measured_j
+    return node
 
 
 OWN_ENERGY_RULE = (
