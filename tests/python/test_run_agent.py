@@ -9,10 +9,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,11 @@ def hushmon_run_cmd(data: Path, summary: Path, agent: Path, *args: str) -> list[
 def job_lines(data: Path, job: str) -> list[str]:
     lines = []
     for path in (data / "spool").glob("*.lp*"):
-        lines += [ln for ln in path.read_text().splitlines() if f"job={job} " in ln]
+        try:
+            text = path.read_text()
+        except FileNotFoundError:  # an open file closed (renamed) while the job runs
+            continue
+        lines += [ln for ln in text.splitlines() if f"job={job} " in ln]
     return lines
 
 
@@ -63,10 +67,9 @@ def test_ctrl_c_with_the_real_agent_keeps_the_data(tmp_path: Path, agent: Path) 
         "--", "sh", "-c", f"touch {marker}; sleep 3600",
     )  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 90
-    while not marker.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(1.5)
+    wait_until(marker.exists, "the job started", timeout_s=90)
+    # 4 periods of the job in the spool (about 1 s alone; longer on a loaded machine)
+    wait_until(lambda: len(job_lines(data, "real2")) >= 4, "4 sampled periods of the job")
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=180)  # the job itself would run an hour
     assert proc.returncode == 130, err
