@@ -119,7 +119,8 @@ def test_a_long_phase_covers_the_periods_before_its_end() -> None:
     # phase a: one 3.5-s run ending in period 4; phase b: 0.8 s in periods 0-1
     # and nesting: "outer" covers everything, the inner phase wins where it fills half
     cover = {"a": np.array([0, 0, 0, 0, 3.5, 0]), "b": np.array([0.8, 0.8, 0, 0, 0, 0])}
-    assert list(_spread_back(cover["a"], 1.0)) == [0, 0.5, 1, 1, 1, 0]
+    # its end is taken at the middle of the period it ended in (where is not known)
+    assert list(_spread_back(cover["a"], 1.0)) == [0, 1, 1, 1, 0.5, 0]
     shares = {k: np.clip(_spread_back(v, 1.0), 0, 1) for k, v in cover.items()}
     shares["outer"] = np.ones(6)
     names, labels = app_labels(shares)
@@ -139,3 +140,22 @@ def test_noise_and_a_repeating_pattern_make_no_phases() -> None:
     step = noise.copy()
     step[70:, :2] += 6
     assert changepoints.segments(step) == [(0, 70), (70, 120)]
+
+
+def test_long_phases_one_after_another_leave_no_gap() -> None:
+    # the bed's phases program (0.5-s periods): four ~5-s phases, each reported in
+    # the period it ended in (the agent's lines of job 1 at 07:06)
+    seconds = {"solve": 5.053, "transpose": 5.211, "random_access": 5.115, "alltoall": 5.063}
+    ends = {"solve": 12, "transpose": 23, "random_access": 33, "alltoall": 43}
+    cover: dict[str, np.ndarray] = {}
+    for name, end in ends.items():
+        reported = np.zeros(44)
+        reported[end] = seconds[name]
+        cover[name] = np.clip(_spread_back(reported, 0.5) / 0.5, 0, 1)
+    names, labels = app_labels(cover)
+    named = [names[i] if i >= 0 else "-" for i in labels]
+    # every period from the first phase's start to the last one's end has a phase,
+    # and the phases follow one another in the program's order
+    assert "-" not in named[3:]
+    order = [n for k, n in enumerate(named[3:]) if k == 0 or n != named[3:][k - 1]]
+    assert order == list(ends)

@@ -181,10 +181,22 @@ def app_phase_cover(job: JobData) -> dict[str, np.ndarray]:
 
 
 def _spread_back(seconds: np.ndarray, step_s: float) -> np.ndarray:
-    """A phase that ended in period i after T seconds also ran in the periods before it."""
+    """A phase that ended in period i after T seconds also ran in the periods before it.
+
+    Where in period i it ended is not known (the agent reports what ended during the
+    period): a phase longer than a period is taken to end at the period's middle, the
+    expected place, so it fills half of period i and whole periods before it. Taking
+    the period's end instead shifts every long phase half a period late, and
+    between two long phases one after the other leaves a period that neither
+    fills to half (seen on the bed with 5-s phases and 0.5-s periods). Shorter
+    totals (a phase that ends several times a period) stay in their period."""
     spread = np.zeros(len(seconds))
     for i in np.flatnonzero(seconds > 0):
         left, j = float(seconds[i]), int(i)
+        if left > step_s:
+            spread[j] += step_s / 2
+            left -= step_s / 2
+            j -= 1
         while left > 1e-9 and j >= 0:
             take = min(left, step_s)
             spread[j] += take
