@@ -642,6 +642,41 @@ static void test_thermal(hm_test_counts *c)
     rig_close(&r);
 }
 
+/* cpu_info: tests/fixtures/agent/cpuinfo (t0 only), 2 sockets x 2 cores x
+ * 2 threads of a model name holding what a tag value cannot keep (',' '='
+ * '[' ']' and a trailing blank): one line in each of the first two
+ * periods, none after until an hour has passed; the model cleaned to
+ * spaces, runs of blanks made one. */
+static void test_cpu_info(hm_test_counts *c)
+{
+    const char *const sources[] = {"cpu_info"};
+    rig r;
+    rig_open_tree(&r, c, "tests/fixtures/agent/cpuinfo", "", NULL, sources, 1, 5000);
+    char line[1024];
+    CHECK(c, r.n == 1);
+    const char *key = "cpu_info,host=n1,model=Intel(R)\\ Xeon(R)\\ Gold\\ 6148\\ CPU\\ @\\ "
+                      "2.40GHz\\ ES\\ rev\\ 2";
+    CHECK(c, find_line(rig_sample(&r, c, 1000000000), key, line, sizeof line));
+    CHECK(c, strstr(line, "family=6i") && strstr(line, "model_number=85i") &&
+                 strstr(line, "stepping=4i"));
+    CHECK(c, strstr(line, "sockets=2i") && strstr(line, "cores=4i") && strstr(line, "cpus=8i"));
+    CHECK(c, find_line(rig_sample(&r, c, 2000000000), key, line, sizeof line));
+    CHECK(c, strstr(rig_sample(&r, c, 3000000000), "cpu_info") == NULL);
+    CHECK(c, strstr(rig_sample(&r, c, 3601000000000), "cpu_info") == NULL);
+    CHECK(c, find_line(rig_sample(&r, c, 3602000000000), key, line, sizeof line));
+    rig_close(&r);
+
+    /* No model name (an Arm kernel's cpuinfo): "unknown", as the probe says. */
+    rig_open_tree(&r, c, "tests/fixtures/agent/cpuinfo", "",
+                  "printf 'processor\\t: 0\\nBogoMIPS\\t: 50.00\\nCPU part\\t: 0xd0c\\n\\n' > "
+                  "proc/cpuinfo",
+                  sources, 1, 5000);
+    CHECK(c, find_line(rig_sample(&r, c, 1000000000), "cpu_info,host=n1,model=unknown", line,
+                       sizeof line));
+    CHECK(c, strstr(line, "cpus=1i") && !strstr(line, "family") && !strstr(line, "sockets"));
+    rig_close(&r);
+}
+
 /* procio: tests/fixtures/agent/procio, job 77's cgroup tree jobs/j77 with
  * tasks in step_0/slurm (100) and step_0/user/task_0 (200, 201; then
  * 200, 202). 201 ends and its parent 200 reaps it: 200's counters jump
@@ -930,6 +965,7 @@ int main(void)
     test_node_scope_errors(&c);
     test_rapl(&c);
     test_thermal(&c);
+    test_cpu_info(&c);
     test_procio(&c);
     test_nfs(&c);
     test_lustre(&c);

@@ -44,7 +44,7 @@ WITH s AS (
            AS sensor
   FROM series
   WHERE host IN (SELECT DISTINCT host FROM job_activity WHERE job = $job)
-    AND measurement NOT IN ('job', 'hushmon_agent')
+    AND measurement NOT IN ('job', 'hushmon_agent', 'cpu_info')
     AND (NOT contains(tags, 'job=') OR list_contains(string_split(tags, ','), 'job=' || $job))
 )
 SELECT series_id, sensor, host,

@@ -39,7 +39,7 @@ WITH k AS (
            || CASE WHEN tags = '' OR measurement = 'cgroup' THEN '' ELSE '[' || tags || ']' END
            AS sensor
   FROM {relation}
-  WHERE job = $job AND measurement NOT IN ('job', 'hushmon_agent')
+  WHERE job = $job AND measurement NOT IN ('job', 'hushmon_agent', 'cpu_info')
     AND (NOT contains(tags, 'job=') OR list_contains(string_split(tags, ','), 'job=' || $job))
 )
 SELECT sensor, time_ns, sum(mean) AS mean, sum(min) AS min, sum(max) AS max,
