@@ -9,7 +9,9 @@ using (a test bed: every node may use every CPU). Idle time is free only
 when the machine's CPUs are idle too, so where the host-wide CPU
 (``scope=host``) is known the idle time counted is the smaller of the two;
 node idle time that the host did not have is reported as CPUs shared with
-other nodes, not as idle.
+other nodes, not as idle, with what a rank per idle CPU would save under
+the machine's sharing (:mod:`cpu_share`: 0 to the high end where the work
+divides evenly).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from hushmon.digest.factors.base import Finding, Loss, longest_run, span_of
+from hushmon.digest.factors.cpu_share import idle_cpu_saving
 from hushmon.digest.jobdata import JobData
 from hushmon.digest.resolution import ACROSS_NODES
 
@@ -159,16 +162,44 @@ class IdleCpu:
             "nodes x CPUs per node within the machine's CPUs) before reading idle time as "
             "the job's."
         )
-        return Finding(
-            self.name,
-            "CPUs shared with other nodes of the machine",
-            "low",
-            evidence,
-            hint,
-            loss_unknown="whether the job's ranks were ready to run while other nodes had the "
-            "CPUs is not measured (no CPU pressure sensor), so what CPUs of its own would "
-            "save cannot be told",
+        finding = Finding(
+            self.name, "CPUs shared with other nodes of the machine", "low", evidence, hint
         )
+        saving = idle_cpu_saving(job, params)
+        if isinstance(saving, str):
+            finding.loss_unknown = f"what a rank per idle CPU would save cannot be told: {saving}"
+            return finding
+        evidence.update(
+            {
+                "job_cpus_used": round(saving.job_cpus, 2),
+                "job_tasks_per_node": saving.tasks,
+                "cpu_share_per_task": round(saving.share_before, 3),
+                "cpu_share_per_task_with_a_rank_per_cpu": round(saving.share_after, 3),
+                "machine_cpus": saving.host_cpus,
+                "other_tasks_cpus": round(saving.others, 2),
+                "share_of_run_computing": round(saving.computing_share, 3),
+            }
+        )
+        finding.hint += (
+            f" A rank per node CPU would still share the machine's CPUs: it would save at "
+            f"most {saving.high_share:.0%} of the run time ({saving.share_after:.0%} of a CPU "
+            "per rank), and nothing if the program's work does not divide over more ranks."
+        )
+        finding.loss = Loss(
+            0.0,
+            saving.high_share,
+            saving.basis(),
+            [
+                "the job's work divides evenly over a rank per node CPU with nothing added "
+                "(no more communication, no serial part) and its ranks stay as ready to run "
+                "(high end); the program's scaling is not measured by one run, so it may gain "
+                "nothing (low end: 0; hushmon compare of two sizes measures it)",
+                "the machine's other tasks keep their demand, and the kernel shares its CPUs "
+                "evenly among the runnable tasks",
+                "only the periods the job computed in (not its waits) shrink",
+            ],
+        )
+        return finding
 
 
 FACTOR = IdleCpu()
