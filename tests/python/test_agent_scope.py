@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from test_agent_once import FIXTURES, Line, parse_lines
 
@@ -43,6 +44,10 @@ def run_once_across(bin_dir: Path, tree: Path, root: Path, *args: str) -> list[L
         stderr=subprocess.PIPE,
         text=True,
     )
+    # halfway, counted from the first reading (the agent holds its files open
+    # from then on), not from the start, which a loaded machine may delay
+    wait_until(lambda: proc.poll() is not None or _holds_files_under(proc.pid, root),
+               "the agent's first reading", timeout_s=INTERVAL_S * 10)  # fmt: skip
     time.sleep(INTERVAL_S / 2)
     for src in (tree / "t1").rglob("*"):
         if src.is_file():
@@ -50,6 +55,20 @@ def run_once_across(bin_dir: Path, tree: Path, root: Path, *args: str) -> list[L
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     return parse_lines(out)
+
+
+def _holds_files_under(pid: int, root: Path) -> bool:
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd).startswith(f"{root}/"):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def one(lines: list[Line], m: str, **tags: str) -> Line:
