@@ -331,3 +331,24 @@ def _alive(pid: int) -> bool:
             return f.read().split(") ")[-1][:1] != "Z"
     except OSError:
         return False
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--bmc", "redfish"], "needs bmc.url https://"),
+        (["--bmc", "redfish", "--bmc-url", "http://bmc"], "HTTPS only"),
+        (["--bmc", "dcmi", "--bmc-timeout-ms", "20000"], "at most bmc.interval_ms"),
+        (["--bmc", "ipmi"], "not one of none|redfish|dcmi"),
+    ],
+)
+def test_bad_settings_are_one_line(bin_dir: Path, args: list[str], says: str) -> None:
+    proc = subprocess.run(
+        [str(bin_dir / "hushmon-agent"), "--once", "--sink", "stdout", "--socket", "", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert len(proc.stderr.splitlines()) == 1 and says in proc.stderr, proc.stderr
