@@ -165,6 +165,7 @@ class Batches:
             _, err = self.proc.communicate()
             raise AssertionError(f"the agent did not stop in 15 s: {err}") from None
         self.reader.join(5)
+        assert self.proc.returncode == 0, f"the agent ended with {self.proc.returncode}: {err}"
         return err
 
 
