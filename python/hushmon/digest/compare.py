@@ -41,6 +41,7 @@ from hushmon.digest.factors import (
 )
 from hushmon.digest.factors.base import SEVERITIES, Finding
 from hushmon.digest.factors.energy import job_energy_j
+from hushmon.digest.factors.roofline import attach_ceilings, ceilings_of
 from hushmon.digest.factors.work import work_matrix
 from hushmon.digest.jobdata import JobData, load_job
 from hushmon.digest.scope import shared_host
@@ -97,6 +98,8 @@ class Run:
         return f"{self.job}@{self.size:g}" + (f" {self.label}" if self.label else "")
 
     racks: str = ""  # what the run's digest knew of the racks
+    # the roofline finding in brief: verdict, node types, the ceilings file (same for all runs)
+    roofline: dict[str, Any] = field(default_factory=dict)
     findings: dict[str, Finding] = field(default_factory=dict)  # the run's worst per factor
     all_findings: list[Finding] = field(default_factory=list)
     period_s: float = 1.0
@@ -282,10 +285,36 @@ def _measure(job: JobData, size: float) -> Run:
     run.all_findings = run_factors(job).findings
     for f in sorted(run.all_findings, key=lambda f: SEVERITIES.index(f.severity)):
         run.findings.setdefault(f.factor, f)
+    run.roofline = _roofline_brief(job, run.findings.get("roofline"))
     if job.has("cpu.host_busy_pct"):
         run.host_busy_pct = float(np.nanmean(job.stats["cpu.host_busy_pct"].avg))
         run.nodes_share_host = shared_host(job)[0]
     return run
+
+
+def _roofline_brief(job: JobData, f: Finding | None) -> dict[str, Any]:
+    """The run's roofline verdict against the ceilings attached to it."""
+    path, records = ceilings_of(job)
+    out: dict[str, Any] = {
+        "ceilings_file": str(path) if path is not None else None,
+        "records": len(records),
+    }
+    if f is None:
+        out["verdict"] = "no finding (no PMU FLOPs and memory traffic)"
+        return out
+    ev = f.evidence
+    out["verdict"] = ev.get("verdict", "no probe record for the node type")
+    for key in (
+        "node_types",
+        "median_intensity_flop_per_byte",
+        "median_gflop_per_s",
+        "mean_gap_to_roof",
+        "nodes_matched_by_cpu_model",
+        "hosts_without_record",
+    ):
+        if key in ev:
+            out[key] = ev[key]
+    return out
 
 
 def _rank(f: Finding | None) -> int:
@@ -389,6 +418,8 @@ def compare_runs(
         job = load_job(db_path, job_id)
         previous = reports / path_component(job_id) / "digest.json" if reports else None
         attach_fabric(job, topology, previous if previous and previous.exists() else None)
+        # the same ceilings for every run: those stored beside the one store they come from
+        attach_ceilings(job, Path(db_path))
         run = _measure(job, size if size is not None else float(len(job.hosts)))
         run.label = label
         runs.append(run)
@@ -527,6 +558,7 @@ def _finish(
                 "network_send_bytes_per_s_per_node": r.network_send,
                 "energy_j": r.energy_j,
                 "energy_j_per_work": energy_per_work(r),
+                "roofline": r.roofline,
                 "host_busy_pct": r.host_busy_pct,
                 "nodes_share_a_host": r.nodes_share_host,
                 "racks": r.racks,
@@ -658,6 +690,18 @@ def _page(cmp: Comparison) -> Page:
     )
     page.paragraph(
         "Racks: " + "; ".join(f"{r.name}: {r.racks or 'not looked up'}" for r in cmp.runs),
+        "meta",
+    )
+    files = {r.roofline.get("ceilings_file") for r in cmp.runs} - {None}
+    page.paragraph(
+        "Roofline, every run against the same ceilings ("
+        + (", ".join(sorted(str(f) for f in files)) or "none stored")
+        + "): "
+        + "; ".join(
+            f"{r.name}: {r.roofline.get('verdict', '–')}"
+            + (f" ({', '.join(r.roofline['node_types'])})" if r.roofline.get("node_types") else "")
+            for r in cmp.runs
+        ),
         "meta",
     )
     fig, ax = plt.subplots(figsize=(8, 3.6))

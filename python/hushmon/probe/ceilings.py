@@ -10,14 +10,17 @@ but ``hushmon probe``. The digest finds it beside the store it reads
 (``<store's folder>/probe/ceilings.json``), so ``--db`` pointing at another
 folder's store finds that folder's ceilings.
 
-A record names the hosts it holds for (host-list patterns, ``node[01-64]``):
-the agent does not publish a node's CPU model, so the digest maps a job's
-hosts to a node type through these lists and says so when a host is in none.
+A record names the hosts it holds for (host-list patterns, ``node[01-64]``).
+The digest maps a job's host to a record through these lists first; a host
+in none is matched by its CPU model and online CPU count, which the agent
+publishes as node metadata (its ``cpu_info`` source), against the records'
+node type keys (:func:`find_record`); a host matched by neither is named.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,17 @@ def ceilings_path(folder: Path) -> Path:
 
 def node_type_key(cpu_model: str, online_cpus: int) -> str:
     return f"{cpu_model} / {online_cpus} CPUs"
+
+
+# What the agent cannot keep in a tag value (its cpu_info model), made spaces.
+_NOT_IN_TAGS = re.compile(r'[,=\[\]"\\\x00-\x1f]')
+
+
+def normal_model(model: str) -> str:
+    """A CPU model as the agent's cpu_info tag spells it: the characters a tag
+    cannot keep in the store made spaces, runs of blanks one space, trimmed; so
+    the probe's model and the agent's compare equal."""
+    return " ".join(_NOT_IN_TAGS.sub(" ", model).split())
 
 
 @dataclass
@@ -67,6 +81,14 @@ class Ceilings:
     def covers(self, host: str) -> bool:
         return any(host in expand_hostlist(pattern) for pattern in self.hosts)
 
+    def is_type(self, cpu_model: str, online_cpus: int) -> bool:
+        """Whether a node of this CPU model and online CPU count is of this type."""
+        return (
+            self.online_cpus == online_cpus
+            and normal_model(self.cpu_model) == normal_model(cpu_model)
+            and normal_model(cpu_model) != "unknown"
+        )
+
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["key"] = self.key
@@ -80,6 +102,26 @@ class Ceilings:
         if not (c.gb_per_s > 0 and c.gflop_per_s > 0):
             raise ValueError(f"record {c.key}: ceilings must be positive")
         return c
+
+
+BY_HOST_LIST = "host list"
+BY_CPU_MODEL = "CPU model"
+
+
+def find_record(
+    records: list[Ceilings], host: str, cpu_model: str | None = None, online_cpus: int | None = None
+) -> tuple[Ceilings | None, str]:
+    """The record for ``host`` and how it was found: a record whose host list
+    names it, else one of its CPU model and online CPU count (the agent's
+    cpu_info); an "unknown" model matches nothing (Arm kernels without one)."""
+    for r in records:
+        if r.covers(host):
+            return r, BY_HOST_LIST
+    if cpu_model is not None and online_cpus is not None:
+        for r in records:
+            if r.is_type(cpu_model, online_cpus):
+                return r, BY_CPU_MODEL
+    return None, ""
 
 
 def load_ceilings(path: Path) -> list[Ceilings]:

@@ -19,8 +19,12 @@ fetched from beyond the last-level cache (writebacks not counted), so the
 true traffic lies between that and ``traffic_upper_factor`` times it; the
 range's low end takes the upper traffic (a lower roof, a smaller gap).
 
-Without a probe record covering a node, the finding says so and gives the
-measured AI and rates, never a verdict against guessed ceilings.
+A node's record is the one whose host list names it, else the one of its
+node type, found by the CPU model and online CPU count its agent published
+(``cpu_info``, :mod:`hushmon.digest.cpu_models`); the finding says which
+nodes were matched by model. Without a record for a node, the finding says
+so and gives the measured AI and rates, never a verdict against guessed
+ceilings.
 """
 
 from __future__ import annotations
@@ -32,20 +36,33 @@ from typing import Any
 
 import numpy as np
 
+from hushmon.digest.cpu_models import CpuModel, read_cpu_models
 from hushmon.digest.factors.base import AnalyzerSkip, Finding, Loss, SkipReason
 from hushmon.digest.jobdata import JobData
 from hushmon.digest.resolution import PER_NODE
-from hushmon.probe.ceilings import Ceilings, ceilings_path, load_ceilings
+from hushmon.probe.ceilings import BY_CPU_MODEL, Ceilings, ceilings_path, find_record, load_ceilings
 
 _KEY = "_roofline_ceilings"  # in JobData.__dict__: (file, records), set by attach_ceilings
+_MODELS_KEY = "_roofline_cpu_models"  # host -> CpuModel, set by attach_ceilings
 
 VERDICTS = ("compute-bound", "memory-bound", "below both roofs")
 
 
 def attach_ceilings(job: JobData, db_path: Path) -> None:
-    """The ceilings stored beside the store the job was read from."""
+    """The ceilings stored beside the store the job was read from, and the job's
+    nodes' CPU models from the store (for nodes no host list names)."""
     path = ceilings_path(Path(db_path).parent)
-    job.__dict__[_KEY] = (path, load_ceilings(path))
+    records = load_ceilings(path)
+    job.__dict__[_KEY] = (path, records)
+    job.__dict__[_MODELS_KEY] = (
+        read_cpu_models(Path(db_path), job.job, int(job.info.end_ns)) if records else {}
+    )
+
+
+def ceilings_of(job: JobData) -> tuple[Path | None, list[Ceilings]]:
+    """The ceilings file and records attached to the job (None, [] if none)."""
+    path, records = job.__dict__.get(_KEY, (None, []))
+    return path, list(records)
 
 
 def _pmu_total(job: JobData, field: str) -> tuple[np.ndarray | None, bool, bool]:
@@ -81,6 +98,7 @@ class RooflinePoints:
     peak_gb_per_s: np.ndarray  # per host
     records: dict[str, Ceilings]  # node type key -> record, for the hosts covered
     host_type: list[str | None]  # per host: its node type key, None = no record
+    by_model: list[str]  # the hosts matched by their CPU model, not a host list
     simulated: bool
     host_wide: bool  # the machine's counters (scope=host), not the node's own
     ceilings_file: Path | None
@@ -135,17 +153,24 @@ def roofline_points(job: JobData, params: Mapping[str, Any]) -> RooflinePoints:
     f[idle] = np.nan  # no work: no intensity to speak of
     b[idle] = np.nan
     path, records = job.__dict__.get(_KEY, (None, []))
+    models: dict[str, CpuModel] = job.__dict__.get(_MODELS_KEY, {})
     host_type: list[str | None] = []
+    by_model: list[str] = []
     used: dict[str, Ceilings] = {}
     peak = np.full(len(job.hosts), np.nan)
     bw = np.full(len(job.hosts), np.nan)
     for i, host in enumerate(job.hosts):
-        rec = next((r for r in records if r.covers(host)), None)
+        cpu = models.get(host)
+        rec, how = find_record(records, host, cpu.model if cpu else None, cpu.cpus if cpu else None)
         host_type.append(None if rec is None else rec.key)
         if rec is not None:
             used[rec.key] = rec
             peak[i], bw[i] = rec.gflop_per_s, rec.gb_per_s
-    return RooflinePoints(f, b, peak, bw, used, host_type, sim_f or sim_b, wide_f or wide_b, path)
+            if how == BY_CPU_MODEL:
+                by_model.append(host)
+    return RooflinePoints(
+        f, b, peak, bw, used, host_type, by_model, sim_f or sim_b, wide_f or wide_b, path
+    )
 
 
 def _median(v: np.ndarray) -> float | None:
@@ -197,6 +222,8 @@ class Roofline:
             ),
             "ceilings_file": str(pts.ceilings_file) if pts.ceilings_file else "not looked up",
         }
+        if pts.by_model:
+            measured["nodes_matched_by_cpu_model"] = ", ".join(pts.by_model)
         missing = [h for h, t in zip(job.hosts, pts.host_type, strict=True) if t is None]
         if missing:
             where = str(pts.ceilings_file) if pts.ceilings_file else "beside the store"
@@ -208,7 +235,9 @@ class Roofline:
                     "info",
                     {**measured, "hosts_without_record": missing},
                     f"{len(missing)} of {len(job.hosts)} nodes ({shown}) have no stored "
-                    f"ceilings ({where}), so no compute- or memory-bound verdict is given: the "
+                    f"ceilings ({where}: no host list names them, no record is of their "
+                    "CPU model and CPU count), so no compute- or memory-bound verdict is "
+                    "given: the "
                     f"job ran at a median {measured['median_gflop_per_s']} GFLOP/s on "
                     f"{measured['median_gb_per_s']} GB/s ("
                     f"{measured['median_intensity_flop_per_byte']} FLOP/byte). Run "
@@ -261,7 +290,13 @@ class Roofline:
         hint = (
             f"{shares[verdict]:.0%} of node-periods are {VERDICTS[verdict]} (compute-bound "
             f"{shares[0]:.0%}, memory-bound {shares[1]:.0%}, below both {shares[2]:.0%}) "
-            f"against {roof}; median {measured['median_intensity_flop_per_byte']} FLOP/byte at "
+            f"against {roof}"
+            + (
+                f" ({len(pts.by_model)} nodes matched by their CPU model, not a host list)"
+                if pts.by_model
+                else ""
+            )
+            + f"; median {measured['median_intensity_flop_per_byte']} FLOP/byte at "
             f"{measured['median_gflop_per_s']} GFLOP/s: {what}"
             + (
                 f" {above} node-periods lie at or above the roof: the ceilings are below what "
