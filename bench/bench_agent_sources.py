@@ -1,7 +1,8 @@
 """What the site sources of issue 23 add to the agent's cost per sample:
-rapl (powercap energy), procio (/proc/PID/io of a job's tasks), nfs
-(/proc/self/mountstats), lustre (llite/osc stats), cxi (Slingshot
-telemetry) and the ib source's new counters, side by side with the agent
+rapl (powercap energy and power limits), procio (/proc/PID/io of a job's
+tasks), nfs (/proc/self/mountstats), lustre (llite/osc stats), cxi
+(Slingshot telemetry), thermal (thermal_throttle counters), cpu_info (node
+metadata) and the ib source's new counters, side by side with the agent
 without them, in one run.
 
 Two parts, each alternating "without" and "with" for --rounds rounds of
@@ -16,10 +17,13 @@ cycles back to back; medians):
    files); without root that part runs with no job and says so. Sources
    with nothing to read here (no powercap, NFS, Lustre, Slingshot or
    InfiniBand on a VM) cost their check only.
-2. The fixture trees of tests/fixtures/agent (rapl, ib, nfs, lustre, cxi),
-   merged into one root on tmpfs: each new source's cost per sample when
-   it has something to read (2 RAPL zones; 2 IB ports with hw_counters and
-   counters_ext; 2 NFS mounts; 3 Lustre targets; 1 Slingshot NIC). Files
+2. The fixture trees of tests/fixtures/agent (rapl, ib, nfs, lustre, cxi,
+   thermal, cpuinfo), merged into one root on tmpfs: each new source's cost
+   per sample when it has something to read (2 RAPL zones with their power
+   limits, read every 60 s; 2 IB ports with hw_counters and counters_ext;
+   2 NFS mounts; 3 Lustre targets; 1 Slingshot NIC; 2 packages' thermal
+   counters, their 4 cores' every 10 s; cpu_info, which writes in the first
+   two cycles only). Files
    on tmpfs are cheaper to read than sysfs/procfs files the kernel makes
    on each read: part 1 is the real cost of the real files.
 
@@ -51,8 +55,17 @@ from hushmon import jsonio
 from hushmon.errors import HushmonError
 from hushmon.paths import REPO_ROOT, program
 
-NEW_SOURCES = ("rapl", "procio", "nfs", "lustre", "cxi")
-FIXTURE_TREES = ("rapl", "ib", "nfs", "lustre", "cxi")
+NEW_SOURCES = ("rapl", "procio", "nfs", "lustre", "cxi", "thermal", "cpu_info")
+# fixture tree -> the source that reads it
+FIXTURE_TREES = {
+    "rapl": "rapl",
+    "ib": "ib",
+    "nfs": "nfs",
+    "lustre": "lustre",
+    "cxi": "cxi",
+    "thermal": "thermal",
+    "cpuinfo": "cpu_info",
+}
 # cgroup v2: the whole hierarchy, or its part beside v1 on a hybrid system.
 CGROUP_V2_MOUNTS = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))
 
@@ -154,7 +167,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 agent,
                 args.cycles,
                 args.rounds,
-                {"fixture": ["--root", str(root), "--sources", ",".join(FIXTURE_TREES)]},
+                {
+                    "fixture": [
+                        "--root",
+                        str(root),
+                        "--sources",
+                        ",".join(FIXTURE_TREES.values()),
+                    ]
+                },
             )["fixture"]
         load_after = loadavg()
     except (HushmonError, OSError, subprocess.SubprocessError) as exc:
