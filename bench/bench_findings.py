@@ -754,10 +754,10 @@ def main(argv: list[str] | None = None) -> int:
         help="run each job N times: the saving measured as a range (default 1)",
     )
     args = ap.parse_args(argv)
-    if os.geteuid() != 0:
-        fail("the test bed needs root")
     if not 1 <= args.repeat <= 10:
         fail(f"--repeat {args.repeat}: use 1 to 10")
+    if os.geteuid() != 0:
+        fail("the test bed needs root")
     names = [SHORT] if args.short else (args.cases.split(",") if args.cases else list(CASES))
     unknown = [n for n in names if n not in CASES]
     if unknown:
