@@ -370,6 +370,9 @@ static void do_job(request *r)
         /* Ending a job stops its attribution and undoes its settings. */
         if (hm_jobs_find(&a->jobs, id) != NULL && !authorized(r, "", id, "end it"))
             return;
+        /* The epilog comes right after the program's exit: what it sent last
+         * may still sit in the app socket, to be read next period. */
+        hm_app_read(&a->app, &a->jobs);
         if (hm_jobs_end(&a->jobs, id, HM_JOB_ANNOUNCED, &err) < 0)
             snprintf(r->out, r->size, "error %s", err.msg);
         else

@@ -604,6 +604,14 @@ void hm_app_collect(hm_app *app, hm_jobs *jobs, hm_lp *out)
     emit(app, out);
 }
 
+void hm_app_read(hm_app *app, hm_jobs *jobs)
+{
+    if (app->listen_fd < 0)
+        return;
+    accept_clients(app);
+    read_clients(app, jobs);
+}
+
 int hm_app_control_send(hm_app *app, hm_jobs *jobs, const char *job, const char *name,
                         const char *text, uint32_t *id, unsigned *sent, hm_error *err)
 {

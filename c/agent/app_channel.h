@@ -144,6 +144,12 @@ int hm_app_open(hm_app *app, const char *control_path, hm_error *err);
 void hm_app_close(hm_app *app);
 /* Accepts, reads what is queued, writes this period's lines. */
 void hm_app_collect(hm_app *app, hm_jobs *jobs, hm_lp *out);
+/* Accepts and reads what is queued into this period's series, attributed
+ * under the jobs as they are now: called before a job's end takes effect,
+ * so what a program sent just before it exited (its last phase, flushed at
+ * its end) still goes to its job instead of being read, unattributed,
+ * after the job's end (the period's lines come at the next collect). */
+void hm_app_read(hm_app *app, hm_jobs *jobs);
 
 /* Sends text ("COMMAND [ARGS]") to the clients of job whose program is
  * name ("*": every program of the job) that take control messages; reads

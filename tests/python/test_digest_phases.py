@@ -105,6 +105,9 @@ def _check_two_phases(d: Digest, source: str) -> list[dict]:
 def test_libhushmon_phases_name_the_phases(reported: Digest) -> None:
     solve, exchange = _check_two_phases(reported, APP)
     assert (solve["name"], exchange["name"]) == ("solve", "exchange")
+    # named by the program, described by the sensors as the change points' phases are
+    assert "high user CPU" in solve["description"]
+    assert "network send" in exchange["description"]
     lines = "\n".join(reported.summary_lines())
     assert "2 phases (libhushmon)" in lines and "exchange (24-48 s, 50%)" in lines
 

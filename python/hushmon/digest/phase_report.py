@@ -22,8 +22,7 @@ def phase_section(page: Page, phases: Phases) -> None:
         [
             (
                 p.name,
-                f"{p.span_s[0]:.0f}-{p.span_s[1]:.0f}"
-                + (f" ({len(p.spans)} stretches)" if len(p.spans) > 1 else ""),
+                p.span_text() + (f" ({len(p.spans)} stretches)" if len(p.spans) > 1 else ""),
                 f"{p.share:.0%}",
                 p.description or "–",
                 p.limit_text(),

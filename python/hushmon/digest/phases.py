@@ -76,6 +76,10 @@ class Phase:
 
         return min(serious, key=rank)
 
+    def span_text(self) -> str:
+        """Seconds from the job's start, to a tenth (periods may be shorter than 1 s)."""
+        return f"{round(self.span_s[0], 1):g}-{round(self.span_s[1], 1):g}"
+
     def limit_text(self) -> str:
         if self.not_analyzed:
             return f"not analyzed: {self.not_analyzed}"
@@ -139,10 +143,7 @@ class Phases:
             return [f"phases: {self.note}"]
         out = [f"{len(self.phases)} phases ({self.source}):"]
         for p in self.phases:
-            out.append(
-                f"  {p.name} ({p.span_s[0]:.0f}-{p.span_s[1]:.0f} s, {p.share:.0%}): "
-                + p.limit_text()
-            )
+            out.append(f"  {p.name} ({p.span_text()} s, {p.share:.0%}): " + p.limit_text())
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -239,7 +240,10 @@ def _from_app(job: JobData) -> Phases | None:
         periods = sum(b - a for a, b in spans)
         if i == -1 and periods < MIN_PHASE_PERIODS:
             continue  # the job's start and end around its phases
-        phases.append(Phase(name, spans, _span_s(job, spans), periods / n))
+        # the program names the phase; the sensors say what it looked like (what a
+        # phase whose limit no factor can show still tells: busy CPUs, network sends)
+        words, _ = describe_periods(job, labels == i)
+        phases.append(Phase(name, spans, _span_s(job, spans), periods / n, words))
     phases.sort(key=lambda p: p.spans[0][0])
     note = (
         f"{len(names)} phase name(s) reported through libhushmon; a period belongs to the "
