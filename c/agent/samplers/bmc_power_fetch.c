@@ -226,7 +226,11 @@ static int redfish_open(hm_bmc_fetch *f, const hm_agent_config *cfg, hm_error *e
     if (rc == 0) {
         CURL *h = f->easy;
         curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+#if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85: the string form; the bitmask is deprecated */
         curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https");
+#else
+        curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)CURLPROTO_HTTPS);
+#endif
         curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
