@@ -176,9 +176,10 @@ def test_server_outage_loses_nothing_and_marks_the_replay(
     nats_server.stop()
     wait_until(lambda: agent.status()["connected"] == "0", what="agent sees the outage")
     at_stop = int(agent.status()["next_seq"])
-    time.sleep(3)  # 30 periods sampled into the spool meanwhile
+    # sampling goes on into the spool: 20 periods (2 s alone; a loaded machine
+    # may take longer, an agent that stopped sampling never gets there)
+    wait_until(lambda: int(agent.status()["next_seq"]) - at_stop >= 20, what="sampling went on")
     during = int(agent.status()["next_seq"])
-    assert during - at_stop >= 20  # sampling went on
     nats_server.start()  # same port, same store dir
     wait_until(lambda: agent.status()["connected"] == "1", what="reconnection")
     wait_until(lambda: int(agent.status()["acked_seq"]) >= during, what="replay acked")
@@ -298,7 +299,8 @@ def test_batches_the_server_drops_while_connected_are_sent_again(
     wait_until(lambda: int(agent.status()["acked_seq"]) >= 3, what="first batches acked")
     lost_from = int(agent.status()["next_seq"])
     set_raw_subjects(nats_server.url, "hm.raw.nobody.>")
-    time.sleep(0.5)
+    # 3 periods published into the void (0.3 s alone), however slow the machine
+    wait_until(lambda: int(agent.status()["next_seq"]) - lost_from >= 4, what="3 batches lost")
     set_raw_subjects(nats_server.url, "hm.raw.>")
     lost_to = int(agent.status()["next_seq"])
     assert lost_to - lost_from >= 3
@@ -322,17 +324,22 @@ def test_publish_every_ms_sends_the_batches_of_several_periods_together(
     ~10 at a time (one write); at 0 one per period. Either way in order,
     none lost, none marked as a replay."""
     agent = agents(tmp_path, nats_server.url, "--nats-publish-every-ms", str(every_ms)).start()
-    seen = []
-    deadline = time.monotonic() + 3.5
-    while time.monotonic() < deadline:
-        seen.append(int(agent.status()["published"]))
+    # Watched until enough was published (about 3 s alone), not for a fixed
+    # window a loaded machine fills with fewer periods. A late look (the
+    # status poll is slow under load) can see two writes as one step: at 0
+    # the bound is 4, still far below the ~10 a write of 1000 ms carries.
+    seen = [int(agent.status()["published"])]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and seen[-1] - seen[0] < 30:
         time.sleep(0.03)
+        seen.append(int(agent.status()["published"]))
     steps = [b - a for a, b in itertools.pairwise(seen) if b != a]
     agent.stop()
+    assert seen[-1] - seen[0] >= 30, seen
     if every_ms:
         assert len(steps) >= 2 and max(steps) >= 6, steps
     else:
-        assert len(steps) >= 20 and max(steps) <= 2, steps
+        assert len(steps) >= 8 and max(steps) <= 4, steps
     msgs = stream_messages(nats_server.url)
     check_complete(msgs, agent_last_seq(agent))
     assert not any(m.headers.get("Hm-Replay") for m in msgs)

@@ -118,7 +118,11 @@ def test_collector_killed_mid_stream_loses_nothing(nats_server: LocalNatsServer,
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(3)
+    # connected, not just started: its imports alone can take seconds under load
+    port = int(nats_server.url.rsplit(":", 1)[1])
+    deadline = time.monotonic() + 60
+    while not _has_connection(again.pid, port) and time.monotonic() < deadline:
+        time.sleep(0.1)
     again.send_signal(signal.SIGTERM)
     out, err = again.communicate(timeout=60)
     assert again.returncode == 0, err
