@@ -96,13 +96,19 @@ def test_set_over_the_local_socket_takes_effect_and_bad_values_change_nothing(
     doc = json.loads(r.stdout)  # stdout is the JSON alone
     assert doc["ok"] and doc["answers"][0]["state"]["period_ms"] == "200"
     assert "n1\tok\tperiod_ms=200" in r.stderr
-    took = wait_period_in(a.out.read_bytes, 200, 2.0)
-    assert took < 2.0
+    # within 10 of the old 500 ms periods (about one alone; a loaded machine
+    # delays the agent and this poll, an agent that never applies it fails)
+    wait_period_in(a.out.read_bytes, 200, 5.0)
+
+    def stamps() -> list[int]:
+        lines = re.findall(rb"^hushmon_agent,.*period_ms=200i.* (\d+)$", a.out.read_bytes(), re.M)
+        return [int(t) for t in lines]
+
     # the lines come 200 ms apart now
-    time.sleep(0.5)
-    lines = re.findall(rb"^hushmon_agent,.*period_ms=200i.* (\d+)$", a.out.read_bytes(), re.M)
-    stamps = [int(t) for t in lines]
-    assert len(stamps) >= 2 and {b - a for a, b in itertools.pairwise(stamps)} == {200_000_000}
+    wait_for(lambda: len(stamps()) >= 3, "3 lines at 200 ms")
+    # a period a loaded machine made the agent miss leaves a gap of two
+    gaps = {b - a for a, b in itertools.pairwise(stamps())}
+    assert 200_000_000 in gaps and all(g % 200_000_000 == 0 for g in gaps), gaps
 
     for bad, why in (
         ("period=5ms", "not a whole number of ms in 10ms .. 1h"),
@@ -204,13 +210,15 @@ def test_over_nats_many_agents_silent_and_missing_ones_listed(
         doc = json.loads(r.stdout)
         assert sorted(x["host"] for x in doc["answers"]) == ["n1", "n2"]
         assert {x["state"]["period_ms"] for x in doc["answers"]} == {"200"}
-        while time.monotonic() - t0 < 2.0:
+        # within 10 of the old 500 ms periods (about one alone; a loaded
+        # machine delays the agents and this watch)
+        while time.monotonic() - t0 < 5.0:
             periods = PERIOD_RE.findall(b"".join(seen))
             if periods and periods[-1] == b"200":
                 break
             await asyncio.sleep(0.05)
         else:
-            pytest.fail("n1's batches do not say period_ms=200 within 2 s of its acknowledgement")
+            pytest.fail("n1's batches do not say period_ms=200 within 5 s of its acknowledgement")
         stop.set()
         await task
 
@@ -282,7 +290,8 @@ def test_application_metrics_unsubscribed_and_subscribed_by_name(
         r = hushmon_ctl("set", "apps=-mute_s", *sock)
         assert r.returncode == 0 and "apps_muted=mute_s" in r.stdout, r.stdout + r.stderr
         since = len(a.out.read_bytes())
-        time.sleep(1.0)  # 5 periods
+        # 3 periods with the app's values (0.6 s alone), however slow the machine
+        wait_for(lambda: a.out.read_bytes()[since:].count(b"metric=keep_s") >= 3, "3 periods")
         after = a.out.read_bytes()[since:]
         assert after.count(b"metric=keep_s") >= 3 and b"metric=mute_s" not in after
         r = hushmon_ctl("set", "apps=+mute_s,-nosuch_yet", *sock)
