@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import threading
@@ -169,12 +170,12 @@ class Batches:
         return err
 
 
-def redfish_args(bmc: FakeBmc, cred: Path, ca: Path, timeout_ms: int = INTERVAL_MS) -> list[str]:
+def redfish_args(url: str, cred: Path, ca: Path, timeout_ms: int = INTERVAL_MS) -> list[str]:
     return [
         "--bmc",
         "redfish",
         "--bmc-url",
-        bmc.url,
+        url,
         "--bmc-credentials-file",
         str(cred),
         "--bmc-ca-file",
@@ -194,7 +195,7 @@ def longest_gap_s(lines: list[Line]) -> float:
 
 def test_redfish_power_and_energy(bin_dir: Path, tls: TlsFiles, tmp_path: Path) -> None:
     with fake_bmc(tls) as bmc:
-        run = Batches(bin_dir, redfish_args(bmc, credentials(tmp_path), tls.ca_file))
+        run = Batches(bin_dir, redfish_args(bmc.url, credentials(tmp_path), tls.ca_file))
         # three readings: energy integrated over two intervals
         run.wait(
             "a third reading", lambda: len({x.fields["energy_total_j"] for x in run.bmc()}) >= 3
@@ -226,7 +227,7 @@ def test_a_hung_bmc_never_delays_a_sample(bin_dir: Path, tls: TlsFiles, tmp_path
     leaves a gap of about the timeout between two batches; a loaded machine
     may delay a wake-up, so the bound is half of it."""
     with fake_bmc(tls, answers=3) as bmc:  # EnvironmentMetrics 404, Power, Power
-        run = Batches(bin_dir, redfish_args(bmc, credentials(tmp_path), tls.ca_file))
+        run = Batches(bin_dir, redfish_args(bmc.url, credentials(tmp_path), tls.ca_file))
         run.wait("two readings", lambda: len({x.fields["energy_total_j"] for x in run.bmc()}) >= 2)
         hung_at = time.monotonic()
         run.wait("two hung requests", lambda: len(bmc.requests) >= 5, timeout_s=20)
@@ -245,20 +246,37 @@ def test_a_hung_bmc_never_delays_a_sample(bin_dir: Path, tls: TlsFiles, tmp_path
     assert "Timeout was reached" in err or "timed out" in err, err
 
 
+def test_a_bmc_that_never_answers_at_all(bin_dir: Path, tls: TlsFiles, tmp_path: Path) -> None:
+    """A port that takes connections (the kernel's backlog) but never
+    accepts: the TLS handshake never starts. No line, one warning, and the
+    samples keep their period."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        url = f"https://127.0.0.1:{silent.getsockname()[1]}"
+        args = redfish_args(url, credentials(tmp_path), tls.ca_file)
+        run = Batches(bin_dir, args)
+        run.wait("3 s of samples", lambda: len({x.ts for x in run.lines}) >= 30)
+        err = run.stop()
+    assert run.bmc() == []
+    assert longest_gap_s(run.lines) <= 0.5, "samples waited for the BMC"
+    assert err.count("Timeout was reached") == 1, err
+
+
 def test_redfish_refuses_a_wrong_ca_and_open_credentials(
     bin_dir: Path, tls: TlsFiles, tmp_path: Path
 ) -> None:
     other = tmp_path / "other-ca"
     make_ca(other, "not the BMC's CA")
     with fake_bmc(tls) as bmc:
-        run = Batches(bin_dir, redfish_args(bmc, credentials(tmp_path), other / "ca.pem"))
+        run = Batches(bin_dir, redfish_args(bmc.url, credentials(tmp_path), other / "ca.pem"))
         run.wait("the TLS warning", lambda: len(run.lines) >= 8)
         time.sleep(0.5)
         err = run.stop()
         assert run.bmc() == [] and bmc.requests == []  # no request got past the handshake
         assert "certificate" in err.lower(), err
         open_cred = credentials(tmp_path, 0o644)
-        run = Batches(bin_dir, redfish_args(bmc, open_cred, tls.ca_file))
+        run = Batches(bin_dir, redfish_args(bmc.url, open_cred, tls.ca_file))
         run.wait("a few samples", lambda: len(run.lines) >= 4)
         err = run.stop()
     assert run.bmc() == [] and bmc.requests == []
