@@ -6,6 +6,7 @@ events (the plots hold several periods), /state, and errors in one line."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -24,6 +25,7 @@ from typing import Any
 
 import pytest
 from livetraffic import JOB, LiveTraffic
+from waiting import wait_until
 
 from hushmon.report.screenshot import _FLAGS, chromium_path
 from hushmon.transport.natsserver import LocalNatsServer, free_port
@@ -159,8 +161,26 @@ def get_json(url: str) -> Any:
     return json.loads(open_url(url).read())
 
 
+def job_summaries_stored(url: str) -> int:
+    """How many of job 42's job-wide summaries HM_SUM holds."""
+
+    async def count() -> int:
+        import nats
+
+        nc = await nats.connect(url)
+        try:
+            info = await nc.jetstream().stream_info("HM_SUM", subjects_filter=f"hm.sum.job.{JOB}")
+            return sum((info.state.subjects or {}).values())
+        finally:
+            await nc.close()
+
+    return asyncio.run(count())
+
+
 def test_serve_starts_with_the_periods_before_it(traffic: str, tmp_path: Path) -> None:
-    time.sleep(4)  # a few more job summaries in HM_SUM
+    # a few more job summaries in HM_SUM (4 s alone, a loaded machine's
+    # publisher and reducers may take longer)
+    wait_until(lambda: job_summaries_stored(traffic) >= 5, "5 summaries of the job in HM_SUM")
     with serving(traffic, tmp_path / "a.err") as base:
         entries = get_json(base + "history")[JOB]
     times = [e["time_ns"] for e in entries]
