@@ -60,6 +60,23 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             timeout_s=60,
         )
         time.sleep(3)  # a few periods with the app metric
+        # ... and what the tests below read, however long a loaded machine
+        # takes to bring it: the app metric of all 4 ranks, the idle alert
+        wait_for(
+            "job 42's app metric over 4 ranks in Prometheus",
+            lambda: any(
+                r["value"][1] == "4"
+                for r in promql(
+                    site.prom_url, f'hushmon_job_app_ranks{{jobid="{JOB}",metric="iter_s"}}'
+                )
+            ),
+            timeout_s=60,
+        )
+        wait_for(
+            "job 42's idle alert in Prometheus",
+            lambda: promql(site.prom_url, f'hushmon_job_alert{{jobid="{JOB}"}}'),
+            timeout_s=60,
+        )
         traffic.stop()
         yield site
     finally:
