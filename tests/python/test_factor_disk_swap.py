@@ -59,3 +59,24 @@ def test_file_io_phase_without_swapping(tmp_path: Path) -> None:
     assert f.evidence["work_lost_while_disk_busy"] > 0.4  # 40 % vs 88 % busy
     assert f.span_s == (20.0, 50.0)
     assert f.severity == "high"
+
+
+def test_the_tasks_own_block_io_wait_bounds_the_memory_limits_cost() -> None:
+    """The bed's outofcore (1 GiB under a 512 MiB limit, 2026-11-27): 67 % of the run at
+    the limit, the machine's I/O wait 0.4 % (its busy CPUs hide it), the work rate no
+    lower than elsewhere, the tasks waiting for block I/O 24 % of their time. Raising
+    the limit gained -5 to +10 %: the whole at-limit time (67 %) was no estimate."""
+    loss = disk_swap._io_loss(0.667, 0.4, 11.7, 8.3, "at the limit", "more memory", 0.24)
+    assert loss is not None
+    assert loss.low_share == pytest.approx(0.667 * 0.004, abs=1e-3)
+    assert loss.high_share == pytest.approx(0.667 * 0.24, abs=1e-3)
+    assert "24% of their time" in loss.basis
+    unbounded = disk_swap._io_loss(0.667, 0.4, 11.7, 8.3, "at the limit", "more memory")
+    assert unbounded is not None and unbounded.high_share == pytest.approx(0.667)
+    # the work rate lower at the limit than elsewhere is evidence of its own
+    slower = disk_swap._io_loss(0.5, 0.0, 4.0, 10.0, "at the limit", "more memory", 0.2)
+    assert slower is not None and slower.high_share == pytest.approx(0.5 * 0.6)
+    # only the tasks' wait known: 0 to it
+    alone = disk_swap._io_loss(0.5, float("nan"), None, None, "at the limit", "more memory", 0.3)
+    assert alone is not None
+    assert (alone.low_share, alone.high_share) == (0.0, pytest.approx(0.15))
