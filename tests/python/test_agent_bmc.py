@@ -225,7 +225,9 @@ def test_a_hung_bmc_never_delays_a_sample(bin_dir: Path, tls: TlsFiles, tmp_path
     whole 1 s timeout on the poller thread while the agent samples every
     100 ms. A read on (or a lock held across it from) the sampling path
     leaves a gap of about the timeout between two batches; a loaded machine
-    may delay a wake-up, so the bound is half of it."""
+    may delay a wake-up, so the bound is half of it. Then the BMC answers
+    again: the lines come back, and the silent stretch (over 3 intervals)
+    adds no energy."""
     with fake_bmc(tls, answers=3) as bmc:  # EnvironmentMetrics 404, Power, Power
         run = Batches(bin_dir, redfish_args(bmc.url, credentials(tmp_path), tls.ca_file))
         run.wait("two readings", lambda: len({x.fields["energy_total_j"] for x in run.bmc()}) >= 2)
@@ -234,16 +236,28 @@ def test_a_hung_bmc_never_delays_a_sample(bin_dir: Path, tls: TlsFiles, tmp_path
         # past 3 intervals of no answer (and a margin for a loaded machine)
         while time.monotonic() < hung_at + 3 * INTERVAL_MS / 1000 + 2:
             time.sleep(0.1)
+        stale_ts = max(x.ts for x in list(run.lines))
+        bmc.answers = 10**9
+        bmc.release.set()
+        run.wait(
+            "two readings after the BMC came back",
+            lambda: len({x.fields["energy_total_j"] for x in run.bmc() if x.ts > stale_ts}) >= 2,
+        )
         err = run.stop()
     lines = run.lines
     assert longest_gap_s(lines) <= 0.5, "samples waited for the BMC"
-    last_bmc = max(x.ts for x in lines if x.m == "bmc")
-    last_load = max(x.ts for x in lines if x.m == "load")
+    hung = [x for x in lines if x.ts <= stale_ts]
+    last_bmc = max(x.ts for x in hung if x.m == "bmc")
     # the reading went stale: lines stopped 3 intervals after it (plus a period or two)
-    assert (last_load - last_bmc) / 1e9 >= 1.5, (last_load - last_bmc) / 1e9
+    assert (stale_ts - last_bmc) / 1e9 >= 1.5, (stale_ts - last_bmc) / 1e9
     assert max(x.fields["age_s"] for x in lines if x.m == "bmc") <= 3 * INTERVAL_MS / 1000 + 0.3
     assert err.count("no node power lines until the BMC answers") == 1, err
     assert "Timeout was reached" in err or "timed out" in err, err
+    energy_before = max(x.fields["energy_total_j"] for x in hung if x.m == "bmc")
+    back = sorted((x for x in run.bmc() if x.ts > stale_ts), key=lambda x: x.ts)
+    assert back[0].fields["energy_total_j"] == energy_before  # the gap is not guessed
+    assert back[-1].fields["energy_total_j"] > energy_before
+    assert "the BMC answers again" in err, err
 
 
 def test_a_bmc_that_never_answers_at_all(bin_dir: Path, tls: TlsFiles, tmp_path: Path) -> None:
