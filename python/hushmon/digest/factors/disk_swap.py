@@ -36,7 +36,7 @@ from hushmon.digest.factors.base import (
     span_of,
     spans_text,
 )
-from hushmon.digest.factors.work import job_cpu_sensors, work_matrix
+from hushmon.digest.factors.work import job_cpu_sensors, per_period_mean, work_matrix
 from hushmon.digest.jobdata import JobData
 from hushmon.digest.resolution import ACROSS_NODES
 
@@ -224,8 +224,7 @@ class DiskSwap:
         work = work_matrix(job)
         assert work is not None  # cpu.user_pct is required
         work_name, wm = work
-        with np.errstate(all="ignore"):
-            work_avg = np.nanmean(wm, axis=0)
+        work_avg = per_period_mean(wm)
         if share >= params["min_swap_share"]:
             evidence: dict[str, Any] = {
                 "share_of_time_swapping": round(share, 3),

@@ -15,7 +15,12 @@ from typing import Any
 import numpy as np
 
 from hushmon.digest.factors.base import AnalyzerSkip, Finding, Loss, SkipReason, share_of_time
-from hushmon.digest.factors.work import CPU_TIME_SENSORS, JOB_USER_CPU, work_matrix
+from hushmon.digest.factors.work import (
+    CPU_TIME_SENSORS,
+    JOB_USER_CPU,
+    per_period_mean,
+    work_matrix,
+)
 from hushmon.digest.jobdata import JobData
 from hushmon.digest.resolution import PER_NODE
 from hushmon.digest.scope import in_node_scope, is_host_wide
@@ -132,8 +137,7 @@ class Imbalance:
         work = work_matrix(job)
         assert work is not None
         name, m = work
-        with np.errstate(all="ignore"):
-            per_period = np.nanmean(m, axis=0)
+        per_period = per_period_mean(m)
         finite = np.isfinite(per_period)
         if finite.sum() < 3:
             finding.loss_unknown = "fewer than 3 periods with the work rate measured"

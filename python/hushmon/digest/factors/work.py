@@ -52,6 +52,16 @@ def job_cpu(job: JobData, field: str = JOB_USER_CPU) -> np.ndarray | None:
     return out
 
 
+def per_period_mean(m: np.ndarray) -> np.ndarray:
+    """The mean over nodes per period, NaN where no node has a value (the job's cgroup
+    has none in its first period: a rate needs two readings), without numpy's
+    empty-slice warning."""
+    finite = np.isfinite(m)
+    n = finite.sum(axis=0)
+    total = np.where(finite, m, 0.0).sum(axis=0)
+    return np.where(n > 0, total / np.maximum(n, 1), np.nan)
+
+
 def work_matrix(job: JobData) -> tuple[str, np.ndarray] | None:
     for name in WORK_SENSORS:
         m = job_cpu(job) if name == JOB_USER_CPU else job.matrix(name)
