@@ -173,12 +173,13 @@ def newest_job_period(url: str, job: str) -> tuple[int, dict[str, Summary]]:
         js = nc.jetstream()
         sub = await js.subscribe(f"hm.sum.job.{job}", ordered_consumer=True)
         out = []
-        try:
-            while True:
-                msg = await sub.next_msg(timeout=1.0)
-                out.append(json.loads(msg.data))
-        except Exception:  # noqa: BLE001  # the stream's end: no more in a second
-            pass
+        # to the stream's end as the server counts it (a second without a
+        # message, the old end, can come early on a loaded machine)
+        while True:
+            msg = await sub.next_msg(timeout=30.0)
+            out.append(json.loads(msg.data))
+            if msg.metadata.num_pending == 0:
+                break
         await nc.close()
         return out
 

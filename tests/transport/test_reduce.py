@@ -124,8 +124,10 @@ async def read_job_summaries(url: str) -> list[dict[str, Any]]:
     sub = await js.subscribe("hm.sum.job.>", ordered_consumer=True)
     try:
         while True:
-            msg = await sub.next_msg(timeout=1.0)
+            msg = await sub.next_msg(timeout=1.0)  # none in a second: none yet
             out.append(json.loads(msg.data))
+            if msg.metadata.num_pending == 0:  # the stream's end as the server counts it
+                break
     except nats.errors.TimeoutError:
         pass
     await nc.close()
