@@ -20,6 +20,7 @@ import pytest
 from mpirun_types import MpiRun
 
 from hushmon.digest.phases import APP, OUTSIDE
+from hushmon.report.screenshot import screenshot
 from hushmon.runner import mpirun_command
 
 pytestmark = pytest.mark.mpi
@@ -91,7 +92,8 @@ def test_hushmon_run_names_the_programs_phases(bin_dir: Path, tmp_path: Path) ->
     ]  # fmt: skip
     out = subprocess.run(argv, capture_output=True, text=True, timeout=240, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
-    digest = json.loads(Path(json.loads(summary.read_text())["digest"]["json"]).read_text())
+    paths = json.loads(summary.read_text())["digest"]
+    digest = json.loads(Path(paths["json"]).read_text())
     phases = digest["phases"]
     assert phases["source"] == APP, phases["note"]
     named = [p["name"] for p in phases["phases"] if p["name"] != OUTSIDE]
@@ -103,3 +105,12 @@ def test_hushmon_run_names_the_programs_phases(bin_dir: Path, tmp_path: Path) ->
     for start, end in spans:
         assert 1.0 <= end - start <= 2.5, spans
     assert "phases (libhushmon):" in out.stderr  # hushmon run's lines
+    # the report's Phases table names them, and the page renders in Chromium
+    report = Path(paths["report"])
+    html = report.read_text()
+    table = html[html.index("<h2>Phases</h2>") :].split("</table>")[0]
+    cells = [f"<td class='text'>{name}</td>" for name in PHASES]
+    assert all(c in table for c in cells), table
+    assert [table.index(c) for c in cells] == sorted(table.index(c) for c in cells)
+    png = screenshot(report, tmp_path / "report.png", height=4000)
+    assert png.stat().st_size > 10_000
