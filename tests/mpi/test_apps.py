@@ -207,7 +207,10 @@ def test_imbalance_loads_later_ranks_more(mpirun: MpiRun, program: str) -> None:
         mpirun, 3, program, "--length", "4K", "--cycles", "2", "--rounds", "2",
         "--compute-ms", "60",
     )["metrics"]  # fmt: skip
-    assert balanced["compute_s_max"] / balanced["compute_s_min"] < 1.5
+    # equal work: each rank computes to the same deadline, a loaded machine
+    # adding only its late wake-ups (0.1-0.2 s on 0.24 s); 2 stays below the
+    # 3x that --imbalance 2 gives
+    assert balanced["compute_s_max"] / balanced["compute_s_min"] < 2.0
 
 
 @pytest.mark.parametrize("program", ["master", "snake", "butterfly"])
