@@ -88,7 +88,7 @@ def test_silent_agent_times_out(bin_dir: Path, tmp_path: Path) -> None:
         proc = send(bin_dir, "--socket", str(tmp_path / "silent2.sock"), "--send", "status")
         took = time.monotonic() - t0
     assert proc.returncode == 2 and "within 3000 ms" in proc.stderr
-    assert 3.0 <= took < 6.0
+    assert 3.0 <= took < 10.0  # the default, and no hang (a loaded machine adds its start)
 
 
 @pytest.mark.parametrize(

@@ -117,7 +117,9 @@ def test_every_process_of_the_job_takes_it_once_over_the_socket_and_nats(
             assert (doc["processes"], doc["acknowledged"]) == (2, 2)
             assert "delivered to 2 of 2 processes" in r.stderr
             assert received(work, 2) == [["dump-profile|now"]] * 2
-            assert took < 10
+            # no hang: the command's own Python start alone can take ~10 s
+            # on a loaded machine
+            assert took < 30
 
             # over NATS, to every agent (hm.ctl.all): the one running j1 answers
             r = hushmon_ctl("app", "*", "set", "level=3", "--job", "j1", "--url", url)

@@ -235,7 +235,9 @@ def test_over_nats_many_agents_silent_and_missing_ones_listed(
     assert [x["host"] for x in doc["answers"]] == ["n1"] and doc["answers"][0]["ok"]
     assert doc["no_answer"] == ["n2"] and doc["no_agent"] == ["n9"]
     assert "n2\tno answer\twithin 1 s" in r.stderr and "n9\tno agent" in r.stderr
-    assert took < 10
+    # the bug: waiting on the silent agent for ever; a loaded machine makes
+    # the command's own Python start take up to ~10 s (1-2 CPU-s of imports)
+    assert took < 30
 
     # over NATS the uid is a claim: a non-admin claim is refused node-wide
     async def claim(uid: str) -> str:
