@@ -55,6 +55,35 @@ def test_a_file_newer_than_the_job_is_flagged(tmp_path: Path) -> None:
     assert "after the job started" in info.note
 
 
+def test_an_earlier_digest_beats_a_file_newer_than_the_job(tmp_path: Path) -> None:
+    # the job ran on a 2-rack bed; another bed (one rack) wrote the file since: a
+    # rebuilt digest (hushmon compare after bench_findings' second bed) reads the
+    # racks its first digest recorded while the job's own file was there
+    import json
+
+    conf = tmp_path / "topology.conf"
+    conf.write_text(BED)
+    then = load_fabric(None, {**PARAMS, "topology_conf": str(conf)}, job_start_ns=10**30)
+    assert then.note == ""
+    previous = tmp_path / "digest.json"
+    previous.write_text(json.dumps({"fabric": then.to_json(["n1", "n3"])}))
+    conf.write_text("SwitchName=r1 Nodes=n[1-4] LinkSpeed=1000\n")
+    params = {**PARAMS, "topology_conf": str(conf)}
+    now = load_fabric(None, params, job_start_ns=0, previous_digest=previous)
+    assert now.fabric is not None and "earlier digest" in now.note
+    assert now.fabric.racks(["n1", "n3"]) == {"r1": ["n1"], "r2": ["n3"]}
+    assert now.fabric.uplink_bits("r1") == 200e6
+    # --topology FILE is what the user says: it wins, flagged as newer
+    given = load_fabric(conf, PARAMS, job_start_ns=0, previous_digest=previous)
+    assert given.fabric is not None and len(given.fabric.racks(["n1", "n3"])) == 1
+    assert "after the job started" in given.note
+    # an earlier digest that itself read a newer file knows no better
+    previous.write_text(json.dumps({"fabric": given.to_json(["n1", "n3"])}))
+    again = load_fabric(None, params, job_start_ns=0, previous_digest=previous)
+    assert again.fabric is not None and len(again.fabric.racks(["n1", "n3"])) == 1
+    assert "after the job started" in again.note
+
+
 def test_bad_files_name_the_line(tmp_path: Path) -> None:
     with pytest.raises(HushmonError, match=r"t.conf:2: LinkSpeed='fast'"):
         parse_topology("SwitchName=a Nodes=x\nSwitchName=b Nodes=y LinkSpeed=fast\n", "t.conf")

@@ -20,7 +20,10 @@ parameters, the folder of ``$SLURM_CONF``, the folder ``/etc/slurm/slurm.conf``
 really lives in (a link to a test bed's), ``/etc/slurm/topology.conf``. When
 none is found and an earlier digest of the same job recorded the topology,
 that one is used (and said so): a report rebuilt after the bed is gone
-still knows its racks.
+still knows its racks. So is it when the file found was written after the
+job started (another bed's, up since) and the earlier digest read the racks
+from one that was not: ``hushmon compare`` of two beds' runs reads each
+job's own racks.
 """
 
 from __future__ import annotations
@@ -226,6 +229,12 @@ def candidate_paths(explicit: Path | None, configured: str) -> list[Path]:
     return unique
 
 
+NEWER_THAN_THE_JOB = (
+    "the file was written after the job started: it describes the racks as they are now, "
+    "which may not be where the job ran"
+)
+
+
 def load_fabric(
     explicit: Path | None,
     params: dict[str, Any],
@@ -252,27 +261,45 @@ def load_fabric(
                 raise HushmonError(f"--topology {path}: {exc.strerror}") from None
             continue
         fabric = Fabric(str(path), parse_topology(text, str(path)), unit, mtime, str(path))
-        note = ""
-        if mtime > job_start_ns:
-            note = (
-                "the file was written after the job started: it describes the racks as they "
-                "are now, which may not be where the job ran"
-            )
-        return FabricInfo(fabric, tried, note)
-    if previous_digest is not None:
-        tried.append(f"{previous_digest} (an earlier digest of this job)")
-        try:
-            import json
-
-            old = json.loads(previous_digest.read_text(encoding="utf-8")).get("fabric") or {}
-        except (OSError, ValueError):
-            old = {}
-        if old.get("status") == "known":
-            origin = old.get("origin") or old.get("source")
-            source = f"{origin} as recorded by the earlier digest in {previous_digest}"
+        if mtime <= job_start_ns:
+            return FabricInfo(fabric, tried)
+        # written after the job started (another bed brought up since, as when
+        # bench_findings compares two beds' runs): an earlier digest that read
+        # the racks while the job's own file was there knows better
+        recorded = None if explicit is not None else _recorded(previous_digest, tried, True)
+        if recorded is not None:
             return FabricInfo(
-                Fabric.from_json(old, source),
+                recorded,
                 tried,
-                "the file is gone; the racks are the ones the earlier digest recorded",
+                f"{path} was written after the job started; the racks are the ones the "
+                "earlier digest recorded from the file the job ran with",
             )
+        return FabricInfo(fabric, tried, NEWER_THAN_THE_JOB)
+    recorded = _recorded(previous_digest, tried, while_the_job_ran=False)
+    if recorded is not None:
+        return FabricInfo(
+            recorded, tried, "the file is gone; the racks are the ones the earlier digest recorded"
+        )
     return FabricInfo(None, tried)
+
+
+def _recorded(
+    previous_digest: Path | None, tried: list[str], while_the_job_ran: bool
+) -> Fabric | None:
+    """The racks an earlier digest of the job recorded (with ``while_the_job_ran``: not
+    when that digest, too, read a file newer than the job)."""
+    if previous_digest is None:
+        return None
+    tried.append(f"{previous_digest} (an earlier digest of this job)")
+    try:
+        import json
+
+        old = json.loads(previous_digest.read_text(encoding="utf-8")).get("fabric") or {}
+    except (OSError, ValueError):
+        old = {}
+    if old.get("status") != "known" or (
+        while_the_job_ran and old.get("note") == NEWER_THAN_THE_JOB
+    ):
+        return None
+    origin = old.get("origin") or old.get("source")
+    return Fabric.from_json(old, f"{origin} as recorded by the earlier digest in {previous_digest}")
