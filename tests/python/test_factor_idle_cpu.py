@@ -80,6 +80,9 @@ def test_one_rank_on_a_busy_machine_gains_its_fair_share(tmp_path: Path) -> None
     assert any("low end: 0" in a for a in f.loss.assumptions)
     assert "fair share" in f.loss.basis
     assert "at most" in f.hint
+    # 40 % of a CPU per task: the CPUs are oversubscribed, and the finding says that
+    # more ranks may run slower (the bed at load 16-22: 24-78 % slower), not only 0
+    assert any("run slower" in a for a in f.loss.assumptions) and "run slower" in f.hint
 
 
 def test_a_rank_per_cpu_already_saves_nothing(tmp_path: Path) -> None:
@@ -94,6 +97,7 @@ def test_with_cpus_free_the_others_use_what_they_used(tmp_path: Path) -> None:
     assert f.loss is not None
     assert f.loss.high_share == pytest.approx((1 - 1 / (2 * 2 / 2.8)) * COMPUTING, abs=0.01)
     assert "used" in f.loss.basis and "fair share" not in f.loss.basis
+    assert not any("run slower" in a for a in f.loss.assumptions)
 
 
 def test_without_the_jobs_own_cpu_time_no_estimate(tmp_path: Path) -> None:

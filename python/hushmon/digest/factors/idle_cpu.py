@@ -26,6 +26,9 @@ from hushmon.digest.factors.cpu_share import idle_cpu_saving
 from hushmon.digest.jobdata import JobData
 from hushmon.digest.resolution import ACROSS_NODES
 
+# a task that got less than this share of a CPU waited for one more than it ran
+OVERSUBSCRIBED_SHARE = 0.5
+
 
 class IdleCpu:
     name = "idle_cpu"
@@ -183,7 +186,13 @@ class IdleCpu:
         finding.hint += (
             f" A rank per node CPU would still share the machine's CPUs: it would save at "
             f"most {saving.high_share:.0%} of the run time ({saving.share_after:.0%} of a CPU "
-            "per rank), and nothing if the program's work does not divide over more ranks."
+            "per rank), and nothing if the program's work does not divide over more ranks"
+            + (
+                "; with the CPUs this oversubscribed, ranks that exchange messages may also "
+                "wait for each other's turn and run slower."
+                if saving.share_before < OVERSUBSCRIBED_SHARE
+                else "."
+            )
         )
         finding.loss = Loss(
             0.0,
@@ -197,6 +206,16 @@ class IdleCpu:
                 "the machine's other tasks keep their demand, and the kernel shares its CPUs "
                 "evenly among the runnable tasks",
                 "only the periods the job computed in (not its waits) shrink",
+                *(
+                    [
+                        f"on CPUs this oversubscribed (a task got {saving.share_before:.0%} of "
+                        "a CPU) ranks that exchange messages do not wait for each other's turn "
+                        "on the CPUs more than before; where they do, more ranks run slower, "
+                        "which this range (a saving, 0 at least) cannot say"
+                    ]
+                    if saving.share_before < OVERSUBSCRIBED_SHARE
+                    else []
+                ),
             ],
         )
         return finding
