@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 from bedlib import HUSHMON, bed_unavailable, bed_up
+from waiting import wait_until
 
 from hushmon.metrics import dashcheck
 from hushmon.paths import REPO_ROOT, build_bin_dir
@@ -53,14 +53,7 @@ def _unavailable() -> str | None:
 
 
 def _wait(what: str, check: Any, timeout_s: float) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s:.0f} s")
-        time.sleep(0.5)
+    return wait_until(check, what, timeout_s, step_s=0.5)
 
 
 def _ready(url: str) -> bool:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from livetraffic import LiveTraffic
+from waiting import wait_until
 
 from hushmon.transport.natsserver import (
     LocalNatsServer,
@@ -88,14 +89,7 @@ def promql(prom_url: str, query: str) -> list[dict[str, Any]]:
 
 
 def wait_for(what: str, check: Any, timeout_s: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s:.0f} s")
-        time.sleep(0.3)
+    return wait_until(check, what, timeout_s, step_s=0.3)
 
 
 def known_summary() -> bytes:
