@@ -23,6 +23,16 @@ guard. docs/transport.md ("Collector") states the one window left.
 Series: the ids known stored are loaded at open and kept; only the others
 are appended (two collectors that meet a new series at once both append it:
 readers see ``series``, one row per id).
+
+The connection is opened again every :data:`REOPEN_EVERY_COMMITS`
+transactions: DuckLake keeps, per attached lake, the tables' statistics of
+every data-file count a transaction of it has seen (its catalog's stats
+cache, keyed by the snapshot's next file id, never evicted). Every commit
+adds files, so each transaction of a collector added an entry: writing 600
+summary groups (one commit each) on one connection grew the process by
+~20 MiB (~35 KB an entry), and for as long as it ran; opened again every
+256, it stayed within ~10 MiB of its start (docs/transport.md, "Memory
+over time").
 """
 
 from __future__ import annotations
@@ -62,6 +72,12 @@ class Fault:
     group: int  # the raw group it hits, from 1
     stall_s: float = 0.0
 
+
+# Transactions (commit attempts) between reopens of the connection (module
+# doc): the cache it drops holds at most this many entries (~9 MiB). A
+# reopen cost 0.8 s of CPU here (DuckDB's extensions loaded again; load 19):
+# at a commit a second, 0.3 % of a core.
+REOPEN_EVERY_COMMITS = 256
 
 # How far back a starting collector looks for the newest seq per (host, epoch).
 NEWEST_SEQ_DAYS = 2
@@ -103,13 +119,7 @@ class LakeWriter:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.fault = fault_from_env()  # a bad value: one line, before the lake is made
-        self.con = open_lake(self.path)
-        # One thread per collector: a group's Parquet write is too small for
-        # DuckDB's pool to pay for its hand-offs; measured on the C path
-        # (bench_collect --engine c --duckdb-threads 1, docs/transport.md)
-        # 1.4-2.3x more batches per CPU-second. A site scales out with more
-        # collector processes instead.
-        self.con.execute("SET threads = 1").fetchall()
+        self.con = self._open()
         self.files = FileWriter(self.con, self.path)
         # A table's rows up to this many go by INSERT, which DuckLake inlines
         # into the catalog (store/lake.py's session setting) instead of a
@@ -134,10 +144,42 @@ class LakeWriter:
             int(r[0])
             for r in self.con.execute("SELECT DISTINCT series_id FROM series_rows").fetchall()
         }
+        self.reopens = 0
+        self._attempts_at_open = 0
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        con = open_lake(self.path)
+        # One thread per collector: a group's Parquet write is too small for
+        # DuckDB's pool to pay for its hand-offs; measured on the C path
+        # (bench_collect --engine c --duckdb-threads 1, docs/transport.md)
+        # 1.4-2.3x more batches per CPU-second. A site scales out with more
+        # collector processes instead.
+        con.execute("SET threads = 1").fetchall()
+        return con
 
     def close(self) -> None:
         self.files.close()
         self.con.close()
+
+    def after_commit(self) -> None:
+        """Between transactions: the connection opened again when it has run
+        REOPEN_EVERY_COMMITS of them (module doc). Nothing is held across
+        it (the files of a group are registered or discarded by then; the
+        known series stay known). A lake that cannot be opened now keeps
+        the old connection, tried again after the next commit."""
+        attempts = self.commits.commits + self.commits.retries
+        if attempts - self._attempts_at_open < REOPEN_EVERY_COMMITS:
+            return
+        try:
+            con = self._open()
+        except (HushmonError, duckdb.Error):
+            return
+        old, self.con = self.con, con
+        self.files = FileWriter(con, self.path)
+        self._attempts_at_open = attempts
+        self.reopens += 1
+        with contextlib.suppress(duckdb.Error):
+            old.close()
 
     def newest_seqs(self) -> dict[tuple[str, int], int]:
         """The newest seq stored per (host, epoch), by any collector, among
@@ -217,11 +259,13 @@ class LakeWriter:
         if appended.duplicates > len(early):
             self.files.discard(files)  # stored by INSERT instead
         self.known_series.update(new_series)
+        self.after_commit()
         return appended, events
 
     def append_events(self, events: list[Event]) -> None:
         if events:
             commit(self.con, lambda con: insert_events(con, events), self.commits)
+            self.after_commit()
 
     def _fault(self, when: str) -> None:
         f = self.fault

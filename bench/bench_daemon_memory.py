@@ -1,0 +1,279 @@
+"""Each daemon's resident size and CPU over a long whole-path run, and the
+slope of its resident size after the warm-up, this tree next to a baseline
+commit, both at once on the same machine.
+
+Each side is one ``bench/bench_transport_load.py`` (this tree's script: hub,
+leaves, two rack reducers per rack, the top reducer, --collectors raw
+collectors and one --summaries-only collector on a lake, jobs starting and
+ending, their digests under nice 19) with its own ports and folder; the
+baseline side runs the Python package of ``git archive BASELINE`` (put
+first on PYTHONPATH, so its ``hushmon collect`` processes run that code),
+this side the working tree's; both use build/bin's C programs. Two sides
+at once share the load they meet, so their figures compare as a ratio.
+
+This script samples every process under each side every --every-s seconds
+(/proc: VmRSS, utime + stime) and names it by its command line: hub and
+leaf nats-servers, rack and top reducers, raw and summaries collectors (the
+load generator, digests and short-lived helpers are left out). Printed per
+daemon: resident MiB at the end of the warm-up (--warmup-s, default 360 s:
+the reducers' --keep-s window of 300 s full) and at the end, the slope of
+a least-squares line through the samples between them in MiB per 10
+minutes, and its CPU share over that span; the load average before and
+after.
+
+    .venv/bin/python bench/bench_daemon_memory.py [--agents 1000] [--minutes 20]
+        [--baseline COMMIT] [--collectors 1] [--warmup-s 360] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+
+from hushmon.procstat import process_cpu_s, rss_kib  # noqa: E402
+
+# (daemon kind, words its command line holds), first match wins
+KINDS = (
+    ("summaries collector", ("collect", "--summaries-only")),
+    ("raw collector", ("collect", "--raw-only")),
+    ("top reducer", ("hushmon-reduce", "--top")),
+    ("rack reducer", ("hushmon-reduce", "--rack")),
+    ("hub nats-server", ("nats-server", "hub")),
+    ("leaf nats-server", ("nats-server", "leaf-")),
+)
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def kind_of(argv: list[str]) -> str | None:
+    text = " ".join(argv)
+    for kind, words in KINDS:
+        if all(w in text for w in words):
+            return kind
+    return None
+
+
+def children(pid: int) -> list[int]:
+    """Every process below pid (by /proc/*/stat's parent field)."""
+    parent: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry.name}/stat").read_text()
+        except OSError:
+            continue
+        parent[int(entry.name)] = int(text[text.rfind(")") + 2 :].split()[1])
+    below, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        below += kids
+        todo += kids
+    return below
+
+
+def cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+@dataclass
+class Series:
+    """One daemon's samples: (seconds since the side started, KiB, CPU s)."""
+
+    kind: str
+    pid: int
+    samples: list[tuple[float, int, float]] = field(default_factory=list)
+
+    def between(self, t0: float, t1: float) -> list[tuple[float, int, float]]:
+        return [s for s in self.samples if t0 <= s[0] <= t1]
+
+
+@dataclass
+class Side:
+    name: str
+    proc: subprocess.Popen[bytes]
+    out: Path
+    t0: float
+    daemons: dict[int, Series] = field(default_factory=dict)
+
+    def sample(self) -> None:
+        t = time.monotonic() - self.t0
+        for pid in children(self.proc.pid):
+            d = self.daemons.get(pid)
+            if d is None:
+                kind = kind_of(cmdline(pid))
+                if kind is None:
+                    continue
+                d = self.daemons[pid] = Series(kind, pid)
+            kib = rss_kib(pid)
+            if kib > 0:
+                d.samples.append((t, kib, process_cpu_s(f"/proc/{pid}/stat")))
+
+
+def baseline_python(commit: str, tmp: Path) -> Path:
+    """The baseline's python/ folder, from git archive."""
+    tree = tmp / "baseline"
+    tree.mkdir()
+    tar = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", commit, "python/hushmon"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=tar, check=True)
+    return tree / "python"
+
+
+def start_side(name: str, a: argparse.Namespace, tmp: Path, python: Path) -> Side:
+    out = tmp / f"{name}.txt"
+    argv = [
+        sys.executable,
+        str(ROOT / "bench" / "bench_transport_load.py"),
+        "--agents", str(a.agents),
+        "--minutes", str(a.minutes),
+        "--collectors", str(a.collectors),
+        "--engine", "c",
+        "--digest-nice", "19",
+        "--warmup-s", str(a.warmup_s),
+        "--drain-s", "120",
+    ]  # fmt: skip
+    # the C programs of this tree's build for both sides (a baseline's
+    # package would look for them beside its archive)
+    bin_dir = os.environ.get("HUSHMON_BIN") or str(ROOT / "build" / "bin")
+    env = {**os.environ, "PYTHONPATH": str(python), "HUSHMON_BIN": bin_dir}
+    with out.open("wb") as f:
+        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    return Side(name, proc, out, time.monotonic())
+
+
+def slope_mib_per_10min(samples: list[tuple[float, int, float]]) -> float:
+    if len(samples) < 3:
+        return float("nan")
+    t = np.array([s[0] for s in samples])
+    mib = np.array([s[1] for s in samples]) / 1024
+    return float(np.polyfit(t, mib, 1)[0] * 600)
+
+
+def figures(side: Side, warm_s: float) -> dict[str, dict[str, float]]:
+    """Per daemon (kind #n): MiB at warm-up and end, slope, CPU share."""
+    out: dict[str, dict[str, float]] = {}
+    count: dict[str, int] = {}
+    for d in sorted(side.daemons.values(), key=lambda d: (d.kind, d.pid)):
+        if not d.samples:
+            continue
+        # the load's end: the last sample before the side's drain (where
+        # the sampled process stopped, its own last sample)
+        end_s = d.samples[-1][0]
+        span = d.between(warm_s, end_s)
+        if len(span) < 3:
+            continue
+        count[d.kind] = count.get(d.kind, 0) + 1
+        name = f"{d.kind} #{count[d.kind]}"
+        dt = span[-1][0] - span[0][0]
+        out[name] = {
+            "rss_mib_warm": span[0][1] / 1024,
+            "rss_mib_end": span[-1][1] / 1024,
+            "slope_mib_per_10min": slope_mib_per_10min(span),
+            "cpu_share": (span[-1][2] - span[0][2]) / dt if dt > 0 else float("nan"),
+            "span_s": dt,
+        }
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--agents", type=int, default=1000)
+    ap.add_argument("--minutes", type=float, default=20.0)
+    ap.add_argument("--collectors", type=int, default=1, help="raw collectors per side")
+    ap.add_argument("--baseline", metavar="COMMIT", help="also run this commit's Python, at once")
+    ap.add_argument("--warmup-s", type=float, default=360.0)
+    ap.add_argument("--every-s", type=float, default=5.0)
+    ap.add_argument("--json", metavar="FILE")
+    a = ap.parse_args()
+    if a.agents < 2 or a.minutes * 60 <= a.warmup_s + 60 or a.every_s <= 0:
+        print(
+            "bench_daemon_memory: need --agents >= 2, --minutes past --warmup-s by a minute, "
+            "--every-s > 0",
+            file=sys.stderr,
+        )
+        return 2
+    print(f"# bench_daemon_memory: {' '.join(sys.argv[1:]) or '(defaults)'}")
+    print(f"# machine: {os.cpu_count()} CPUs; /proc/loadavg before: {loadavg()}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="hm-bench-mem-") as tmp_name:
+        tmp = Path(tmp_name)
+        sides = [start_side("this tree", a, tmp, ROOT / "python")]
+        if a.baseline:
+            try:
+                base = baseline_python(a.baseline, tmp)
+            except subprocess.CalledProcessError:
+                sides[0].proc.terminate()
+                sides[0].proc.wait()
+                print(f"bench_daemon_memory: cannot archive {a.baseline}", file=sys.stderr)
+                return 2
+            sides.append(start_side(f"baseline {a.baseline}", a, tmp, base))
+        stop = threading.Event()
+
+        def sampler() -> None:
+            while not stop.wait(a.every_s):
+                for s in sides:
+                    if s.proc.poll() is None:
+                        s.sample()
+
+        thread = threading.Thread(target=sampler, daemon=True)
+        thread.start()
+        rcs = [s.proc.wait() for s in sides]
+        stop.set()
+        thread.join()
+        results = {s.name: figures(s, a.warmup_s) for s in sides}
+        print(f"# /proc/loadavg after: {loadavg()}")
+        for s, rc in zip(sides, rcs, strict=True):
+            lines = s.out.read_text(errors="replace").splitlines()
+            lost = [x for x in lines if "lost" in x and "duplicated" in x][:1]
+            print(f"# {s.name}: bench_transport_load exit {rc}; {' '.join(lost).strip()}")
+            if rc != 0:
+                print("\n".join(f"#   {x}" for x in lines[-8:]))
+    names = sorted({n for r in results.values() for n in r})
+    print(
+        f"resident MiB after the warm-up ({a.warmup_s:.0f} s) -> at the end of the load, "
+        "slope in MiB per 10 min (least squares over that span), CPU share:"
+    )
+    print(f"{'daemon':<24}" + "".join(f"{s.name[:38]:>40}" for s in sides))
+    for n in names:
+        cells = []
+        for s in sides:
+            f = results[s.name].get(n)
+            cells.append(
+                f"{f['rss_mib_warm']:7.1f} -> {f['rss_mib_end']:7.1f} "
+                f"{f['slope_mib_per_10min']:+6.2f}/10min {f['cpu_share'] * 100:4.0f}%"
+                if f
+                else "-"
+            )
+        print(f"{n:<24}" + "".join(f"{c:>40}" for c in cells))
+    if a.json:
+        Path(a.json).write_text(
+            json.dumps({"args": vars(a), "loadavg_end": loadavg(), "sides": results}, indent=1)
+        )
+    return 0 if all(rc == 0 for rc in rcs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
