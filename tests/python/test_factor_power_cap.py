@@ -30,6 +30,7 @@ def _job(
     clock: bool = False,
     thermal_pct: float | None = None,
     backend: str = "",
+    node1_pl1_w: float = PL1_W,
 ) -> JobData:
     sc = Scenario(nodes=2, seconds=SECONDS, job="j", omit=("pmu",))
     spool = tmp / "spool"
@@ -45,7 +46,8 @@ def _job(
             fields = f"energy_j={power_w},power_w={power_w}"
             if limits != "none":
                 fields += (
-                    f",long_term_limit_w={PL1_W},long_term_window_s=0.999,"
+                    f",long_term_limit_w={PL1_W if node == 0 else node1_pl1_w},"
+                    "long_term_window_s=0.999,"
                     f"short_term_limit_w={PL2_W},short_term_window_s=0.00244,"
                     f"limits_enabled={1 if limits == 'enabled' else 0}i"
                 )
@@ -91,6 +93,15 @@ def test_power_at_the_cap_without_a_clock_is_bounded_by_pl2(tmp_path: Path) -> N
     assert "PL2" in f.loss.basis and f.loss.assumptions
     assert f.span_s == (10.0, 40.0)
     assert "105" in f.hint and "PL1" in f.hint
+
+
+def test_the_held_node_s_limit_is_the_one_named(tmp_path: Path) -> None:
+    """Nodes with different limits (a cap written on one): the evidence names the
+    limit of the held node-periods, not a median over every node."""
+    job = _job(tmp_path, node1_pl1_w=250.0)
+    [f] = power_cap.FACTOR.analyze(job, _params())
+    assert f.evidence["long_term_limit_w"] == PL1_W
+    assert f.evidence["held_nodes"] == "node000"
 
 
 def test_a_measured_clock_gives_the_loss(tmp_path: Path) -> None:

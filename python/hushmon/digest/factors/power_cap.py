@@ -251,15 +251,17 @@ class PowerCap:
         }
         if h.simulated:
             evidence["rapl"] = "simulated (the test bed's raplsim: power clipped, job not slowed)"
-        if np.isfinite(h.limit_w).any():
-            evidence["long_term_limit_w"] = round(float(np.nanmedian(h.limit_w)), 1)
+        # the limits of the held node-periods when there are some (nodes' limits differ)
+        where = h.power if h.power.any() else np.ones(h.power.shape, dtype=bool)
+        if np.isfinite(h.limit_w[where]).any():
+            evidence["long_term_limit_w"] = round(float(np.nanmedian(h.limit_w[where])), 1)
             with np.errstate(all="ignore"):
                 ratio = h.power_w / h.limit_w
             if np.isfinite(ratio).any():
                 evidence["package_power_of_limit_max"] = round(float(np.nanmax(ratio)), 3)
                 evidence["package_power_of_limit_median"] = round(float(np.nanmedian(ratio)), 3)
-        if np.isfinite(h.short_w).any():
-            evidence["short_term_limit_w"] = round(float(np.nanmedian(h.short_w)), 1)
+        if np.isfinite(h.short_w[where]).any():
+            evidence["short_term_limit_w"] = round(float(np.nanmedian(h.short_w[where])), 1)
         if h.throttled_pct is not None and np.isfinite(h.throttled_pct).any():
             evidence["thermal_throttled_pct_max"] = round(float(np.nanmax(h.throttled_pct)), 1)
         if share_any < params["min_share"]:
