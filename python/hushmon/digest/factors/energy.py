@@ -275,7 +275,9 @@ class Energy:
             mats = [m for m in (job.matrix(s) for s in names) if m is not None]
             throttled = np.nanmax(np.stack(mats), axis=0) if mats else None
         if throttled is None or not np.isfinite(throttled).any():
-            evidence["power_cap"] = "not visible (no GPU throttle reasons; RAPL limits not read)"
+            evidence["power_cap"] = (
+                "GPUs: not visible (no GPU throttle reasons); CPUs: the power_cap finding"
+            )
             return ""
         share = float(np.nanmean(throttled > 0))
         evidence["gpu_power_capped_share"] = round(share, 3)
