@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from bedlib import LiveBed, bed_unavailable, bed_up
+from waiting import wait_until
 
 THROUGHPUT = Path(__file__).with_name("tcp_throughput.py")
 LINK_BITS = 40e6
@@ -36,7 +37,12 @@ def _ib_lines(data: Path, node: str) -> list[tuple[int, dict[str, float], str]]:
     """(timestamp, fields, tags) of the node's ib lines in its spool."""
     found = []
     for path in sorted((data / "spool" / node).glob("*.lp*")):
-        for line in path.read_text(errors="replace").splitlines():
+        try:
+            text = path.read_text(errors="replace")
+        except FileNotFoundError:  # an open file closed (renamed) meanwhile
+            continue
+        # whole lines only: the agent may be writing the last one
+        for line in text[: text.rfind("\n") + 1].splitlines():
             if not line.startswith("ib,"):
                 continue
             tags, fields, ts = line.split(" ")
@@ -74,11 +80,23 @@ def _send(bed: LiveBed, sender: str, receiver: str, address: str, seconds: float
 
 
 def test_a_full_link_shows_as_simulated_ib_traffic_with_xmit_wait(ib_bed: LiveBed) -> None:
-    time.sleep(2.0)  # quiet periods first: the agents' first rates
+    # quiet periods first: the agents' first rates, then a period more so
+    # that one lies well before the transfer (a loaded machine's agents may
+    # take longer than the 2 s they take alone)
+    wait_until(
+        lambda: any("tx_bytes_per_s" in f for _, f, _ in _ib_lines(ib_bed.data, "n1")),
+        "n1's first ib rates",
+    )
+    time.sleep(1.0)
     start_ns = time.time_ns()
     rate_bits = _send(ib_bed, "n1", "n2", "10.77.1.2", 3.0)
     end_ns = time.time_ns()
-    time.sleep(2.5)  # the periods after the transfer reach the spool
+
+    # the periods after the transfer reach the spool (2.5 s alone)
+    def after_the_transfer(node: str) -> bool:
+        return any(ts > end_ns for ts, _, _ in _ib_lines(ib_bed.data, node))
+
+    wait_until(lambda: after_the_transfer("n1") and after_the_transfer("n2"), "later periods")
     assert 0.5 * LINK_BITS < rate_bits < 1.15 * LINK_BITS
     lines = _ib_lines(ib_bed.data, "n1")
     assert lines, "no ib lines from n1's agent"

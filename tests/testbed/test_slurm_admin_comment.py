@@ -63,7 +63,7 @@ def test_run_under_slurm_sets_admin_comment_and_job_reads_it() -> None:
         assert "CPU Efficiency:" in out.stderr and f"Job ID: {job}" in out.stderr
 
 
-def _sacct_admin_comment(job: str, env: dict[str, str], wait_s: float = 20.0) -> str:
+def _sacct_admin_comment(job: str, env: dict[str, str], wait_s: float = 60.0) -> str:
     sacct = shutil.which("sacct") or "sacct"
     argv = [sacct, "-j", job, "-X", "-o", "AdminComment%500", "-P", "-n"]
     deadline = time.monotonic() + wait_s
