@@ -209,8 +209,10 @@ def test_a_job_found_from_slurm_cannot_be_taken(bin_dir: Path) -> None:
 
 
 def test_half_sent_lines_do_not_hold_out_the_prolog(bin_dir: Path) -> None:
-    # one uid may take every user slot here (12 of 16), the worst case
-    settings = "client_idle_ms = 2000\nclients_per_uid = 12\n"
+    # one uid may take every user slot here (12 of 16), the worst case; held
+    # 5 s before they are dropped: the checks below must all fall inside
+    # that window, which 2 s did not leave a loaded machine
+    settings = "client_idle_ms = 5000\nclients_per_uid = 12\n"
     with socket_agent(bin_dir, settings) as agent, drivers(agent) as (owner, other):
         assert other("ctl_hold 14 job begin 9")["held"] == 14
         deadline = time.monotonic() + 10
