@@ -19,8 +19,9 @@ shorten a wait for messages or I/O):
 - ``C``: the node's CPUs (``node_cgroup.cpus``), ``H`` the machine's (its
   host-wide per-CPU sensors);
 - the others' demand ``O``: on a machine whose CPUs were all busy (host-wide
-  ``cpu_busy_host_pct`` or more) the kernel's fair share ``s = H / (R + O)``
-  gives it; on one with CPUs free, what the others used;
+  ``cpu_busy_host_pct`` or more; ``[idle_cpu]`` in parameters.toml) the
+  kernel's fair share ``s = H / (R + O)`` gives it; on one with CPUs free,
+  what the others used;
 - with ``C`` ranks (one per node CPU) a task gets ``s' = min(1, H / (O + C))``
   and the job ``C s'`` CPUs: the computing periods take ``u / (C s')`` of
   their time.
@@ -47,8 +48,6 @@ import numpy as np
 from hushmon.digest.jobdata import JobData
 
 _CPU_TAG = re.compile(r"cpu=cpu\d+")
-CPU_BOUND_SHARE = 0.5  # default of [idle_cpu] cpu_bound_share
-BUSY_HOST_PCT = 95.0  # default of [idle_cpu] cpu_busy_host_pct
 
 
 @dataclass
@@ -111,8 +110,8 @@ def idle_cpu_saving(job: JobData, params: Mapping[str, Any]) -> IdleCpuSaving | 
         return "the job's own CPU time and tasks (procio) were not read"
     if cpus_m is None or host_busy is None or not host_cpus:
         return "the node's or the machine's CPU count or the machine's busy CPUs are not known"
-    bound = float(params.get("cpu_bound_share", CPU_BOUND_SHARE))
-    busy_host = float(params.get("cpu_busy_host_pct", BUSY_HOST_PCT))
+    bound = float(params["cpu_bound_share"])
+    busy_host = float(params["cpu_busy_host_pct"])
     u_all = np.nan_to_num(cpu) / 100.0
     n = u_all.shape[1]
     best: IdleCpuSaving | None = None
