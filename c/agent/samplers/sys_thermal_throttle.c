@@ -13,8 +13,8 @@
  * (topology/physical_package_id, core_id) is read. The package counters
  * are read each period; the core counters every THERM_CORES_EVERY_NS
  * (10 s): a 128-core node has 256 such files, which each period would
- * cost more than the rest of the agent's reads; a throttled core shows in
- * its package's counters anyway within the period.
+ * cost more than the rest of the agent's reads. The core figures are
+ * then rates over those 10 s, on the period they are read in.
  *
  * One line per package: the events' rates, the share of the period spent
  * throttled, and on the periods the cores are read the sum of their
