@@ -62,7 +62,13 @@ def _job(
                 pct = thermal_pct if node == 1 and i < 30 else 0.0
                 lines.append(
                     f"thermal,host={host},package=0 package_throttles_per_s={1 if pct else 0},"
-                    f"package_throttled_pct={pct} {ts}\n"
+                    f"package_throttled_pct={pct}"
+                    + (
+                        f",core_throttled_pct_max={2 * pct},cores_throttled=1i"
+                        if i % 10 == 0
+                        else ""
+                    )
+                    + f" {ts}\n"
                 )
         (spool / f"{host}-{START_NS}-900.lp").write_text("".join(lines), encoding="ascii")
     db = tmp / "hushmon.duckdb"
@@ -122,6 +128,7 @@ def test_thermal_throttling_alone(tmp_path: Path) -> None:
     assert ev["verdict"] == "throttled" and ev["limits"] == "not visible"
     assert ev["thermal_held_share"] == 0.5 and ev["power_held_share"] == 0.0
     assert ev["held_nodes"] == "node001" and ev["thermal_throttled_pct_max"] == 20.0
+    assert ev["core_throttled_pct_max"] == 40.0  # the cores' (every 10 s): evidence only
     assert f.loss is not None
     assert f.loss.high_share == pytest.approx(0.2 * 30 / 60)  # the time throttled, at most
     assert "cooling" in f.hint

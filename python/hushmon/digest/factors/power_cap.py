@@ -264,6 +264,10 @@ class PowerCap:
             evidence["short_term_limit_w"] = round(float(np.nanmedian(h.short_w[where])), 1)
         if h.throttled_pct is not None and np.isfinite(h.throttled_pct).any():
             evidence["thermal_throttled_pct_max"] = round(float(np.nanmax(h.throttled_pct)), 1)
+        # the cores' own throttling (read every 10 s by the agent): evidence, not a rule
+        cores = _nanmax(_matrices(job, "thermal.core_throttled_pct_max"))
+        if cores is not None and np.isfinite(cores).any():
+            evidence["core_throttled_pct_max"] = round(float(np.nanmax(cores)), 1)
         if share_any < params["min_share"]:
             return [self._not_throttled(job, h, evidence, share_any, sim)]
         evidence["verdict"] = "throttled"
