@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hushmon.digest.agent_cpu import agent_cpu_s_by_period, attach_agent_cpu
@@ -91,3 +92,12 @@ def test_without_the_agent_lines_the_share_is_not_known(tmp_path: Path) -> None:
     [f] = energy.FACTOR.analyze(job, parameters()["energy"])
     assert f.evidence["hushmon_energy"].startswith("not known")
     assert "hushmon_energy_j" not in f.evidence
+
+
+def test_an_attachment_off_the_job_s_axis_is_not_known(tmp_path: Path) -> None:
+    """A view of the job whose periods differ from the attachment's (a phase's
+    slice that did not slice it) says so instead of failing."""
+    job = _job(tmp_path)
+    job.__dict__["agent_cpu_s_by_period"] = np.zeros((2, 5))
+    got = energy.own_energy_j(job)
+    assert isinstance(got, str) and "not on this view" in got

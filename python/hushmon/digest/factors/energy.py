@@ -373,6 +373,9 @@ def own_energy_j(job: JobData) -> tuple[float, float, float, float] | str:
             "not known: needs the agents' CPU time (hushmon_agent.cpu_us), RAPL package "
             "energy and the CPU time used on what the package measures, with its CPU count"
         )
+    if agent.shape != package.shape:
+        # a view of the job (a phase's slice) that did not slice the attachment with it
+        return "not known: the agents' CPU time is not on this view's nodes and periods"
     package_j = float(np.nansum(package)) * job.period_s
     with np.errstate(all="ignore"):
         # W / busy CPUs = J per busy CPU-second (the period's length cancels)
