@@ -58,6 +58,22 @@ def test_a_command_under_flock_of_the_same_file_goes_straight_on(
     assert "waiting" not in run.stderr
 
 
+def test_a_shell_that_holds_the_lock_on_its_descriptor_lets_its_commands_through(
+    tmp_path: Path, flock_tool: None
+) -> None:
+    lock = tmp_path / "bed.lock"
+    # flock(1) takes the lock for the shell's descriptor 9 and exits: the pid
+    # /proc/locks names is gone; the shell (our parent, kept alive by the
+    # line after) holds the lock, the command does not inherit descriptor 9
+    script = f'exec 9>"{lock}"; flock 9; "$@" 9>&-; rc=$?; exit $rc'
+    run = subprocess.run(
+        ["bash", "-c", script, "sh", sys.executable, "-c", TAKE, str(lock), "5"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "held" and "waiting" not in run.stderr
+
+
 def test_a_lock_held_beside_us_is_waited_for_and_named(tmp_path: Path, flock_tool: None) -> None:
     lock = tmp_path / "bed.lock"
     holder = _holder(lock)

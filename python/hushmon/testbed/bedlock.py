@@ -3,9 +3,10 @@
 (``flock /tmp/hushmon-bed.lock CMD``) and bench/bench_findings.py lock.
 
 A process whose ancestor holds the lock (``flock LOCK pytest ...``: flock(1)
-holds it and waits for its child) counts as holding it: taking it again
-would wait for itself forever. The same check makes the lock re-entrant
-within one process (a bed fixture's lock while a test takes it again)."""
+holds it and waits for its child; ``exec 9>LOCK; flock 9; pytest ...``: the
+shell's descriptor holds it) counts as holding it: taking it again would
+wait for itself forever. The same check makes the lock re-entrant within one
+process (a bed fixture's lock while a test takes it again)."""
 
 from __future__ import annotations
 
@@ -70,9 +71,38 @@ def flock_holders(path: Path) -> list[int]:
     return holders
 
 
+def _holds_by_descriptor(pid: int, path: Path) -> bool:
+    """Whether PID has PATH open on a descriptor that holds its flock. The
+    pid /proc/locks gives is the one that took the lock: after
+    ``exec 9>LOCK; flock 9`` that is flock(1), gone, while the shell's
+    descriptor (and its fdinfo) holds the lock."""
+    try:
+        want = path.stat()
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            st = fd.stat()
+            if (st.st_dev, st.st_ino) != (want.st_dev, want.st_ino):
+                continue
+            info = Path(f"/proc/{pid}/fdinfo/{fd.name}").read_text()
+        except OSError:
+            continue
+        for line in info.splitlines():
+            words = line.split()
+            if words[:1] == ["lock:"] and "FLOCK" in words and "->" not in words:
+                return True
+    return False
+
+
 def held_here(path: Path = LOCK_PATH) -> bool:
-    """Whether this process or one above it holds the lock."""
-    return bool(set(flock_holders(path)) & _self_and_ancestors())
+    """Whether this process or one above it holds the lock (by the pid that
+    took it, or by a descriptor it holds)."""
+    mine = _self_and_ancestors()
+    if set(flock_holders(path)) & mine:
+        return True
+    return any(_holds_by_descriptor(pid, path) for pid in mine)
 
 
 def _describe(pid: int) -> str:
