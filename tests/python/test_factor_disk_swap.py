@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hushmon.digest.factors import disk_swap, parameters, run_factors
 from hushmon.digest.factors.base import SkipReason
 from hushmon.digest.jobdata import load_job
-from hushmon.store.synthetic import Scenario, synthetic_store
+from hushmon.store.ingest import ingest_spool
+from hushmon.store.synthetic import START_NS, Scenario, synthetic_store
 
 
 def test_swapping_phase_is_found_with_its_span_and_cost(tmp_path: Path) -> None:
@@ -80,3 +82,26 @@ def test_the_tasks_own_block_io_wait_bounds_the_memory_limits_cost() -> None:
     alone = disk_swap._io_loss(0.5, float("nan"), None, None, "at the limit", "more memory", 0.3)
     assert alone is not None
     assert (alone.low_share, alone.high_share) == (0.0, pytest.approx(0.15))
+
+
+def test_the_tasks_wait_is_read_per_task_on_the_most_waiting_node(tmp_path: Path) -> None:
+    """procio's blkio_wait_pct is summed over a node's tasks (% of one task): node002
+    with 2 tasks waiting 60 % together waits 30 % per task, more than node001's 1 task
+    at 20 %; the periods outside the mask do not count."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    for host, tasks, wait in (("node001", 1, 20.0), ("node002", 2, 60.0)):
+        lines = []
+        for i in range(10):
+            ts = START_NS + i * 1_000_000_000
+            w = wait if i < 5 else 0.0
+            lines.append(f"job,host={host},job=j active=1i {ts}\n")
+            lines.append(f"procio,host={host},job=j tasks={tasks},blkio_wait_pct={w} {ts}\n")
+        (spool / f"{host}-{START_NS}-900.lp").write_text("".join(lines), encoding="ascii")
+    db = tmp_path / "hushmon.duckdb"
+    assert ingest_spool(db, spool).rejected_lines == 0
+    job = load_job(db, "j")
+    first = np.arange(10) < 5
+    assert disk_swap._tasks_blkio_share(job, first) == pytest.approx(0.30)
+    assert disk_swap._tasks_blkio_share(job, ~first) == pytest.approx(0.0)
+    assert disk_swap._tasks_blkio_share(job, np.zeros(10, dtype=bool)) is None
