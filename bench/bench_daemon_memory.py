@@ -173,9 +173,14 @@ def slope_mib_per_10min(samples: list[tuple[float, int, float]]) -> float:
     return float(np.polyfit(t, mib, 1)[0] * 600)
 
 
-def figures(side: Side, warm_s: float) -> dict[str, dict[str, float]]:
-    """Per daemon (kind #n): MiB at warm-up and end, slope, CPU share."""
+def figures(
+    side: Side, warm_s: float
+) -> tuple[dict[str, dict[str, float]], dict[str, list[list[float]]]]:
+    """Per daemon (kind #n): MiB at warm-up and end, slope, CPU share; and
+    its resident MiB a sample a minute (the shape, a steady climb or a saw,
+    says more than the slope)."""
     out: dict[str, dict[str, float]] = {}
+    series: dict[str, list[list[float]]] = {}
     count: dict[str, int] = {}
     for d in sorted(side.daemons.values(), key=lambda d: (d.kind, d.pid)):
         if not d.samples:
@@ -196,7 +201,9 @@ def figures(side: Side, warm_s: float) -> dict[str, dict[str, float]]:
             "cpu_share": (span[-1][2] - span[0][2]) / dt if dt > 0 else float("nan"),
             "span_s": dt,
         }
-    return out
+        step = max(1, round(60 / max(1e-9, d.samples[1][0] - d.samples[0][0])))
+        series[name] = [[round(t), round(kib / 1024, 1)] for t, kib, _ in d.samples[::step]]
+    return out, series
 
 
 def main() -> int:
@@ -243,7 +250,8 @@ def main() -> int:
         rcs = [s.proc.wait() for s in sides]
         stop.set()
         thread.join()
-        results = {s.name: figures(s, a.warmup_s) for s in sides}
+        both = {s.name: figures(s, a.warmup_s) for s in sides}
+        results = {name: f for name, (f, _) in both.items()}
         print(f"# /proc/loadavg after: {loadavg()}")
         for s, rc in zip(sides, rcs, strict=True):
             lines = s.out.read_text(errors="replace").splitlines()
@@ -270,7 +278,15 @@ def main() -> int:
         print(f"{n:<24}" + "".join(f"{c:>40}" for c in cells))
     if a.json:
         Path(a.json).write_text(
-            json.dumps({"args": vars(a), "loadavg_end": loadavg(), "sides": results}, indent=1)
+            json.dumps(
+                {
+                    "args": vars(a),
+                    "loadavg_end": loadavg(),
+                    "sides": results,
+                    "rss_mib_per_minute": {name: sr for name, (_, sr) in both.items()},
+                },
+                indent=1,
+            )
         )
     return 0 if all(rc == 0 for rc in rcs) else 1
 
