@@ -4,6 +4,7 @@ and their refusals, on real lakes."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,9 @@ from hushmon.store.lake import open_lake, open_lake_readonly
 from hushmon.store.lake_bytes import parse_bytes
 from hushmon.store.lake_compact import compact
 from hushmon.store.lake_retention import NS_PER_DAY, NS_PER_HOUR, NS_PER_S
+from hushmon.store.lake_status import lake_status
 from hushmon.store.schema import open_store
+from lakewriter import writing
 
 DAY0 = 20_000 * NS_PER_DAY  # 2024-10-04, a UTC midnight
 SERIES = 10
@@ -108,6 +111,52 @@ def test_the_budget_drops_the_oldest_raw_day_after_its_rollup(
     assert [r[:2] for r in rolled] == [r[:2] for r in day0]
     for a, b in zip(rolled, day0, strict=True):
         assert a[2:] == pytest.approx(b[2:])
+
+
+def test_the_budget_drops_the_oldest_raw_day_while_a_collector_writes(tmp_path: Path) -> None:
+    """Retention plans from the files it sees while a collector's writer in
+    another process commits (inlined rows and files, taking turns with the
+    compaction's commits at the commit lock). The oldest raw day goes,
+    nothing newer: the next day whole, every batch the writer committed
+    stored once. Before the rewrite's flush shared its hold of the lock,
+    the rewrite failed here ('Failed to read inlined-data aggregates')."""
+    lake = tmp_path / "w.lake"
+    _make_days(lake, 2)
+    now_ns = DAY0 + 2 * NS_PER_DAY + 6 * NS_PER_HOUR
+    compact(lake, now_ns=DAY0 + 2 * NS_PER_DAY, grace_s=0)  # rollups, one merged file
+    st = lake_status(lake, None, now_ns=now_ns)
+    raw_bytes = st["tiers"]["raw"]["bytes"]
+    con = open_lake(lake)
+    try:  # over budget by half a raw day: the oldest day must go, and only it
+        con.execute(
+            "INSERT INTO lake_policy VALUES (30, 365, ?, 12, current_timestamp)",
+            [st["total_bytes"] - raw_bytes // 4],
+        ).fetchall()
+    finally:
+        con.close()
+    with writing(lake, DAY0 + 2 * NS_PER_DAY) as written:
+        # the default grace: a collector's files written before its commit
+        # are not orphans yet
+        began_ns = time.time_ns()
+        report = compact(lake, now_ns=now_ns)
+        ended_ns = time.time_ns()
+    assert [(c["table"], c["cut_ns"]) for c in report.plan["cuts"]] == [
+        ("samples", DAY0 + NS_PER_DAY)
+    ], report.plan
+    assert report.raw_rows_deleted == SERIES * 86_400 // STEP_S
+    assert written.commits_between(began_ns, ended_ns) >= 1, written
+    con = open_lake_readonly(lake)
+    try:
+        days = con.execute(
+            "SELECT time_ns // ? AS day, count(*) FROM samples GROUP BY ALL ORDER BY ALL",
+            [NS_PER_DAY],
+        ).fetchall()
+        stored = con.execute("SELECT count(*) FROM transport_batches").fetchone()
+    finally:
+        con.close()
+    day = DAY0 // NS_PER_DAY
+    assert days == [(day + 1, SERIES * 86_400 // STEP_S), (day + 2, written.values)]
+    assert stored == (written.batches,)
 
 
 def test_the_budget_never_takes_the_newest_raw_hours(

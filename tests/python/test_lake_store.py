@@ -169,7 +169,8 @@ def test_a_running_reader_keeps_its_files_through_compaction(tmp_path: Path) -> 
             ).fetchall()
         ]
         report = compact(lake, now_ns=10**15)  # the default grace period
-        assert report.files_merged == 4 and report.files_deleted == 0
+        # the 4 planned files, and the rollups' rows flushed before the rewrite
+        assert report.files_merged >= 4 and report.files_deleted == 0
         assert report.pending_files >= 4 and report.pending_bytes > 0
         # still on disk and whole: a scan begun before the merge finishes
         total = reader.execute(

@@ -31,10 +31,10 @@ import random
 import sqlite3
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import duckdb
 
@@ -293,14 +293,32 @@ def lake_commit(
     collectors wait at most one of them. Not re-entrant: ``body`` must not
     call lake_commit (the second lock would wait for the first forever).
     """
+    result: T = lake_commits(con, [body], stats, attempts)[0]
+    return result
+
+
+def lake_commits(
+    con: duckdb.DuckDBPyConnection,
+    bodies: Sequence[Callable[[duckdb.DuckDBPyConnection], Any]],
+    stats: CommitStats | None = None,
+    attempts: int = COMMIT_ATTEMPTS,
+) -> list[Any]:
+    """Each of ``bodies`` in a transaction of its own, one after the other,
+    under one hold of the commit lock, so that no other writer of the lake
+    commits between them (DuckLake will not run some steps in one
+    transaction: "Transactions can either make changes OR perform
+    compaction - not both"); retried as a whole as :func:`lake_commit` is,
+    so every body must be safe to repeat. Their results, in order."""
     last: BaseException | None = None
     lock = _commit_lock_path(con)
     for attempt in range(attempts):
+        results: list[Any] = []
         try:
             with _locked(lock):
-                con.execute("BEGIN TRANSACTION").fetchall()
-                result = body(con)
-                con.execute("COMMIT").fetchall()
+                for body in bodies:
+                    con.execute("BEGIN TRANSACTION").fetchall()
+                    results.append(body(con))
+                    con.execute("COMMIT").fetchall()
         except duckdb.Error as exc:
             # A failed COMMIT may have left no transaction to roll back.
             with contextlib.suppress(duckdb.Error):
@@ -317,8 +335,8 @@ def lake_commit(
             time.sleep(wait_s)
             continue
         if stats is not None:
-            stats.commits += 1
-        return result
+            stats.commits += len(bodies)
+        return results
     assert last is not None
     raise HushmonError(
         f"lake commit failed {attempts} times, other writers kept the catalog busy: "
