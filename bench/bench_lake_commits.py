@@ -61,6 +61,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -217,12 +218,12 @@ def aging(
     window = 0
     for i in range(1, snapshots + 1):
         c0, w0 = time.process_time(), time.perf_counter()
-        lake_commit(
-            con,
-            lambda c, i=i: c.execute(
-                "INSERT INTO samples SELECT r, ?, r FROM range(?) t(r)", [i, snapshot_rows]
-            ).fetchall(),
-        )
+
+        def aging_rows(c: duckdb.DuckDBPyConnection, i: int = i) -> None:
+            sql = "INSERT INTO samples SELECT r, ?, r FROM range(?) t(r)"
+            c.execute(sql, [i, snapshot_rows]).fetchall()
+
+        lake_commit(con, aging_rows)
         window_cpu += time.process_time() - c0
         window_wall += time.perf_counter() - w0
         window += 1
@@ -251,12 +252,11 @@ def _one_row_probe(con: object, probes: int, first: int) -> tuple[float, float]:
     wall: list[float] = []
     for i in range(probes):
         c0, w0 = time.process_time(), time.perf_counter()
-        lake_commit(
-            con,  # type: ignore[arg-type]
-            lambda c, i=i: c.execute(
-                "INSERT INTO job_activity VALUES ('probe', 'n1', ?)", [first + i]
-            ).fetchall(),
-        )
+
+        def one_row(c: duckdb.DuckDBPyConnection, i: int = i) -> None:
+            c.execute("INSERT INTO job_activity VALUES ('probe', 'n1', ?)", [first + i]).fetchall()
+
+        lake_commit(con, one_row)  # type: ignore[arg-type]
         cpu.append(time.process_time() - c0)
         wall.append(time.perf_counter() - w0)
     return float(np.median(cpu)), float(np.median(wall))
