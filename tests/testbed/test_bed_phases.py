@@ -88,8 +88,10 @@ def test_the_phases_are_the_programs_in_order(phases_run: tuple) -> None:
     assert phases["source"] == APP, phases["note"]
     assert list(_named(digest)) == PHASES, [p["name"] for p in phases["phases"]]
     for p in _named(digest).values():
-        # 5 s each at 0.5-s periods: 10 periods, a period either way
-        assert 9 <= p["periods"] <= 11 and not p["not_analyzed"], p
+        # 5 s each at 0.5-s periods: 10 periods; each boundary is known to half a
+        # period, and where two phases both fill a boundary period to half the
+        # shorter one takes it (9 and 11 seen at 07:55)
+        assert 8 <= p["periods"] <= 12 and not p["not_analyzed"], p
     assert "phases (libhushmon):" in stderr
 
 
