@@ -1,6 +1,7 @@
 """bench/bench_findings.py's verdict with repeated runs (issue 21): a prediction
 hits when its range overlaps the measured range (each pair's saving, lowest
-to highest), a single run's saving must lie inside it, and a case without
+to highest; "hit (spread)" when the median saving is outside), a single
+run's saving must lie inside it, and a case without
 the finding hits when the saving stays under the medium threshold. The bed
 runs themselves are tests/testbed/test_bench_findings.py's."""
 
@@ -35,7 +36,10 @@ def test_one_run_must_lie_inside_the_range(bench: ModuleType) -> None:
 
 
 def test_repeated_runs_hit_when_the_ranges_overlap(bench: ModuleType) -> None:
-    assert bench.verdict(0.42, 0.59, 0.595, True, (0.55, 0.64)) == "hit"
+    assert bench.verdict(0.42, 0.59, 0.57, True, (0.52, 0.64)) == "hit"
+    # the median outside, only the spread reaching the range: said apart
+    assert bench.verdict(0.42, 0.59, 0.595, True, (0.55, 0.64)) == "hit (spread)"
+    assert bench.verdict(0.0, 0.38, -0.62, True, (-0.71, 0.07)) == "hit (spread)"
     assert bench.verdict(0.10, 0.20, 0.30, True, (0.25, 0.35)) == "miss"
     assert bench.verdict(0.30, 0.40, 0.10, True, (0.05, 0.29)) == "miss"
     assert bench.verdict(None, None, 0.3, True, (0.2, 0.4)) == "no estimate"
