@@ -117,7 +117,7 @@ def transfer_saving(
     load = np.nan_to_num(stats.link.load)
     eff = float(rule["next_link_efficiency_low"])
     low_t = np.clip(1.0 - load[stats.near] / (eff * next_capacity), 0.0, 1.0)
-    high_t = np.clip(1.0 - load[stats.message] / next_capacity, 0.0, 1.0)
+    high_t = waiting_share(load[stats.message], stats.link.capacity, next_capacity, rule)
     return TransferSaving(
         float(low_t.sum()) / n,
         float(high_t.sum()) / n,
@@ -127,6 +127,28 @@ def transfer_saving(
         int(stats.near.sum()),
         int(stats.message.sum()),
     )
+
+
+def waiting_share(
+    carried: np.ndarray,
+    capacity: float | None,
+    next_capacity: float,
+    rule: Mapping[str, Any],
+    sent: np.ndarray | None = None,
+) -> np.ndarray:
+    """Per message period, the share of it the high end counts as waiting for the link:
+    the whole period less ``sent`` (default: what the link carried) at the next limit,
+    as if the exchange waited for its slowest part; but a link that carried under
+    ``idle_link_share`` of its capacity had no queue to wait in (an all-to-all of
+    8-byte messages): such a period saves only its bytes' transfer time, at the link's
+    rate against the next limit's."""
+    moved = carried if sent is None else sent
+    whole = np.clip(1.0 - moved / next_capacity, 0.0, 1.0)
+    if not capacity:
+        return whole
+    busy = carried / capacity
+    transfer = np.clip(busy - moved / next_capacity, 0.0, 1.0)
+    return np.where(busy >= float(rule["idle_link_share"]), whole, transfer)
 
 
 def next_limit(

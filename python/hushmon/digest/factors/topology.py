@@ -358,7 +358,16 @@ class Topology:
         # them), so only their share of the period is saved; high end: the whole
         # exchange waited for them
         low = lo * float(np.clip(1.0 - sent[near] / (eff * nxt[0]), 0.0, 1.0).sum()) / n
-        high = float(np.clip(1.0 - sent[worst.message] / nxt[0], 0.0, 1.0).sum()) / n
+        rule = load_parameters()["loss"]
+        crossed_load = np.nan_to_num(crossing)[worst.message]
+        high = (
+            float(
+                costs.waiting_share(
+                    crossed_load, link.capacity, nxt[0], rule, sent=sent[worst.message]
+                ).sum()
+            )
+            / n
+        )
         finding.evidence["uplink_near_capacity_periods_measured"] = int(near.sum())
         basis = (
             f"the bytes that crossed rack {link.rack}'s uplink (counted: {lo:.0%}-{hi:.0%} of "
