@@ -31,8 +31,8 @@ cache, keyed by the snapshot's next file id, never evicted). Every commit
 adds files, so each transaction of a collector added an entry: writing 600
 summary groups (one commit each) on one connection grew the process by
 ~20 MiB (~35 KB an entry), and for as long as it ran; opened again every
-256, it stayed within ~10 MiB of its start (docs/transport.md, "Memory
-over time").
+256, it stopped growing after the first reopen
+(bench/bench_lake_writer_memory.py; docs/transport.md, "Memory over time").
 """
 
 from __future__ import annotations
