@@ -2,7 +2,9 @@
  * missing, no driver, permission denied at init and per reading, fields a
  * GPU does not support (not asked again), a GPU lost mid-run (its lines
  * stop, the other GPU goes on), XID events, and GPU processes attributed
- * to jobs through their cgroups in a fixture /proc. */
+ * to jobs through their cgroups in a fixture /proc; GPM metrics on a GPU
+ * that has GPM and their absence on one that has not, on a GPU whose
+ * sampling is refused and on a library without the GPM functions. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -368,6 +370,99 @@ static void test_process_period(hm_test_counts *c)
     rig_close(&r);
 }
 
+/* The fake built without the GPM functions (tests/fake_nvml/CMakeLists.txt):
+ * no_gpm/ beside HM_FAKE_NVML_PATH. */
+static void no_gpm_library(char *out, size_t size)
+{
+    snprintf(out, size, "%s", HM_FAKE_NVML_PATH);
+    char *slash = strrchr(out, '/');
+    size_t dir = slash != NULL ? (size_t)(slash - out) : 0;
+    snprintf(out + dir, size - dir, "/no_gpm/libnvidia-ml.so.1");
+}
+
+static const char *gpm_script =
+    "gpus 2\n"
+    "gpu 0 sm_pct 88\n"
+    "gpu 0 gpm dram_bw_util 82.5\ngpu 0 gpm fp64_util 3\ngpu 0 gpm fp32_util 12.25\n"
+    "gpu 0 gpm tensor_util 1\ngpu 0 gpm sm_occupancy 45\n" /* fp16 not set: per metric NOT_SUPPORTED */
+    "gpu 1 sm_pct 40\n";                                   /* no GPM: before Hopper */
+
+static void test_gpm(hm_test_counts *c)
+{
+    rig r;
+    CHECK(c, rig_open(&r, c, gpm_script, HM_FAKE_NVML_PATH) == 0);
+    if (r.state == NULL)
+        return rig_close(&r);
+    hm_error err;
+    CHECK(c, rig_sample(&r, &err) == 0);
+    /* One sample is no interval: nothing yet. */
+    CHECK(c, isnan(field_of(line_of(&r, "gpu,host=n1,gpu=0 "), "dram_bw_util_pct")));
+    for (int i = 0; i < 2; i++) {
+        CHECK(c, rig_sample(&r, &err) == 0);
+        const char *g0 = line_of(&r, "gpu,host=n1,gpu=0 ");
+        const char *g1 = line_of(&r, "gpu,host=n1,gpu=1 ");
+        CHECK(c, g0 != NULL && g1 != NULL);
+        CHECK_NEAR(c, field_of(g0, "dram_bw_util_pct"), 82.5, 1e-9);
+        CHECK_NEAR(c, field_of(g0, "fp64_util_pct"), 3, 1e-9);
+        CHECK_NEAR(c, field_of(g0, "fp32_util_pct"), 12.25, 1e-9);
+        CHECK_NEAR(c, field_of(g0, "tensor_util_pct"), 1, 1e-9);
+        CHECK_NEAR(c, field_of(g0, "sm_occupancy_pct"), 45, 1e-9);
+        CHECK(c, isnan(field_of(g0, "fp16_util_pct")));
+        CHECK_NEAR(c, field_of(g0, "sm_pct"), 88, 0);
+        /* GPU 1 has no GPM: its fields absent, the others there. */
+        CHECK(c, isnan(field_of(g1, "dram_bw_util_pct")));
+        CHECK(c, isnan(field_of(g1, "sm_occupancy_pct")));
+        CHECK_NEAR(c, field_of(g1, "sm_pct"), 40, 0);
+    }
+    r.ops->close(r.state);
+    r.state = NULL;
+    /* Two buffers for the GPU with GPM, none for the other; one sample and,
+     * from the second period on, one metrics call per period; all freed. */
+    CHECK(c, calls_of(&r, "nvmlGpmQueryDeviceSupport") == 2);
+    CHECK(c, calls_of(&r, "nvmlGpmSampleAlloc") == 2);
+    CHECK(c, calls_of(&r, "nvmlGpmSampleFree") == 2);
+    CHECK(c, calls_of(&r, "nvmlGpmSampleGet") == 3);
+    CHECK(c, calls_of(&r, "nvmlGpmMetricsGet") == 2);
+    CHECK(c, calls_of(&r, "gpm_samples_live") == 0);
+    rig_close(&r);
+
+    /* Sampling refused: left out from then on, its buffers freed at once. */
+    char script[512];
+    snprintf(script, sizeof script, "%sgpu 0 fail gpm NO_PERMISSION\n", gpm_script);
+    CHECK(c, rig_open(&r, c, script, HM_FAKE_NVML_PATH) == 0);
+    if (r.state == NULL)
+        return rig_close(&r);
+    for (int i = 0; i < 3; i++)
+        CHECK(c, rig_sample(&r, &err) == 0);
+    CHECK(c, isnan(field_of(line_of(&r, "gpu,host=n1,gpu=0 "), "dram_bw_util_pct")));
+    CHECK_NEAR(c, field_of(line_of(&r, "gpu,host=n1,gpu=0 "), "sm_pct"), 88, 0);
+    r.ops->close(r.state);
+    r.state = NULL;
+    CHECK(c, calls_of(&r, "nvmlGpmSampleGet") == 1);
+    CHECK(c, calls_of(&r, "nvmlGpmMetricsGet") == 0);
+    CHECK(c, calls_of(&r, "gpm_samples_live") == 0);
+    rig_close(&r);
+
+    /* A driver before R520: no GPM functions to find; the rest as ever. */
+    char lib[512];
+    no_gpm_library(lib, sizeof lib);
+    CHECK(c, rig_open(&r, c, gpm_script, lib) == 0);
+    if (r.state == NULL)
+        return rig_close(&r);
+    for (int i = 0; i < 3; i++)
+        CHECK(c, rig_sample(&r, &err) == 0);
+    const char *g0 = line_of(&r, "gpu,host=n1,gpu=0 ");
+    CHECK(c, g0 != NULL);
+    CHECK(c, isnan(field_of(g0, "dram_bw_util_pct")));
+    CHECK(c, isnan(field_of(g0, "fp32_util_pct")));
+    CHECK_NEAR(c, field_of(g0, "sm_pct"), 88, 0);
+    r.ops->close(r.state);
+    r.state = NULL;
+    CHECK(c, calls_of(&r, "nvmlGpmSampleGet") == -1); /* the variant has no such function */
+    CHECK(c, calls_of(&r, "nvmlDeviceGetFieldValues") == 2 * 3);
+    rig_close(&r);
+}
+
 int main(void)
 {
     hm_test_counts c = {0, 0};
@@ -377,5 +472,6 @@ int main(void)
     test_gpu_lost(&c);
     test_jobs(&c);
     test_process_period(&c);
+    test_gpm(&c);
     return hm_test_finish("test_agent_gpu", &c);
 }

@@ -5,7 +5,10 @@
  * the same dlopen as the real one (gpu.nvml_library / --nvml-library).
  * Script format: tests/fake_nvml/README.md; counters advance at their
  * step per second. With $HM_FAKE_NVML_CALLS set,
- * nvmlShutdown writes how often each function was called to that file. */
+ * nvmlShutdown writes how often each function was called to that file,
+ * and how many GPM samples are still allocated (gpm_samples_live).
+ * Built twice: with the GPM functions, and with -DHM_FAKE_NVML_NO_GPM
+ * without them (a driver before R520). */
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -28,8 +31,21 @@ static const char *const value_name[NV] = {
     "nvlink_tx_kib", "nvlink_rx_kib", "ecc_sbe", "ecc_dbe", "pcie_gen", "pcie_width",
 };
 /* What a `fail` line may name: a value (its field or call) or a call. */
-enum { F_FIELDS = NV, F_PROCESSES, F_PROCESS_UTIL, F_EVENTS, NF };
-static const char *const fail_name[NF - NV] = {"fields", "processes", "process_util", "events"};
+enum { F_FIELDS = NV, F_PROCESSES, F_PROCESS_UTIL, F_EVENTS, F_GPM, NF };
+static const char *const fail_name[NF - NV] = {"fields", "processes", "process_util", "events",
+                                               "gpm"};
+
+/* GPM metrics a script may set (`gpu I gpm NAME PCT`): a GPU with any of
+ * them supports GPM; the others answer NOT_SUPPORTED per metric. */
+enum { G_DRAM, G_FP64, G_FP32, G_FP16, G_TENSOR, G_OCC, NG };
+static const char *const gpm_name[NG] = {"dram_bw_util", "fp64_util", "fp32_util",
+                                         "fp16_util", "tensor_util", "sm_occupancy"};
+#ifndef HM_FAKE_NVML_NO_GPM
+static const unsigned gpm_metric_id[NG] = {
+    NVML_GPM_METRIC_DRAM_BW_UTIL, NVML_GPM_METRIC_FP64_UTIL, NVML_GPM_METRIC_FP32_UTIL,
+    NVML_GPM_METRIC_FP16_UTIL, NVML_GPM_METRIC_ANY_TENSOR_UTIL, NVML_GPM_METRIC_SM_OCCUPANCY,
+};
+#endif
 
 typedef struct fake_proc {
     unsigned pid;
@@ -46,6 +62,10 @@ typedef struct fake_gpu {
     int nproc;
     fake_proc proc[FAKE_PROCS];
     bool events;
+    bool gpm;          /* supports GPM */
+    bool gpm_set[NG];
+    double gpm_pct[NG];
+    long gpm_samples;  /* nvmlGpmSampleGet calls that succeeded */
 } fake_gpu;
 
 typedef struct fake_xid {
@@ -66,8 +86,14 @@ static struct {
     struct timespec init_at;
 } fk;
 
+/* Lives across nvmlInit_v2 (load_script clears fk): a leak stays counted. */
+static long gpm_samples_live;
+
 #define X(name, ret, args) static long calls_##name;
 HM_NVML_FUNCTIONS(X)
+#ifndef HM_FAKE_NVML_NO_GPM
+HM_NVML_GPM_FUNCTIONS(X)
+#endif
 #undef X
 
 static const struct { const char *name; nvmlReturn_t code; } codes[] = {
@@ -122,6 +148,16 @@ static int parse_gpu_line(const char *path, int ln, char *rest)
                 return 0;
             }
         return bad(path, ln, "fail: unknown reading");
+    }
+    if (strcmp(key, "gpm") == 0) {
+        for (int k = 0; k < NG; k++)
+            if (a != NULL && b != NULL && strcmp(a, gpm_name[k]) == 0) {
+                G->gpm = G->gpm_set[k] = true;
+                G->gpm_pct[k] = strtod(b, NULL);
+                return 0;
+            }
+        return bad(path, ln, "gpm NAME PCT (dram_bw_util fp64_util fp32_util fp16_util "
+                             "tensor_util sm_occupancy)");
     }
     if (strcmp(key, "lost_at") == 0 && a != NULL) {
         G->lost_at = strtol(a, NULL, 10);
@@ -234,7 +270,11 @@ nvmlReturn_t nvmlShutdown(void)
         if (f != NULL) {
 #define X(name, ret, args) fprintf(f, "%s %ld\n", #name, calls_##name);
             HM_NVML_FUNCTIONS(X)
+#ifndef HM_FAKE_NVML_NO_GPM
+            HM_NVML_GPM_FUNCTIONS(X)
+#endif
 #undef X
+            fprintf(f, "gpm_samples_live %ld\n", gpm_samples_live);
             fclose(f);
         }
     }
@@ -477,3 +517,100 @@ nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
     calls_nvmlEventSetFree++;
     return set == (nvmlEventSet_t)(void *)&event_set_token ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
+
+#ifndef HM_FAKE_NVML_NO_GPM
+/* A GPM sample: the GPU it was taken on and that GPU's sample count then,
+ * so nvmlGpmMetricsGet can check the pair is one GPU's, older first. */
+#define GPM_SAMPLE_MAGIC 0x67706d73u
+typedef struct nvmlGpmSample_st {
+    unsigned magic;
+    fake_gpu *gpu;  /* NULL until taken */
+    long seq;
+} fake_sample;
+
+static fake_sample *sample_of(nvmlGpmSample_t s)
+{
+    return s != NULL && s->magic == GPM_SAMPLE_MAGIC ? s : NULL;
+}
+
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *sup)
+{
+    calls_nvmlGpmQueryDeviceSupport++;
+    /* `fail gpm` is nvmlGpmSampleGet's: the query itself answers. */
+    fake_gpu *g = gpu_of(device);
+    if (g == NULL || !fk.initialized)
+        return fk.initialized ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_UNINITIALIZED;
+    if (is_lost(g))
+        return NVML_ERROR_GPU_IS_LOST;
+    if (sup == NULL || sup->version != NVML_GPM_SUPPORT_VERSION)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    sup->isSupportedDevice = g->gpm;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *out)
+{
+    calls_nvmlGpmSampleAlloc++;
+    if (!fk.initialized)
+        return NVML_ERROR_UNINITIALIZED;
+    fake_sample *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return NVML_ERROR_UNKNOWN;
+    s->magic = GPM_SAMPLE_MAGIC;
+    gpm_samples_live++;
+    *out = s;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample)
+{
+    calls_nvmlGpmSampleFree++;
+    fake_sample *s = sample_of(sample);
+    if (s == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    s->magic = 0;
+    free(s);
+    gpm_samples_live--;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t sample)
+{
+    calls_nvmlGpmSampleGet++;
+    CHECK_GPU(device, F_GPM)
+    fake_sample *s = sample_of(sample);
+    if (s == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!g->gpm)
+        return NVML_ERROR_NOT_SUPPORTED;
+    s->gpu = g;
+    s->seq = ++g->gpm_samples;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *q)
+{
+    calls_nvmlGpmMetricsGet++;
+    if (!fk.initialized)
+        return NVML_ERROR_UNINITIALIZED;
+    if (q == NULL || q->version != NVML_GPM_METRICS_GET_VERSION ||
+        q->numMetrics > HM_NVML_GPM_METRICS_CAP)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    const fake_sample *a = sample_of(q->sample1), *b = sample_of(q->sample2);
+    /* Two samples of one GPU, the older first, as NVML requires. */
+    if (a == NULL || b == NULL || a->gpu == NULL || a->gpu != b->gpu || a->seq >= b->seq)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (is_lost(a->gpu))
+        return NVML_ERROR_GPU_IS_LOST;
+    for (unsigned i = 0; i < q->numMetrics; i++) {
+        nvmlGpmMetric_t *m = &q->metrics[i];
+        m->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        for (int k = 0; k < NG; k++)
+            if (m->metricId == gpm_metric_id[k] && a->gpu->gpm_set[k]) {
+                m->value = a->gpu->gpm_pct[k];
+                m->nvmlReturn = NVML_SUCCESS;
+            }
+    }
+    return NVML_SUCCESS;
+}
+#endif

@@ -54,6 +54,9 @@ def test_fake_nvml_gives_gpu_lines(bin_dir: Path, fake_nvml: Path) -> None:
     assert g0["power_avg_w"] == pytest.approx(698, rel=0.25)
     assert g0["pcie_capacity_bytes_per_s"] == pytest.approx(16 * 3938.5e6)
     assert "pcie_rx_bytes_per_s" not in g1  # not supported: absent, not 0
+    # GPM, between the two samples --once takes (the script's values)
+    assert g0["dram_bw_util_pct"] == 78 and g0["fp32_util_pct"] == 14
+    assert g1["dram_bw_util_pct"] == 0 and g1["sm_occupancy_pct"] == 0
 
 
 def test_library_path_option(bin_dir: Path, fake_nvml: Path, tmp_path: Path) -> None:

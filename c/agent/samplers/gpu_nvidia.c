@@ -14,6 +14,14 @@
  * their utilization, summed per job; a process belongs to a job when its
  * cgroup (/proc/PID/cgroup under --root) is the job's cgroup or below it.
  *
+ * GPM (Hopper and newer, drivers from R520): where nvmlGpmQueryDeviceSupport
+ * says a GPU has it, each period takes a GPM sample and asks the metrics
+ * between it and the previous period's (DRAM bandwidth, FP64/32/16 and
+ * tensor pipe utilization, SM occupancy): the roofline factor's GPU
+ * verdict. A driver without the GPM functions or a GPU without GPM is one
+ * notice and those fields absent. NVML wants the two samples at least
+ * 100 ms apart: the agent's period is longer.
+ *
  * A GPU that falls off the bus (NVML_ERROR_GPU_IS_LOST) stops its lines;
  * sample() then reports it (logged once) and the other GPUs go on. */
 #include <dlfcn.h>
@@ -59,7 +67,13 @@
     X(P, ecc_dbe_volatile, "", "double-bit ECC errors")                                       \
     X(P, xid_errors, "", "XID errors since the agent started")                                \
     X(P, xid_last, "", "the last XID")                                                        \
-    X(P, processes, "", "compute processes, on the periods they are read")
+    X(P, processes, "", "compute processes, on the periods they are read")                   \
+    X(P, dram_bw_util_pct, "%", "GPM: DRAM bandwidth used / its maximum, over the period")     \
+    X(P, fp64_util_pct, "%", "GPM: time the SMs did non-tensor FP64 math")                     \
+    X(P, fp32_util_pct, "%", "GPM: time the SMs did non-tensor FP32 math")                     \
+    X(P, fp16_util_pct, "%", "GPM: time the SMs did non-tensor FP16 math")                     \
+    X(P, tensor_util_pct, "%", "GPM: time the SMs did any tensor operation")                   \
+    X(P, sm_occupancy_pct, "%", "GPM: active warps / the SMs' maximum")
 HM_METRIC_ENUM(GPU, GPU_METRICS);
 /* One line per GPU and job: the job's compute processes on that GPU. */
 #define GPU_JOB_METRICS(X, P)                                                                 \
@@ -76,8 +90,16 @@ HM_METRIC_ENUM(GPUJ, GPU_JOB_METRICS);
 typedef struct nvml_fns {
 #define X(name, ret, args) ret(*name) args;
     HM_NVML_FUNCTIONS(X)
+    HM_NVML_GPM_FUNCTIONS(X)
 #undef X
 } nvml_fns;
+
+/* The GPM metrics asked for, in this order, and their fields. */
+enum { GPM_DRAM, GPM_FP64, GPM_FP32, GPM_FP16, GPM_TENSOR, GPM_OCC, NGPM };
+static const unsigned gpm_id[NGPM] = {
+    NVML_GPM_METRIC_DRAM_BW_UTIL, NVML_GPM_METRIC_FP64_UTIL, NVML_GPM_METRIC_FP32_UTIL,
+    NVML_GPM_METRIC_FP16_UTIL,    NVML_GPM_METRIC_ANY_TENSOR_UTIL, NVML_GPM_METRIC_SM_OCCUPANCY,
+};
 
 /* The fields read in the one nvmlDeviceGetFieldValues call per GPU. */
 enum { FV_POWER, FV_ENERGY, FV_ECC_SBE, FV_ECC_DBE, FV_PCIE_TX, FV_PCIE_RX, FV_NVL_TX, FV_NVL_RX, NFV };
@@ -113,6 +135,10 @@ typedef struct gpu_dev {
     long long xid_last;        /* -1: none yet */
     unsigned long long util_seen_us; /* process utilization newer than this */
     int processes;             /* -1: not read this period */
+    /* GPM: two sample buffers, swapped each period; on = supported and
+     * allocated, prev_ok = gpm_prev holds the last period's sample. */
+    bool gpm_on, gpm_prev_ok;
+    nvmlGpmSample_t gpm_prev, gpm_cur;
 } gpu_dev;
 
 /* Per job of the job table (same index), per GPU, summed over its processes. */
@@ -145,6 +171,8 @@ typedef struct gpu_state {
     int npids;
     bool proc_overflow_said;
     bool lost_said[GPUS_MAX];
+    bool gpm_fns;              /* the library has every GPM function */
+    nvmlGpmMetricsGet_t gpm_req; /* one request, filled per GPU in turn */
 } gpu_state;
 
 static const char *nvml_err(const gpu_state *s, nvmlReturn_t r)
@@ -153,11 +181,23 @@ static const char *nvml_err(const gpu_state *s, nvmlReturn_t r)
     return m != NULL ? m : "unknown NVML error";
 }
 
+static void gpm_free(gpu_state *s, gpu_dev *d)
+{
+    if (d->gpm_prev != NULL)
+        s->f.nvmlGpmSampleFree(d->gpm_prev);
+    if (d->gpm_cur != NULL)
+        s->f.nvmlGpmSampleFree(d->gpm_cur);
+    d->gpm_prev = d->gpm_cur = NULL;
+    d->gpm_on = d->gpm_prev_ok = false;
+}
+
 static void gpu_close(void *state)
 {
     gpu_state *s = state;
     if (s == NULL)
         return;
+    for (unsigned g = 0; g < s->ngpu; g++)
+        gpm_free(s, &s->dev[g]);
     if (s->events != NULL && s->f.nvmlEventSetFree != NULL)
         s->f.nvmlEventSetFree(s->events);
     if (s->f.nvmlShutdown != NULL)
@@ -200,6 +240,11 @@ static int load_library(gpu_state *s, const char *name, hm_error *err, bool *abs
     }
 #define X(fn, ret, args) *(void **)(&s->f.fn) = dlsym(s->lib, #fn);
     HM_NVML_FUNCTIONS(X)
+    HM_NVML_GPM_FUNCTIONS(X)
+#undef X
+    s->gpm_fns = true;
+#define X(fn, ret, args) s->gpm_fns = s->gpm_fns && s->f.fn != NULL;
+    HM_NVML_GPM_FUNCTIONS(X)
 #undef X
     if (s->f.nvmlInit_v2 == NULL || s->f.nvmlShutdown == NULL ||
         s->f.nvmlDeviceGetCount_v2 == NULL || s->f.nvmlDeviceGetHandleByIndex_v2 == NULL)
@@ -208,6 +253,30 @@ static int load_library(gpu_state *s, const char *name, hm_error *err, bool *abs
     if (s->f.nvmlDeviceGetComputeRunningProcesses_v3 == NULL)
         s->f.nvmlDeviceGetComputeRunningProcesses_v3 = s->f.nvmlDeviceGetComputeRunningProcesses_v2;
     return 0;
+}
+
+/* GPM on one GPU: supported, and its two sample buffers allocated. An
+ * answer other than "supported" leaves it off; the caller says which
+ * GPUs, once. */
+static bool gpm_open(gpu_state *s, gpu_dev *d)
+{
+    if (!s->gpm_fns)
+        return false;
+    nvmlGpmSupport_t sup = {.version = NVML_GPM_SUPPORT_VERSION, .isSupportedDevice = 0};
+    nvmlReturn_t r = s->f.nvmlGpmQueryDeviceSupport(d->h, &sup);
+    if (r != NVML_SUCCESS || !sup.isSupportedDevice)
+        return false;
+    r = s->f.nvmlGpmSampleAlloc(&d->gpm_prev);
+    if (r == NVML_SUCCESS)
+        r = s->f.nvmlGpmSampleAlloc(&d->gpm_cur);
+    if (r != NVML_SUCCESS) {
+        hm_log_warn("gpu_nvidia: GPU %s: nvmlGpmSampleAlloc: %s: no GPM fields", d->tag,
+                    nvml_err(s, r));
+        gpm_free(s, d);
+        return false;
+    }
+    d->gpm_on = true;
+    return true;
 }
 
 static void open_device(gpu_state *s, gpu_dev *d)
@@ -224,6 +293,32 @@ static void open_device(gpu_state *s, gpu_dev *d)
     if (s->events != NULL && s->f.nvmlDeviceRegisterEvents != NULL)
         d->xid_registered = s->f.nvmlDeviceRegisterEvents(d->h, NVML_EVENT_TYPE_XID_CRITICAL_ERROR,
                                                           s->events) == NVML_SUCCESS;
+    gpm_open(s, d);
+}
+
+/* One notice for the GPUs without GPM: why, and which. */
+static void gpm_notice(gpu_state *s)
+{
+    if (!s->gpm_fns) {
+        hm_log_notice("gpu_nvidia: this NVML has no GPM functions (a driver before R520): no "
+                      "dram_bw_util_pct, fp*_util_pct, tensor_util_pct, sm_occupancy_pct");
+        return;
+    }
+    char without[256] = "";
+    size_t len = 0;
+    unsigned n = 0;
+    for (unsigned g = 0; g < s->ngpu; g++) {
+        if (s->dev[g].gpm_on)
+            continue;
+        int w = snprintf(without + len, sizeof without - len, "%s%s", n ? " " : "", s->dev[g].tag);
+        if (w > 0 && (size_t)w < sizeof without - len)
+            len += (size_t)w;
+        n++;
+    }
+    if (n > 0)
+        hm_log_notice("gpu_nvidia: %u of %u GPUs without GPM (before Hopper, or a MIG or vGPU "
+                      "slice): GPU %s: no dram_bw_util_pct, fp*_util_pct, tensor_util_pct, "
+                      "sm_occupancy_pct for them", n, s->ngpu, without);
 }
 
 static int gpu_open(void **state, const hm_sampler_env *env, hm_error *err)
@@ -294,6 +389,7 @@ static int gpu_open(void **state, const hm_sampler_env *env, hm_error *err)
         open_device(s, d);
         s->ngpu++;
     }
+    gpm_notice(s);
     if (s->ngpu == 0) {
         gpu_close(s);
         return hm_error_set(err, "none of the %u GPUs could be opened", n);
@@ -527,6 +623,53 @@ static void scan_processes(gpu_state *s, gpu_dev *d, const hm_sample_ctx *ctx, h
     }
 }
 
+/* This period's GPM sample, and the metrics between it and the last
+ * one into value[] (NaN where not read). A failed sample breaks the pair:
+ * the next period starts a new one. */
+static void read_gpm(gpu_state *s, gpu_dev *d, double value[NGPM])
+{
+    for (int k = 0; k < NGPM; k++)
+        value[k] = NAN;
+    if (!d->gpm_on)
+        return;
+    nvmlReturn_t r = s->f.nvmlGpmSampleGet(d->h, d->gpm_cur);
+    if (r != NVML_SUCCESS) {
+        if (r == NVML_ERROR_GPU_IS_LOST || r == NVML_ERROR_RESET_REQUIRED) {
+            d->lost = true;
+        } else if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_NO_PERMISSION) {
+            hm_log_notice("gpu_nvidia: GPU %s: nvmlGpmSampleGet: %s: GPM fields left out from "
+                          "now on", d->tag, nvml_err(s, r));
+            gpm_free(s, d);
+        }
+        d->gpm_prev_ok = false;
+        return;
+    }
+    if (d->gpm_prev_ok) {
+        nvmlGpmMetricsGet_t *q = &s->gpm_req;
+        memset(q, 0, sizeof *q);
+        q->version = NVML_GPM_METRICS_GET_VERSION;
+        q->numMetrics = NGPM;
+        q->sample1 = d->gpm_prev;
+        q->sample2 = d->gpm_cur;
+        for (int k = 0; k < NGPM; k++) {
+            q->metrics[k].metricId = gpm_id[k];
+            q->metrics[k].nvmlReturn = NVML_ERROR_UNKNOWN;
+        }
+        r = s->f.nvmlGpmMetricsGet(q);
+        if (r == NVML_SUCCESS) {
+            for (int k = 0; k < NGPM; k++)
+                if (q->metrics[k].nvmlReturn == NVML_SUCCESS && isfinite(q->metrics[k].value))
+                    value[k] = q->metrics[k].value;
+        } else if (r == NVML_ERROR_GPU_IS_LOST) {
+            d->lost = true;
+        }
+    }
+    nvmlGpmSample_t t = d->gpm_prev; /* this sample is the next period's older one */
+    d->gpm_prev = d->gpm_cur;
+    d->gpm_cur = t;
+    d->gpm_prev_ok = true;
+}
+
 static void sample_device(gpu_state *s, gpu_dev *d, const hm_sample_ctx *ctx, hm_lp *out,
                           bool scan)
 {
@@ -554,6 +697,8 @@ static void sample_device(gpu_state *s, gpu_dev *d, const hm_sample_ctx *ctx, hm
     bool have_thr = !d->off[C_THROTTLE] && s->f.nvmlDeviceGetCurrentClocksThrottleReasons != NULL &&
                     answer_ok(s, d, C_THROTTLE,
                               s->f.nvmlDeviceGetCurrentClocksThrottleReasons(d->h, &reasons));
+    double gpm[NGPM];
+    read_gpm(s, d, gpm);
     if (d->lost)
         return;
     if (scan)
@@ -607,6 +752,12 @@ static void sample_device(gpu_state *s, gpu_dev *d, const hm_sample_ctx *ctx, hm
     }
     if (scan && d->processes >= 0)
         hm_lp_field_i64(out, HM_M(GPU, processes), d->processes);
+    hm_lp_field_f64(out, HM_M(GPU, dram_bw_util_pct), gpm[GPM_DRAM]);
+    hm_lp_field_f64(out, HM_M(GPU, fp64_util_pct), gpm[GPM_FP64]);
+    hm_lp_field_f64(out, HM_M(GPU, fp32_util_pct), gpm[GPM_FP32]);
+    hm_lp_field_f64(out, HM_M(GPU, fp16_util_pct), gpm[GPM_FP16]);
+    hm_lp_field_f64(out, HM_M(GPU, tensor_util_pct), gpm[GPM_TENSOR]);
+    hm_lp_field_f64(out, HM_M(GPU, sm_occupancy_pct), gpm[GPM_OCC]);
     hm_lp_end(out);
 }
 

@@ -112,6 +112,52 @@ typedef struct nvmlEventData_st {
     unsigned int gpuInstanceId, computeInstanceId;
 } nvmlEventData_t;
 
+/* GPU Performance Monitoring (GPM): Hopper and newer, drivers from R520.
+ * Two samples of the GPU's counters, taken with nvmlGpmSampleGet into
+ * buffers from nvmlGpmSampleAlloc, give metrics over the time between
+ * them (nvmlGpmMetricsGet). Metric ids and struct layouts as published in
+ * NVML's API reference (GPM Enums, GPM Structs). */
+typedef struct nvmlGpmSample_st *nvmlGpmSample_t;
+
+#define NVML_GPM_SUPPORT_VERSION 1
+typedef struct nvmlGpmSupport_st {
+    unsigned int version;           /* in: NVML_GPM_SUPPORT_VERSION */
+    unsigned int isSupportedDevice; /* out: nonzero where the GPU has GPM */
+} nvmlGpmSupport_t;
+
+/* Percentages (0-100) over the interval between the two samples. */
+enum {
+    NVML_GPM_METRIC_SM_OCCUPANCY = 3,    /* active warps / the SMs' maximum */
+    NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5, /* time the SMs did any tensor operation */
+    NVML_GPM_METRIC_DRAM_BW_UTIL = 10,   /* DRAM bandwidth used / its theoretical maximum */
+    NVML_GPM_METRIC_FP64_UTIL = 11,      /* time the SMs did non-tensor FP64 math */
+    NVML_GPM_METRIC_FP32_UTIL = 12,
+    NVML_GPM_METRIC_FP16_UTIL = 13,
+};
+
+typedef struct nvmlGpmMetric_st {
+    unsigned int metricId;   /* in */
+    nvmlReturn_t nvmlReturn; /* out, per metric: value is valid only on NVML_SUCCESS */
+    double value;            /* out */
+    struct {
+        char *shortName, *longName, *unit; /* out, owned by NVML, may be NULL */
+    } metricInfo;
+} nvmlGpmMetric_t;
+
+/* NVML's header sizes metrics[] with NVML_GPM_METRIC_MAX, which grows
+ * with the driver (98 in R525, 333 in R550); NVML reads and writes only
+ * the first numMetrics entries, so any size at least numMetrics is the
+ * same layout up to there. hushmon takes the largest published one. */
+#define HM_NVML_GPM_METRICS_CAP 333
+#define NVML_GPM_METRICS_GET_VERSION 1
+typedef struct nvmlGpmMetricsGet_st {
+    unsigned int version;    /* in: NVML_GPM_METRICS_GET_VERSION */
+    unsigned int numMetrics; /* in: entries of metrics[] asked for */
+    nvmlGpmSample_t sample1; /* in: the older sample */
+    nvmlGpmSample_t sample2; /* in: the newer sample */
+    nvmlGpmMetric_t metrics[HM_NVML_GPM_METRICS_CAP];
+} nvmlGpmMetricsGet_t;
+
 /* Every function, as X(name, return, arguments): expanded into function
  * pointer members by the source and into definitions by the fake. */
 #define HM_NVML_FUNCTIONS(X)                                                                     \
@@ -147,5 +193,16 @@ typedef struct nvmlEventData_st {
     X(nvmlEventSetWait_v2, nvmlReturn_t,                                                          \
       (nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms))                        \
     X(nvmlEventSetFree, nvmlReturn_t, (nvmlEventSet_t set))
+
+/* The GPM functions, a list of their own: a driver before R520 has none
+ * of them (the source then leaves their fields out), and the fake NVML
+ * builds a variant without them (tests/fake_nvml). */
+#define HM_NVML_GPM_FUNCTIONS(X)                                                                 \
+    X(nvmlGpmQueryDeviceSupport, nvmlReturn_t,                                                    \
+      (nvmlDevice_t device, nvmlGpmSupport_t *gpmSupport))                                        \
+    X(nvmlGpmSampleAlloc, nvmlReturn_t, (nvmlGpmSample_t *gpmSample))                             \
+    X(nvmlGpmSampleFree, nvmlReturn_t, (nvmlGpmSample_t gpmSample))                               \
+    X(nvmlGpmSampleGet, nvmlReturn_t, (nvmlDevice_t device, nvmlGpmSample_t gpmSample))           \
+    X(nvmlGpmMetricsGet, nvmlReturn_t, (nvmlGpmMetricsGet_t *metricsGet))
 
 #endif
