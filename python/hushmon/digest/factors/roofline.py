@@ -25,6 +25,11 @@ node type, found by the CPU model and online CPU count its agent published
 nodes were matched by model. Without a record for a node, the finding says
 so and gives the measured AI and rates, never a verdict against guessed
 ceilings.
+
+On GPUs, NVML's GPM metrics (DRAM bandwidth and FP/tensor pipe
+utilization) give a verdict of their own, a second finding
+(:mod:`hushmon.digest.factors.gpu_roofline`); GPUs without GPM are named
+as such.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import numpy as np
 
 from hushmon.digest.cpu_models import CpuModel, read_cpu_models
 from hushmon.digest.factors.base import AnalyzerSkip, Finding, Loss, SkipReason
+from hushmon.digest.factors.gpu_roofline import GPM_FIELDS, gpu_findings, gpu_gap
 from hushmon.digest.jobdata import JobData
 from hushmon.digest.resolution import PER_NODE
 from hushmon.probe.ceilings import BY_CPU_MODEL, Ceilings, ceilings_path, find_record, load_ceilings
@@ -189,17 +195,43 @@ class Roofline:
     # The PMU's fields are read by tag (cpu=total, also with backend=sim), so the
     # runner's name check cannot see them: roofline_points skips when absent.
     requires: tuple[str, ...] = ()
-    optional = ("pmu.flops_per_s", "pmu.mem_bytes_per_s")
+    optional = ("pmu.flops_per_s", "pmu.mem_bytes_per_s", *(f"gpu.{f}" for f in GPM_FIELDS))
     # each node against its own node type's ceilings
     resolution = PER_NODE
 
     def metric(self, job: JobData, params: Mapping[str, Any]) -> float | None:
-        """The mean gap to the roof (0-1; bigger = further below what the node can do)."""
-        pts = roofline_points(job, params)
+        """The mean gap to the roof (0-1; bigger = further below what the node can do);
+        on a job without PMU FLOPs, the GPUs' gap to their nearest roof."""
+        try:
+            pts = roofline_points(job, params)
+        except AnalyzerSkip:
+            gap_gpu = gpu_gap(job, params)
+            if gap_gpu is None:
+                raise
+            return gap_gpu
         gap = pts.gap()
         return None if not np.isfinite(gap).any() else float(np.nanmean(gap))
 
     def analyze(self, job: JobData, params: Mapping[str, Any]) -> list[Finding]:
+        """The CPU verdict (PMU) and the GPU verdict (GPM), each where its data is;
+        skipped, with the CPU's reason, when neither gives one."""
+        cpu_skip: AnalyzerSkip | None = None
+        try:
+            found = self._cpu(job, params)
+        except AnalyzerSkip as skip:
+            found, cpu_skip = [], skip
+        try:
+            found += gpu_findings(job, params, self.name)
+        except AnalyzerSkip as skip:
+            if cpu_skip is not None:
+                raise AnalyzerSkip(
+                    cpu_skip.reason, f"{cpu_skip.detail}; GPU: {skip.detail}"
+                ) from skip
+        if not found and cpu_skip is not None:
+            raise cpu_skip
+        return found
+
+    def _cpu(self, job: JobData, params: Mapping[str, Any]) -> list[Finding]:
         pts = roofline_points(job, params)
         active = pts.active
         if int(active.sum()) < params["min_points"]:
