@@ -145,7 +145,9 @@ def test_loopback_tree_is_read_by_the_agent_as_simulated(tmp_path: Path, bin_dir
 def test_netlink_reads_the_tbf_counters_tc_shows() -> None:
     """A tbf on the loopback of a scratch namespace, flooded past its rate:
     the rtnetlink dump gives the drops and overlimits that tc prints."""
-    ns = f"hm-ibsim-test-{os.getpid()}"
+    # Not the bed's "hm-" prefix: a bed going down on another worker removes
+    # every namespace named so (testbed.network.destroy), this one with them.
+    ns = f"hushmon-ibsim-test-{os.getpid()}"
     subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
         run = ["ip", "netns", "exec", ns]
@@ -166,6 +168,7 @@ def test_netlink_reads_the_tbf_counters_tc_shows() -> None:
         tc = subprocess.run(
             [*run, "tc", "-s", "-j", "qdisc", "show", "dev", "lo"], capture_output=True, text=True
         )
+        assert tc.returncode == 0, tc.stderr
         expected = ibsim.parse_qdiscs(tc.stdout)
         assert expected.drops > 0 and expected.overlimits > 0
         assert ours.stdout.strip() == repr(expected)

@@ -21,7 +21,10 @@ What each phase's limit is and what the bed can show of it:
   network (as for solve).
 - alltoall (8-byte MPI_Alltoall back to back): latency-bound; no sensor
   measures message latency, and a few hundred kB/s is no bandwidth limit:
-  the test asserts that the network is not named its limit (as for solve).
+  the test asserts that network bandwidth is not named its limit. Topology
+  may be: one rank per rack, every message crosses the uplinks and pays
+  their hops, which is what a latency-bound exchange loses to where its
+  partners sit (runs have given it [low] and [medium] topology findings).
 The bed's nodes share this machine's CPUs, so the CPU phases' main limit
 is often the CPU-sharing finding; that is the bed's truth, not the
 program's, and the test does not assert it.
@@ -118,10 +121,16 @@ def test_the_other_phases_are_not_network_bound(phases_run: tuple) -> None:
     owner (no uplink ran near its capacity in that phase)."""
     digest, _, _ = phases_run
     spans = {p["name"]: p["spans"] for p in digest["phases"]["phases"]}
-    for name in ("solve", "random_access", "alltoall"):
+    not_limits = {
+        "solve": NETWORK,
+        "random_access": NETWORK,
+        # all of its messages cross racks: topology is a fair limit (docstring)
+        "alltoall": ("network_bandwidth",),
+    }
+    for name, factors in not_limits.items():
         phase = _named(digest)[name]
         main = phase["main_limit"]
-        assert main is None or main["factor"] not in NETWORK, (name, main, spans)
+        assert main is None or main["factor"] not in factors, (name, main, spans)
 
 
 class _Rows(HTMLParser):
