@@ -42,6 +42,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from baseline import baseline_tree  # noqa: E402
 
 from hushmon.procstat import process_cpu_s, rss_kib  # noqa: E402
 
@@ -128,19 +131,6 @@ class Side:
             kib = rss_kib(pid)
             if kib > 0:
                 d.samples.append((t, kib, process_cpu_s(f"/proc/{pid}/stat")))
-
-
-def baseline_python(commit: str, tmp: Path) -> Path:
-    """The baseline's python/ folder, from git archive."""
-    tree = tmp / "baseline"
-    tree.mkdir()
-    tar = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", commit, "python/hushmon"],
-        check=True,
-        capture_output=True,
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=tar, check=True)
-    return tree / "python"
 
 
 def start_side(name: str, a: argparse.Namespace, tmp: Path, python: Path) -> Side:
@@ -230,7 +220,7 @@ def main() -> int:
         sides = [start_side("this tree", a, tmp, ROOT / "python")]
         if a.baseline:
             try:
-                base = baseline_python(a.baseline, tmp)
+                base = baseline_tree(a.baseline, tmp) / "python"
             except subprocess.CalledProcessError:
                 sides[0].proc.terminate()
                 sides[0].proc.wait()

@@ -151,18 +151,6 @@ def run_worker(tree: Path, db: Path, groups: list, tmp: Path, name: str) -> dict
     return dict(json.loads(out.read_text()))
 
 
-def baseline_tree(commit: str, tmp: Path) -> Path:
-    tree = tmp / "baseline"
-    tree.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", commit, "python/hushmon"],
-        check=True,
-        capture_output=True,
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    return tree
-
-
 def figures(r: dict[str, Any]) -> tuple[float, float, float]:
     cpu, wall = sum(r["cpu_s"]), sum(r["wall_s"])
     return cpu / r["messages"] * 1e3, cpu / len(r["cpu_s"]), wall / len(r["wall_s"])
@@ -241,6 +229,7 @@ def main() -> int:
         print("bench_summary_collect: --racks, --racks-per-job, --seconds, --prefill-s and "
               "--sensor-nodes must be >= 1", file=sys.stderr)  # fmt: skip
         return 2
+    from baseline import baseline_tree  # type: ignore[import-not-found]
     from sizing import Shape  # type: ignore[import-not-found]
 
     by_size = {}
