@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from transport_batches import Batch, rack_partial, synthetic_batch
+from transport_batches import Batch, partial_message, raw_message, synthetic_batch
 
 from hushmon.digest.summary_sensors import merged_sketches
 from hushmon.transport.collect_lake import LakeCollectorStore
@@ -24,15 +24,6 @@ T0 = 1_795_000_000_000_000_000
 HOSTS = {"n1": "r1", "n2": "r1", "n3": "r2"}
 
 
-def _raw(b: Batch, seq: int) -> Message:
-    return Message(f"hm.raw.{b.rack}.{b.host}", b.headers(), b.data, stream_seq=seq)
-
-
-def _partial(batches: list[Batch], rack: str, t: int, msg_id: str, seq: int) -> Message:
-    payload = rack_partial(batches, rack, "j1", t)
-    return Message(f"hm.sum.rack.{rack}", {"Nats-Msg-Id": msg_id}, payload, stream_seq=seq)
-
-
 @pytest.fixture
 def store(tmp_path: Path) -> CollectorStore:
     s = CollectorStore(tmp_path / "s.duckdb")
@@ -41,7 +32,7 @@ def store(tmp_path: Path) -> CollectorStore:
         for i in range(3)
         for h, r in HOSTS.items()
     ]
-    s.write_raw([_raw(b, n) for n, b in enumerate(batches, 1)])
+    s.write_raw([raw_message(b, n) for n, b in enumerate(batches, 1)])
     s.batches = batches  # type: ignore[attr-defined]
     return s
 
@@ -62,14 +53,14 @@ def _check_truth(con: duckdb.DuckDBPyConnection, periods: int) -> None:
 
 
 def test_one_group_with_a_duplicate_and_an_overlap_inside_it(store: CollectorStore) -> None:
-    r1_0 = _partial(_of(store, "r1", 0), "r1", T0, "r1:0", 1)
+    r1_0 = partial_message(_of(store, "r1", 0), "r1", T0, "r1:0", 1)
     group = [
         r1_0,
-        _partial(_of(store, "r2", 0), "r2", T0, "r2:0", 2),
+        partial_message(_of(store, "r2", 0), "r2", T0, "r2:0", 2),
         r1_0,  # the same message again (a redelivery)
-        _partial(_of(store, "r1", 0), "r1", T0, "r1:0:twin", 3),  # its twin, a new id
+        partial_message(_of(store, "r1", 0), "r1", T0, "r1:0:twin", 3),  # its twin, a new id
         *(
-            _partial(_of(store, r, i), r, T0 + i * 10**9, f"{r}:{i}", 4 + i)
+            partial_message(_of(store, r, i), r, T0 + i * 10**9, f"{r}:{i}", 4 + i)
             for i in (1, 2)
             for r in ("r1", "r2")
         ),
@@ -94,12 +85,14 @@ def test_one_group_with_a_duplicate_and_an_overlap_inside_it(store: CollectorSto
 
 
 def test_later_groups_see_the_store(store: CollectorStore) -> None:
-    first = [_partial(_of(store, r, 0), r, T0, f"{r}:0", n) for n, r in enumerate(("r1", "r2"))]
+    first = [
+        partial_message(_of(store, r, 0), r, T0, f"{r}:0", n) for n, r in enumerate(("r1", "r2"))
+    ]
     store.write_summaries(first)
     # next group: r1:0 again (duplicate by id), then an overlapping twin
-    store.write_summaries([first[0], _partial(_of(store, "r1", 0), "r1", T0, "again", 9)])
+    store.write_summaries([first[0], partial_message(_of(store, "r1", 0), "r1", T0, "again", 9)])
     # and a late partial of the same period after the rebuild stays raw
-    store.write_summaries([_partial(_of(store, "r2", 0), "r2", T0, "late", 10)])
+    store.write_summaries([partial_message(_of(store, "r2", 0), "r2", T0, "late", 10)])
     st = store.stats
     assert (st.summaries_stored, st.summary_duplicates, st.summary_overlaps) == (4, 1, 2)
     assert st.summaries_rebuilt == 2
@@ -125,7 +118,7 @@ def test_a_group_costs_the_same_few_statements_as_one_message(store: CollectorSt
     # 3 periods x 2 racks in one group: every statement is per group (the
     # old path ran about 10 per message, and fell behind at a 100 ms period)
     group = [
-        _partial(_of(store, r, i), r, T0 + i * 10**9, f"{r}:{i}", 1 + 2 * i + k)
+        partial_message(_of(store, r, i), r, T0 + i * 10**9, f"{r}:{i}", 1 + 2 * i + k)
         for i in range(3)
         for k, r in enumerate(("r1", "r2"))
     ]
@@ -151,7 +144,7 @@ def test_on_a_lake_an_overlapping_partial_is_counted_once_and_nothing_is_deleted
             for i in range(2)
             for h, r in HOSTS.items()
         ]
-        store.write_raw([_raw(b, n) for n, b in enumerate(batches, 1)])
+        store.write_raw([raw_message(b, n) for n, b in enumerate(batches, 1)])
         of = {
             (r, i): [b for b in batches if b.rack == r and b.seq == i + 1]
             for r in ("r1", "r2")
@@ -162,11 +155,11 @@ def test_on_a_lake_an_overlapping_partial_is_counted_once_and_nothing_is_deleted
         store.writer.con = counting  # type: ignore[assignment]
         try:
             store.write_summaries(
-                [_partial(of[(r, i)], r, T0 + i * 10**9, f"{r}:{i}", n)
+                [partial_message(of[(r, i)], r, T0 + i * 10**9, f"{r}:{i}", n)
                  for n, (r, i) in enumerate(of, 1)]
             )  # fmt: skip
             # r1's twin publishes period 0 again under a new id, in a later group
-            store.write_summaries([_partial(of[("r1", 0)], "r1", T0, "r1:0:twin", 9)])
+            store.write_summaries([partial_message(of[("r1", 0)], "r1", T0, "r1:0:twin", 9)])
         finally:
             store.writer.con = real
         written = [s.split()[0].upper() for s in counting.statements]
@@ -189,13 +182,13 @@ def test_an_overlap_without_raw_data_yet_shows_nothing_rather_than_double(
     try:
         batches = [synthetic_batch(h, 1, T0, rack=r) for h, r in HOSTS.items()]
         mine = [b for b in batches if b.rack == "r1"]  # no raw stored at all
-        store.write_summaries([_partial(mine, "r1", T0, "a", 1)])
+        store.write_summaries([partial_message(mine, "r1", T0, "a", 1)])
         assert len(read_job_summaries(store.con, "j1", T0)) == 3
-        store.write_summaries([_partial(mine, "r1", T0, "a:twin", 2)])
+        store.write_summaries([partial_message(mine, "r1", T0, "a:twin", 2)])
         assert read_job_summaries(store.con, "j1", T0) == {}
         # once the raw data is there, the next partial of the period rebuilds it
-        store.write_raw([_raw(b, n) for n, b in enumerate(batches, 1)])
-        store.write_summaries([_partial([batches[2]], "r2", T0, "b", 3)])
+        store.write_raw([raw_message(b, n) for n, b in enumerate(batches, 1)])
+        store.write_summaries([partial_message([batches[2]], "r2", T0, "b", 3)])
         _check_truth(store.con, 1)
         assert store.stats.summaries_rebuilt == 2
     finally:

@@ -8,14 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
-from transport_batches import Batch, rack_partial, synthetic_batch
+from transport_batches import partial_message, raw_message, synthetic_batch
 
 from hushmon.store import raw_summaries
 from hushmon.store.lake import open_lake
 from hushmon.store.lake_compact import compact
 from hushmon.transport import wire
 from hushmon.transport.collect_lake import LakeCollectorStore
-from hushmon.transport.collect_store import Message
 from hushmon.transport.collect_summaries import read_job_summaries
 from hushmon.transport.rawsummary import summaries_from_store
 
@@ -23,15 +22,6 @@ T0 = 1_795_000_000_000_000_000
 S = 1_000_000_000
 CLOSE_S = 3600
 HOSTS = {"n1": "r1", "n2": "r1", "n3": "r2"}
-
-
-def _raw(b: Batch, seq: int) -> Message:
-    return Message(f"hm.raw.{b.rack}.{b.host}", b.headers(), b.data, stream_seq=seq)
-
-
-def _partial(batches: list[Batch], rack: str, msg_id: str, seq: int) -> Message:
-    payload = rack_partial(batches, rack, "j1", T0)
-    return Message(f"hm.sum.rack.{rack}", {"Nats-Msg-Id": msg_id}, payload, stream_seq=seq)
 
 
 def _counts(con: duckdb.DuckDBPyConnection) -> tuple[set[int], set[int]]:
@@ -47,12 +37,17 @@ def _overlapped(lake: Path) -> LakeCollectorStore:
     path rebuilds the period from the 2 nodes stored; then n3's comes."""
     batches = [synthetic_batch(h, 1, T0, rack=r, value=1.5 + int(h[1])) for h, r in HOSTS.items()]
     store = LakeCollectorStore(lake)
-    store.write_raw([_raw(b, n) for n, b in enumerate(batches[:2], 1)])
+    store.write_raw([raw_message(b, n) for n, b in enumerate(batches[:2], 1)])
     r1 = batches[:2]
-    store.write_summaries([_partial(r1, "r1", "r1:0", 1), _partial([batches[2]], "r2", "r2:0", 2)])
-    store.write_summaries([_partial(r1, "r1", "r1:0:twin", 3)])  # overlaps: rebuilt
+    store.write_summaries(
+        [
+            partial_message(r1, "r1", T0, "r1:0", 1),
+            partial_message([batches[2]], "r2", T0, "r2:0", 2),
+        ]
+    )
+    store.write_summaries([partial_message(r1, "r1", T0, "r1:0:twin", 3)])  # overlaps: rebuilt
     assert store.stats.summaries_rebuilt == 1
-    store.write_raw([_raw(batches[2], 3)])
+    store.write_raw([raw_message(batches[2], 3)])
     return store
 
 
@@ -91,7 +86,7 @@ def test_a_rebuild_is_not_replaced_by_one_from_fewer_samples(tmp_path: Path) -> 
     lake = tmp_path / "s.lake"
     store = _overlapped(lake)
     try:  # a later partial of the period rebuilds it again, from all 3 nodes
-        store.write_summaries([_partial([], "r2", "r2:0:late", 4)])
+        store.write_summaries([partial_message([], "r2", T0, "r2:0:late", 4)])
         assert _counts(store.writer.con) == ({3}, {3})
         store.writer.con.execute(f"DELETE FROM samples WHERE time_ns = {T0}")
     finally:

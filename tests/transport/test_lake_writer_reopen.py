@@ -10,24 +10,14 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from transport_batches import Batch, rack_partial, synthetic_batch
+from transport_batches import partial_message, raw_message, synthetic_batch
 
 from hushmon.transport import lake_writer
 from hushmon.transport.collect_lake import LakeCollectorStore
-from hushmon.transport.collect_store import Message
 from hushmon.transport.collect_summaries import read_job_summaries
 
 T0 = 1_795_000_000_000_000_000
 HOSTS = {"n1": "r1", "n2": "r1", "n3": "r2"}
-
-
-def _raw(b: Batch, seq: int) -> Message:
-    return Message(f"hm.raw.{b.rack}.{b.host}", b.headers(), b.data, stream_seq=seq)
-
-
-def _partial(batches: list[Batch], rack: str, t: int, msg_id: str) -> Message:
-    payload = rack_partial(batches, rack, "j1", t)
-    return Message(f"hm.sum.rack.{rack}", {"Nats-Msg-Id": msg_id}, payload)
 
 
 def test_decisions_from_the_store_hold_across_reopens(
@@ -42,14 +32,14 @@ def test_decisions_from_the_store_hold_across_reopens(
             for h, r in HOSTS.items()
         ]
         for i in range(3):  # a commit per period: reopened after the second
-            store.write_raw([_raw(b, n) for n, b in enumerate(batches) if b.seq == i + 1])
+            store.write_raw([raw_message(b, n) for n, b in enumerate(batches) if b.seq == i + 1])
         first_con = store.writer.con
         assert store.writer.reopens == 1
         of = {r: [b for b in batches if b.rack == r and b.seq == 1] for r in ("r1", "r2")}
-        store.write_summaries([_partial(of[r], r, T0, f"{r}:0") for r in ("r1", "r2")])
-        store.write_summaries([_partial(of["r1"], "r1", T0, "r1:0")])  # the same id
-        store.write_summaries([_partial(of["r1"], "r1", T0, "r1:0:twin")])  # overlaps
-        store.write_raw([_raw(batches[0], 99)])  # stored before a reopen
+        store.write_summaries([partial_message(of[r], r, T0, f"{r}:0") for r in ("r1", "r2")])
+        store.write_summaries([partial_message(of["r1"], "r1", T0, "r1:0")])  # the same id
+        store.write_summaries([partial_message(of["r1"], "r1", T0, "r1:0:twin")])  # overlaps
+        store.write_raw([raw_message(batches[0], 99)])  # stored before a reopen
         st = store.stats
         assert store.writer.con is not first_con
         assert (st.summaries_stored, st.summary_duplicates) == (3, 1)

@@ -15,6 +15,7 @@ from pathlib import Path
 import nats
 
 from hushmon.store.ingest import spool_files
+from hushmon.transport.collect_store import Message
 from hushmon.transport.summary import Summary
 from hushmon.transport.wire import batch_headers, raw_subject
 
@@ -170,3 +171,16 @@ def store_rows(db: Path, sql: str) -> list[tuple]:
         return con.execute(sql).fetchall()
     finally:
         con.close()
+
+
+def raw_message(b: Batch, seq: int = 0) -> Message:
+    """A batch as the collector gets it from HM_RAW (stream sequence ``seq``)."""
+    return Message(f"hm.raw.{b.rack}.{b.host}", b.headers(), b.data, stream_seq=seq)
+
+
+def partial_message(
+    batches: Sequence[Batch], rack: str, time_ns: int, msg_id: str, seq: int = 0, job: str = "j1"
+) -> Message:
+    """A rack's partial summary of ``batches`` as the collector gets it from HM_SUM."""
+    payload = rack_partial(batches, rack, job, time_ns)
+    return Message(f"hm.sum.rack.{rack}", {"Nats-Msg-Id": msg_id}, payload, stream_seq=seq)
