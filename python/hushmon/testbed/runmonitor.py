@@ -203,6 +203,14 @@ class BedMonitor:
                 if not states:
                     self.warn("the command submitted no Slurm job")
                 return [str(j) for j in sorted(states)]
+            # A job may run for hours, so no deadline; but a bed taken down or
+            # replaced under this run would leave it waiting on jobs that are
+            # not its own forever.
+            if not same_bed(self.bed, load()):
+                raise HushmonError(
+                    f"the test bed of {self.bed.data_root} went down or was replaced while "
+                    f"Slurm job(s) {', '.join(map(str, running))} ran; their data is incomplete"
+                )
             time.sleep(JOB_WAIT_POLL_S)
 
     def jobs(self, run_job: str) -> list[str]:
@@ -211,3 +219,9 @@ class BedMonitor:
 
     def close(self) -> None:
         """The bed's agents stay up: they belong to the bed, not to this run."""
+
+
+def same_bed(ours: Bed, now: Bed | None) -> bool:
+    """Whether the bed up now is the one a run started on, by its data folder
+    (not its daemons' pids: the fault tests restart daemons under a run)."""
+    return now is not None and now.data_root.resolve() == ours.data_root.resolve()
