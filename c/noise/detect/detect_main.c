@@ -17,7 +17,7 @@
 #include "detect_record.h"
 #include "hm_clock_sync.h"
 #include "hm_error.h"
-#include "hm_json.h"
+#include "hm_json_doc.h"
 #include "hm_mpi_launch.h"
 #include "hm_mpi_timer.h"
 #include "hm_options.h"
@@ -330,16 +330,12 @@ static int write_json(const char *path, const detect_options *o, const detect_re
                       const double *quantiles, const uint64_t *detour_counts,
                       const int64_t *excess, hm_error *err)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
-    if (f == NULL)
-        return hm_error_errno(err, "opening %s", path);
+    hm_json j;
+    if (hm_json_doc_open(&j, path, PROGRAM, err) != 0)
+        return -1;
     int64_t slowest = 0;
     for (int i = 0; i < nprocs; i++)
         slowest = loops[i] > slowest ? loops[i] : slowest;
-    hm_json j;
-    hm_json_init(&j, f, true);
-    hm_json_object_begin(&j);
-    hm_json_kv_string(&j, "program", PROGRAM);
     hm_json_kv_string(&j, "op", o->op->name);
     hm_json_kv_int(&j, "size_bytes", o->op->uses_size ? o->size_bytes : 0);
     hm_json_kv_int(&j, "count", res->iterations);
@@ -376,13 +372,7 @@ static int write_json(const char *path, const detect_options *o, const detect_re
         hm_json_object_end(&j);
     }
     hm_json_array_end(&j);
-    hm_json_object_end(&j);
-    int rc = hm_json_finish(&j);
-    if (f != stdout ? fclose(f) != 0 : fflush(f) != 0)
-        rc = -1;
-    if (rc != 0)
-        return hm_error_set(err, "writing JSON to %s failed", path);
-    return 0;
+    return hm_json_doc_close(&j, path, err);
 }
 
 int main(int argc, char **argv)
