@@ -161,6 +161,20 @@ static bool lost(hm_jspull *p, int64_t now_ms, hm_jspull_end *end)
     return true;
 }
 
+/* Past the open request's deadline, what the inbox holds already is read
+ * first: its 408 may have come while the caller was away (a long publish
+ * on a loaded machine), and only a request with nothing queued is lost.
+ * 1: it was lost; 0: answered, or still taking (out full); -1: error. */
+static int expire_open(hm_jspull *p, hm_col *out, size_t stop, hm_jspull_end *end, hm_error *err)
+{
+    uint64_t queued = 0;
+    while (p->open_id != 0 && out->n < stop &&
+           natsSubscription_QueuedMsgs(p->sub, &queued) == NATS_OK && queued > 0)
+        if (take(p, out, 0, end, err) < 0)
+            return -1;
+    return p->open_id != 0 && out->n < stop && lost(p, nats_Now(), end) ? 1 : 0;
+}
+
 int hm_jspull_request(hm_jspull *p, hm_col *out, int ask, int64_t max_bytes, int64_t expires_ms,
                       hm_jspull_end *end, hm_error *err)
 {
@@ -171,10 +185,8 @@ int hm_jspull_request(hm_jspull *p, hm_col *out, int ask, int64_t max_bytes, int
     size_t stop = out->n + (size_t)ask;
     while (out->n < stop && p->open_id == id) {
         int64_t left = p->open_deadline_ms - nats_Now();
-        if (left <= 0) {
-            lost(p, nats_Now(), end);
-            return 0;
-        }
+        if (left <= 0)
+            return expire_open(p, out, stop, end, err) < 0 ? -1 : 0;
         if (take(p, out, left, end, err) < 0)
             return -1;
     }
@@ -197,8 +209,11 @@ int hm_jspull_next(hm_jspull *p, hm_col *out, int batch, int64_t wait_ms, hm_jsp
     bool lingered = false;
     for (;;) {
         int64_t now = nats_Now();
-        if (lost(p, now, end))
-            return 0;
+        if (p->open_id != 0 && now >= p->open_deadline_ms) {
+            int gone = expire_open(p, out, stop, end, err);
+            if (gone != 0 || out->n >= stop || trouble(*end))
+                return gone < 0 ? -1 : 0;
+        }
         if (p->open_id == 0 && send_request(p, batch, 0, wait_ms, err) != 0)
             return -1;
         int64_t left = deadline - now;
