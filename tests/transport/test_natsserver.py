@@ -69,6 +69,13 @@ def test_limits_are_updated_in_place_and_checked(nats_server: LocalNatsServer) -
     # a window shorter than the agents' 5 s resends would let a resent copy in
     with pytest.raises(HushmonError, match="duplicate window 5 s"):
         ensure_streams(nats_server.url, limits=StreamLimits(duplicate_window_s=5))
+    # one past half the store's closing of summaries would let a replay in
+    # after the period's last rebuild from raw data
+    with pytest.raises(HushmonError, match=r"use 10 \.\. 1800"):
+        ensure_streams(
+            nats_server.url,
+            limits=StreamLimits(duplicate_window_s=1801, raw_max_age_s=7200, sum_max_age_s=7200),
+        )
 
 
 def test_a_site_sets_the_duplicate_window_that_sizes_the_hub(nats_server: LocalNatsServer) -> None:

@@ -38,6 +38,7 @@ import duckdb
 import pyarrow as pa
 
 from hushmon.errors import HushmonError
+from hushmon.period import SUMMARY_CLOSE_S
 from hushmon.store.lake import CommitStats, lake_commit
 from hushmon.store.lake_retention import NS_PER_S
 from hushmon.store.raw_summaries import ALPHA, RawSummary, SensorName, summaries_of_period
@@ -46,7 +47,7 @@ from hushmon.store.summary_view import PARTS, VIEW
 # The reducers keep a published (job, period) for --keep-s (300 s) to count
 # late batches; the collector's lag stays under 5 s (p99) and an agent
 # replays its spool within minutes: after an hour a period is closed.
-DEFAULT_CLOSE_S = 3600
+DEFAULT_CLOSE_S = SUMMARY_CLOSE_S
 
 # Sketch bucket lists summed per sensor over a relation's rows; ``src`` is
 # a relation with the key columns and the sketch columns.

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hushmon.errors import HushmonError
+from hushmon.period import SUMMARY_CLOSE_S
 
 # The names live in natsnames (natsusers needs them and natsserver needs
 # natsusers); re-exported here, where the servers that use them are made.
@@ -39,6 +40,7 @@ from hushmon.transport.natstls import HANDSHAKE_TIMEOUT_S, TlsFiles
 # ACK_TIMEOUT_NS in c/agent/sinks/nats.c); a replay after a longer outage is
 # dropped by the reducers and by the store's (host, epoch, seq) check.
 DUPLICATE_WINDOW_S = 2 * 60
+DUPLICATE_WINDOW_MAX_S = SUMMARY_CLOSE_S // 2
 # Retention: the streams are a buffer between the agents and the store, not
 # the store. Limits-based (the reducers' and the collector's durable
 # consumers each keep their own place), bounded by age, oldest dropped
@@ -340,10 +342,15 @@ class StreamLimits:
     duplicate_window_s: float = DUPLICATE_WINDOW_S
 
     def check(self) -> None:
-        if not 10 <= self.duplicate_window_s <= 3600:
+        # The store closes a period's summaries an hour after it with a last
+        # rebuild from raw data, which must come after any replay the window
+        # lets in: the window stays at most half of that hour.
+        if not 10 <= self.duplicate_window_s <= DUPLICATE_WINDOW_MAX_S:
             raise HushmonError(
-                f"duplicate window {self.duplicate_window_s:.0f} s: use 10 .. 3600 "
-                "(it must cover the agents' 5 s resends; the hub holds ~0.6 KB per batch in it)"
+                f"duplicate window {self.duplicate_window_s:.0f} s: use 10 .. "
+                f"{DUPLICATE_WINDOW_MAX_S} (it must cover the agents' 5 s resends and stay under "
+                f"the store's closing of summaries, {SUMMARY_CLOSE_S} s; the hub holds ~0.6 KB "
+                "per batch in it)"
             )
         # Shorter than the duplicate window would let a replay in twice.
         for what, age in (("raw", self.raw_max_age_s), ("summary", self.sum_max_age_s)):
