@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from hushmon import jsonio
-from hushmon.bench.report import summary, write_report
 from hushmon.bench.results import load_run
 from hushmon.bench.run import (
     PROVENANCE_FILE,
@@ -128,6 +127,10 @@ def run_report(argv: list[str]) -> int:
     args = _report_parser().parse_args(argv)
     run = load_run(args.results)
     html_path = args.html or args.results.parent / REPORT_FILE
+    # matplotlib takes ~0.8 CPU-s to import: only once a report is written,
+    # not for a refused start (bad flags, --np out of range)
+    from hushmon.bench.report import summary, write_report
+
     report_path = write_report(run, html_path, _load_provenance(args.results))
     _emit(args, summary(run, report_path), report_path)
     return 0
@@ -161,6 +164,8 @@ def run_bench(args: argparse.Namespace, extra: list[str]) -> int:
         timeout_s=args.timeout,
     )
     run, provenance = runner.run()
+    from hushmon.bench.report import summary, write_report  # matplotlib: see run_report
+
     report_path = write_report(run, out_dir / REPORT_FILE, provenance)
     data = summary(run, report_path)
     data["out_dir"] = str(out_dir)
