@@ -8,7 +8,8 @@ The copy kept in ``$HUSHMON_TESTBED_CACHE`` (default
 /var/cache/hushmon-testbed) is named after the MariaDB and slurmdbd
 programs (size and mtime) and the options below, so an upgrade or a change
 of options makes a new one. It is built inside the bed's state folder, so
-a ``down`` after a failed ``up`` stops its daemons like the bed's own."""
+a ``down`` after a failed ``up`` stops its daemons like the bed's own.
+Making a new one removes the others (``_prune_others``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -28,6 +30,7 @@ TEMPLATE_FORMAT = 1
 CLUSTER = "hushmon-testbed"  # slurm.conf's ClusterName on the bed
 INSTALL_TIMEOUT_S = 120.0
 STOP_WAIT_S = 20.0
+STAGING_STALE_S = 3600.0
 
 
 def template_key() -> str:
@@ -68,7 +71,20 @@ def ensure(build_root: Path, logs: Path) -> Path:
         if not (target / "mysql").is_dir():
             raise HushmonError(f"cannot keep the accounting template in {target}") from None
     shutil.rmtree(build_dir(build_root), ignore_errors=True)
+    _prune_others(target)
     return target
+
+
+def _prune_others(kept: Path) -> None:
+    """Removes the templates of programs or options no longer installed
+    (~22 MB each, one per upgrade; no bed of this machine copies from one)
+    and copies a crashed ``up`` left (an hour old: not one being made)."""
+    for old in CACHE_DIR.glob("accounting-*"):
+        if old != kept:
+            shutil.rmtree(old, ignore_errors=True)
+    for staging in CACHE_DIR.glob(".building-*"):
+        if time.time() - staging.stat().st_mtime > STAGING_STALE_S:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _build(folder: Path, logs: Path) -> Path:
