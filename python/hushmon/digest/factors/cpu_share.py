@@ -4,9 +4,16 @@ factor).
 
 A node that leaves CPUs idle while its job's ranks compute could run more
 ranks (or threads). Where other nodes or processes of the machine use its
-CPUs (a test bed: every node may use every CPU), the kernel shares the CPUs
-among the runnable tasks: a new rank gets a share, and the job, with more of
-the machine's runnable tasks, gets more of its CPUs than before.
+CPUs (a test bed: every node may use every CPU), only the CPUs the machine
+itself left idle are there to take: the kernel shares a busy machine's CPUs
+among scheduling groups (Slurm's job cgroups; without them, with
+``kernel.sched_autogroup_enabled``, each session), not among tasks, so
+more ranks of one job step split their group's share instead of adding to
+it. The bed measured that: a second rank on a busy machine (load 16-22)
+got 13-20 % of a CPU, the two 0.26-0.39 CPUs together, no more than the
+one rank had alone (27-42 %), and a matmul ring ran 24-78 % slower
+(docs/digest.md). An estimate from a per-task fair share (the earlier
+one) promised 20-40 % on such jobs.
 
 Per node, over the periods in which the job computed (its CPU use at least
 ``cpu_bound_share`` of its usual, the 90th percentile: more CPUs do not
@@ -14,26 +21,23 @@ shorten a wait for messages or I/O):
 
 - ``u``: the CPUs' worth the job's tasks used (``procio.cpu_pct``);
 - ``R``: its tasks (``procio.tasks``: one per rank; a task that used more
-  than a CPU runs threads, and counts as ``u``), so each got ``s = u / R`` of a
-  CPU: the per-rank CPU time;
+  than a CPU runs threads, and counts as ``u``);
 - ``C``: the node's CPUs (``node_cgroup.cpus``), ``H`` the machine's (its
   host-wide per-CPU sensors);
-- the others' demand ``O``: on a machine whose CPUs were all busy (host-wide
-  ``cpu_busy_host_pct`` or more; ``[idle_cpu]`` in parameters.toml) the
-  kernel's fair share ``s = H / (R + O)`` gives it; on one with CPUs free,
-  what the others used;
-- with ``C`` ranks (one per node CPU) a task gets ``s' = min(1, H / (O + C))``
-  and the job ``C s'`` CPUs: the computing periods take ``u / (C s')`` of
-  their time.
+- ``F``: the CPUs the machine left idle, ``H`` x (1 - its host-wide busy
+  share); where the job's nodes share one machine (:func:`shared_host`)
+  each of its ``N`` nodes would add ranks, so each gets ``F / N``;
+- with ``C`` ranks the node's tasks use ``u' = min(C, u + F / N)`` (a task
+  uses at most one CPU), and its computing periods take ``u / u'`` of
+  their time. A node that already runs a rank per CPU (``R >= C``) saves
+  nothing.
 
 That is the high end: it takes the work to divide evenly over the ranks with
-nothing added (no more communication, no serial part), and the ranks to be
-ready to run as much as before, which one run cannot show. The low end is 0:
-a program whose work does not divide, or whose ranks wait on each other more
-when they share the machine's CPUs with more tasks, gains nothing or loses
-(``hushmon compare`` of runs at two sizes measures it: the decomposition
-factor). The job moves at its slowest node: the node with the least saving
-sets it.
+nothing added (no more communication, no serial part), and the idle CPUs to
+stay idle for the new ranks. The low end is 0: a program whose work does
+not divide gains nothing (``hushmon compare`` of runs at two sizes
+measures it: the decomposition factor). The job moves at its slowest node:
+the node with the least saving sets it.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from hushmon.digest.jobdata import JobData
+from hushmon.digest.scope import shared_host
 
 _CPU_TAG = re.compile(r"cpu=cpu\d+")
 
@@ -58,25 +63,24 @@ class IdleCpuSaving:
     node_cpus: float  # C
     job_cpus: float  # u
     tasks: float  # R
-    share_before: float  # s: a task's share of a CPU
-    share_after: float  # s', with C ranks
-    others: float  # O: CPUs' worth the machine's other tasks demanded
+    share_before: float  # u / R: a task's share of a CPU
+    job_cpus_after: float  # u', with C ranks
+    machine_free_cpus: float  # F: CPUs' worth the machine left idle
+    nodes_on_machine: int  # N: the job's nodes that would share F
     host_cpus: int  # H
-    contended: bool  # the machine's CPUs were all busy
 
     def basis(self) -> str:
-        others = (
-            f"the machine's {self.host_cpus} CPUs were busy, so by the kernel's fair share "
-            f"its other tasks wanted {self.others:.1f} CPUs"
-            if self.contended
-            else f"its other tasks used {self.others:.1f} of the machine's {self.host_cpus} CPUs"
+        shared = (
+            f", shared by the job's {self.nodes_on_machine} nodes on it"
+            if self.nodes_on_machine > 1
+            else ""
         )
         return (
             f"on {self.node}, in the {self.computing_share:.0%} of the run the job computed, "
             f"its {self.tasks:g} task(s) used {self.job_cpus:.2f} of the node's "
-            f"{self.node_cpus:g} CPUs ({self.share_before:.0%} of a CPU each); {others}; "
-            f"with {self.node_cpus:g} ranks each would get {self.share_after:.0%} of a CPU, "
-            f"{self.node_cpus * self.share_after:.2f} CPUs for the job"
+            f"{self.node_cpus:g} CPUs ({self.share_before:.0%} of a CPU each); the machine's "
+            f"{self.host_cpus} CPUs had {self.machine_free_cpus:.2f} idle{shared}: with "
+            f"{self.node_cpus:g} ranks the job's tasks would use {self.job_cpus_after:.2f} CPUs"
         )
 
 
@@ -111,9 +115,9 @@ def idle_cpu_saving(job: JobData, params: Mapping[str, Any]) -> IdleCpuSaving | 
     if cpus_m is None or host_busy is None or not host_cpus:
         return "the node's or the machine's CPU count or the machine's busy CPUs are not known"
     bound = float(params["cpu_bound_share"])
-    busy_host = float(params["cpu_busy_host_pct"])
     u_all = np.nan_to_num(cpu) / 100.0
     n = u_all.shape[1]
+    on_machine = len(job.hosts) if shared_host(job)[0] else 1
     best: IdleCpuSaving | None = None
     for i, host in enumerate(job.hosts):
         usual = float(np.quantile(u_all[i], 0.9)) if n else 0.0
@@ -128,15 +132,14 @@ def idle_cpu_saving(job: JobData, params: Mapping[str, Any]) -> IdleCpuSaving | 
         if not np.isfinite(r_tasks) or r_tasks < 1 or not np.isfinite(hb):
             return f"the job's tasks or the machine's busy CPUs on {host} were not read"
         r = max(r_tasks, u)  # a task above a CPU runs threads: one CPU each
-        s = u / r
-        contended = hb >= busy_host
-        others = max(0.0, host_cpus / s - r) if contended else max(0.0, hb / 100 * host_cpus - u)
-        s_after = min(1.0, host_cpus / (others + c)) if others + c > 0 else 1.0
-        saving = max(0.0, 1.0 - u / (c * s_after)) if r < c else 0.0
+        free = max(0.0, 100.0 - hb) / 100.0 * host_cpus
+        u_after = min(c, u + free / on_machine) if r < c else u
+        saving = max(0.0, 1.0 - u / u_after) if u_after > 0 else 0.0
         share = float(np.mean(computing))
         node = IdleCpuSaving(
-            saving * share, share, host, c, u, r_tasks, s, s_after, others, host_cpus, contended
-        )
+            saving * share, share, host, c, u, r_tasks, u / r, u_after, free, on_machine,
+            host_cpus,
+        )  # fmt: skip
         if best is None or node.high_share < best.high_share:
             best = node
     if best is None:

@@ -9,9 +9,9 @@ using (a test bed: every node may use every CPU). Idle time is free only
 when the machine's CPUs are idle too, so where the host-wide CPU
 (``scope=host``) is known the idle time counted is the smaller of the two;
 node idle time that the host did not have is reported as CPUs shared with
-other nodes, not as idle, with what a rank per idle CPU would save under
-the machine's sharing (:mod:`cpu_share`: 0 to the high end where the work
-divides evenly).
+other nodes, not as idle, with what a rank per idle CPU would save from the
+CPUs the machine left idle (:mod:`cpu_share`: 0 to the high end where the
+work divides evenly; a busy machine's CPUs are not the job's to take).
 """
 
 from __future__ import annotations
@@ -177,20 +177,23 @@ class IdleCpu:
                 "job_cpus_used": round(saving.job_cpus, 2),
                 "job_tasks_per_node": saving.tasks,
                 "cpu_share_per_task": round(saving.share_before, 3),
-                "cpu_share_per_task_with_a_rank_per_cpu": round(saving.share_after, 3),
                 "machine_cpus": saving.host_cpus,
-                "other_tasks_cpus": round(saving.others, 2),
+                "machine_idle_cpus": round(saving.machine_free_cpus, 2),
+                "job_nodes_on_the_machine": saving.nodes_on_machine,
+                "job_cpus_with_a_rank_per_cpu": round(saving.job_cpus_after, 2),
                 "share_of_run_computing": round(saving.computing_share, 3),
             }
         )
+        oversubscribed = saving.share_before < OVERSUBSCRIBED_SHARE
         finding.hint += (
-            f" A rank per node CPU would still share the machine's CPUs: it would save at "
-            f"most {saving.high_share:.0%} of the run time ({saving.share_after:.0%} of a CPU "
-            "per rank), and nothing if the program's work does not divide over more ranks"
+            f" A rank per node CPU would get only the CPUs the machine left idle "
+            f"({saving.machine_free_cpus:.2f} of {saving.host_cpus}): it would save at most "
+            f"{saving.high_share:.0%} of the run time, and nothing if the program's work does "
+            "not divide over more ranks"
             + (
                 "; with the CPUs this oversubscribed, ranks that exchange messages may also "
                 "wait for each other's turn and run slower."
-                if saving.share_before < OVERSUBSCRIBED_SHARE
+                if oversubscribed
                 else "."
             )
         )
@@ -203,8 +206,10 @@ class IdleCpu:
                 "(no more communication, no serial part) and its ranks stay as ready to run "
                 "(high end); the program's scaling is not measured by one run, so it may gain "
                 "nothing (low end: 0; hushmon compare of two sizes measures it)",
-                "the machine's other tasks keep their demand, and the kernel shares its CPUs "
-                "evenly among the runnable tasks",
+                "the new ranks get only the CPUs the machine left idle: its scheduler shares "
+                "busy CPUs among groups (the job's cgroup, or its session with autogroup), "
+                "not among tasks, so more ranks split their group's share rather than take "
+                "the other tasks' CPU time",
                 "only the periods the job computed in (not its waits) shrink",
                 *(
                     [
@@ -213,7 +218,7 @@ class IdleCpu:
                         "on the CPUs more than before; where they do, more ranks run slower, "
                         "which this range (a saving, 0 at least) cannot say"
                     ]
-                    if saving.share_before < OVERSUBSCRIBED_SHARE
+                    if oversubscribed
                     else []
                 ),
             ],
