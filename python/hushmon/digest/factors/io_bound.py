@@ -1,7 +1,10 @@
 """I/O-bound: the job's CPUs wait for storage while it moves bytes.
 
 A node-period counts as I/O-bound when its CPUs wait for I/O (``iowait``)
-at least ``iowait_pct`` of the time and the job moved at least
+at least ``iowait_pct`` of the time (the job's tasks: of their CPU time +
+wait, as before the loss took the wall-clock time, so that whether a job is
+I/O-bound does not depend on the CPUs other work takes from it; only what
+the waiting costs does) and the job moved at least
 ``min_bytes_per_s`` from or to storage in it (the job's own tasks'
 ``/proc/PID/io`` where the ``procio`` source runs, else every disk, NFS
 mount and Lustre file system of the node). Waiting without bytes (a
@@ -11,19 +14,50 @@ mount, the Lustre file system or the local disk that moved most bytes in
 those periods.
 
 Whose wait: the job's own tasks' where the ``procio`` source measures it
-(``blkio_wait_pct``, the kernel's delay accounting, and ``cpu_pct``, both
-summed over the tasks of the job's cgroup tree): the period's "I/O wait" is
-then the share of the tasks' time on CPU or waiting for block I/O spent
-waiting, which a machine's other work does not change (its tasks may also
-wait for a CPU, which neither counts). Else the node's ``iowait``, else the
-machine's (host-wide); both are counted only on idle CPUs, so on a loaded
-machine they hide a job's waiting (the test bed on a busy 2-CPU VM).
+(``blkio_wait_pct``, the kernel's delay accounting, summed over the tasks of
+the job's cgroup tree), which a machine's other work does not change. Else
+the node's ``iowait``, else the machine's (host-wide); both are counted only
+on idle CPUs, so on a loaded machine they hide a job's waiting (the test bed
+on a busy 2-CPU VM).
 
-Loss: in an I/O-bound period a core is either computing (busy) or waiting
-(iowait), so without the wait the period would last busy / (busy + iowait)
-of its time. The run's saving is that share summed over the I/O-bound
-periods: the average node's (low end: a node's wait overlaps others') and
-the most-waiting node's (high end: the job goes at its slowest node's pace).
+The tasks' wait is a share of the **wall-clock time** the tasks had: their
+summed wait over ``procio.tasks`` x 100 % x the period, i.e. the average
+task's share of the period spent waiting for block I/O; without a task
+count, over the CPUs the job's node holds (``node_cgroup.cpus``); with
+neither, over the tasks' CPU time + wait (the old rule, an upper bound,
+said in the evidence). Not over CPU + wait: a task also waits for a CPU
+(run queue), sleeps in an MPI wait or in reclaim, and that time is in
+neither term, so wait / (wait + CPU) overstated the loss. The bench's
+memory case (outofcore under a 512 MiB node limit, bench_findings.py) read
+[high] 21-32 % that way on a loaded machine while raising the limit saved
+about nothing (one run: -23.8 %).
+
+Loss, with the tasks' own wait: the run's saving summed over the I/O-bound
+periods, as a range.
+- Low end: the average node's wall-clock share. Without the waits a period
+  lasts its time less the waited share, when the tasks' other time off a
+  CPU (waiting for one, MPI, sleep) stays as it is: a run queue that is
+  other work's does not shrink when the I/O goes.
+- High end: the most-waiting node's wait as a share of its tasks' CPU time
+  + wait. That is the saving when the tasks' wait for a CPU shrinks with the
+  I/O: the kernel's writeback and reclaim for them run on the CPUs they
+  would run on, so on a small machine the I/O also costs them run-queue
+  time, in proportion to the time they are active. Measured for this rule:
+  outofcore (1 GiB, 64 MiB buffer, 2 passes, no fsync) in a v1 memory
+  cgroup of 512 MiB against 3 GiB on this 2-vCPU VM (load 3, 10:15 UTC,
+  /proc/PID/stat and /proc/PID/schedstat of the task): 15.6 -> 11.0 s and
+  10.9 -> 7.5 s (30 % and 31 % saved), block I/O wait 10 % and 18 % of the
+  limited runs' wall time, run-queue wait 8.3 -> 5.8 s and 3.9 -> 1.8 s:
+  the wall share alone predicted a third to a half of the saving, the
+  share of CPU + wait (25 %, 32 %) the saving.
+What remains uncounted: within a node the share is the average task's, so
+waits that do not overlap across a node's tasks (one rank waits while the
+others wait for it) cost more than either end; a task counted that never
+computes (a launcher) dilutes the low end; time in an MPI wait counts as
+run-queue time at the high end (procio does not read the run queue). With
+the node's or the machine's iowait the share is iowait / (iowait + busy)
+of the CPUs, as before: the average node's (low end) and the most-waiting
+node's (high end).
 """
 
 from __future__ import annotations
@@ -52,6 +86,13 @@ from hushmon.digest.sensors import scoped
 HOST_IOWAIT = "cpu.iowait_pct[cpu=total,scope=host]"
 JOB_OWN = "the job's tasks' own (block I/O wait by delay accounting, /proc/PID/stat)"
 MIN_OTHER = 3  # node-periods off I/O needed to compare the work rate with
+# what the tasks' wait is a share of (evidence "iowait_share_of")
+TASKS_WALL = "the tasks' wall-clock time (summed wait / tasks read / period)"
+CPUS_WALL = "the node's CPUs' wall-clock time (no task count: summed wait / node_cgroup.cpus)"
+ACTIVE_ONLY = (
+    "the tasks' CPU time + wait (no task or CPU count: an upper bound, leaving out "
+    "their other waiting)"
+)
 
 
 @dataclass(frozen=True)
@@ -135,6 +176,67 @@ def job_bytes(job: JobData) -> tuple[str, np.ndarray | None]:
     return "not measured", None
 
 
+@dataclass(frozen=True)
+class Waits:
+    """The I/O wait of each node-period and what it costs."""
+
+    pct: np.ndarray  # % of the denominator's time waiting (``per``)
+    lost: np.ndarray  # 0-1: the share of the period's wall-clock time the waits cost
+    of: str  # whose wait (JOB_OWN, the node's, the machine's)
+    per: str  # what the share is of, in words
+    on_cpu_pct: np.ndarray | None = None  # the tasks' CPU time on the same scale
+    # 0-1: the wait's share of the tasks' CPU time + wait (the high end: the run-queue
+    # wait taken as the I/O's own, module doc); None: the CPUs' iowait
+    lost_active: np.ndarray | None = None
+
+    @property
+    def threshold_pct(self) -> np.ndarray:
+        """What ``iowait_pct`` is compared with: the tasks' wait of their CPU time +
+        wait (whether the job is I/O-bound does not depend on the CPUs other work
+        took from it: only what that costs does), else the CPUs' iowait."""
+        return self.pct if self.lost_active is None else 100.0 * self.lost_active
+
+
+def tasks_wait(job: JobData) -> Waits | None:
+    """The job's tasks' block I/O wait as a share of their wall-clock time: summed
+    over the tasks, over the tasks read (else the node's CPUs, else their CPU time +
+    wait); None where procio has no wait (delay accounting off, no procio)."""
+    wait = _job_sum(job, "blkio_wait_pct")
+    if wait is None or not np.isfinite(wait).any():
+        return None
+    w = np.nan_to_num(wait)
+    run = _job_sum(job, "cpu_pct")
+    r = np.zeros_like(w) if run is None else np.nan_to_num(run)
+    tasks = _job_sum(job, "tasks")
+    cpus = job.matrix("node_cgroup.cpus")
+    waited = w > 0
+    if tasks is not None and np.all(np.nan_to_num(tasks)[waited] > 0):
+        n, per = np.nan_to_num(tasks), TASKS_WALL
+    elif cpus is not None and np.all(np.nan_to_num(cpus)[waited] > 0):
+        n, per = np.nan_to_num(cpus), CPUS_WALL
+    else:
+        # no count to divide by: each waited period's CPU time + wait, the rule that
+        # leaves out a task's other waiting (a CPU, MPI, reclaim): an upper bound
+        n, per = (w + r) / 100.0, ACTIVE_ONLY
+    with np.errstate(all="ignore"):
+        pct = np.where(n > 0, np.clip(w / np.maximum(n, 1e-9), 0.0, 100.0), 0.0)
+        on_cpu = np.where(n > 0, np.clip(r / np.maximum(n, 1e-9), 0.0, 100.0), 0.0)
+        active = np.where(w + r > 0, w / np.maximum(w + r, 1e-9), 0.0)
+    return Waits(pct, pct / 100.0, JOB_OWN, per, on_cpu, np.maximum(active, pct / 100.0))
+
+
+def _cpu_waits(job: JobData, iowait: np.ndarray, busy_sensor: str, of: str) -> Waits:
+    """A node's (or the machine's) CPUs: in an I/O-bound period a CPU is computing or
+    waiting, so the wait costs iowait / (iowait + busy) of the period."""
+    busy_m = job.matrix(busy_sensor)
+    busy = np.zeros_like(iowait) if busy_m is None else np.nan_to_num(busy_m)
+    with np.errstate(all="ignore"):
+        lost = iowait / np.maximum(iowait + busy, 1e-9)
+    return Waits(
+        iowait, np.where(iowait + busy > 0, lost, 0.0), of, "the CPUs' busy + waiting time"
+    )
+
+
 class IoBound:
     name = "io_bound"
     title = "Waiting for file I/O"
@@ -142,6 +244,8 @@ class IoBound:
     requires: tuple[str, ...] = ()
     optional = (
         "procio.blkio_wait_pct",
+        "procio.tasks",
+        "node_cgroup.cpus",
         "cpu.iowait_pct",
         HOST_IOWAIT,
         "procio.read_bytes_per_s",
@@ -155,50 +259,40 @@ class IoBound:
     # which the summaries give as min / average / max over nodes
     resolution = ACROSS_NODES
 
-    def _cpu(self, job: JobData) -> tuple[np.ndarray, np.ndarray, str]:
-        """I/O wait and busy CPU, %, and whose: the job's tasks', else the node's,
-        else the machine's (a node-scoped agent's cgroup does not count I/O wait
-        apart: the test bed)."""
-        wait, run = _job_sum(job, "blkio_wait_pct"), _job_sum(job, "cpu_pct")
-        if wait is not None and run is not None and np.isfinite(wait).any():
-            w, r = np.nan_to_num(wait), np.nan_to_num(run)
-            active = w + r
-            with np.errstate(all="ignore"):
-                share = np.where(active > 0, 100.0 * w / np.maximum(active, 1e-9), 0.0)
-            return share, np.where(active > 0, 100.0 - share, 0.0), JOB_OWN
-        own = job.matrix("cpu.iowait_pct")
-        if own is not None and np.isfinite(own).any():
-            busy = job.matrix("cpu.busy_pct")
-            return (
-                np.nan_to_num(own),
-                np.zeros_like(own) if busy is None else np.nan_to_num(busy),
-                "the node's",
-            )
+    def _cpu(self, job: JobData) -> Waits:
+        """I/O wait, %, its cost per node-period, and whose: the job's tasks', else
+        the node's, else the machine's (a node-scoped agent's cgroup does not count I/O
+        wait apart: the test bed)."""
+        own = tasks_wait(job)
+        if own is not None:
+            return own
+        node = job.matrix("cpu.iowait_pct")
+        if node is not None and np.isfinite(node).any():
+            return _cpu_waits(job, np.nan_to_num(node), "cpu.busy_pct", "the node's")
         host = job.matrix(HOST_IOWAIT)
         if host is None or not np.isfinite(host).any():
             raise AnalyzerSkip(
                 SkipReason.MISSING_SENSOR, "needs cpu.iowait_pct (the node's or host-wide)"
             )
-        busy = job.matrix("cpu.host_busy_pct")
-        return (
+        return _cpu_waits(
+            job,
             np.nan_to_num(host),
-            np.zeros_like(host) if busy is None else np.nan_to_num(busy),
+            "cpu.host_busy_pct",
             "the machine's (host-wide: the node's cgroup does not count I/O wait apart; "
             "other nodes of the machine wait in it too)",
         )
 
     def _bound(
         self, job: JobData, params: Mapping[str, Any]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, np.ndarray | None]:
-        """I/O-bound node-periods, the wait share of each, iowait, and the bytes."""
-        iowait, busy, _ = self._cpu(job)
+    ) -> tuple[np.ndarray, np.ndarray, Waits, str, np.ndarray | None]:
+        """I/O-bound node-periods, the share of each that its waits cost (of its
+        wall-clock time), the waits, and the bytes."""
+        waits = self._cpu(job)
         source, moved = job_bytes(job)
-        bound = iowait >= params["iowait_pct"]
+        bound = waits.threshold_pct >= params["iowait_pct"]
         if moved is not None:
             bound &= np.nan_to_num(moved) >= params["min_bytes_per_s"]
-        with np.errstate(all="ignore"):
-            wait_share = np.where(bound, iowait / np.maximum(iowait + busy, 1e-9), 0.0)
-        return bound, wait_share, iowait, source, moved
+        return bound, np.where(bound, waits.lost, 0.0), waits, source, moved
 
     def metric(self, job: JobData, params: Mapping[str, Any]) -> float | None:
         """Share of the run time the average node waits for I/O in I/O-bound periods."""
@@ -206,13 +300,17 @@ class IoBound:
         return float(np.mean(np.mean(wait_share, axis=0))) if wait_share.size else None
 
     def analyze(self, job: JobData, params: Mapping[str, Any]) -> list[Finding]:
-        bound, wait_share, iowait, source, moved = self._bound(job, params)
+        bound, wait_share, waits, source, moved = self._bound(job, params)
+        iowait = waits.pct
         periods: np.ndarray = np.asarray(bound.any(axis=0))
         share = float(np.mean(periods)) if periods.size else 0.0
         if share < params["min_share"]:
             return []
         low = float(np.mean(np.mean(wait_share, axis=0)))
-        high = float(np.mean(np.max(wait_share, axis=0)))
+        high_share = (
+            wait_share if waits.lost_active is None else np.where(bound, waits.lost_active, 0.0)
+        )
+        high = float(np.mean(np.max(high_share, axis=0)))
         evidence: dict[str, Any] = {
             "io_bound_share_of_time": round(share, 3),
             "periods": spans_text(job, periods),
@@ -221,13 +319,23 @@ class IoBound:
             if (~bound).any()
             else None,
             "bytes_source": source,
+            "iowait_share_of": waits.per,
         }
+        if waits.lost_active is not None:
+            evidence["iowait_pct_of_cpu_and_wait_in_io_periods"] = round(
+                float(np.mean(waits.threshold_pct[bound])), 1
+            )
+        if waits.on_cpu_pct is not None:
+            # the rest of the tasks' time: a CPU, MPI or reclaim waits, sleep
+            evidence["tasks_on_cpu_pct_in_io_periods"] = round(
+                float(np.mean(waits.on_cpu_pct[bound])), 1
+            )
         if moved is not None:
             evidence["mb_per_s_per_node_in_io_periods"] = mb(np.nanmean(moved[bound]))
             evidence["gb_moved_per_node_in_io_periods"] = round(
                 float(np.nansum(moved[bound])) * job.period_s / 1e9 / len(job.hosts), 2
             )
-        evidence["iowait_of"] = self._cpu(job)[2]
+        evidence["iowait_of"] = waits.of
         blocked = job.matrix(scoped(job, "load.procs_blocked"))
         if blocked is not None and np.isfinite(blocked[bound]).any():
             evidence["d_state_tasks_in_io_periods"] = round(float(np.nanmean(blocked[bound])), 1)
@@ -241,12 +349,16 @@ class IoBound:
             if moved is not None
             else " (bytes moved not measured: no procio, disk, NFS or Lustre source)"
         )
-        waited = (
-            "the job's tasks waited for block I/O "
-            f"{evidence['iowait_pct_in_io_periods']}% of their time on CPU or waiting"
-            if evidence["iowait_of"] == JOB_OWN
-            else f"the CPUs waited for I/O {evidence['iowait_pct_in_io_periods']}% of the time"
-        )
+        pct = evidence["iowait_pct_in_io_periods"]
+        if waits.of != JOB_OWN:
+            waited = f"the CPUs waited for I/O {pct}% of the time"
+        elif waits.per == TASKS_WALL:
+            waited = (
+                f"the job's tasks waited for block I/O {pct}% of their wall-clock time "
+                f"(on CPU {evidence['tasks_on_cpu_pct_in_io_periods']}%)"
+            )
+        else:
+            waited = f"the job's tasks waited for block I/O {pct}% of {waits.per}"
         hint = (
             f"In {share:.0%} of the run ({evidence['periods']}) {waited}{moved_text}{where}"
             f"{rate_text}. Read and write in larger blocks, stage the data on local disk or "
@@ -256,25 +368,44 @@ class IoBound:
         finding = Finding(
             self.name, self.title, "medium", evidence, hint, span_of(job, longest_run(periods))
         )
+        counted = (
+            f"counting only the {share:.0%} of periods with iowait >= "
+            f"{params['iowait_pct']}% and the job moving >= "
+            f"{params['min_bytes_per_s'] / 1e6:g} MB/s"
+        )
+        if waits.lost_active is None:
+            basis = (
+                f"the CPUs waited {low:.0%} of the run time on the average node and "
+                f"{high:.0%} on the most-waiting node ({waits.per}), {counted}"
+            )
+            assumptions = [
+                "the nodes wait at different times (low end) or the job goes at the "
+                "most-waiting node's pace (high end)"
+            ]
+            if waits.of != "the node's":
+                assumptions.append("the machine's I/O wait (host-wide) is the job's nodes' own")
+        else:
+            basis = (
+                f"the tasks waited for block I/O {low:.0%} of the run time on the average "
+                f"node ({waits.per}); on the most-waiting node the wait was {high:.0%} of "
+                f"the run time as a share of the tasks' CPU time + wait, {counted}"
+            )
+            assumptions = [
+                "low end: the tasks' other time off a CPU (waiting for one, MPI, sleep) "
+                "stays without the I/O, and a node's tasks wait at the same time",
+                "high end: the tasks' wait for a CPU is the I/O's own (the kernel's "
+                "writeback and reclaim for them on the CPUs they would run on) and goes "
+                "with it, and the job goes at the most-waiting node's pace",
+            ]
         finding.loss = Loss(
             low,
             high,
-            f"the {'tasks' if evidence['iowait_of'] == JOB_OWN else 'CPUs'} waited {low:.0%} "
-            f"of the run time on the average node and {high:.0%} "
-            f"on the most-waiting node, counting only the {share:.0%} of periods with "
-            f"iowait >= {params['iowait_pct']}% and the job moving >= "
-            f"{params['min_bytes_per_s'] / 1e6:g} MB/s",
+            basis,
             [
                 "the computation would take the same CPU time with the waits gone (faster "
                 "storage, I/O overlapped with computation)",
-                "the nodes wait at different times (low end) or the job goes at the "
-                "most-waiting node's pace (high end)",
-            ]
-            + (
-                []
-                if evidence["iowait_of"] in ("the node's", JOB_OWN)
-                else ["the machine's I/O wait (host-wide) is the job's nodes' own"]
-            ),
+                *assumptions,
+            ],
         )
         return [finding]
 
