@@ -367,11 +367,14 @@ static void do_job(request *r)
             j->owner_uid = owner;
         snprintf(r->out, r->size, "ok job %s begins", id);
     } else if (strcmp(verb, "end") == 0 && r->argc == 2) {
-        /* Ending a job stops its attribution and undoes its settings. */
+        /* Ending a job stops its attribution and undoes its settings; the
+         * job stays the node's for the period it ends in (jobs.h: its `job`
+         * line is written once more at that period's end). */
         if (hm_jobs_find(&a->jobs, id) != NULL && !authorized(r, "", id, "end it"))
             return;
         /* The epilog comes right after the program's exit: what it sent last
-         * may still sit in the app socket, to be read next period. */
+         * may still sit in the app socket. Read now, it is the job's, and it
+         * goes out with this period's lines, the job's last. */
         hm_app_read(&a->app, &a->jobs);
         if (hm_jobs_end(&a->jobs, id, HM_JOB_ANNOUNCED, &err) < 0)
             snprintf(r->out, r->size, "error %s", err.msg);

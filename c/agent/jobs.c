@@ -77,9 +77,17 @@ int hm_jobs_begin(hm_jobs *jobs, const char *id, const char *cgroup, unsigned or
         cgroup++;
     hm_job *j = hm_jobs_find(jobs, id);
     if (j == NULL) {
-        for (size_t i = 0; i < HM_JOBS_MAX && j == NULL; i++)
-            if (!jobs->job[i].used)
-                j = &jobs->job[i];
+        /* The slot of the same job ending in this period, so that it has one
+         * `job` line; else a free slot; else one whose job ended in this
+         * period (it loses that line, rather than this job being refused). */
+        for (int pass = 0; pass < 3 && j == NULL; pass++)
+            for (size_t i = 0; i < HM_JOBS_MAX && j == NULL; i++) {
+                const hm_job *o = &jobs->job[i];
+                if (!o->used && (pass == 0   ? o->ending && strcmp(o->id, id) == 0
+                                 : pass == 1 ? !o->ending
+                                             : true))
+                    j = &jobs->job[i];
+            }
         if (j == NULL)
             return hm_error_set(err, "too many jobs on this node (max %d)", HM_JOBS_MAX);
         memset(j, 0, sizeof *j);
@@ -102,10 +110,18 @@ int hm_jobs_end(hm_jobs *jobs, const char *id, unsigned origin, hm_error *err)
     if (j == NULL)
         return hm_error_set(err, "job %s is not running on this node", id);
     j->origin &= ~origin;
-    if (j->origin == 0)
+    if (j->origin == 0) {
         j->used = false;
+        j->ending = true;
+    }
     jobs->generation++;
     return 0;
+}
+
+void hm_jobs_written(hm_jobs *jobs)
+{
+    for (size_t i = 0; i < HM_JOBS_MAX; i++)
+        jobs->job[i].ending = false;
 }
 
 size_t hm_jobs_count(const hm_jobs *jobs)

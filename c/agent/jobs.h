@@ -2,7 +2,16 @@
  * (`job begin ID [cgroup=PATH]`) or found in Slurm's cgroup tree. Several
  * jobs may run at once. The table is fixed-size so the sampling loop never
  * allocates; `generation` changes on every change so the cgroup sampler
- * knows when to reopen its files. */
+ * knows when to reopen its files.
+ *
+ * A job that ends is the node's job for the period it ended in: its slot
+ * stays `ending` (no longer `used`: nothing samples or attributes to it)
+ * until the jobs source has written its `job` line for that period once
+ * more. What the agent attributed to the job in that period -- the app
+ * lines `job end` reads, app records read before a Slurm scan found the
+ * job gone -- then lies inside the job's periods for every reader (spool,
+ * NATS reducers, summaries, the live view), as a job that begins mid-period
+ * is the node's job for the period it began in. */
 #ifndef HM_JOBS_H
 #define HM_JOBS_H
 
@@ -23,7 +32,8 @@ enum {
 };
 
 typedef struct hm_job {
-    bool used;
+    bool used;                   /* running: sampled, attributed to, listed */
+    bool ending;                 /* ended since its last `job` line: written once more */
     char id[HM_JOB_ID_MAX];
     char cgroup[HM_JOB_CGROUP_MAX]; /* relative to the cgroup root; "" if unknown */
     unsigned origin;             /* HM_JOB_* bits */
@@ -40,9 +50,14 @@ typedef struct hm_jobs {
 bool hm_job_id_valid(const char *id);
 int hm_jobs_begin(hm_jobs *jobs, const char *id, const char *cgroup, unsigned origin,
                   hm_error *err);
-/* Drops origin from the job; the job ends when no origin is left. */
+/* Drops origin from the job; the job ends when no origin is left (its slot
+ * is then `ending` until hm_jobs_written). */
 int hm_jobs_end(hm_jobs *jobs, const char *id, unsigned origin, hm_error *err);
+/* The ending jobs' last `job` lines are written: their slots are free. */
+void hm_jobs_written(hm_jobs *jobs);
+/* Running jobs (ending ones are not). */
 size_t hm_jobs_count(const hm_jobs *jobs);
+/* A running job, or NULL (an ending one is not running). */
 hm_job *hm_jobs_find(hm_jobs *jobs, const char *id);
 /* The job whose cgroup holds a process, from the text of its
  * /proc/PID/cgroup (every line: v2 "0::/path", v1 "N:ctrl:/path"); the

@@ -236,6 +236,29 @@ static void test_jobs_and_alignment(hm_test_counts *c)
     CHECK(c, hm_jobs_begin(&jobs, "a b", NULL, HM_JOB_ANNOUNCED, &err) == -1);
     CHECK(c, hm_jobs_begin(&jobs, "7", "../../etc", HM_JOB_ANNOUNCED, &err) == -1);
 
+    /* An ended job keeps its slot, not running, until its last job line is
+     * written; begun again before that, it takes the same slot (one line). */
+    hm_job *j42 = &jobs.job[0];
+    CHECK(c, strcmp(j42->id, "42") == 0 && !j42->used && j42->ending);
+    CHECK(c, hm_jobs_find(&jobs, "42") == NULL);
+    CHECK(c, hm_jobs_begin(&jobs, "42", NULL, HM_JOB_ANNOUNCED, &err) == 0);
+    CHECK(c, hm_jobs_find(&jobs, "42") == j42 && j42->used && !j42->ending);
+    CHECK(c, hm_jobs_end(&jobs, "42", HM_JOB_ANNOUNCED, &err) == 0 && j42->ending);
+    CHECK(c, hm_jobs_begin(&jobs, "43", NULL, HM_JOB_ANNOUNCED, &err) == 0);
+    CHECK(c, j42->ending && hm_jobs_find(&jobs, "43") != j42); /* a free slot first */
+    hm_jobs_written(&jobs);
+    CHECK(c, !j42->ending && !j42->used);
+    /* A table of jobs that all ended in this period still takes a new one. */
+    memset(&jobs, 0, sizeof jobs);
+    for (int i = 0; i < HM_JOBS_MAX; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "%d", i);
+        CHECK(c, hm_jobs_begin(&jobs, id, NULL, HM_JOB_ANNOUNCED, &err) == 0);
+        CHECK(c, hm_jobs_end(&jobs, id, HM_JOB_ANNOUNCED, &err) == 0);
+    }
+    CHECK(c, hm_jobs_begin(&jobs, "new", NULL, HM_JOB_ANNOUNCED, &err) == 0);
+    CHECK(c, hm_jobs_count(&jobs) == 1);
+
     /* A process's job from its /proc/PID/cgroup (the GPU source and the
      * application channel share this): any line, a path at or below the
      * job's cgroup, never a sibling whose name the job's is a prefix of;

@@ -240,18 +240,25 @@ static void test_jobs_and_cgroups(hm_test_counts *c)
     CHECK_NEAR(c, field(line, "io_write_bytes_per_s"), 200000.0, 1e-6); /* summed over devices */
     CHECK_NEAR(c, field(line, "mem_swap_bytes"), 0.0, 0);
 
-    /* The job's cgroup goes away: the Slurm job ends, sampling goes on. */
+    /* The job's cgroup goes away: the Slurm job ends, sampling goes on. It
+     * ran in this period, so its job line is written once more (jobs.h);
+     * its cgroup is no longer read. */
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf %s/sys/fs/cgroup/system.slice/slurmstepd.scope/job_1234",
              r.root);
     CHECK(c, run(cmd) == 0);
     const char *b2 = rig_sample(&r, c, 5000000000);
-    CHECK(c, !find_line(b2, "job,host=n1,job=1234", line, sizeof line));
-    CHECK(c, strstr(b2, "job=1234") == NULL);
+    CHECK(c, find_line(b2, "job,host=n1,job=1234", line, sizeof line));
+    CHECK(c, !find_line(b2, "cgroup,host=n1,job=1234", line, sizeof line));
     CHECK(c, find_line(b2, "job,host=n1,job=77", line, sizeof line));
-    CHECK(c, find_line(b2, "job,host=n1,job=77", line, sizeof line)); /* still sampling */
+    const char *b3 = rig_sample(&r, c, 7000000000);
+    CHECK(c, strstr(b3, "job=1234") == NULL);
+    CHECK(c, find_line(b3, "job,host=n1,job=77", line, sizeof line)); /* still sampling */
+    /* An announced job ended between two periods: its line once more, then none. */
     CHECK(c, hm_jobs_end(&r.jobs, "77", HM_JOB_ANNOUNCED, &err) == 0);
     CHECK(c, hm_jobs_count(&r.jobs) == 0);
+    CHECK(c, find_line(rig_sample(&r, c, 9000000000), "job,host=n1,job=77", line, sizeof line));
+    CHECK(c, !find_line(rig_sample(&r, c, 11000000000), "job,host=n1,job=77", line, sizeof line));
     rig_close(&r);
 }
 
@@ -266,9 +273,12 @@ static void test_slurm_scan_interval(hm_test_counts *c)
     snprintf(cmd, sizeof cmd, "rm -rf %s/sys/fs/cgroup/system.slice/slurmstepd.scope/job_1234",
              r.root);
     CHECK(c, run(cmd) == 0);
-    /* 2 s later: not listed again yet; 5 s after the last listing: gone. */
+    /* 2 s later: not listed again yet; 5 s after the last listing: found
+     * gone, its line written once more (it ended since the last one), then
+     * none. */
     CHECK(c, find_line(rig_sample(&r, c, 3000000000), "job,host=n1,job=1234", line, sizeof line));
-    CHECK(c, !find_line(rig_sample(&r, c, 6000000000), "job,host=n1,job=1234", line, sizeof line));
+    CHECK(c, find_line(rig_sample(&r, c, 6000000000), "job,host=n1,job=1234", line, sizeof line));
+    CHECK(c, !find_line(rig_sample(&r, c, 7000000000), "job,host=n1,job=1234", line, sizeof line));
     rig_close(&r);
 }
 

@@ -1,4 +1,6 @@
-/* jobs: which jobs run on this node. One `job` line per job per period.
+/* jobs: which jobs run on this node. One `job` line per job per period,
+ * from the period it began in to the period it ended in (jobs.h: a job
+ * that ended since the last lines is written once more).
  *
  * Jobs come from the control socket (`job begin`) and from Slurm's cgroup
  * v2 tree: <cgroup_root>/<slurm_dir>/job_<id>/ exists while job <id> has
@@ -128,15 +130,18 @@ static int jobs_sample(void *state, const hm_sample_ctx *ctx, hm_lp *out, hm_err
         s->scanned = true;
         s->last_scan_mono_ns = ctx->mono_ns;
     }
+    /* After the scan: a Slurm job found gone now ran in this period too, and
+     * the app lines of this batch were attributed to it before the scan. */
     for (size_t i = 0; i < HM_JOBS_MAX; i++) {
         const hm_job *j = &ctx->jobs->job[i];
-        if (!j->used)
+        if (!j->used && !j->ending)
             continue;
         hm_lp_begin(out, "job");
         hm_lp_tag(out, "job", j->id);
         hm_lp_field_i64(out, HM_M(JOB, active), 1);
         hm_lp_end(out);
     }
+    hm_jobs_written(ctx->jobs);
     return rc;
 }
 

@@ -7,8 +7,9 @@ The order matters and is the point of this module:
    mode) and wait for its first sample, so the job's first interval already
    has rates;
 2. ``job begin``; run the command in its own process group;
-3. wait for the sample that closes the interval the command ended in, then
-   ``job end`` and ``flush`` (the spool file is closed so ingest sees it);
+3. ``job end`` (the agent keeps the job for the period it ends in), wait
+   for the sample that closes that period, then ``flush`` (the spool file is
+   closed so ingest sees it);
 4. stop the agent if we started it;
 5. ingest the spool into the store and build the digest.
 
@@ -107,6 +108,8 @@ class Monitor:
         self.embedded: EmbeddedAgent | None = None
         self.mode = "none"
         self.period_s = (options.period_ms or DEFAULT_PERIOD_MS) / 1000.0
+        # The agent's own period, which it goes back to when the job ends.
+        self.node_period_s = self.period_s
         self.restore_period_ms: int | None = None
         # A standing agent refuses a user's node-wide `set period=`: the
         # period is then asked for the job alone once it is announced.
@@ -155,6 +158,8 @@ class Monitor:
         if spool and Path(spool).is_absolute() and Path(spool).is_dir():
             self.spool = Path(spool)
         want = self.options.period_ms
+        if current:
+            self.node_period_s = current / 1000.0
         if want is None:
             if current:
                 self.period_s = current / 1000.0
@@ -170,11 +175,11 @@ class Monitor:
                 else:
                     self.warn(f"cannot set the running agent's period: {exc}")
 
-    def _wait_sample(self, what: str) -> None:
+    def _wait_sample(self, what: str, period_s: float | None = None) -> None:
         if self.client is None:
             return
         try:
-            self.client.wait_for_next_sample(self.period_s)
+            self.client.wait_for_next_sample(period_s or self.period_s)
         except AgentError as exc:
             self.warn(f"{what}: {exc}")
 
@@ -213,11 +218,16 @@ class Monitor:
     def job_end(self, job: str) -> None:
         if self.client is None:
             return
-        # The interval in which the command ended belongs to the job: wait
-        # for the sample that closes it before ending the job.
-        self._wait_sample("waiting for the job's last sample")
+        # The interval in which the command ended belongs to the job: the
+        # agent keeps a job for the period it ends in (docs/agent.md, "Jobs"),
+        # so the job ends now and the sample that closes that period is its
+        # last. Ended after that sample, it would get one more period.
+        wait_s = self.period_s
         if self.job_ours:
             self._request(f"job end {job}")
+            # a job's `set job=` period is undone at its end
+            wait_s = max(wait_s, self.node_period_s)
+        self._wait_sample("waiting for the job's last sample", wait_s)
         if self.restore_period_ms is not None:
             self._request(f"set period={self.restore_period_ms}ms")
         self._request("flush")

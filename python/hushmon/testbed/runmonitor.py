@@ -166,9 +166,12 @@ class BedMonitor:
     def job_end(self, job: str) -> None:
         if self.slurm:
             self.slurm_jobs = self._wait_slurm_jobs()
-        self._wait_sample()
+        # The agents keep a job for the period it ends in (docs/agent.md,
+        # "Jobs"): ended now, as the command has, its last period is on
+        # record after the next sample (the Slurm epilog ended it already).
         if self.announced:
             self._each(f"job end {job}")
+        self._wait_sample()
         self._each("flush")
         if self.bed.spec.transport == "nats":
             # The digest reads the collector's store: every batch the agents
