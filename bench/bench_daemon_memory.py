@@ -21,8 +21,16 @@ a least-squares line through the samples between them in MiB per 10
 minutes, and its CPU share over that span; the load average before and
 after.
 
+With --memdump-every-s N, each side whose collector has the memory report
+(transport/memdump.py) has its summaries collector write one every N
+seconds (SIGUSR2; HUSHMON_TRACEMALLOC=1 in the environment adds Python's
+heap): the reports' headline figures are printed per side at the end, so
+that resident growth splits into glibc's heap, its free-but-kept bytes,
+Arrow's pool and DuckDB's buffer manager.
+
     .venv/bin/python bench/bench_daemon_memory.py [--agents 1000] [--minutes 20]
         [--baseline COMMIT] [--collectors 1] [--warmup-s 360] [--json FILE]
+        [--memdump-every-s N]
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -47,6 +56,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 from baseline import baseline_tree  # noqa: E402
 
 from hushmon.procstat import process_cpu_s, rss_kib  # noqa: E402
+
+# the memory report's lines that the summary keeps (memdump.py writes more)
+MEMDUMP_HEADLINES = ("report ", "resident by mapping", "glibc heap", "arrow pool", "duckdb buffer")
 
 # (daemon kind, words its command line holds), first match wins
 KINDS = (
@@ -106,6 +118,26 @@ class Series:
     kind: str
     pid: int
     samples: list[tuple[float, int, float]] = field(default_factory=list)
+    # memory reports (memdump.py): when the last was asked for, the log's
+    # offset read up to, and the report lines read
+    dumped_at: float = 0.0
+    log_offset: int = 0
+    dumps: list[str] = field(default_factory=list)
+
+    def read_dumps(self) -> None:
+        """The memdump lines its stderr (a log file) gained since the last read."""
+        try:
+            log = os.readlink(f"/proc/{self.pid}/fd/2")
+            with open(log, "rb") as f:
+                f.seek(self.log_offset)
+                text = f.read()
+        except OSError:
+            return
+        end = text.rfind(b"\n") + 1
+        self.log_offset += end
+        for line in text[:end].decode(errors="replace").splitlines():
+            if line.startswith("memdump: "):
+                self.dumps.append(line[len("memdump: ") :])
 
     def between(self, t0: float, t1: float) -> list[tuple[float, int, float]]:
         return [s for s in self.samples if t0 <= s[0] <= t1]
@@ -117,6 +149,7 @@ class Side:
     proc: subprocess.Popen[bytes]
     out: Path
     t0: float
+    dump_every_s: float = 0.0  # 0: no memory reports asked for
     daemons: dict[int, Series] = field(default_factory=dict)
 
     def sample(self) -> None:
@@ -131,9 +164,18 @@ class Side:
             kib = rss_kib(pid)
             if kib > 0:
                 d.samples.append((t, kib, process_cpu_s(f"/proc/{pid}/stat")))
+            if self.dump_every_s and d.kind == "summaries collector":
+                d.read_dumps()
+                # the first once it has run a minute (its handler is set by then)
+                first_s = d.samples[0][0] + min(60.0, self.dump_every_s)
+                if t >= (d.dumped_at + self.dump_every_s if d.dumped_at else first_s):
+                    d.dumped_at = t
+                    os.kill(pid, signal.SIGUSR2)
 
 
 def start_side(name: str, a: argparse.Namespace, tmp: Path, python: Path) -> Side:
+    # a tree whose collector has no SIGUSR2 handler would die of the signal
+    has_memdump = (python / "hushmon" / "transport" / "memdump.py").exists()
     out = tmp / f"{name}.txt"
     argv = [
         sys.executable,
@@ -152,7 +194,8 @@ def start_side(name: str, a: argparse.Namespace, tmp: Path, python: Path) -> Sid
     env = {**os.environ, "PYTHONPATH": str(python), "HUSHMON_BIN": bin_dir}
     with out.open("wb") as f:
         proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-    return Side(name, proc, out, time.monotonic())
+    dump_every_s = a.memdump_every_s if has_memdump else 0.0
+    return Side(name, proc, out, time.monotonic(), dump_every_s)
 
 
 def slope_mib_per_10min(samples: list[tuple[float, int, float]]) -> float:
@@ -196,6 +239,10 @@ def figures(
     return out, series
 
 
+def memdump_lines(side: Side) -> list[str]:
+    return [x for d in side.daemons.values() if d.kind == "summaries collector" for x in d.dumps]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--agents", type=int, default=1000)
@@ -205,11 +252,18 @@ def main() -> int:
     ap.add_argument("--warmup-s", type=float, default=360.0)
     ap.add_argument("--every-s", type=float, default=5.0)
     ap.add_argument("--json", metavar="FILE")
+    ap.add_argument(
+        "--memdump-every-s",
+        type=float,
+        default=0.0,
+        metavar="N",
+        help="a memory report from each side's summaries collector every N s (memdump.py)",
+    )
     a = ap.parse_args()
-    if a.agents < 2 or a.minutes * 60 <= a.warmup_s + 60 or a.every_s <= 0:
+    if a.agents < 2 or a.minutes * 60 <= a.warmup_s + 60 or a.every_s <= 0 or a.memdump_every_s < 0:
         print(
             "bench_daemon_memory: need --agents >= 2, --minutes past --warmup-s by a minute, "
-            "--every-s > 0",
+            "--every-s > 0, --memdump-every-s >= 0",
             file=sys.stderr,
         )
         return 2
@@ -266,6 +320,10 @@ def main() -> int:
                 else "-"
             )
         print(f"{n:<24}" + "".join(f"{c:>40}" for c in cells))
+    dumps = {s.name: memdump_lines(s) for s in sides if s.dump_every_s}
+    for name, lines in dumps.items():
+        print(f"# {name}: the summaries collector's memory reports (memdump.py), headlines")
+        print("\n".join(f"#   {x}" for x in lines if x.startswith(MEMDUMP_HEADLINES)))
     if a.json:
         Path(a.json).write_text(
             json.dumps(
@@ -274,6 +332,7 @@ def main() -> int:
                     "loadavg_end": loadavg(),
                     "sides": results,
                     "rss_mib_per_minute": {name: sr for name, (_, sr) in both.items()},
+                    "memdumps": dumps,
                 },
                 indent=1,
             )

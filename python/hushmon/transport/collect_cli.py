@@ -32,7 +32,8 @@ def register(subparsers: Any) -> None:
         "collectors write and readers read meanwhile, or an embedded DuckDB file "
         "(--db FILE.duckdb: this process only). A batch already stored (same host, epoch, seq) "
         "changes nothing. Runs until SIGTERM/SIGINT, or with --once until nothing is left. "
-        "docs/transport.md.",
+        "SIGUSR2 writes a memory report to stderr (HUSHMON_TRACEMALLOC=1 at start adds "
+        "Python's heap). docs/transport.md.",
     )
     p.add_argument("--url", required=True, help="NATS server URL (nats://host:4222)")
     add_data_dir_options(p)

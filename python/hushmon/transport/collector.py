@@ -39,6 +39,7 @@ from hushmon.transport.collect_store import (
 )
 from hushmon.transport.connect import reachable
 from hushmon.transport.forward import ForwardStats, LineForwarder
+from hushmon.transport.memdump import MemoryDump, start_tracing_if_asked
 from hushmon.transport.natsserver import (
     COLLECT_ACK_WAIT_S,
     COLLECT_RAW,
@@ -368,7 +369,36 @@ async def _pending(sub: Any) -> int:
     return int(info.num_pending) + int(info.num_ack_pending)
 
 
-async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectReport:
+def _containers(
+    store: CollectorStore | LakeCollectorStore, nc: Any, pulls: list[_Puller | None]
+) -> dict[str, int]:
+    """The sizes of what lives as long as the collector (memdump.py)."""
+    from hushmon.transport import summary_rows
+
+    sizes = {
+        "stats.log": len(store.stats.log),
+        "sensor_keys": len(summary_rows._keys),
+        "puller_msgs": sum(len(p._msgs) for p in pulls if p is not None),
+        "tasks": len(asyncio.all_tasks()),
+    }
+    if isinstance(store, LakeCollectorStore):
+        sizes["known_series"] = len(store.writer.known_series)
+        sizes["newest_seq"] = len(store.builder.newest_seq)
+        sizes["writer.reopens"] = store.writer.reopens
+    if nc is not None:
+        subs = list(nc._subs.values())
+        sizes["nats.subs"] = len(subs)
+        sizes["nats.sub_pending_msgs"] = sum(s._pending_queue.qsize() for s in subs)
+        sizes["nats.sub_pending_bytes"] = sum(s._pending_size for s in subs)
+        sizes["nats.pending_bytes"] = nc._pending_data_size
+        sizes["nats.resp_map"] = len(nc._resp_map)
+        sizes["nats.pongs"] = len(nc._pongs)
+    return sizes
+
+
+async def collect_async(
+    opts: CollectOptions, stop: asyncio.Event, memdump: MemoryDump | None = None
+) -> CollectReport:
     started = time.monotonic()
     cpu_started = time.process_time()
     report = CollectReport(url=opts.url, db=str(opts.db))
@@ -395,6 +425,11 @@ async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectRep
                 raise HushmonError("--engine c collects into a lake, without --forward-lp")
             fast = _FastRaw(opts, store)
         sum_pull = None if opts.raw_only else await _Puller(nc, SUM_STREAM, SUM_CONSUMER).start()
+        if memdump is not None:
+            memdump.containers = lambda: _containers(store, nc, [raw_pull, sum_pull])
+            memdump.connection = lambda: (
+                store.writer.con if isinstance(store, LakeCollectorStore) else store.con
+            )
         last_progress = time.monotonic()
         busy = False
         while not stop.is_set():
@@ -431,6 +466,8 @@ async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectRep
                 for m in sums:
                     await m.ack()
             busy = bool(took or sums)
+            if memdump is not None:
+                memdump.write_if_requested()  # between groups: no connection in use
             if busy:
                 await nc.flush()
             now = time.monotonic()
@@ -463,17 +500,21 @@ async def collect_async(opts: CollectOptions, stop: asyncio.Event) -> CollectRep
 
 def collect(opts: CollectOptions) -> CollectReport:
     """Runs until SIGTERM/SIGINT (finishing the group in hand) or, with
-    ``once``, until both consumers have nothing left."""
+    ``once``, until both consumers have nothing left. SIGUSR2 writes a
+    memory report to the progress stream (memdump.py)."""
+    start_tracing_if_asked()
+    memdump = MemoryDump(opts.progress or sys.stderr)
 
     async def main() -> CollectReport:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGUSR2, memdump.request)
         try:
-            return await collect_async(opts, stop)
+            return await collect_async(opts, stop, memdump)
         finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2):
                 loop.remove_signal_handler(sig)
 
     return asyncio.run(main())

@@ -1,0 +1,247 @@
+"""A running collector's memory, on request: ``kill -USR2 PID`` writes one
+report to its log (stderr), between two groups.
+
+What it says, so that a growing resident size can be split into its parts:
+the kernel's view (VmRSS as anonymous, file-backed and shared pages),
+glibc's heap (``mallinfo2``: bytes handed out and bytes free but kept),
+DuckDB's buffer manager per tag (``duckdb_memory()``) and its settings that
+bound it, Python's heap (``tracemalloc``: the top allocation sites by size
+and their growth since the last report, only when the process was started
+with ``HUSHMON_TRACEMALLOC=1``: tracing costs CPU on every allocation), the
+garbage collector's counts, and the sizes of the collector's long-lived
+containers. docs/transport.md, "Memory over time", says how to read it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+import os
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+import duckdb
+
+TRACE_ENV = "HUSHMON_TRACEMALLOC"
+# frames kept per traced allocation: enough to tell a caller of DuckDB's
+# Python API from one of nats-py's, cheap enough to leave on for an hour
+TRACE_FRAMES = 4
+TOP_SITES = 12
+_STATUS_FIELDS = ("VmRSS", "RssAnon", "RssFile", "RssShmem", "VmHWM")
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+            "fsmblks", "uordblks", "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+def _libc() -> Any:
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+
+
+def start_tracing_if_asked() -> bool:
+    """tracemalloc on when HUSHMON_TRACEMALLOC=1 (before the work starts, so
+    that what the collector holds is traced from its first allocation)."""
+    if os.environ.get(TRACE_ENV, "") not in ("", "0") and not tracemalloc.is_tracing():
+        tracemalloc.start(TRACE_FRAMES)
+    return tracemalloc.is_tracing()
+
+
+def status_kib() -> dict[str, int]:
+    """The resident fields of /proc/self/status, in KiB."""
+    out: dict[str, int] = {}
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name in _STATUS_FIELDS:
+                out[name] = int(value.split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
+def malloc_mib() -> dict[str, float] | None:
+    """glibc's heap: in use (small blocks and mmapped ones) and free but
+    kept, over every arena; None where mallinfo2 is missing (musl, glibc
+    before 2.33)."""
+    fn = getattr(_LIBC, "mallinfo2", None) if _LIBC is not None else None
+    if fn is None:
+        return None
+    fn.restype = _MallInfo2
+    m = fn()
+    mib = 1 << 20
+    return {
+        "in_use": (m.uordblks + m.hblkhd) / mib,
+        "free_kept": m.fordblks / mib,
+        "arena": m.arena / mib,
+        "mmapped": m.hblkhd / mib,
+    }
+
+
+def mappings_mib() -> dict[str, float]:
+    """Resident MiB of the process's mappings by kind (/proc/self/smaps):
+    glibc's main heap, anonymous mappings (glibc's other arenas, large
+    blocks, Python's object arenas, Arrow's allocator), stacks, and files
+    (the libraries: DuckDB's alone is ~60 MiB)."""
+    kinds = {"heap": 0, "anon": 0, "stack": 0, "file": 0}
+    kind = "anon"
+    try:
+        with open("/proc/self/smaps") as f:
+            for line in f:
+                first = line.split(maxsplit=6)
+                if not first:
+                    continue
+                if "-" in first[0] and len(first) >= 5 and ":" not in first[0]:
+                    path = first[5].strip() if len(first) > 5 else ""
+                    kind = (
+                        "heap"
+                        if path == "[heap]"
+                        else "stack"
+                        if path.startswith("[stack")
+                        else "anon"
+                        if not path or path.startswith("[")
+                        else "file"
+                    )
+                elif first[0] == "Rss:":
+                    kinds[kind] += int(first[1])
+    except (OSError, ValueError, IndexError):
+        return {}
+    return {k: v / 1024 for k, v in kinds.items()}
+
+
+def arrow_mib() -> str:
+    """Arrow's default pool: its allocator, bytes allocated now and at most."""
+    import pyarrow as pa
+
+    pool = pa.default_memory_pool()
+    return (
+        f"arrow pool {pool.backend_name}: allocated {pool.bytes_allocated() / (1 << 20):.1f} "
+        f"MiB, max {pool.max_memory() / (1 << 20):.1f}"
+    )
+
+
+def malloc_trim() -> bool:
+    """Gives glibc's free pages back to the kernel; False where it cannot."""
+    fn = getattr(_LIBC, "malloc_trim", None) if _LIBC is not None else None
+    return bool(fn(0)) if fn is not None else False
+
+
+def duckdb_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """duckdb_memory()'s tags that hold anything, and the settings that bound them."""
+    try:
+        rows = con.execute(
+            "SELECT tag, memory_usage_bytes, temporary_storage_bytes FROM duckdb_memory() "
+            "WHERE memory_usage_bytes > 0 OR temporary_storage_bytes > 0 ORDER BY 2 DESC"
+        ).fetchall()
+        settings = con.execute(
+            "SELECT name, value FROM duckdb_settings() WHERE name IN "
+            "('memory_limit', 'enable_external_file_cache', 'allocator_flush_threshold')"
+        ).fetchall()
+    except duckdb.Error as exc:
+        return [f"duckdb: not read ({str(exc).splitlines()[0][:120]})"]
+    total = sum(int(r[1]) for r in rows) / (1 << 20)
+    tags = ", ".join(f"{t} {int(b) / (1 << 20):.1f}" for t, b, _ in rows) or "nothing"
+    return [
+        f"duckdb buffer manager {total:.1f} MiB: {tags}",
+        "duckdb settings: " + ", ".join(f"{n}={v}" for n, v in settings),
+    ]
+
+
+class MemoryDump:
+    """One report per request; the Python heap's growth is against the
+    previous report's snapshot (the first: against the process's start)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        # set by the owner once it has them: its long-lived containers'
+        # sizes, and its DuckDB connection (read only between its transactions)
+        self.containers: Callable[[], dict[str, int]] = dict
+        self.connection: Callable[[], duckdb.DuckDBPyConnection | None] = lambda: None
+        self.requested = False
+        self.reports = 0
+        self._started = time.monotonic()
+        self._last: tracemalloc.Snapshot | None = None
+
+    def request(self) -> None:
+        """The signal handler's part: the report is written at the next
+        point where no group is being stored (write_if_requested)."""
+        self.requested = True
+
+    def write_if_requested(self) -> None:
+        if self.requested:
+            self.requested = False
+            self.write()
+
+    def write(self) -> None:
+        self.reports += 1
+        lines = self.lines()
+        print("\n".join(f"memdump: {line}" for line in lines), file=self.out, flush=True)
+
+    def lines(self) -> list[str]:
+        up_s = time.monotonic() - self._started
+        st = status_kib()
+        out = [
+            f"report {self.reports} at {up_s:.0f} s, pid {os.getpid()}: "
+            + ", ".join(f"{k} {v / 1024:.1f}" for k, v in st.items())
+            + " MiB"
+        ]
+        maps = mappings_mib()
+        out.append("resident by mapping MiB: " + ", ".join(f"{k} {v:.1f}" for k, v in maps.items()))
+        heap = malloc_mib()
+        if heap is not None:
+            out.append("glibc heap MiB: " + ", ".join(f"{k} {v:.1f}" for k, v in heap.items()))
+        out.append(arrow_mib())
+        con = self.connection()
+        if con is not None:
+            out += duckdb_lines(con)
+        out.append(f"gc: counts {gc.get_count()}, objects {len(gc.get_objects())}")
+        sizes = self.containers()
+        out.append("containers: " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
+        out += self._python_heap()
+        return out
+
+    def _python_heap(self) -> list[str]:
+        if not tracemalloc.is_tracing():
+            return [f"python heap: not traced (start with {TRACE_ENV}=1)"]
+        snap = tracemalloc.take_snapshot().filter_traces(
+            (tracemalloc.Filter(False, tracemalloc.__file__),)
+        )
+        traced, peak = tracemalloc.get_traced_memory()
+        out = [f"python heap traced {traced / (1 << 20):.1f} MiB (peak {peak / (1 << 20):.1f})"]
+        out.append("top sites by size:")
+        out += [f"  {_site(s)}" for s in snap.statistics("lineno")[:TOP_SITES]]
+        if self._last is not None:
+            grew = [d for d in snap.compare_to(self._last, "lineno") if d.size_diff > 0]
+            out.append("top growth since the last report:")
+            out += [
+                f"  {d.size_diff / 1024:+.0f} KiB ({d.count_diff:+d} blocks) {_where(d.traceback)}"
+                for d in grew[:TOP_SITES]
+            ]
+        self._last = snap
+        return out
+
+
+def _site(s: tracemalloc.Statistic) -> str:
+    return f"{s.size / 1024:.0f} KiB in {s.count} blocks {_where(s.traceback)}"
+
+
+def _where(tb: tracemalloc.Traceback) -> str:
+    frame = tb[0]
+    parts = Path(frame.filename).parts
+    return f"{'/'.join(parts[-3:])}:{frame.lineno}"
