@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from hushmon.digest.factors import parameters
+from hushmon.digest.factors.io_bound import FACTOR as IO_BOUND
 from hushmon.paths import REPO_ROOT, build_bin_dir
 from hushmon.testbed import bedlock
 from hushmon.testbed.spec import FABRIC_NETNS, NETNS_PREFIX, uplink_ports
@@ -82,7 +83,8 @@ class Case:
     limited: tuple[str, ...]  # srun options, program, its options
     removed: tuple[str, ...]
     bed_removed: tuple[str, ...] | None = None  # another bed for the second run
-    title: str = ""  # only the finding with this title (e.g. the memory one of disk_swap)
+    # only the findings with one of these titles (the memory one of disk_swap, not its disk one)
+    titles: tuple[str, ...] = ()
     own: bool = True  # one of build/bin's programs (their --json summary has time_s)
     inputs: tuple[str, ...] = ()  # files of bench/inputs copied into the run's folder (its cwd)
     # a noisy neighbour: node-exec NODE PROGRAM ARGS... running through the first run only
@@ -144,15 +146,19 @@ CASES = {
         ("-N", "4", *_butterfly(3, 3, 2000, ("--imbalance", "2"))),
         ("-N", "4", *_butterfly(3, 3, 4000)),
     ),
+    # Raising the limit keeps the data in the page cache: it removes both the memory
+    # finding and the tasks' waiting for the disk (io_bound: "give the node more page
+    # cache"), so both predict; the larger estimate is judged. The limit binds: the
+    # node's cgroup holds 420 MiB of page cache at 99.9 % of its 512 MiB (10:11 UTC).
     "memory": Case(
         "memory",
         "outofcore, 1 GiB of data under a 512 MiB node limit -> the limit raised to 3 GiB",
-        ("disk_swap",),
+        ("disk_swap", "io_bound"),
         ("--nodes", "1", "--racks", "1", "--node-memory", "512M"),
         OUTOFCORE_1G,
         OUTOFCORE_1G,  # the same run; only the node's memory limit changes
         bed_removed=("--nodes", "1", "--racks", "1", "--node-memory", "3G"),
-        title="Memory at its limit: data streams through the disk",
+        titles=("Memory at its limit: data streams through the disk", IO_BOUND.title),
     ),
     # EP (2^28 pairs, one reduction at the end) instead of matmul --size 1024 (until
     # 2026-11-27): its ranks compute without waiting for each other, so a second rank
@@ -514,7 +520,7 @@ def predicted(case: Case, digest: dict[str, Any]) -> tuple[str, str, float | Non
         for f in digest["findings"]
         if f["factor"] in case.factors
         and f["severity"] != "info"
-        and (not case.title or f["title"] == case.title)
+        and (not case.titles or f["title"] in case.titles)
     ]
     if not found:
         return "no finding", "-", None, None
