@@ -25,12 +25,10 @@
  * pattern its sender wrote; random_access, each unit applies its stream of
  * updates twice (XOR undoes itself), so the table must be back to its
  * initial contents after the phase. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "app_common.h"
 #include "hushmon.h"
@@ -48,7 +46,6 @@ typedef struct phases_params {
     int64_t table_bytes;
     int64_t updates;
     int64_t small_bytes;
-    double linger_s;
     bool corrupt;
 } phases_params;
 
@@ -404,17 +401,9 @@ static int phases_run(const app_context *ctx, const void *data, app_result *resu
         run_phase(ctx, p, &m, kinds[i], last, &t);
     }
     buffers_free(&m);
-    /* The agent reads the app socket once a period and stamps what it read
-     * with that period; the job's periods end when Slurm's epilog ends it on
-     * the node. A program that exits right after its last phase has that
-     * phase read in the period after the job's last one, outside the job's
-     * data: staying a period longer keeps it inside. */
-    if (p->linger_s > 0) {
-        const int64_t ns = (int64_t)(p->linger_s * 1e9);
-        struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-        }
-    }
+    /* The program may exit right after its last phase: the agent reads what
+     * it sent when the job ends on the node and keeps the job for that
+     * period (docs/agent.md, "Jobs"). */
 
     int64_t busy_ns = 0, wrong = 0;
     for (int k = 0; k < PH_KINDS; k++) {
@@ -450,7 +439,6 @@ int main(int argc, char **argv)
         .table_bytes = 128 << 20,
         .updates = 1 << 20,
         .small_bytes = 8,
-        .linger_s = 1.0,
     };
     app_option options[] = {
         APP_STRING("order", &params.order, "LIST",
@@ -467,9 +455,6 @@ int main(int argc, char **argv)
                  "random updates per unit (applied twice: XOR undoes itself)"),
         APP_SIZE("small-bytes", &params.small_bytes, 8, 65536, "B",
                  "bytes per rank pair in the small all-to-alls (latency-bound)"),
-        APP_DOUBLE("linger-s", &params.linger_s, 0.0, 60.0, "S",
-                   "seconds to stay after the last phase, at least the agent's period, so "
-                   "the agent reads the last phase while the job still runs"),
         APP_FLAG("corrupt", &params.corrupt,
                  "(testing) rank 0 damages one result of each phase's last run, to show the "
                  "checks catch it"),

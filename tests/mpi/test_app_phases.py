@@ -29,12 +29,10 @@ PHASES = ["solve", "transpose", "random_access", "alltoall"]
 # small units, so that a phase of 0.3 s holds several even on a loaded box
 SMALL = ["--solve-n", "96", "--transpose-bytes", "64K", "--table-bytes", "4M", "--updates",
          "16K"]  # fmt: skip
-# without an agent nothing needs the second after the last phase (--linger-s)
-QUICK = [*SMALL, "--linger-s", "0"]
 
 
 def _summary(mpirun: MpiRun, *args: str) -> dict[str, Any]:
-    out = mpirun(2, "phases", *QUICK, *args, "--json", "-", timeout=90)
+    out = mpirun(2, "phases", *SMALL, *args, "--json", "-", timeout=90)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -65,7 +63,7 @@ def test_order_repeats_and_leaves_out_phases(mpirun: MpiRun) -> None:
 def test_corrupt_is_caught_in_each_phase(mpirun: MpiRun) -> None:
     # rank 0 damages one result of each phase: a solution, a transposed block, a
     # table entry, a small block; each phase's check finds its own
-    out = mpirun(2, "phases", *QUICK, "--phase-s", "0", "--corrupt", "--json", "-", timeout=90)
+    out = mpirun(2, "phases", *SMALL, "--phase-s", "0", "--corrupt", "--json", "-", timeout=90)
     assert out.returncode == 1, out.stderr
     doc = json.loads(out.stdout)
     assert {k: doc["metrics"][f"{k}_failures"] for k in PHASES} == dict.fromkeys(PHASES, 1)
@@ -73,7 +71,7 @@ def test_corrupt_is_caught_in_each_phase(mpirun: MpiRun) -> None:
 
 
 def test_bad_order_fails_on_every_rank(mpirun: MpiRun) -> None:
-    out = mpirun(2, "phases", "--order", "solve,sort", "--linger-s", "0", timeout=60)
+    out = mpirun(2, "phases", "--order", "solve,sort", timeout=60)
     assert out.returncode == 2
     assert "phases: --order: 'sort' is not a phase" in out.stderr
     assert "Traceback" not in out.stderr

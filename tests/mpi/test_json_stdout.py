@@ -426,8 +426,6 @@ PROGRAM_CASES: dict[str, tuple[int | None, list[str], str]] = {
             "1M",
             "--updates",
             "1K",
-            "--linger-s",
-            "0",
         ],
         "phases: 2 ranks",
     ),

@@ -29,6 +29,11 @@ The bed's nodes share this machine's CPUs, so the CPU phases' main limit
 is often the CPU-sharing finding; that is the bed's truth, not the
 program's, and the test does not assert it.
 
+The program exits right after its last phase (no second of lingering): the
+agent keeps the job for the period the epilog ends it in, so alltoall's
+record, read at the job's end, is in the job's last period (docs/agent.md,
+"Jobs"; before, that phase was missing from the digest).
+
 Run under the bed lock (flock /tmp/hushmon-bed.lock); about 45 s of bed
 time (up 4 s, job and digest 35 s, down 4 s)."""
 
@@ -94,6 +99,8 @@ def test_the_phases_are_the_programs_in_order(phases_run: tuple) -> None:
         # period, and where two phases both fill a boundary period to half the
         # shorter one takes it (9 and 11 seen at 07:55)
         assert 8 <= p["periods"] <= 12 and not p["not_analyzed"], p
+    # the last phase, ended as the program exits, is analyzed like the others
+    assert _named(digest)["alltoall"]["main_limit"] is not None, _named(digest)["alltoall"]
     assert "phases (libhushmon):" in stderr
 
 
@@ -118,7 +125,12 @@ def test_the_other_phases_are_not_network_bound(phases_run: tuple) -> None:
     the transpose beside the solve gave it a [low] topology finding (0-8 %,
     07:26); at 07:59 the alltoall phase (0.4 MB/s of 8-byte messages) had a
     [medium] topology finding of 0-26 %, reported to the topology factor's
-    owner (no uplink ran near its capacity in that phase)."""
+    owner (no uplink ran near its capacity in that phase). At 10:20 (load 7-17)
+    the transpose's last period was counted random_access's (transpose 9
+    periods, random_access 10): with the CPU finding [low] at 0 %, the main
+    limit of random_access was [low] network bandwidth 5-9 % from that one
+    period (message_periods 1). Such a boundary finding is allowed; the
+    network named from a phase's own periods, or above [low], is not."""
     digest, _, _ = phases_run
     spans = {p["name"]: p["spans"] for p in digest["phases"]["phases"]}
     not_limits = {
@@ -130,7 +142,12 @@ def test_the_other_phases_are_not_network_bound(phases_run: tuple) -> None:
     for name, factors in not_limits.items():
         phase = _named(digest)[name]
         main = phase["main_limit"]
-        assert main is None or main["factor"] not in factors, (name, main, spans)
+        boundary = (
+            main is not None
+            and main["severity"] == "low"
+            and main.get("evidence", {}).get("message_periods", 99) <= 1
+        )
+        assert main is None or main["factor"] not in factors or boundary, (name, main, spans)
 
 
 class _Rows(HTMLParser):
