@@ -67,7 +67,7 @@ from hushmon.digest.factors import parameters
 from hushmon.digest.factors.io_bound import FACTOR as IO_BOUND
 from hushmon.paths import REPO_ROOT, build_bin_dir
 from hushmon.testbed import bedlock
-from hushmon.testbed.spec import FABRIC_NETNS, NETNS_PREFIX, uplink_ports
+from hushmon.testbed.spec import FABRIC_NETNS, NETNS_PREFIX, parse_bytes, uplink_ports
 
 HUSHMON = [sys.executable, "-m", "hushmon.cli"]
 DATA_PARENT = Path("/var/tmp")  # nodes have a private /tmp: the runs' files live here
@@ -89,6 +89,9 @@ class Case:
     inputs: tuple[str, ...] = ()  # files of bench/inputs copied into the run's folder (its cwd)
     # a noisy neighbour: node-exec NODE PROGRAM ARGS... running through the first run only
     neighbour: tuple[str, ...] = ()
+    # the nodes' memory limit through the second run only (set on the same bed, so the
+    # runs alternate: a load swing lands on both, as with a case on one bed)
+    memory_removed: str = ""
 
 
 def _butterfly(rounds: int, cycles: int, compute_ms: int, extra: tuple[str, ...] = ()) -> tuple:
@@ -157,8 +160,11 @@ CASES = {
         ("--nodes", "1", "--racks", "1", "--node-memory", "512M"),
         OUTOFCORE_1G,
         OUTOFCORE_1G,  # the same run; only the node's memory limit changes
-        bed_removed=("--nodes", "1", "--racks", "1", "--node-memory", "3G"),
         titles=("Memory at its limit: data streams through the disk", IO_BOUND.title),
+        # on the same bed: with a second bed (until 10:30 UTC) the 3 GiB runs came
+        # after the 512 MiB ones, and a load falling from 22 to 10 between them
+        # measured 37 % where the same bed at load 3-7 measured 25 %
+        memory_removed="3G",
     ),
     # EP (2^28 pairs, one reduction at the end) instead of matmul --size 1024 (until
     # 2026-11-27): its ranks compute without waiting for each other, so a second rank
@@ -461,6 +467,46 @@ def neighbour(command: tuple[str, ...]) -> Iterator[None]:
                 proc.wait()
 
 
+@contextmanager
+def node_memory(limit: str) -> Iterator[None]:
+    """The bed's nodes' memory limit (their cgroups') set to ``limit`` while the body
+    runs, the bed's own after it (its page cache freed: outofcore unlinks its file)."""
+    if not limit:
+        yield
+        return
+    from hushmon.testbed.state import load
+
+    bed_state = load()
+    if bed_state is None:
+        fail("no test bed to set the nodes' memory limit on")
+    assert bed_state is not None
+    layout = bed_state.cgroups
+    name, base = (
+        ("memory.limit_in_bytes", layout.bases.get("memory"))
+        if layout.version == 1
+        else ("memory.max", layout.bases.get("unified"))
+    )
+    if base is None:
+        fail("the bed's cgroups have no memory controller")
+    assert base is not None
+    files = [base / n.name / name for n in bed_state.nodes()]
+    own = {f: f.read_text().strip() for f in files}
+
+    def write(f: Path, value: str) -> None:
+        try:
+            f.write_text(value)
+        except OSError as exc:
+            fail(f"setting {f} to {value}: {exc.strerror}")
+
+    for f in files:
+        write(f, str(parse_bytes(limit)))
+    try:
+        yield
+    finally:
+        for f, value in own.items():
+            write(f, value)
+
+
 def _opt(options: tuple[str, ...], name: str, default: int) -> int:
     return int(options[options.index(name) + 1]) if name in options else default
 
@@ -581,7 +627,8 @@ def run_case(case: Case, data: Path, lock: Path | None, wait_s: float, repeat: i
 
     def second_run(i: int, bed_options: tuple[str, ...]) -> RunResult:
         label = f"{case.name}-b{i}"
-        return run_job(data, case.removed, label, bed_options, case.own, case.inputs)
+        with node_memory(case.memory_removed):
+            return run_job(data, case.removed, label, bed_options, case.own, case.inputs)
 
     with bed_lock(lock, wait_s):
         load_before = loadavg()
