@@ -129,8 +129,9 @@ def test_the_other_phases_are_not_network_bound(phases_run: tuple) -> None:
     the transpose's last period was counted random_access's (transpose 9
     periods, random_access 10): with the CPU finding [low] at 0 %, the main
     limit of random_access was [low] network bandwidth 5-9 % from that one
-    period (message_periods 1). Such a boundary finding is allowed; the
-    network named from a phase's own periods, or above [low], is not."""
+    period (message_periods 1); at 10:39 solve's, from the transpose's
+    first. Such a boundary finding is allowed; the network named from a
+    phase's own periods, or above [low], is not."""
     digest, _, _ = phases_run
     spans = {p["name"]: p["spans"] for p in digest["phases"]["phases"]}
     not_limits = {
