@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import signal
 import sys
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
@@ -310,6 +312,26 @@ class _Puller:
             )
 
 
+class _StoreThread:
+    """The one thread that runs the store's work (every transaction, every
+    Arrow table and DuckDB call of it), instead of asyncio's default pool,
+    which hands successive calls to up to cores + 4 threads: glibc gives
+    each thread an arena of its own and Arrow's allocator a heap, each
+    holding the high-water mark of the groups it ran and fragmenting on its
+    own (docs/transport.md, "Memory over time"). One thread is all the store
+    needs: its calls are awaited one at a time."""
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hm-store")
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
 def _open_store(opts: CollectOptions) -> CollectorStore | LakeCollectorStore:
     """A lake (a ``*.lake`` folder) or the embedded DuckDB file."""
     if is_lake(opts.db):
@@ -335,10 +357,13 @@ class _FastRaw:
     """The C raw path (fastcollect.FastSource) in the collector's loop: the
     same fetch, store, in-progress and ack steps as the Python path."""
 
-    def __init__(self, opts: CollectOptions, store: LakeCollectorStore) -> None:
+    def __init__(
+        self, opts: CollectOptions, store: LakeCollectorStore, store_thread: _StoreThread
+    ) -> None:
         from hushmon.transport.fastcollect import FastSource
 
         self.store = store
+        self.store_thread = store_thread
         self.source = FastSource(opts.url, max_batch_bytes=opts.max_batch_bytes)
         self.source.note_stored(store.writer.newest_seqs())
 
@@ -347,7 +372,9 @@ class _FastRaw:
         group = await asyncio.to_thread(self.source.fetch_group, max_msgs, FETCH_MAX_BYTES, wait_s)
         messages = self.source.messages
         if messages:
-            work = asyncio.ensure_future(asyncio.to_thread(self.store.write_group, group, messages))
+            work = asyncio.ensure_future(
+                self.store_thread.run(self.store.write_group, group, messages)
+            )
             while not (await asyncio.wait({work}, timeout=every_s))[0]:
                 self.source.in_progress()
             work.result()
@@ -402,7 +429,14 @@ async def collect_async(
     started = time.monotonic()
     cpu_started = time.process_time()
     report = CollectReport(url=opts.url, db=str(opts.db))
-    store = _open_store(opts)  # a bad --db fails before connecting
+    store_thread = _StoreThread()
+    try:
+        # a bad --db fails before connecting; opened on the store's thread
+        # like everything else it allocates
+        store = await store_thread.run(_open_store, opts)
+    except BaseException:
+        store_thread.close()
+        raise
     report.stats = store.stats
     forwarder = LineForwarder(opts.forward_lp) if opts.forward_lp else None
     nc = None
@@ -423,7 +457,7 @@ async def collect_async(
         if opts.engine == "c" and raw_sub is not None:
             if not isinstance(store, LakeCollectorStore) or forwarder is not None:
                 raise HushmonError("--engine c collects into a lake, without --forward-lp")
-            fast = _FastRaw(opts, store)
+            fast = _FastRaw(opts, store, store_thread)
         sum_pull = None if opts.raw_only else await _Puller(nc, SUM_STREAM, SUM_CONSUMER).start()
         if memdump is not None:
             memdump.containers = lambda: _containers(store, nc, [raw_pull, sum_pull])
@@ -443,7 +477,7 @@ async def collect_async(
                 took = len(raw)
             if raw:
                 stored = await _in_progress_while(
-                    asyncio.to_thread(store.write_raw, [_message(m) for m in raw]),
+                    store_thread.run(store.write_raw, [_message(m) for m in raw]),
                     raw,
                     progress_every_s,
                 )
@@ -459,7 +493,7 @@ async def collect_async(
                 )
             if sums:
                 await _in_progress_while(
-                    asyncio.to_thread(store.write_summaries, [_message(m) for m in sums]),
+                    store_thread.run(store.write_summaries, [_message(m) for m in sums]),
                     sums,
                     progress_every_s,
                 )
@@ -492,7 +526,8 @@ async def collect_async(
             await _close_quietly(nc)
         if forwarder is not None:
             report.forward = forwarder.close()
-        store.close()
+        await store_thread.run(store.close)
+        store_thread.close()
         report.seconds = time.monotonic() - started
         report.cpu_seconds = time.process_time() - cpu_started
     return report

@@ -54,6 +54,7 @@ from hushmon.errors import HushmonError
 from hushmon.store.lake import CommitStats, lake_commit, open_lake
 from hushmon.store.lake_add_files import FileWriter, PendingFile, register
 from hushmon.transport.collect_records import Event
+from hushmon.transport.memdump import malloc_trim
 from hushmon.transport.raw_group import RawGroup
 
 # HUSHMON_COLLECT_FAULT=exit-after-commit:N (or exit-before-commit:N): the
@@ -78,6 +79,11 @@ class Fault:
 # reopen cost 0.8 s of CPU here (DuckDB's extensions loaded again; load 19):
 # at a commit a second, 0.3 % of a core.
 REOPEN_EVERY_COMMITS = 256
+
+# DuckDB's buffer manager bound for a collector's lake connection (its
+# default is 80 % of the machine's memory); the embedded store's is the same
+# (collect_store.COLLECT_MEMORY_MIB). A group needs a few MiB of it.
+LAKE_MEMORY_MIB = 512
 
 # How far back a starting collector looks for the newest seq per (host, epoch).
 NEWEST_SEQ_DAYS = 2
@@ -155,6 +161,7 @@ class LakeWriter:
         # 1.4-2.3x more batches per CPU-second. A site scales out with more
         # collector processes instead.
         con.execute("SET threads = 1").fetchall()
+        con.execute(f"SET memory_limit = '{LAKE_MEMORY_MIB}MiB'").fetchall()
         return con
 
     def close(self) -> None:
@@ -180,6 +187,9 @@ class LakeWriter:
         self.reopens += 1
         with contextlib.suppress(duckdb.Error):
             old.close()
+        # the closed database's memory, freed, back to the kernel: glibc
+        # keeps freed pages of its arenas otherwise (docs/transport.md)
+        malloc_trim()
 
     def newest_seqs(self) -> dict[tuple[str, int], int]:
         """The newest seq stored per (host, epoch), by any collector, among
