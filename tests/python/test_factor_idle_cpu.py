@@ -127,3 +127,18 @@ def test_the_jobs_nodes_on_one_machine_share_its_idle_cpus(tmp_path: Path) -> No
 def test_without_the_jobs_own_cpu_time_no_estimate(tmp_path: Path) -> None:
     f = _shared(_job(tmp_path, 40.0, 1, 100.0, procio=False))
     assert f.loss is None and "procio" in f.loss_unknown
+
+
+def test_idle_cpus_low_end_counts_only_the_periods_the_job_computed(tmp_path: Path) -> None:
+    # 1 task at a whole CPU of the node's 2, the machine's other CPU idle: the node
+    # idles 50 % throughout, but in the last periods the job waits (2 % of a CPU), and
+    # a second rank would not shorten those: the low end counts the idle time of the
+    # computing periods only (the bench's idle-cpu case: 35-49 % predicted, 43 % saved
+    # where the earlier rule said 49-49 %); the high end stays all of it
+    job = _job(tmp_path, 100.0, 1, 50.0)
+    (f,) = idle_cpu.FACTOR.analyze(job, parameters()["idle_cpu"])
+    assert f.title == idle_cpu.IdleCpu.title
+    assert f.loss is not None
+    assert f.loss.high_share == pytest.approx(0.5, abs=0.01)
+    assert f.loss.low_share == pytest.approx(0.5 * COMPUTING, abs=0.01)
+    assert any("in which the job computed" in a for a in f.loss.assumptions)

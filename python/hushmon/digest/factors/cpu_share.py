@@ -102,6 +102,19 @@ def _job_matrix(job: JobData, name: str) -> np.ndarray | None:
     return None
 
 
+def computing_periods(job: JobData, params: Mapping[str, Any]) -> np.ndarray | None:
+    """Per node and period, whether the job computed: its tasks' CPU use (``procio``)
+    at least ``cpu_bound_share`` of the node's usual (90th percentile). More ranks or
+    CPUs shorten only these periods, not srun's launch nor a wait for messages or I/O.
+    None where the job's own CPU time was not read."""
+    cpu = _job_matrix(job, "procio.cpu_pct")
+    if cpu is None or cpu.shape[1] == 0:
+        return None
+    u = np.nan_to_num(cpu) / 100.0  # no tasks read (the launch, the end): not computing
+    usual = np.quantile(u, 0.9, axis=1, keepdims=True)
+    return (u >= float(params["cpu_bound_share"]) * usual) & (usual >= 0.05)
+
+
 def idle_cpu_saving(job: JobData, params: Mapping[str, Any]) -> IdleCpuSaving | str:
     """The high end of what a rank per node CPU would save (the module's words), or
     why it cannot be told."""
@@ -114,16 +127,16 @@ def idle_cpu_saving(job: JobData, params: Mapping[str, Any]) -> IdleCpuSaving | 
         return "the job's own CPU time and tasks (procio) were not read"
     if cpus_m is None or host_busy is None or not host_cpus:
         return "the node's or the machine's CPU count or the machine's busy CPUs are not known"
-    bound = float(params["cpu_bound_share"])
     u_all = np.nan_to_num(cpu) / 100.0
-    n = u_all.shape[1]
+    computing_all = computing_periods(job, params)
+    if computing_all is None:
+        return "the job has no periods"
     on_machine = len(job.hosts) if shared_host(job)[0] else 1
     best: IdleCpuSaving | None = None
     for i, host in enumerate(job.hosts):
-        usual = float(np.quantile(u_all[i], 0.9)) if n else 0.0
-        computing = u_all[i] >= bound * usual
+        computing = computing_all[i]
         c = float(np.nanmedian(cpus_m[i])) if np.isfinite(cpus_m[i]).any() else 0.0
-        if usual < 0.05 or c <= 0 or not computing.any():
+        if c <= 0 or not computing.any():
             return f"the job hardly used {host}'s CPUs: more of them would not help"
         u = float(np.mean(u_all[i][computing]))
         with np.errstate(all="ignore"):

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from hushmon.digest.factors.base import Finding, Loss, longest_run, span_of
-from hushmon.digest.factors.cpu_share import idle_cpu_saving
+from hushmon.digest.factors.cpu_share import computing_periods, idle_cpu_saving
 from hushmon.digest.jobdata import JobData
 from hushmon.digest.resolution import ACROSS_NODES
 
@@ -114,8 +114,25 @@ class IdleCpu:
         long_share = float(np.mean(over)) if over.size else 0.0
         with np.errstate(all="ignore"):
             idle_in_long = float(np.nanmean(per_time[over])) / 100 if over.any() else 0.0
+        low = long_share * idle_in_long
+        computing = computing_periods(job, params)
+        reclaimed = "only the stretches of long idleness can be reclaimed (low end)"
+        if computing is not None and computing.shape == waiting.shape and over.any():
+            # more ranks or threads shorten the periods the job computed in, not srun's
+            # launch nor its waits: the low end counts a node's idle time only there
+            # (the bed's idle-cpu case: 8 periods, 1 rank at a whole CPU of 2; the launch
+            # and end periods idle too: 49 % idle, 35 % in the computing periods, 43 %
+            # saved by a second rank)
+            with np.errstate(all="ignore"):
+                low_per_time = np.nanmean(np.where(computing, waiting, 0.0), axis=0)
+            low = float(np.sum(low_per_time[over])) / 100 / over.size
+            reclaimed = (
+                "only the idle time of the long idle stretches in which the job computed "
+                "(its CPU use at least half its usual) is reclaimed (low end: not srun's "
+                "launch, nor waits)"
+            )
         finding.loss = Loss(
-            long_share * idle_in_long,
+            low,
             avg / 100,
             f"the CPUs idle or wait {avg:.0f}% of the job's CPU time, {idle_in_long:.0%} in "
             f"the {long_share:.0%} of the run where the average node idles "
@@ -123,8 +140,7 @@ class IdleCpu:
             [
                 "the job's work can use the idle CPUs (more ranks or threads per node, "
                 "waits overlapped with computation)",
-                "only the stretches of long idleness can be reclaimed (low end), or all of "
-                "it (high end)",
+                f"{reclaimed}, or all of it (high end)",
             ],
         )
         return [finding]
