@@ -108,8 +108,8 @@ def test_the_tasks_wait_is_a_share_of_their_wall_clock_time(tmp_path: Path) -> N
     """Each task waits 30 % of the wall-clock time and runs 20 % (the rest: a CPU
     taken by other work, an MPI wait): the wait is 30 % of its time, not the 60 % of
     its CPU + wait that the loss read before (the bench's memory case at load: [high]
-    while raising the limit saved nothing). The high end is that 60 %: where the run
-    queue is the I/O's own (module doc)."""
+    while raising the limit saved nothing). The high end is its 80 % off a CPU: all of
+    it gone with the I/O (module doc)."""
     job = _job(tmp_path, [], nfs_bytes_per_s=0.0, blkio_in=IO, own_pct=(20.0, 30.0))
     [f] = io_bound.FACTOR.analyze(job, parameters()["io_bound"])
     ev = f.evidence
@@ -118,22 +118,22 @@ def test_the_tasks_wait_is_a_share_of_their_wall_clock_time(tmp_path: Path) -> N
     # found I/O-bound on the share of CPU + wait, whatever CPU other work left them
     assert ev["iowait_pct_of_cpu_and_wait_in_io_periods"] == 60.0
     assert "30.0% of their wall-clock time (on CPU 20.0%)" in f.hint
-    assert f.loss is not None  # 25 % of the run x 30 % .. 25 % x 30 / (30 + 20)
+    assert f.loss is not None  # 25 % of the run x 30 % .. 25 % x (100 - 20) %
     assert f.loss.low_share == pytest.approx(0.075)
-    assert f.loss.high_share == pytest.approx(0.15)
+    assert f.loss.high_share == pytest.approx(0.20)
     assert any(a.startswith("low end: the tasks' other time off a CPU") for a in f.loss.assumptions)
 
 
 @pytest.mark.parametrize(
-    ("tasks", "node_cpus", "per", "pct"),
+    ("tasks", "node_cpus", "per", "pct", "off_cpu_pct"),
     [
-        ("", 4.0, io_bound.CPUS_WALL, 15.0),  # 60 summed / 4 CPUs
-        ("", None, io_bound.ACTIVE_ONLY, 60.0),  # 60 / (60 + 40): nothing to divide by
-        ("tasks=0i,", 4.0, io_bound.CPUS_WALL, 15.0),  # no task read: the CPUs
+        ("", 4.0, io_bound.CPUS_WALL, 15.0, 90.0),  # 60 summed / 4 CPUs; 40 / 4 on one
+        ("", None, io_bound.ACTIVE_ONLY, 60.0, 60.0),  # 60 / (60 + 40): nothing to divide by
+        ("tasks=0i,", 4.0, io_bound.CPUS_WALL, 15.0, 90.0),  # no task read: the CPUs
     ],
 )
 def test_without_a_task_count_the_wait_is_of_the_nodes_cpus(
-    tmp_path: Path, tasks: str, node_cpus: float | None, per: str, pct: float
+    tmp_path: Path, tasks: str, node_cpus: float | None, per: str, pct: float, off_cpu_pct: float
 ) -> None:
     job = _job(
         tmp_path,
@@ -148,6 +148,7 @@ def test_without_a_task_count_the_wait_is_of_the_nodes_cpus(
     assert f.evidence["iowait_share_of"] == per
     assert f.evidence["iowait_pct_in_io_periods"] == pct
     assert f.loss is not None and f.loss.low_share == pytest.approx(0.25 * pct / 100)
+    assert f.loss.high_share == pytest.approx(0.25 * off_cpu_pct / 100)
 
 
 def test_local_disk_named_without_nfs_traffic(tmp_path: Path) -> None:
