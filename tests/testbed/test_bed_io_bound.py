@@ -47,7 +47,11 @@ def test_outofcore_is_io_bound_from_its_own_tasks(small_cache_bed: LiveBed) -> N
     # the job's own tasks: bytes from /proc/PID/io, wait from delay accounting
     assert ev["bytes_source"].startswith("the job's tasks")
     assert ev["iowait_of"] == JOB_OWN
-    assert ev["iowait_pct_in_io_periods"] >= 10
+    # found on the wait's share of the tasks' CPU time + wait; its share of their
+    # wall-clock time (what the loss counts) is lower by their other time off a CPU
+    assert ev["iowait_pct_of_cpu_and_wait_in_io_periods"] >= 10
+    assert 0 < ev["iowait_pct_in_io_periods"] < ev["iowait_pct_of_cpu_and_wait_in_io_periods"]
+    assert 0 < found["io_bound"]["loss"]["low_share"] < found["io_bound"]["loss"]["high_share"]
     assert ev["file_system"].startswith("local disk")
     assert ev["gb_moved_per_node_in_io_periods"] > 0.3  # of 768 MiB written, read, checked
     assert found["io_bound"]["loss"]["high_share"] > 0
