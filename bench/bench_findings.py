@@ -170,9 +170,10 @@ CASES = {
     # 2026-11-27): its ranks compute without waiting for each other, so a second rank
     # measures only the CPU it gets, not a ring's ranks waiting for each other's turn on
     # oversubscribed CPUs (matmul at load 16-22: 24-78 % slower); and it runs 10-40 s,
-    # not 3-8 s, so srun's launch is a small part. The remedy gives the job the CPUs the
-    # machine left idle, which is all the finding counts: the two ranks share one
-    # scheduling group (an autogroup on the bed) and take nothing from the other work.
+    # not 3-8 s, so srun's launch is a small part. The remedy can give the job only the
+    # CPUs the machine leaves idle, which is all the finding counts: the two ranks share
+    # one scheduling group (an autogroup on the bed) and take nothing from the other
+    # work. The bed judges it only where CPUs are idle (docs/digest.md, 10:17-10:46).
     "idle-cpu": Case(
         "idle-cpu",
         "EP class W, 1 rank on a 2-CPU node -> 2 ranks on it",
