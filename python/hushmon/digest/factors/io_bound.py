@@ -92,11 +92,11 @@ HOST_IOWAIT = "cpu.iowait_pct[cpu=total,scope=host]"
 JOB_OWN = "the job's tasks' own (block I/O wait by delay accounting, /proc/PID/stat)"
 MIN_OTHER = 3  # node-periods off I/O needed to compare the work rate with
 # what the tasks' wait is a share of (evidence "iowait_share_of")
-TASKS_WALL = "the tasks' wall-clock time (summed wait / tasks read / period)"
-CPUS_WALL = "the node's CPUs' wall-clock time (no task count: summed wait / node_cgroup.cpus)"
+TASKS_WALL = "the tasks' wall-clock time: summed wait / tasks read / period"
+CPUS_WALL = "the node's CPUs' wall-clock time, no task count: summed wait / node_cgroup.cpus"
 ACTIVE_ONLY = (
-    "the tasks' CPU time + wait (no task or CPU count: an upper bound, leaving out "
-    "their other waiting)"
+    "the tasks' CPU time + wait, no task or CPU count: an upper bound that leaves out "
+    "their other waiting"
 )
 
 
@@ -377,9 +377,10 @@ class IoBound:
         finding = Finding(
             self.name, self.title, "medium", evidence, hint, span_of(job, longest_run(periods))
         )
+        waited_of = "" if waits.active_pct is None else " of the tasks' CPU time + wait"
         counted = (
             f"counting only the {share:.0%} of periods with iowait >= "
-            f"{params['iowait_pct']}% and the job moving >= "
+            f"{params['iowait_pct']}%{waited_of} and the job moving >= "
             f"{params['min_bytes_per_s'] / 1e6:g} MB/s"
         )
         if waits.lost_high is None:
@@ -397,7 +398,7 @@ class IoBound:
             basis = (
                 f"the tasks waited for block I/O {low:.0%} of the run time on the average "
                 f"node (a share of {waits.per}); they were off a CPU {high:.0%} of the run "
-                f"time on the node where they were off one most, {counted}"
+                f"time on the node where they were off one most; {counted}"
             )
             assumptions = [
                 "low end: the tasks' other time off a CPU (waiting for one, MPI, sleep) "
