@@ -58,7 +58,14 @@ from baseline import baseline_tree  # noqa: E402
 from hushmon.procstat import process_cpu_s, rss_kib  # noqa: E402
 
 # the memory report's lines that the summary keeps (memdump.py writes more)
-MEMDUMP_HEADLINES = ("report ", "resident by mapping", "glibc heap", "arrow pool", "duckdb buffer")
+MEMDUMP_HEADLINES = (
+    "report ",
+    "resident by mapping",
+    "glibc heap",
+    "anonymous outside",
+    "arrow pool",
+    "duckdb buffer",
+)
 
 # (daemon kind, words its command line holds), first match wins
 KINDS = (
