@@ -25,12 +25,10 @@ summed wait over ``procio.tasks`` x 100 % x the period, i.e. the average
 task's share of the period spent waiting for block I/O; without a task
 count, over the CPUs the job's node holds (``node_cgroup.cpus``); with
 neither, over the tasks' CPU time + wait (the old rule, an upper bound,
-said in the evidence). Not over CPU + wait: a task also waits for a CPU
-(run queue), sleeps in an MPI wait or in reclaim, and that time is in
-neither term, so wait / (wait + CPU) overstated the loss. The bench's
-memory case (outofcore under a 512 MiB node limit, bench_findings.py) read
-[high] 21-32 % that way on a loaded machine while raising the limit saved
-about nothing (one run: -23.8 %).
+said in the evidence). Wait / (wait + CPU) bounds neither side: a task
+also waits for a CPU (run queue), sleeps in an MPI wait or in reclaim, time
+in neither term, which the I/O may or may not have caused (the two ends
+below take it as not caused and as caused).
 
 Loss, with the tasks' own wait: the run's saving summed over the I/O-bound
 periods, as a range of two bounds.
