@@ -151,20 +151,11 @@ static int send_request(hm_jspull *p, int ask, int64_t max_bytes, int64_t expire
     return 0;
 }
 
-/* Gives up the open request when its time is past. */
-static bool lost(hm_jspull *p, int64_t now_ms, hm_jspull_end *end)
-{
-    if (p->open_id == 0 || now_ms < p->open_deadline_ms)
-        return false;
-    p->lost++;
-    end_open(p, end, HM_JSPULL_LOST);
-    return true;
-}
-
-/* Past the open request's deadline, what the inbox holds already is read
- * first: its 408 may have come while the caller was away (a long publish
- * on a loaded machine), and only a request with nothing queued is lost.
- * 1: it was lost; 0: answered, or still taking (out full); -1: error. */
+/* The open request is past its deadline: what the inbox holds already is
+ * read first (its 408 may have come while the caller was away, in a long
+ * publish on a loaded machine), and only a request with nothing queued is
+ * given up as lost. 1: lost; 0: answered, or still taking (out full); -1:
+ * error. */
 static int expire_open(hm_jspull *p, hm_col *out, size_t stop, hm_jspull_end *end, hm_error *err)
 {
     uint64_t queued = 0;
@@ -172,7 +163,11 @@ static int expire_open(hm_jspull *p, hm_col *out, size_t stop, hm_jspull_end *en
            natsSubscription_QueuedMsgs(p->sub, &queued) == NATS_OK && queued > 0)
         if (take(p, out, 0, end, err) < 0)
             return -1;
-    return p->open_id != 0 && out->n < stop && lost(p, nats_Now(), end) ? 1 : 0;
+    if (p->open_id == 0 || out->n >= stop)
+        return 0;
+    p->lost++;
+    end_open(p, end, HM_JSPULL_LOST);
+    return 1;
 }
 
 int hm_jspull_request(hm_jspull *p, hm_col *out, int ask, int64_t max_bytes, int64_t expires_ms,
