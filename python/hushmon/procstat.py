@@ -39,12 +39,20 @@ def pid_cpu_s(pid: int) -> float:
     return sum(task_cpu_s(f"/proc/{pid}/task/{tid}") for tid in tids)
 
 
-def rss_kib(pid: int) -> int:
-    """Resident size (VmRSS) of a live process in KiB; 0 once it is gone."""
+def status_kib(pid: int | str, fields: tuple[str, ...]) -> dict[str, int]:
+    """The named KiB fields of /proc/PID/status (``pid`` may be "self"); those
+    missing, or all once the process is gone, are left out."""
+    out: dict[str, int] = {}
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
+            name, _, value = line.partition(":")
+            if name in fields:
+                out[name] = int(value.split()[0])
     except (OSError, ValueError, IndexError):
         pass
-    return 0
+    return out
+
+
+def rss_kib(pid: int) -> int:
+    """Resident size (VmRSS) of a live process in KiB; 0 once it is gone."""
+    return status_kib(pid, ("VmRSS",)).get("VmRSS", 0)

@@ -26,6 +26,8 @@ from typing import Any, TextIO
 
 import duckdb
 
+from hushmon.procstat import status_kib
+
 TRACE_ENV = "HUSHMON_TRACEMALLOC"
 # frames kept per traced allocation: enough to tell a caller of DuckDB's
 # Python API from one of nats-py's, cheap enough to leave on for an hour
@@ -61,19 +63,6 @@ def start_tracing_if_asked() -> bool:
     if os.environ.get(TRACE_ENV, "") not in ("", "0") and not tracemalloc.is_tracing():
         tracemalloc.start(TRACE_FRAMES)
     return tracemalloc.is_tracing()
-
-
-def status_kib() -> dict[str, int]:
-    """The resident fields of /proc/self/status, in KiB."""
-    out: dict[str, int] = {}
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            name, _, value = line.partition(":")
-            if name in _STATUS_FIELDS:
-                out[name] = int(value.split()[0])
-    except (OSError, ValueError, IndexError):
-        pass
-    return out
 
 
 def malloc_mib() -> dict[str, float] | None:
@@ -195,7 +184,7 @@ class MemoryDump:
 
     def lines(self) -> list[str]:
         up_s = time.monotonic() - self._started
-        st = status_kib()
+        st = status_kib("self", _STATUS_FIELDS)
         out = [
             f"report {self.reports} at {up_s:.0f} s, pid {os.getpid()}: "
             + ", ".join(f"{k} {v / 1024:.1f}" for k, v in st.items())
