@@ -475,22 +475,17 @@ def node_memory(limit: str) -> Iterator[None]:
     if not limit:
         yield
         return
+    from hushmon.testbed.cgroups import memory_limit_file
     from hushmon.testbed.state import load
 
     bed_state = load()
     if bed_state is None:
         fail("no test bed to set the nodes' memory limit on")
     assert bed_state is not None
-    layout = bed_state.cgroups
-    name, base = (
-        ("memory.limit_in_bytes", layout.bases.get("memory"))
-        if layout.version == 1
-        else ("memory.max", layout.bases.get("unified"))
-    )
-    if base is None:
+    found = [memory_limit_file(bed_state.cgroups, n.name) for n in bed_state.nodes()]
+    files = [f for f in found if f is not None]
+    if len(files) < len(found):
         fail("the bed's cgroups have no memory controller")
-    assert base is not None
-    files = [base / n.name / name for n in bed_state.nodes()]
     own = {f: f.read_text().strip() for f in files}
 
     def write(f: Path, value: str) -> None:

@@ -127,6 +127,16 @@ def _mkdir(path: Path, what: str) -> None:
         raise HushmonError(f"{what}: cannot create {path}: {exc.strerror}") from exc
 
 
+def memory_limit_file(layout: Layout, node: str) -> Path | None:
+    """The file of a node's memory limit (v2 ``memory.max``, v1
+    ``memory.limit_in_bytes``); None where the bed has no memory controller."""
+    if layout.version == 2:
+        base = layout.bases.get(UNIFIED)
+        return None if base is None else base / node / "memory.max"
+    base = layout.bases.get("memory")
+    return None if base is None else base / node / "memory.limit_in_bytes"
+
+
 def create(layout: Layout, nodes: dict[str, list[int]], memory_bytes: int) -> None:
     """A cgroup per node: ``nodes`` maps a node to the CPUs it may use."""
     if layout.version == 2:
@@ -139,8 +149,9 @@ def create(layout: Layout, nodes: dict[str, list[int]], memory_bytes: int) -> No
             d = base / node
             _mkdir(d, f"cgroup of {node}")
             _write(d / "cpuset.cpus", _cpulist(cpus), f"CPUs of {node}")
-            if memory_bytes:
-                _write(d / "memory.max", str(memory_bytes), f"memory limit of {node}")
+            limit = memory_limit_file(layout, node)
+            if memory_bytes and limit is not None:
+                _write(limit, str(memory_bytes), f"memory limit of {node}")
         return
     for ctrl, base in layout.bases.items():
         _mkdir(base, f"the bed's {ctrl} cgroup")
@@ -154,8 +165,9 @@ def create(layout: Layout, nodes: dict[str, list[int]], memory_bytes: int) -> No
             if ctrl == "cpuset":
                 _write(d / "cpuset.cpus", _cpulist(cpus), f"CPUs of {node}")
                 _write(d / "cpuset.mems", (base / "cpuset.mems").read_text().strip(), "cpuset")
-            if ctrl == "memory" and memory_bytes:
-                _write(d / "memory.limit_in_bytes", str(memory_bytes), f"memory limit of {node}")
+            limit = memory_limit_file(layout, node)
+            if ctrl == "memory" and memory_bytes and limit is not None:
+                _write(limit, str(memory_bytes), f"memory limit of {node}")
 
 
 def _cpulist(cpus: list[int]) -> str:
