@@ -64,7 +64,9 @@ MEMDUMP_HEADLINES = (
     "glibc heap",
     "anonymous outside",
     "arrow pool",
+    "duckdb allocator",
     "duckdb buffer",
+    "python heap traced",
 )
 
 # (daemon kind, words its command line holds), first match wins

@@ -92,6 +92,7 @@ def test_sigusr2_writes_a_memory_report_and_collection_goes_on(
         "glibc heap MiB: in_use",
         "anonymous outside glibc's arenas",
         "arrow pool",
+        "duckdb allocator MiB: allocated",
         "duckdb buffer manager",
         "memory_limit=",
         "gc: counts",

@@ -27,6 +27,7 @@ from typing import Any, TextIO
 import duckdb
 
 from hushmon.procstat import status_kib
+from hushmon.store import duckdb_heap
 
 TRACE_ENV = "HUSHMON_TRACEMALLOC"
 # frames kept per traced allocation: enough to tell a caller of DuckDB's
@@ -205,6 +206,12 @@ class MemoryDump:
                 out.append(
                     f"anonymous outside glibc's arenas (DuckDB's allocator...): {other:.1f} MiB"
                 )
+        duck = duckdb_heap.stats_mib()
+        out.append(
+            "duckdb allocator MiB: " + ", ".join(f"{k} {v:.1f}" for k, v in duck.items())
+            if duck is not None
+            else "duckdb allocator: not readable (no duckdb_je_mallctl in DuckDB's library)"
+        )
         out.append(arrow_mib())
         con = self.connection()
         if con is not None:
