@@ -123,7 +123,7 @@ class LakeCollectorStore:
             self._after_failed_summaries,
             lambda msg, exc: self._set_aside(msg, exc, "summary_rejected"),
         )
-        self.writer.after_commit()
+        self.writer.summaries_committed()
 
     def _after_failed_summaries(self, exc: Exception) -> None:
         if _store_failure(exc):

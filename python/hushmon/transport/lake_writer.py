@@ -58,10 +58,12 @@ from hushmon.transport.memdump import malloc_trim
 from hushmon.transport.raw_group import RawGroup
 
 # HUSHMON_COLLECT_FAULT=exit-after-commit:N (or exit-before-commit:N): the
-# process ends with os._exit right after (before) the commit of its Nth raw
-# group, with nothing acked: the test of exactly-once storage.
-# stall-before-commit:N:SECONDS holds the Nth group that long before its
-# commit: the test that in-progress acks keep it from being redelivered.
+# process ends with os._exit right after (before) the commit of its Nth
+# group, with nothing acked: the test of exactly-once storage. Raw and
+# summary groups count alike; exit-before-commit and stall-before-commit
+# hit raw groups only. stall-before-commit:N:SECONDS holds the Nth group
+# that long before its commit: the test that in-progress acks keep it from
+# being redelivered.
 FAULT_ENV = "HUSHMON_COLLECT_FAULT"
 FAULT_EXIT_CODE = 86
 _FAULTS = ("exit-after-commit", "exit-before-commit", "stall-before-commit")
@@ -271,6 +273,13 @@ class LakeWriter:
         self.known_series.update(new_series)
         self.after_commit()
         return appended, events
+
+    def summaries_committed(self) -> None:
+        """A group of summaries is committed (collect_lake.py): it counts as
+        a group for the fault hooks, then the reopen check."""
+        self.groups += 1
+        self._fault("exit-after-commit")
+        self.after_commit()
 
     def append_events(self, events: list[Event]) -> None:
         if events:
