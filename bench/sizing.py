@@ -21,7 +21,9 @@ batch measured by the run):
                                                 M = (racks x (1 + jobs per rack)
                                                 + jobs) / period (a rack partial
                                                 per job in the rack and one for
-                                                idle nodes, a summary per job)
+                                                idle nodes, a summary per job);
+                                                processes = ceil(cores / use):
+                                                they share collect-sum
     disk per day = B x V x 86,400 x bytes per stored value      raw samples
                  + nodes x V x 1,440 x bytes per rollup row     1-minute rollups
                  + jobs x V x 86,400 / period x bytes per summary row
@@ -71,11 +73,12 @@ COLUMN_NAMES = {
     "top reducer": "top reducer",
 }
 # kinds that run as one process whatever their load (the hub: one server whose
-# threads use its machine's cores)
-ONE_PROCESS = ("hub nats-server", "collector, summaries", "top reducer")
+# threads use its machine's cores); summary collectors, like raw ones, share
+# their consumer, so they count ceil(cores / use)
+ONE_PROCESS = ("hub nats-server", "top reducer")
 # of those, the ones that do their work on about one core: above --use there
 # is a limit of this design, marked '!'
-SINGLE = ("collector, summaries", "top reducer")
+SINGLE = ("top reducer",)
 
 
 @dataclass(frozen=True)

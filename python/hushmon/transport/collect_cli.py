@@ -79,9 +79,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--summaries-only",
         action="store_true",
-        help="the reducers' summaries only (collect-sum), into a lake that --raw-only "
-        "collectors fill: raw batches are never held unacked behind summary work "
-        '(docs/transport.md, "One collector for the summaries")',
+        help="the reducers' summaries only (collect-sum, which several such collectors "
+        "share), into a lake that --raw-only collectors fill: raw batches are never held "
+        'unacked behind summary work (docs/transport.md, "Summaries with several collectors")',
     )
     p.add_argument(
         "--engine",

@@ -6,10 +6,11 @@ embedded store (collect_summaries.py), in one lake transaction per group.
 Several collectors may write one lake. Raw batches: any number share the
 ``collect-raw`` consumer (the writer's recheck keeps storage exactly once).
 Summaries: appended only (rack partials as rows, merged when read through
-the view ``merged_summaries``); a message's overlap with stored partials is
-decided from what the store holds, which two writers deciding at once could
-miss; so one collector takes ``collect-sum`` and the others run with
-``--raw-only`` (docs/transport.md, "Collector").
+the view ``merged_summaries``); any number of ``--summaries-only``
+collectors share ``collect-sum``: a message's overlap with stored partials
+is looked up in the transaction that stores it, under the lake's commit
+lock, so each group sees every group committed before it
+(docs/transport.md, "Summaries with several collectors").
 """
 
 from __future__ import annotations
