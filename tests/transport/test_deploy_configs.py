@@ -144,6 +144,8 @@ def test_each_unit_finds_its_own_secrets(tmp_path: Path) -> None:
         "hushmon-reduce@.service",
         "hushmon-reduce-top.service",
         "hushmon-collect.service",
+        "hushmon-collect-raw@.service",
+        "hushmon-collect-summaries@.service",
     ):
         text = deploy.render(folder)[unit].replace("%i", "r1")
         user = re.findall(r"HUSHMON_NATS_USER=(\S+)", text)

@@ -203,6 +203,48 @@ WantedBy=multi-user.target
 """
 
 
+# A site that needs more than one collector process ("Sizing a site") runs
+# these instead of hushmon-collect.service, never beside it (that one also
+# takes collect-sum and collect-raw): N of the raw kind, M of the summaries
+# kind, on any machines that reach the lake. Each runs as the collector's
+# user (User=hushmon-collect: units naming the same dynamic user share its
+# uid), so that all of them and the compaction write one lake.
+COLLECT_SPLIT_UNIT = """\
+# hushmon-collect-{kind}@N.service (N: 1, 2, ...): one of the {what},
+# which share the durable consumer {consumer} (docs/transport.md, "Sizing a
+# site": how many). Instead of hushmon-collect.service, never beside it.
+[Unit]
+Description=hushmon collector, {kind} %i (NATS -> the lake store)
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+User=hushmon-collect
+Environment=HUSHMON_DATA=/var/lib/hushmon
+Environment=HUSHMON_NATS_USER=collect
+Environment=HUSHMON_NATS_PASSWORD_FILE=%d/nats-password
+LoadCredential=nats-password:/etc/hushmon/nats/collect.password
+{tls}
+ExecStart=/usr/bin/python3 -m hushmon.cli collect --url tls://{hub}:{port} --wait {args}
+Restart=always
+RestartSec=2
+KillSignal=SIGTERM
+TimeoutStopSec=60
+{hardening}
+StateDirectory=hushmon
+StateDirectoryMode=0700
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+# kind -> (what the instances are, their consumer, their options)
+COLLECT_SPLIT = {
+    "raw": ("raw-batch collectors", "collect-raw", "--raw-only --engine c --fetch-batch 8192"),
+    "summaries": ("summary collectors", "collect-sum", "--summaries-only"),
+}
+
+
 METRICS_UNIT = """\
 # hushmon-metrics.service: the Prometheus / OpenMetrics endpoint
 # (docs/integration.md): the job summaries and the agents' own cost, read
@@ -321,6 +363,19 @@ def render(secrets: Path = SECRETS_DIR) -> dict[str, str]:
         "hushmon-collect.service": COLLECT_UNIT.format(
             hub=hub, port=port, tls=_SERVICE_TLS.format(role="collect"), hardening=HARDENING
         ),
+        **{
+            f"hushmon-collect-{kind}@.service": COLLECT_SPLIT_UNIT.format(
+                kind=kind,
+                what=what,
+                consumer=consumer,
+                args=args,
+                hub=hub,
+                port=port,
+                tls=_SERVICE_TLS.format(role="collect"),
+                hardening=HARDENING,
+            )
+            for kind, (what, consumer, args) in COLLECT_SPLIT.items()
+        },
         "hushmon-metrics.service": METRICS_UNIT.format(
             hub=hub, port=port, tls=_SERVICE_TLS.format(role="viewer"), hardening=HARDENING
         ),
