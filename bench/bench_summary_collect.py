@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -156,14 +157,19 @@ def figures(r: dict[str, Any]) -> tuple[float, float, float]:
     return cpu / r["messages"] * 1e3, cpu / len(r["cpu_s"]), wall / len(r["wall_s"])
 
 
-def sizes(text: str) -> list[int]:
-    try:
-        out = [int(x) for x in text.split(",")]
-    except ValueError:
-        out = []
-    if not out or min(out) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: node counts >= 1, comma-separated")
-    return out
+def positive_ints(what: str) -> Callable[[str], list[int]]:
+    """An argparse type: a comma list of ``what`` (counts, each >= 1)."""
+
+    def parse(text: str) -> list[int]:
+        try:
+            out = [int(x) for x in text.split(",")]
+        except ValueError:
+            out = []
+        if not out or min(out) < 1:
+            raise argparse.ArgumentTypeError(f"{text!r}: {what} >= 1, comma-separated")
+        return out
+
+    return parse
 
 
 def run_size(
@@ -201,7 +207,7 @@ def main() -> int:
     ap.add_argument("--racks", type=int, default=25)
     ap.add_argument(
         "--nodes-per-rack",
-        type=sizes,
+        type=positive_ints("node counts"),
         default=[40],
         help="nodes per rack (the sources a partial names); several, comma-separated, are "
         "run one after the other and printed side by side",

@@ -84,24 +84,18 @@ def run_count(k: int, lake: Path, groups: list, tmp: Path) -> dict[str, Any]:
             "per_wall_s": messages / wall, "cpu_ms_per_message": cpu / messages * 1e3}  # fmt: skip
 
 
-def counts(text: str) -> list[int]:
-    try:
-        out = [int(x) for x in text.split(",")]
-    except ValueError:
-        out = []
-    if not out or min(out) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: collector counts >= 1, comma-separated")
-    return out
-
-
 def main() -> int:
+    import bench_summary_collect as messages_of
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--racks", type=int, default=25)
     ap.add_argument("--racks-per-job", type=int, default=2)
     ap.add_argument("--nodes-per-rack", type=int, default=40)
     ap.add_argument("--seconds", type=int, default=40, help="periods stored per count")
     ap.add_argument("--prefill-s", type=int, default=10, help="periods stored first")
-    ap.add_argument("--collectors", type=counts, default=[1, 2])
+    ap.add_argument(
+        "--collectors", type=messages_of.positive_ints("collector counts"), default=[1, 2]
+    )
     ap.add_argument("--json", metavar="FILE", help="the figures as JSON ('-': stdout only)")
     ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -112,8 +106,6 @@ def main() -> int:
         print("bench_summary_collectors: --racks, --racks-per-job, --nodes-per-rack, --seconds "
               "and --prefill-s must be >= 1", file=sys.stderr)  # fmt: skip
         return 2
-    import bench_summary_collect as messages_of
-
     log = sys.stderr if args.json == "-" else sys.stdout
     shape = argparse.Namespace(racks=args.racks, racks_per_job=args.racks_per_job,
                                sensor_nodes=None)  # fmt: skip

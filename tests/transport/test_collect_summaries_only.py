@@ -12,8 +12,14 @@ from pathlib import Path
 
 import nats
 import pytest
-from transport_batches import hushmon, publish, publish_raw_messages, rack_partial, store_rows
-from transport_batches import synthetic_batch as batch
+from transport_batches import (
+    hushmon,
+    publish,
+    publish_raw_messages,
+    rack_batches,
+    rack_partial,
+    store_rows,
+)
 
 from hushmon.cli import main
 from hushmon.store.schema import open_store_readonly
@@ -46,11 +52,7 @@ def test_summaries_only_leaves_the_raw_batches_to_a_raw_only_collector(
     nats_server: LocalNatsServer, tmp_path: Path
 ) -> None:
     url, lake = nats_server.url, tmp_path / "s.lake"
-    raw = {
-        (rack, i): [batch(h, i + 1, T0 + i * S, rack=rack, value=i + k) for k, h in enumerate(hs)]
-        for rack, hs in RACKS.items()
-        for i in range(PERIODS)
-    }
+    raw = rack_batches(RACKS, PERIODS, T0, S)
     publish(url, [b for bs in raw.values() for b in bs])
     partials = [
         (f"hm.sum.rack.{rack}", rack_partial(bs, rack, "j1", T0 + i * S),

@@ -16,8 +16,13 @@ import sys
 from pathlib import Path
 
 import nats
-from transport_batches import publish, publish_raw_messages, rack_partial, store_rows
-from transport_batches import synthetic_batch as batch
+from transport_batches import (
+    publish,
+    publish_raw_messages,
+    rack_batches,
+    rack_partial,
+    store_rows,
+)
 
 from hushmon.store.schema import open_store_readonly
 from hushmon.transport.collect_summaries import read_job_summaries
@@ -62,11 +67,7 @@ def test_two_summary_collectors_share_the_stream_exactly_once(
     nats_server: LocalNatsServer, tmp_path: Path
 ) -> None:
     url, lake = nats_server.url, tmp_path / "s.lake"
-    raw = {
-        (rack, i): [batch(h, i + 1, T0 + i * S, rack=rack, value=i + k) for k, h in enumerate(hs)]
-        for rack, hs in RACKS.items()
-        for i in range(PERIODS)
-    }
+    raw = rack_batches(RACKS, PERIODS, T0, S)
     publish(url, [b for bs in raw.values() for b in bs])
     # the raw data first, so that a rebuild of an overlapped period is whole
     r = subprocess.run(

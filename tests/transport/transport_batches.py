@@ -123,6 +123,21 @@ def summary_payload(
     ).encode()
 
 
+def rack_batches(
+    racks: dict[str, tuple[str, ...]], periods: int, t0_ns: int, period_ns: int
+) -> dict[tuple[str, int], list[Batch]]:
+    """Per (rack, period), a batch of job j1 from each of the rack's hosts
+    (seq = period + 1), their values differing by host and period."""
+    return {
+        (rack, i): [
+            synthetic_batch(h, i + 1, t0_ns + i * period_ns, rack=rack, value=i + k)
+            for k, h in enumerate(hosts)
+        ]
+        for rack, hosts in racks.items()
+        for i in range(periods)
+    }
+
+
 def rack_partial(batches: Sequence[Batch], rack: str, job: str, time_ns: int) -> bytes:
     """What a rack reducer sends for (job, period): its rack's batches
     merged per sensor (job lines are not sensors), the batches as sources."""

@@ -174,7 +174,31 @@ MemoryMax=256M
 WantedBy=multi-user.target
 """
 
-COLLECT_UNIT = """\
+# The collector's service, for hushmon-collect.service (one process taking
+# both consumers) and for the instances below ({user}: the line that names
+# their shared user; {args}: their options).
+_COLLECT_SERVICE = """\
+[Service]
+{user}Environment=HUSHMON_DATA=/var/lib/hushmon
+Environment=HUSHMON_NATS_USER=collect
+Environment=HUSHMON_NATS_PASSWORD_FILE=%d/nats-password
+LoadCredential=nats-password:/etc/hushmon/nats/collect.password
+{tls}
+ExecStart=/usr/bin/python3 -m hushmon.cli collect --url tls://{hub}:{port} --wait{args}
+Restart=always
+RestartSec=2
+KillSignal=SIGTERM
+TimeoutStopSec=60
+{hardening}
+StateDirectory=hushmon
+StateDirectoryMode=0700
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+COLLECT_UNIT = (
+    """\
 # hushmon-collect.service: the store's writer (durable consumers collect-raw
 # and collect-sum). The streams and consumers are an admin's step before it
 # starts (`deploy streams` with the admin login: deploy/nats/README.md).
@@ -183,25 +207,9 @@ Description=hushmon collector (NATS -> the lake store)
 After=network-online.target
 Wants=network-online.target
 
-[Service]
-Environment=HUSHMON_DATA=/var/lib/hushmon
-Environment=HUSHMON_NATS_USER=collect
-Environment=HUSHMON_NATS_PASSWORD_FILE=%d/nats-password
-LoadCredential=nats-password:/etc/hushmon/nats/collect.password
-{tls}
-ExecStart=/usr/bin/python3 -m hushmon.cli collect --url tls://{hub}:{port} --wait
-Restart=always
-RestartSec=2
-KillSignal=SIGTERM
-TimeoutStopSec=60
-{hardening}
-StateDirectory=hushmon
-StateDirectoryMode=0700
-
-[Install]
-WantedBy=multi-user.target
 """
-
+    + _COLLECT_SERVICE
+)
 
 # A site that needs more than one collector process ("Sizing a site") runs
 # these instead of hushmon-collect.service, never beside it (that one also
@@ -209,7 +217,8 @@ WantedBy=multi-user.target
 # kind, on any machines that reach the lake. Each runs as the collector's
 # user (User=hushmon-collect: units naming the same dynamic user share its
 # uid), so that all of them and the compaction write one lake.
-COLLECT_SPLIT_UNIT = """\
+COLLECT_SPLIT_UNIT = (
+    """\
 # hushmon-collect-{kind}@N.service (N: 1, 2, ...): one of the {what},
 # which share the durable consumer {consumer} (docs/transport.md, "Sizing a
 # site": how many). Instead of hushmon-collect.service, never beside it.
@@ -218,25 +227,9 @@ Description=hushmon collector, {kind} %i (NATS -> the lake store)
 After=network-online.target
 Wants=network-online.target
 
-[Service]
-User=hushmon-collect
-Environment=HUSHMON_DATA=/var/lib/hushmon
-Environment=HUSHMON_NATS_USER=collect
-Environment=HUSHMON_NATS_PASSWORD_FILE=%d/nats-password
-LoadCredential=nats-password:/etc/hushmon/nats/collect.password
-{tls}
-ExecStart=/usr/bin/python3 -m hushmon.cli collect --url tls://{hub}:{port} --wait {args}
-Restart=always
-RestartSec=2
-KillSignal=SIGTERM
-TimeoutStopSec=60
-{hardening}
-StateDirectory=hushmon
-StateDirectoryMode=0700
-
-[Install]
-WantedBy=multi-user.target
 """
+    + _COLLECT_SERVICE
+)
 
 # kind -> (what the instances are, their consumer, their options)
 COLLECT_SPLIT = {
@@ -361,14 +354,20 @@ def render(secrets: Path = SECRETS_DIR) -> dict[str, str]:
             hub=hub, port=port, tls=_SERVICE_TLS.format(role="reduce-top"), hardening=HARDENING
         ),
         "hushmon-collect.service": COLLECT_UNIT.format(
-            hub=hub, port=port, tls=_SERVICE_TLS.format(role="collect"), hardening=HARDENING
+            user="",
+            args="",
+            hub=hub,
+            port=port,
+            tls=_SERVICE_TLS.format(role="collect"),
+            hardening=HARDENING,
         ),
         **{
             f"hushmon-collect-{kind}@.service": COLLECT_SPLIT_UNIT.format(
                 kind=kind,
                 what=what,
                 consumer=consumer,
-                args=args,
+                user="User=hushmon-collect\n",
+                args=f" {args}",
                 hub=hub,
                 port=port,
                 tls=_SERVICE_TLS.format(role="collect"),
