@@ -358,14 +358,20 @@ class _FastRaw:
     same fetch, store, in-progress and ack steps as the Python path."""
 
     def __init__(
-        self, opts: CollectOptions, store: LakeCollectorStore, store_thread: _StoreThread
+        self,
+        opts: CollectOptions,
+        store: LakeCollectorStore,
+        store_thread: _StoreThread,
+        newest_seqs: dict[tuple[str, int], int],
     ) -> None:
+        """``newest_seqs``: the store's newest seq per (host, epoch), read on
+        the store thread (a DuckDB query, not for the event loop's thread)."""
         from hushmon.transport.fastcollect import FastSource
 
         self.store = store
         self.store_thread = store_thread
         self.source = FastSource(opts.url, max_batch_bytes=opts.max_batch_bytes)
-        self.source.note_stored(store.writer.newest_seqs())
+        self.source.note_stored(newest_seqs)
 
     async def take(self, max_msgs: int, wait_s: float, every_s: float) -> int:
         """Fetches, stores and acks one group; how many messages it held."""
@@ -457,7 +463,8 @@ async def collect_async(
         if opts.engine == "c" and raw_sub is not None:
             if not isinstance(store, LakeCollectorStore) or forwarder is not None:
                 raise HushmonError("--engine c collects into a lake, without --forward-lp")
-            fast = _FastRaw(opts, store, store_thread)
+            seqs = await store_thread.run(store.writer.newest_seqs)
+            fast = _FastRaw(opts, store, store_thread, seqs)
         sum_pull = None if opts.raw_only else await _Puller(nc, SUM_STREAM, SUM_CONSUMER).start()
         if memdump is not None:
             memdump.containers = lambda: _containers(store, nc, [raw_pull, sum_pull])
