@@ -10,8 +10,10 @@ fast as they can (a backlog draining). Each group is one transaction under
 the lake's commit lock (store/lake.py), which every writer of the lake
 takes in turn: what K collectors gain is the parsing and checking they do
 outside it. Printed per count: messages per wall-second (first group's
-start to last group's end over all processes), CPU per message, the load;
-then K / 1.
+start to last group's end over all processes), CPU per message, the time
+the commit lock was held per message and its share of the wall time (what
+bounds K: at 1/ms-per-message messages a second the lock is never free),
+the load; then K / 1.
 
     .venv/bin/python bench/bench_summary_collectors.py [--racks 25] [--seconds 40]
         [--prefill-s 10] [--collectors 1,2] [--nodes-per-rack 40]
@@ -55,9 +57,12 @@ def worker(lake: Path, groups_file: Path, out: Path) -> None:
             store.write_summaries(msgs)
         end, cpu = time.time(), time.process_time() - cpu0
         stored = store.stats.summaries_stored
+        held_s = store.writer.commits.held_s
     finally:
         store.close()
-    out.write_text(json.dumps({"start": start, "end": end, "cpu_s": cpu, "stored": stored}))
+    out.write_text(
+        json.dumps({"start": start, "end": end, "cpu_s": cpu, "stored": stored, "held_s": held_s})
+    )
 
 
 def run_count(k: int, lake: Path, groups: list, tmp: Path) -> dict[str, Any]:
@@ -80,8 +85,10 @@ def run_count(k: int, lake: Path, groups: list, tmp: Path) -> dict[str, Any]:
                          f"{sum(r['stored'] for r in rs)} of {messages} messages")  # fmt: skip
     wall = max(r["end"] for r in rs) - min(r["start"] for r in rs)
     cpu = sum(r["cpu_s"] for r in rs)
+    held = sum(r["held_s"] for r in rs)
     return {"messages": messages, "wall_s": wall, "cpu_s": cpu,
-            "per_wall_s": messages / wall, "cpu_ms_per_message": cpu / messages * 1e3}  # fmt: skip
+            "per_wall_s": messages / wall, "cpu_ms_per_message": cpu / messages * 1e3,
+            "lock_ms_per_message": held / messages * 1e3, "lock_share": held / wall}  # fmt: skip
 
 
 def main() -> int:
@@ -132,7 +139,9 @@ def main() -> int:
           f"{os.cpu_count()} CPUs", file=log)  # fmt: skip
     for k, r in results.items():
         print(f"  {k} collector(s): {r['per_wall_s']:8.1f} messages per wall-second, "
-              f"{r['cpu_ms_per_message']:6.2f} ms CPU per message, wall {r['wall_s']:.1f} s "
+              f"{r['cpu_ms_per_message']:6.2f} ms CPU and {r['lock_ms_per_message']:5.2f} ms "
+              f"of the commit lock per message (held {r['lock_share']:.0%} of the wall), "
+              f"wall {r['wall_s']:.1f} s "
               f"(load {r['load']})", file=log)  # fmt: skip
     first = results[args.collectors[0]]
     for k, r in results.items():

@@ -248,6 +248,9 @@ class CommitStats:
     commits: int = 0
     retries: int = 0
     waited_s: float = 0.0
+    # the commit lock held, acquiring to releasing (what the lake's other
+    # writers could not have), over every attempt
+    held_s: float = 0.0
     # what was retried: the first 160 characters of each error
     errors: dict[str, int] = field(default_factory=dict)
 
@@ -315,10 +318,15 @@ def lake_commits(
         results: list[Any] = []
         try:
             with _locked(lock):
-                for body in bodies:
-                    con.execute("BEGIN TRANSACTION").fetchall()
-                    results.append(body(con))
-                    con.execute("COMMIT").fetchall()
+                locked_at = time.perf_counter()
+                try:
+                    for body in bodies:
+                        con.execute("BEGIN TRANSACTION").fetchall()
+                        results.append(body(con))
+                        con.execute("COMMIT").fetchall()
+                finally:
+                    if stats is not None:
+                        stats.held_s += time.perf_counter() - locked_at
         except duckdb.Error as exc:
             # A failed COMMIT may have left no transaction to roll back.
             with contextlib.suppress(duckdb.Error):
