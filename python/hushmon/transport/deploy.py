@@ -233,7 +233,7 @@ Wants=network-online.target
 
 # kind -> (what the instances are, their consumer, their options)
 COLLECT_SPLIT = {
-    "raw": ("raw-batch collectors", "collect-raw", "--raw-only --engine c --fetch-batch 8192"),
+    "raw": ("raw-batch collectors", "collect-raw", "--raw-only --engine c"),
     "summaries": ("summary collectors", "collect-sum", "--summaries-only"),
 }
 
