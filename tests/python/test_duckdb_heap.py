@@ -1,13 +1,19 @@
-"""DuckDB's own allocator as store/duckdb_heap.py reads it: a table that
-DuckDB builds is counted there (and not by glibc), and the pages it frees
-are counted as kept until DuckDB's decay gives them back."""
+"""DuckDB's own allocators as store/duckdb_heap.py reads them: a table that
+DuckDB builds is counted there (and not by glibc), the pages it frees are
+counted as kept until DuckDB's decay gives them back, and a lake
+connection has them given back in the background."""
 
 from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
 
 import duckdb
 import pytest
 
 from hushmon.store import duckdb_heap
+from hushmon.store.lake import open_lake
 from hushmon.transport.memdump import malloc_mib
 
 
@@ -18,6 +24,9 @@ def test_a_duckdb_table_is_counted_by_duckdbs_allocator() -> None:
     glibc_before = malloc_mib()
     con = duckdb.connect()
     try:
+        # the process-wide purge a lake connection of an earlier test started
+        # would give the freed pages back before they are counted below
+        con.execute("SET allocator_background_threads = false")
         # ~48 MB of BIGINTs, held by the connection
         con.execute("CREATE TABLE t AS SELECT range AS a, range * 2 AS b FROM range(3000000)")
         held = duckdb_heap.stats_mib()
@@ -35,3 +44,31 @@ def test_a_duckdb_table_is_counted_by_duckdbs_allocator() -> None:
     assert freed["allocated"] - before["allocated"] < 10, (before, freed)
     # freed, not yet given back: resident beyond what is allocated
     assert freed["dirty"] > 20, freed
+
+
+def test_a_lake_connection_gives_duckdbs_freed_pages_back(tmp_path: Path) -> None:
+    """open_lake starts the allocators' background purge: pages a query
+    freed go back within seconds, not when the arena next allocates (the
+    collector idles between groups); each extension's own copy is read."""
+    if duckdb_heap.stats_mib() is None:
+        pytest.skip("this DuckDB library exports no duckdb_je_mallctl (not a Linux build)")
+    con = open_lake(tmp_path / "t.lake")
+    try:
+        con.execute("CREATE TEMP TABLE t AS SELECT range AS a, range * 2 AS b FROM range(3000000)")
+        con.execute("DROP TABLE t")
+        freed = duckdb_heap.stats_mib()
+        assert freed is not None
+        deadline = time.monotonic() + 20
+        now = freed
+        while now is not None and now["dirty"] > 10 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            now = duckdb_heap.stats_mib()
+        assert now is not None and now["dirty"] <= 10, (freed, now)
+        copies = duckdb_heap.copies_mib()
+    finally:
+        con.close()
+    assert {"duckdb", "ducklake", "sqlite_scanner"} <= set(copies), copies
+    if shutil.which("nm") is not None:
+        for name in ("ducklake", "sqlite_scanner"):
+            got = copies[name]
+            assert got is not None and got["mapped"] > 0, copies

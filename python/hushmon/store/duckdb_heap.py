@@ -1,4 +1,5 @@
-"""DuckDB's own allocator, read from Python.
+"""DuckDB's own allocators: read from Python, and made to give freed pages
+back.
 
 DuckDB's Linux builds link jemalloc into their library under the prefix
 ``duckdb_je_`` and export its control call. DuckDB's data buffers (vectors,
@@ -6,12 +7,19 @@ string heaps, hash tables, query results, Parquet writers) are allocated
 there, not by glibc's malloc, so neither ``mallinfo2`` nor
 ``duckdb_memory()`` (the buffer manager only) sees them; its C++ objects
 (catalog entries, DuckLake's metadata) go through ``operator new`` to glibc.
+Each extension loaded from a file (ducklake, sqlite_scanner) carries a
+private copy of that jemalloc, with arenas of its own: its symbols are not
+exported, so a copy is read by the address of its control call (the
+symbol's offset from ``nm`` plus the file's load address in
+/proc/self/maps), for the memory report only.
 
 jemalloc keeps freed pages ("dirty") until its decay (1 s here) runs, and
-decay runs only when the arena that holds them allocates again: a thread
-that stored one big group and then idles keeps that group's pages
-resident. DuckDB purges its arenas when a database is
-closed, not between queries.
+without a background thread decay runs only when the arena that holds them
+allocates again: a thread that stored one big group and then idles keeps
+that group's pages, and so does an extension's copy between its bursts.
+DuckDB purges its arenas when a database is closed, not between queries.
+:func:`purge_in_background` starts each copy's background thread, which
+gives dirty pages back as they decay.
 
 Where the library has no such symbol (another platform, a build without
 jemalloc) :func:`stats_mib` says so by returning None.
@@ -20,9 +28,28 @@ jemalloc) :func:`stats_mib` says so by returning None.
 from __future__ import annotations
 
 import ctypes
+import os
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
+import duckdb
+
 _MIB = 1 << 20
+# each jemalloc copy reads this when it starts (the prefix's variable), after
+# the configuration DuckDB compiled in
+CONF_ENV = "DUCKDB_JE_MALLOC_CONF"
+PURGE_CONF = "background_thread:true"
+_EXTENSION_SUFFIX = ".duckdb_extension"
+_CTL_ARGS = (
+    ctypes.c_char_p,
+    ctypes.c_void_p,
+    ctypes.POINTER(ctypes.c_size_t),
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+)
+_CTL_TYPE = ctypes.CFUNCTYPE(ctypes.c_int, *_CTL_ARGS)
 
 
 def _mallctl() -> Any:
@@ -32,42 +59,31 @@ def _mallctl() -> Any:
         fn = ctypes.CDLL(_duckdb.__file__).duckdb_je_mallctl
     except (ImportError, OSError, AttributeError):
         return None
-    fn.argtypes = [
-        ctypes.c_char_p,
-        ctypes.c_void_p,
-        ctypes.POINTER(ctypes.c_size_t),
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-    ]
+    fn.argtypes = list(_CTL_ARGS)
     fn.restype = ctypes.c_int
     return fn
 
 
 _MALLCTL = _mallctl()
+# an extension file -> its copy's control call offset (None: not found)
+_OFFSETS: dict[str, int | None] = {}
 
 
-def _read_size(name: str) -> int | None:
+def _read_size(ctl: Any, name: str) -> int | None:
     value = ctypes.c_size_t()
     size = ctypes.c_size_t(ctypes.sizeof(value))
-    rc = _MALLCTL(name.encode(), ctypes.byref(value), ctypes.byref(size), None, 0)
+    rc = ctl(name.encode(), ctypes.byref(value), ctypes.byref(size), None, 0)
     return int(value.value) if rc == 0 else None
 
 
-def stats_mib() -> dict[str, float] | None:
-    """jemalloc's totals, fresh: ``allocated`` (what DuckDB holds),
-    ``resident`` (pages it has touched and not given back: allocated, its
-    metadata and the dirty pages freed but kept), ``dirty`` (resident less
-    active and metadata: freed pages it keeps) and ``mapped``;
-    None where DuckDB's allocator cannot be read."""
-    if _MALLCTL is None:
-        return None
+def _stats_of(ctl: Any) -> dict[str, float] | None:
     epoch = ctypes.c_uint64(1)
     size = ctypes.c_size_t(ctypes.sizeof(epoch))
     # the statistics are a snapshot taken when the epoch advances
-    if _MALLCTL(b"epoch", ctypes.byref(epoch), ctypes.byref(size), ctypes.byref(epoch), 8) != 0:
+    if ctl(b"epoch", ctypes.byref(epoch), ctypes.byref(size), ctypes.byref(epoch), 8) != 0:
         return None
     names = ("allocated", "active", "metadata", "resident", "mapped")
-    read = {k: _read_size(f"stats.{k}") for k in names}
+    read = {k: _read_size(ctl, f"stats.{k}") for k in names}
     if any(v is None for v in read.values()):
         return None
     got = {k: float(v or 0) for k, v in read.items()}
@@ -78,3 +94,72 @@ def stats_mib() -> dict[str, float] | None:
         "dirty": dirty / _MIB,
         "mapped": got["mapped"] / _MIB,
     }
+
+
+def stats_mib() -> dict[str, float] | None:
+    """The library's jemalloc totals, fresh: ``allocated`` (what DuckDB
+    holds), ``resident`` (pages it has touched and not given back:
+    allocated, its metadata and the dirty pages freed but kept), ``dirty``
+    (resident less active and metadata: freed pages it keeps) and
+    ``mapped``; None where DuckDB's allocator cannot be read."""
+    return None if _MALLCTL is None else _stats_of(_MALLCTL)
+
+
+def _loaded_extensions() -> dict[str, int]:
+    """Each extension file mapped into this process -> its load address."""
+    out: dict[str, int] = {}
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split()
+                # the mapping of the file's start gives its load address
+                if (
+                    len(parts) >= 6
+                    and parts[5].endswith(_EXTENSION_SUFFIX)
+                    and int(parts[2], 16) == 0
+                ):
+                    out.setdefault(parts[5], int(parts[0].split("-")[0], 16))
+    except (OSError, ValueError):
+        return {}
+    return out
+
+
+def _ctl_offset(path: str) -> int | None:
+    if path not in _OFFSETS:
+        _OFFSETS[path] = None
+        nm = shutil.which("nm")
+        if nm is not None:
+            try:
+                out = subprocess.run(
+                    [nm, path], capture_output=True, text=True, timeout=60, check=True
+                ).stdout
+            except (OSError, subprocess.SubprocessError):
+                out = ""
+            for line in out.splitlines():
+                parts = line.split()
+                if len(parts) == 3 and parts[2] == "duckdb_je_mallctl":
+                    _OFFSETS[path] = int(parts[0], 16)
+                    break
+    return _OFFSETS[path]
+
+
+def copies_mib() -> dict[str, dict[str, float] | None]:
+    """:func:`stats_mib` of every jemalloc in the process: DuckDB's library
+    (``duckdb``) and each loaded extension's private copy (by its name),
+    None for a copy that cannot be read (no ``nm``, no symbol table)."""
+    out: dict[str, dict[str, float] | None] = {"duckdb": stats_mib()}
+    for path, base in _loaded_extensions().items():
+        offset = _ctl_offset(path)
+        name = Path(path).name.removesuffix(_EXTENSION_SUFFIX)
+        out[name] = None if offset is None else _stats_of(_CTL_TYPE(base + offset))
+    return out
+
+
+def purge_in_background(con: duckdb.DuckDBPyConnection) -> None:
+    """Every jemalloc of the process gives its freed pages back as they
+    decay: the library's by DuckDB's own setting (its runtime switch), the
+    extensions' copies by their start-up variable, which must be in the
+    environment before they load (a site's own value is kept). Child
+    processes inherit the variable, which tunes only DuckDB's allocator."""
+    os.environ.setdefault(CONF_ENV, PURGE_CONF)
+    con.execute("SET allocator_background_threads = true").fetchall()

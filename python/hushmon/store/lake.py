@@ -40,6 +40,7 @@ import duckdb
 
 from hushmon.datadir import drop_world_access
 from hushmon.errors import HushmonError
+from hushmon.store import duckdb_heap
 from hushmon.store.summary_view import SKETCH_COLUMNS, SOURCE_LIST
 from hushmon.store.summary_view import VIEWS as SUMMARY_VIEWS
 
@@ -411,6 +412,8 @@ def _attach(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     # attaches again once the winner is done.
     for attempt in range(COMMIT_ATTEMPTS):
         con = duckdb.connect()
+        # before the extensions load: their allocators read it as they start
+        duckdb_heap.purge_in_background(con)
         load_extensions(con)  # before the settings: they belong to the extension
         for setting in _SESSION_SETTINGS:
             con.execute(setting).fetchall()

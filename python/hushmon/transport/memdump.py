@@ -206,12 +206,13 @@ class MemoryDump:
                 out.append(
                     f"anonymous outside glibc's arenas (DuckDB's allocator...): {other:.1f} MiB"
                 )
-        duck = duckdb_heap.stats_mib()
-        out.append(
-            "duckdb allocator MiB: " + ", ".join(f"{k} {v:.1f}" for k, v in duck.items())
-            if duck is not None
-            else "duckdb allocator: not readable (no duckdb_je_mallctl in DuckDB's library)"
-        )
+        for name, duck in duckdb_heap.copies_mib().items():
+            out.append(
+                f"duckdb allocator ({name}) MiB: "
+                + ", ".join(f"{k} {v:.1f}" for k, v in duck.items())
+                if duck is not None
+                else f"duckdb allocator ({name}): not readable (no duckdb_je_mallctl found)"
+            )
         out.append(arrow_mib())
         con = self.connection()
         if con is not None:
