@@ -14,6 +14,7 @@ import duckdb
 
 from hushmon.datadir import drop_world_access
 from hushmon.errors import HushmonError
+from hushmon.store import duckdb_heap
 from hushmon.store.lake import is_lake, open_lake, open_lake_readonly
 from hushmon.store.summary_view import SKETCH_COLUMNS, SOURCE_LIST
 from hushmon.store.summary_view import VIEWS as SUMMARY_VIEWS
@@ -181,6 +182,8 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
         con = duckdb.connect(str(path), read_only=read_only)
         # hushmon draws its own progress bars; DuckDB's would interleave.
         con.execute("SET enable_progress_bar = false").fetchall()
+        # a long-running collector or server idles between its queries
+        duckdb_heap.purge_in_background(con)
         return con
     except duckdb.IOException as exc:
         text = str(exc).splitlines()[0]
