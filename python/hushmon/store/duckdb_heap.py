@@ -16,10 +16,13 @@ symbol's offset from ``nm`` plus the file's load address in
 jemalloc keeps freed pages ("dirty") until its decay (1 s here) runs, and
 without a background thread decay runs only when the arena that holds them
 allocates again: a thread that stored one big group and then idles keeps
-that group's pages, and so does an extension's copy between its bursts.
-DuckDB purges its arenas when a database is closed, not between queries.
-:func:`purge_in_background` starts each copy's background thread, which
-gives dirty pages back as they decay.
+that group's pages, and so does an extension's copy between its bursts
+(the ducklake copy of a 1000-agent summaries collector: 0.4 MiB allocated,
+24.7 dirty after 11 minutes). DuckDB purges its arenas when a database is
+closed, not between queries. :func:`purge_freed_pages` has the library's
+background thread give pages back as they decay, and the extensions'
+copies give them back as they are freed (their background threads do not
+start: the copy's flag reads true, and no thread runs).
 
 Where the library has no such symbol (another platform, a build without
 jemalloc) :func:`stats_mib` says so by returning None.
@@ -38,9 +41,10 @@ import duckdb
 
 _MIB = 1 << 20
 # each jemalloc copy reads this when it starts (the prefix's variable), after
-# the configuration DuckDB compiled in
+# the configuration DuckDB compiled in; freed pages are given back at once
+# (measured: the same CPU per summary group, 42-46 against 39-52 ms)
 CONF_ENV = "DUCKDB_JE_MALLOC_CONF"
-PURGE_CONF = "background_thread:true"
+PURGE_CONF = "dirty_decay_ms:0,muzzy_decay_ms:0"
 _EXTENSION_SUFFIX = ".duckdb_extension"
 _CTL_ARGS = (
     ctypes.c_char_p,
@@ -155,11 +159,13 @@ def copies_mib() -> dict[str, dict[str, float] | None]:
     return out
 
 
-def purge_in_background(con: duckdb.DuckDBPyConnection) -> None:
-    """Every jemalloc of the process gives its freed pages back as they
-    decay: the library's by DuckDB's own setting (its runtime switch), the
-    extensions' copies by their start-up variable, which must be in the
-    environment before they load (a site's own value is kept). Child
-    processes inherit the variable, which tunes only DuckDB's allocator."""
+def purge_freed_pages(con: duckdb.DuckDBPyConnection) -> None:
+    """Every jemalloc of the process gives its freed pages back: the
+    library's as they decay, by DuckDB's own setting (its runtime switch for
+    the background thread; the library's jemalloc started before this, with
+    the import), the extensions' copies as they free them, by their start-up
+    variable, which must be in the environment before they load (a site's
+    own value is kept). Child processes inherit the variable, which tunes
+    only DuckDB's allocator."""
     os.environ.setdefault(CONF_ENV, PURGE_CONF)
     con.execute("SET allocator_background_threads = true").fetchall()

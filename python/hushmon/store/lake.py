@@ -413,7 +413,7 @@ def _attach(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     for attempt in range(COMMIT_ATTEMPTS):
         con = duckdb.connect()
         # before the extensions load: their allocators read it as they start
-        duckdb_heap.purge_in_background(con)
+        duckdb_heap.purge_freed_pages(con)
         load_extensions(con)  # before the settings: they belong to the extension
         for setting in _SESSION_SETTINGS:
             con.execute(setting).fetchall()

@@ -183,7 +183,7 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
         # hushmon draws its own progress bars; DuckDB's would interleave.
         con.execute("SET enable_progress_bar = false").fetchall()
         # a long-running collector or server idles between its queries
-        duckdb_heap.purge_in_background(con)
+        duckdb_heap.purge_freed_pages(con)
         return con
     except duckdb.IOException as exc:
         text = str(exc).splitlines()[0]
