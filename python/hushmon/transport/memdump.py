@@ -193,20 +193,22 @@ class MemoryDump:
         ]
         maps = mappings_mib()
         out.append("resident by mapping MiB: " + ", ".join(f"{k} {v:.1f}" for k, v in maps.items()))
+        copies = duckdb_heap.copies_mib()
         heap = malloc_mib()
         if heap is not None:
             out.append("glibc heap MiB: " + ", ".join(f"{k} {v:.1f}" for k, v in heap.items()))
             if maps:
                 # glibc's arenas other than the main heap are anonymous
-                # mappings; what is left there is mostly DuckDB's own
-                # allocator (jemalloc, linked into its library: a DuckDB
-                # table of 68 MiB raised RssAnon by 68 and glibc's in-use by
-                # 0.5), then Python's object arenas and the threads' stacks
+                # mappings; what is left there is DuckDB's jemalloc copies
+                # (read below), Python's object arenas, the threads' stacks
+                # and Arrow's heap: the rest is what no allocator read owns
                 other = maps["anon"] - (heap["arena"] - maps["heap"])
+                duck_mib = sum(c["resident"] for c in copies.values() if c is not None)
                 out.append(
-                    f"anonymous outside glibc's arenas (DuckDB's allocator...): {other:.1f} MiB"
+                    f"anonymous outside glibc's arenas: {other:.1f} MiB, of which DuckDB's "
+                    f"allocators {duck_mib:.1f}, the rest {other - duck_mib:.1f}"
                 )
-        for name, duck in duckdb_heap.copies_mib().items():
+        for name, duck in copies.items():
             out.append(
                 f"duckdb allocator ({name}) MiB: "
                 + ", ".join(f"{k} {v:.1f}" for k, v in duck.items())
