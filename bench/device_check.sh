@@ -50,18 +50,33 @@ done
 BIN="${HUSHMON_BIN:-build/bin}"
 if [ -n "$PACK" ]; then
     # What the programs link beyond the C library itself: the loader there
-    # may lack any of it (libnats, libprotobuf-c, OpenSSL, MPI's own).
+    # may lack any of it (libnats, libprotobuf-c, OpenSSL, MPI's own). Every
+    # part of glibc stays behind: libresolv or libnss_* from this glibc,
+    # first on LD_LIBRARY_PATH beside a newer one there, would break on its
+    # GLIBC_PRIVATE symbols.
     mkdir -p "$PACK" || exit 2
     for exe in "$BIN"/hushmon-agent "$BIN"/hushmon-bench; do
         ldd "$exe" 2>/dev/null | awk '$3 ~ /^\// {print $3}' \
-            | grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*)\.so' \
+            | grep -Ev '/(libc|libm|libdl|librt|libpthread|libresolv|libanl|libutil|libnsl|libnss_[a-z]+|libBrokenLocale|ld-linux[^/]*)\.so' \
             | while read -r lib; do cp -L "$lib" "$PACK/"; done
     done
     echo "device_check: $(ls "$PACK" | wc -l) libraries in $PACK: $(ls "$PACK" | tr '\n' ' ')"
     exit 0
 fi
 LIBS="${HUSHMON_LIBS:-build/libs}"
-[ -d "$LIBS" ] && export LD_LIBRARY_PATH="$PWD/$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [ -d "$LIBS" ]; then
+    # Only the packed libraries this machine's loader lacks: a packed libssl
+    # or libz ahead of the machine's own would be loaded by its python3 (and
+    # PyTorch's extensions) too, older than what they were built against.
+    LIBS_MISSING="$(mktemp -d)" || exit 2
+    trap 'rm -rf "$LIBS_MISSING"' EXIT
+    KNOWN_LIBS="$(ldconfig -p 2>/dev/null | awk 'NR > 1 {print $1}')"
+    for lib in "$LIBS"/*; do
+        name="$(basename "$lib")"
+        grep -qxF "$name" <<<"$KNOWN_LIBS" || ln -s "$(cd "$(dirname "$lib")" && pwd)/$name" "$LIBS_MISSING/"
+    done
+    export LD_LIBRARY_PATH="$LIBS_MISSING${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 OUT="${OUT:-device-check-$(date -u +%Y%m%dT%H%M%S)}"
 mkdir -p "$OUT/parts" || exit 2
 PARTS="$OUT/parts"

@@ -79,6 +79,7 @@ static const option_def options[] = {
     {"perf_sw.migrations_every", false, {.name = "perf-sw-migrations-every", INT(perf_sw_migrations_every), .min = 0, .max = 3600, .help = "perf_sw: read CPU migrations (an IPI to every CPU) every N periods; 1 = every period, 0 = never (default 10)"}},
     {"perf_sw.migrations", false, {.name = "perf-sw-migrations", TEXT(perf_sw_migrations, "auto|read"), .help = "perf_sw: count CPU migrations by BPF where allowed (no IPIs, every period), else read perf_events; read = always perf_event reads (default auto)"}},
     {"cpus", false, {.name = "cpus", TEXT(cpus, NULL), .help = "run the agent on these CPUs (a housekeeping core), e.g. '0' or '0,64'; '' = anywhere (default)"}},
+    {"gpu.energy_every_ms", false, {.name = "gpu-energy-every-ms", INT(gpu_energy_every_ms), .min = 0, .max = 3600000, .help = "gpu_nvidia: read the energy counter (energy_mj, power_avg_w) this often: one read costs ~3 ms of CPU on an H100; 0 = every period (default 10000)"}},
     {"gpu.process_every_ms", false, {.name = "gpu-process-every-ms", INT(gpu_process_every_ms), .min = 0, .max = 3600000, .help = "gpu_nvidia: read GPU processes (per-job lines) this often; 0 = every period (default 5000)"}},
     {"bmc.backend", false, {.name = "bmc", TEXT(bmc_backend, "none|redfish|dcmi"), .help = "bmc_power: node power from the BMC, read by a thread of its own off the sampling path: Redfish over HTTPS, or ipmitool's DCMI power reading (default none)"}},
     {"bmc.interval_ms", false, {.name = "bmc-interval-ms", INT(bmc_interval_ms), .min = 1000, .max = 3600000, .help = "bmc_power: read the BMC this often; a reading older than 3 intervals is not published (default 10000)"}},
@@ -141,6 +142,7 @@ void hm_config_defaults(hm_agent_config *cfg)
     cfg->slurm_scan_ms = 5000;
     strcpy(cfg->gpu_nvml_library, "libnvidia-ml.so.1");
     cfg->gpu_process_every_ms = 5000;
+    cfg->gpu_energy_every_ms = 10000;
     strcpy(cfg->bmc_backend, "none");
     cfg->bmc_interval_ms = 10000;
     cfg->bmc_timeout_ms = 5000;

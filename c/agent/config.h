@@ -63,6 +63,7 @@ typedef struct hm_agent_config {
     char scope_cgroup[PATH_MAX];  /* node scope: "" = host-wide, "self", or a cgroup path */
     char gpu_nvml_library[PATH_MAX]; /* gpu_nvidia: what dlopen() loads */
     int64_t gpu_process_every_ms; /* gpu_nvidia: per-process (job) readings this often; 0 = every period */
+    int64_t gpu_energy_every_ms;  /* gpu_nvidia: the energy counter this often; 0 = every period */
     char sources_every[512];      /* "disk=10,net=10": those sources every N periods */
     int64_t perf_sw_migrations_every; /* perf_sw: migrations (IPIs to every CPU) every N periods; 0 never */
     char perf_sw_migrations[8];   /* auto (BPF where allowed, else reads) | read */

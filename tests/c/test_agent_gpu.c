@@ -370,6 +370,47 @@ static void test_process_period(hm_test_counts *c)
     rig_close(&r);
 }
 
+/* The energy counter (~3 ms of CPU a read on an H100) every
+ * gpu.energy_every_ms, and on the first two samples; power_avg_w is the
+ * mean since the counter's last read, whatever the periods between. */
+static void test_energy_period(hm_test_counts *c)
+{
+    rig r;
+    CHECK(c, rig_open(&r, c, "gpus 1\ngpu 0 power_mw 300000\ngpu 0 energy_mj 0 300000\n",
+                      HM_FAKE_NVML_PATH) == 0);
+    if (r.state == NULL)
+        return rig_close(&r);
+    r.ops->close(r.state);
+    r.cfg.gpu_energy_every_ms = 4000;
+    hm_sampler_env env = {.cfg = &r.cfg, .jobs = &r.jobs};
+    hm_error err;
+    CHECK(c, r.ops->open(&r.state, &env, &err) == 0);
+    char read_at[16] = "";
+    for (int i = 0; i < 12; i++) { /* 1 s apart: the 1st, the 2nd, then every 4th */
+        CHECK(c, rig_sample(&r, &err) == 0);
+        const char *g0 = line_of(&r, "gpu,host=n1,gpu=0 ");
+        bool energy = !isnan(field_of(g0, "energy_mj"));
+        strcat(read_at, energy ? "E" : ".");
+        CHECK(c, !isnan(field_of(g0, "power_w"))); /* the cheap reading stays every period */
+        CHECK(c, !isnan(field_of(g0, "power_avg_w")) == (energy && i >= 1)); /* a rate */
+    }
+    CHECK(c, strcmp(read_at, "EE...E...E..") == 0);
+    if (strcmp(read_at, "EE...E...E..") != 0)
+        fprintf(stderr, "energy read at %s\n", read_at);
+    r.ops->close(r.state);
+    r.state = NULL;
+    CHECK(c, calls_of(&r, "nvmlDeviceGetFieldValues") == 12); /* one request a period */
+    r.cfg.gpu_energy_every_ms = 0;                             /* 0: every period */
+    CHECK(c, r.ops->open(&r.state, &env, &err) == 0);
+    int reads = 0;
+    for (int i = 0; i < 4; i++) {
+        CHECK(c, rig_sample(&r, &err) == 0);
+        reads += !isnan(field_of(line_of(&r, "gpu,host=n1,gpu=0 "), "energy_mj"));
+    }
+    CHECK(c, reads == 4);
+    rig_close(&r);
+}
+
 /* The fake built without the GPM functions (tests/fake_nvml/CMakeLists.txt):
  * no_gpm/ beside HM_FAKE_NVML_PATH. */
 static void no_gpm_library(char *out, size_t size)
@@ -472,6 +513,7 @@ int main(void)
     test_gpu_lost(&c);
     test_jobs(&c);
     test_process_period(&c);
+    test_energy_period(&c);
     test_gpm(&c);
     return hm_test_finish("test_agent_gpu", &c);
 }

@@ -10,6 +10,13 @@
  * temperature, throttle reasons). A reading a GPU does not support is not
  * asked again. XID errors arrive as NVML events, drained without waiting.
  *
+ * The energy counter is the exception: one read of it (field or function
+ * alike) costs ~3.2 ms of CPU on an H100 with driver 580, 60 % of the
+ * source's period (bench/nvml_call_cost.c, docs/agent.md), so it is in the
+ * request every gpu.energy_every_ms only (and on the first two samples, so
+ * --once and a fresh agent have power_avg_w at once); power_avg_w is then
+ * the mean over the time since the counter's last read.
+ *
  * Per process (every gpu.process_every_ms): the compute processes and
  * their utilization, summed per job; a process belongs to a job when its
  * cgroup (/proc/PID/cgroup under --root) is the job's cgroup or below it.
@@ -49,7 +56,7 @@
     X(P, mem_total_bytes, "B", "device memory")                                               \
     X(P, mem_used_pct, "%", "100 x used / total")                                             \
     X(P, power_w, "W", "power draw now")                                                      \
-    X(P, power_avg_w, "W", "energy over the period / period")                                 \
+    X(P, power_avg_w, "W", "energy since the counter's last read / that time")               \
     X(P, energy_mj, "mJ", "energy counter")                                                   \
     X(P, sm_clock_mhz, "MHz", "SM clock")                                                     \
     X(P, mem_clock_mhz, "MHz", "memory clock")                                                \
@@ -128,7 +135,9 @@ typedef struct gpu_dev {
     nvmlFieldValue_t fv[NFV];
     bool prev_ok[NFV];
     uint64_t prev[NFV];
-    int64_t prev_mono_ns;
+    int64_t prev_mono_ns[NFV]; /* when prev[k] was read: energy skips periods */
+    bool req_energy;           /* the request holds FV_ENERGY */
+    int energy_reads;
     double pcie_capacity_bytes_per_s; /* per direction, NaN if unknown */
     bool xid_registered;
     uint64_t xid_count;
@@ -162,6 +171,7 @@ typedef struct gpu_state {
     gpu_dev dev[GPUS_MAX];
     nvmlEventSet_t events;
     int64_t proc_every_ns;
+    int64_t energy_every_ns;
     int64_t last_scan_mono_ns;
     bool primed;               /* the first sample sets the process utilization baseline */
     nvmlProcessInfo_t procs[PROCS_MAX];
@@ -216,11 +226,12 @@ static double pcie_lane_bytes_per_s(unsigned gen)
     return gen < sizeof rate / sizeof rate[0] ? rate[gen] : NAN;
 }
 
-static void build_request(gpu_dev *d)
+static void build_request(gpu_dev *d, bool with_energy)
 {
     d->nfv = 0;
+    d->req_energy = with_energy;
     for (int k = 0; k < NFV; k++) {
-        if (d->fv_off[k])
+        if (d->fv_off[k] || (k == FV_ENERGY && !with_energy))
             continue;
         nvmlFieldValue_t *v = &d->fv[d->nfv];
         memset(v, 0, sizeof *v);
@@ -281,7 +292,7 @@ static bool gpm_open(gpu_state *s, gpu_dev *d)
 
 static void open_device(gpu_state *s, gpu_dev *d)
 {
-    build_request(d);
+    build_request(d, true);
     d->pcie_capacity_bytes_per_s = NAN;
     d->xid_last = -1;
     d->processes = -1;
@@ -337,6 +348,7 @@ static int gpu_open(void **state, const hm_sampler_env *env, hm_error *err)
         return hm_error_set(err, "out of memory");
     snprintf(s->root, sizeof s->root, "%s", cfg->root);
     s->proc_every_ns = cfg->gpu_process_every_ms * 1000000;
+    s->energy_every_ns = cfg->gpu_energy_every_ms * 1000000;
     bool absent = false;
     if (load_library(s, cfg->gpu_nvml_library, err, &absent) < 0) {
         s->f.nvmlShutdown = NULL; /* never initialized */
@@ -459,6 +471,13 @@ static void read_fields(gpu_state *s, gpu_dev *d, int64_t mono_ns, double value[
         value[k] = rate[k] = NAN;
         raw_ok[k] = false;
     }
+    /* The energy counter every energy_every_ns (5 % early, so a period's
+     * jitter cannot push it a whole period late). */
+    int64_t since_energy_ns = mono_ns - d->prev_mono_ns[FV_ENERGY];
+    bool want_energy = d->energy_reads < 2 || s->energy_every_ns == 0 ||
+                       since_energy_ns >= s->energy_every_ns - s->energy_every_ns / 20;
+    if (want_energy != d->req_energy)
+        build_request(d, want_energy);
     if (d->nfv == 0 || s->f.nvmlDeviceGetFieldValues == NULL)
         return;
     for (int i = 0; i < d->nfv; i++)
@@ -467,11 +486,12 @@ static void read_fields(gpu_state *s, gpu_dev *d, int64_t mono_ns, double value[
     if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_FUNCTION_NOT_FOUND) {
         for (int k = 0; k < NFV; k++)
             d->fv_off[k] = true; /* a driver older than field values */
-        build_request(d);
+        build_request(d, d->req_energy);
     }
     if (!answer_ok(s, d, -1, r))
         return;
-    double dt = hm_dt_s(d->prev_mono_ns, mono_ns);
+    if (d->req_energy)
+        d->energy_reads++;
     bool rebuild = false;
     for (int i = 0; i < d->nfv; i++) {
         int k = d->fv_of[i];
@@ -486,14 +506,15 @@ static void read_fields(gpu_state *s, gpu_dev *d, int64_t mono_ns, double value[
         }
         value[k] = field_f64(v);
         raw_ok[k] = field_u64(v, &raw[k]);
+        double dt = hm_dt_s(d->prev_mono_ns[k], mono_ns);
         if (raw_ok[k] && d->prev_ok[k] && dt > 0)
             rate[k] = hm_counter_rate(d->prev[k], raw[k], 64, dt);
         d->prev_ok[k] = raw_ok[k];
         d->prev[k] = raw[k];
+        d->prev_mono_ns[k] = mono_ns;
     }
-    d->prev_mono_ns = mono_ns;
     if (rebuild)
-        build_request(d);
+        build_request(d, d->req_energy);
 }
 
 static void drain_xid(gpu_state *s)
