@@ -167,3 +167,39 @@ def test_compare_shows_energy_per_unit_of_work(tmp_path: Path) -> None:
     assert all(abs(e / (7200 / (0.88 * 2.4e9 * 3 * 2 * 60)) - 1) < 0.05 for e in per_work)
     assert [r["energy_j"] for r in data["runs"]] == [7200.0, 7200.0]
     assert out.runs[0].energy_j == 7200.0
+
+
+class _GpuJob:
+    """The three things gpu_energy_j reads of a job: a counter read every
+    10th period from period 2 (as the agent's gpu.energy_every_ms leaves
+    it) beside power_w every period."""
+
+    period_s = 1.0
+
+    def __init__(self, power_w: float, periods: int, power: bool = True) -> None:
+        t = np.arange(periods, dtype=np.float64)
+        counter = np.full((2, periods), np.nan)
+        counter[:, 2::10] = 5e6 + power_w * 1e3 * t[2::10]
+        self._m = {"gpu.energy_mj[gpu=0]": counter}
+        if power:
+            self._m["gpu.power_w[gpu=0]"] = np.full((2, periods), power_w)
+
+    def base_sensors(self, prefix: str) -> list[str]:
+        return [s for s in self._m if s.startswith(prefix + "[")]
+
+    def matrix(self, sensor: str) -> np.ndarray | None:
+        return self._m.get(sensor)
+
+
+def test_gpu_energy_from_a_counter_read_every_tenth_period() -> None:
+    # 2 nodes x 60 periods at 300 W: 36 kJ. The counter alone (readings at
+    # periods 2..52) sees 50 s of it; power_w x period fills the 10 others.
+    got = energy.gpu_energy_j(_GpuJob(300.0, 60))  # type: ignore[arg-type]
+    assert got is not None
+    assert got[0] == 36_000.0
+    assert "before its first and after its last reading" in got[1]
+    without_power = energy.gpu_energy_j(_GpuJob(300.0, 60, power=False))  # type: ignore[arg-type]
+    assert without_power is not None and without_power[0] == 30_000.0
+    # A row with no reading at all: its power x period.
+    m = np.full((1, 5), np.nan)
+    assert energy.counter_energy_mj(m, np.full((1, 5), 100.0), 2.0) == 1_000_000.0

@@ -71,17 +71,44 @@ def rapl_power_w(job: JobData, domain: str) -> np.ndarray | None:
     return _sum(job, names)
 
 
+def counter_energy_mj(counter_mj: np.ndarray, power_w: np.ndarray | None, period_s: float) -> float:
+    """Energy of nodes x periods from an energy counter read on some periods only.
+
+    The agent reads NVML's energy counter every ``gpu.energy_every_ms`` (one
+    read costs milliseconds of CPU), so a row's readings start after the
+    job's first period and end before its last: the counter's growth
+    between its first and last reading, plus ``power_w`` x period for the
+    periods up to the first and after the last (all of them where a row
+    has no reading)."""
+    valid = ~np.isnan(counter_mj)
+    has = valid.any(axis=1)
+    rows = np.arange(counter_mj.shape[0])
+    first = np.argmax(valid, axis=1)
+    last = counter_mj.shape[1] - 1 - np.argmax(valid[:, ::-1], axis=1)
+    growth = np.where(has, counter_mj[rows, last] - counter_mj[rows, first], 0.0)
+    total_mj = float(growth.sum())
+    if power_w is not None:
+        cum_w = np.cumsum(np.nan_to_num(power_w), axis=1)
+        before = np.where(has, cum_w[rows, first], cum_w[:, -1])
+        after = np.where(has, cum_w[:, -1] - cum_w[rows, last], 0.0)
+        total_mj += float((before + after).sum()) * period_s * 1e3
+    return total_mj
+
+
 def gpu_energy_j(job: JobData) -> tuple[float, str] | None:
     """The GPUs' energy over the job and how it was measured."""
     counters = [
-        m for m in (job.matrix(s) for s in job.base_sensors("gpu.energy_mj")) if m is not None
+        (s, m) for s in job.base_sensors("gpu.energy_mj") if (m := job.matrix(s)) is not None
     ]
     if counters:
         total_mj = 0.0
-        for m in counters:
-            with np.errstate(all="ignore"):
-                total_mj += float(np.nansum(np.nanmax(m, axis=1) - np.nanmin(m, axis=1)))
-        return total_mj / 1e3, "NVML's energy counter (energy_mj) growth over the job"
+        for sensor, m in counters:
+            power = job.matrix("gpu.power_w" + sensor[len("gpu.energy_mj") :])
+            total_mj += counter_energy_mj(m, power, job.period_s)
+        return total_mj / 1e3, (
+            "NVML's energy counter (energy_mj) growth over the job, "
+            "power_w x period before its first and after its last reading"
+        )
     power = _sum(job, job.base_sensors("gpu.power_w"))
     if power is None:
         return None
