@@ -74,3 +74,33 @@ def test_a_lake_connection_gives_duckdbs_freed_pages_back(tmp_path: Path) -> Non
             assert got is not None and got["mapped"] > 0, copies
             # the extension's copy gives its freed pages back as it frees them
             assert got["dirty"] < 1, copies
+
+
+def test_a_closed_database_leaves_the_background_purge_on_after_close() -> None:
+    """Closing any DuckDB database switches the library's background purge
+    thread off for every database of the process; after_close switches it
+    on again and gives the freed pages back at once (the collector's
+    reopen every 256 transactions closes one)."""
+    if duckdb_heap.background_thread_on() is None:
+        pytest.skip("this DuckDB library exports no duckdb_je_mallctl (not a Linux build)")
+    keep = duckdb.connect()
+    try:
+        duckdb_heap.purge_freed_pages(keep)
+        assert duckdb_heap.background_thread_on() is True
+        duckdb.connect().close()
+        # DuckDB's behaviour that after_close answers: if this ever reads
+        # True, DuckDB changed and after_close may no longer be needed
+        assert duckdb_heap.background_thread_on() is False
+        keep.execute("SET allocator_background_threads = false")  # no purge by decay
+        keep.execute("CREATE TABLE t AS SELECT range AS a, range * 2 AS b FROM range(3000000)")
+        keep.execute("DROP TABLE t")
+        kept = duckdb_heap.stats_mib()
+        assert duckdb_heap.after_close() is True
+        given_back = duckdb_heap.stats_mib()
+        assert duckdb_heap.background_thread_on() is True
+    finally:
+        keep.close()
+        duckdb_heap.after_close()
+    assert kept is not None and given_back is not None
+    assert kept["dirty"] > 20, kept
+    assert given_back["dirty"] < 5, (kept, given_back)

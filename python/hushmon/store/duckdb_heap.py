@@ -24,6 +24,13 @@ background thread give pages back as they decay, and the extensions'
 copies give them back as they are freed (their background threads do not
 start: the copy's flag reads true, and no thread runs).
 
+Closing any DuckDB database switches the library's background thread off
+for the whole process, whatever that database's settings (measured on
+1.x: the flag reads false after any close), so the collector's reopen
+every 256 transactions left it off for the rest of each cycle and the
+library kept 20-60 MiB of freed pages. :func:`after_close` switches it
+on again and gives back at once what the closed database freed.
+
 Where the library has no such symbol (another platform, a build without
 jemalloc) :func:`stats_mib` says so by returning None.
 """
@@ -157,6 +164,36 @@ def copies_mib() -> dict[str, dict[str, float] | None]:
         name = Path(path).name.removesuffix(_EXTENSION_SUFFIX)
         out[name] = None if offset is None else _stats_of(_CTL_TYPE(base + offset))
     return out
+
+
+# jemalloc's index for "every arena" in arena.<i>.* controls
+_ARENAS_ALL = 4096
+
+
+def background_thread_on() -> bool | None:
+    """Whether the library's jemalloc runs its background thread (which
+    gives freed pages back as they decay); None where it cannot be read."""
+    if _MALLCTL is None:
+        return None
+    value = ctypes.c_bool()
+    size = ctypes.c_size_t(ctypes.sizeof(value))
+    if _MALLCTL(b"background_thread", ctypes.byref(value), ctypes.byref(size), None, 0) != 0:
+        return None
+    return bool(value.value)
+
+
+def after_close() -> bool:
+    """After a DuckDB database of a long-running process was closed: the
+    library's background thread on again (the close switched it off for
+    every database of the process) and every arena's freed pages given
+    back now. False where the library's allocator cannot be reached or
+    refused either call."""
+    if _MALLCTL is None:
+        return False
+    on = ctypes.c_bool(True)
+    started = _MALLCTL(b"background_thread", None, None, ctypes.byref(on), ctypes.sizeof(on)) == 0
+    purged = _MALLCTL(f"arena.{_ARENAS_ALL}.purge".encode(), None, None, None, 0) == 0
+    return started and purged
 
 
 def purge_freed_pages(con: duckdb.DuckDBPyConnection) -> None:

@@ -215,6 +215,11 @@ class MemoryDump:
                 if duck is not None
                 else f"duckdb allocator ({name}): not readable (no duckdb_je_mallctl found)"
             )
+        on = duckdb_heap.background_thread_on()
+        out.append(
+            "duckdb allocator (duckdb) background purge thread: "
+            + ("unknown" if on is None else "on" if on else "off")
+        )
         out.append(arrow_mib())
         con = self.connection()
         if con is not None:
