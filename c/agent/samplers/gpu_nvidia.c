@@ -137,7 +137,7 @@ typedef struct gpu_dev {
     uint64_t prev[NFV];
     int64_t prev_mono_ns[NFV]; /* when prev[k] was read: energy skips periods */
     bool req_energy;           /* the request holds FV_ENERGY */
-    int energy_reads;
+    int energy_reads;          /* counted up to 2: the first two samples read it */
     double pcie_capacity_bytes_per_s; /* per direction, NaN if unknown */
     bool xid_registered;
     uint64_t xid_count;
@@ -490,7 +490,7 @@ static void read_fields(gpu_state *s, gpu_dev *d, int64_t mono_ns, double value[
     }
     if (!answer_ok(s, d, -1, r))
         return;
-    if (d->req_energy)
+    if (d->req_energy && d->energy_reads < 2)
         d->energy_reads++;
     bool rebuild = false;
     for (int i = 0; i < d->nfv; i++) {
