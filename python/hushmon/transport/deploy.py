@@ -192,6 +192,11 @@ TimeoutStopSec=60
 {hardening}
 StateDirectory=hushmon
 StateDirectoryMode=0700
+# A bound on a runaway collector, not its working size: one holds 200-350
+# MiB at 1000 agents (docs/transport.md), DuckDB's buffers are capped at 512
+# MiB on its lake connection. Killed past it, it is started again and
+# JetStream delivers its unacknowledged group again, stored once.
+MemoryMax=1536M
 
 [Install]
 WantedBy=multi-user.target
