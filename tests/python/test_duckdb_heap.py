@@ -76,6 +76,15 @@ def test_a_lake_connection_gives_duckdbs_freed_pages_back(tmp_path: Path) -> Non
             assert got["dirty"] < 1, copies
 
 
+def _leave_freed_pages(con: duckdb.DuckDBPyConnection) -> dict[str, float] | None:
+    """~48 MB that DuckDB's library allocator freed and keeps (no purge by
+    decay: the background thread off); its totals then."""
+    con.execute("SET allocator_background_threads = false")
+    con.execute("CREATE TABLE t AS SELECT range AS a, range * 2 AS b FROM range(3000000)")
+    con.execute("DROP TABLE t")
+    return duckdb_heap.stats_mib()
+
+
 def test_a_closed_database_leaves_the_background_purge_on_after_close() -> None:
     """Closing any DuckDB database switches the library's background purge
     thread off for every database of the process; after_close switches it
@@ -91,16 +100,30 @@ def test_a_closed_database_leaves_the_background_purge_on_after_close() -> None:
         # DuckDB's behaviour that after_close answers: if this ever reads
         # True, DuckDB changed and after_close may no longer be needed
         assert duckdb_heap.background_thread_on() is False
-        keep.execute("SET allocator_background_threads = false")  # no purge by decay
-        keep.execute("CREATE TABLE t AS SELECT range AS a, range * 2 AS b FROM range(3000000)")
-        keep.execute("DROP TABLE t")
-        kept = duckdb_heap.stats_mib()
+        kept = _leave_freed_pages(keep)
         assert duckdb_heap.after_close() is True
         given_back = duckdb_heap.stats_mib()
         assert duckdb_heap.background_thread_on() is True
     finally:
         keep.close()
         duckdb_heap.after_close()
+    assert kept is not None and given_back is not None
+    assert kept["dirty"] > 20, kept
+    assert given_back["dirty"] < 5, (kept, given_back)
+
+
+def test_every_copy_purged_gives_its_freed_pages_back() -> None:
+    if duckdb_heap.stats_mib() is None:
+        pytest.skip("this DuckDB library exports no duckdb_je_mallctl (not a Linux build)")
+    con = duckdb.connect()
+    try:
+        kept = _leave_freed_pages(con)
+        purged = duckdb_heap.purge_every_copy()
+        given_back = duckdb_heap.stats_mib()
+    finally:
+        con.close()
+        duckdb_heap.after_close()
+    assert "duckdb" in purged, purged
     assert kept is not None and given_back is not None
     assert kept["dirty"] > 20, kept
     assert given_back["dirty"] < 5, (kept, given_back)

@@ -102,6 +102,9 @@ def test_sigusr2_writes_a_memory_report_and_collection_goes_on(
         "nats.subs=",
         "python heap traced",
         "top sites by size:",
+        "duckdb allocator (duckdb) background purge thread: on",
+        "given back when told (DuckDB's allocators purged: duckdb, ",
+        "glibc trimmed: yes): RssAnon ",
     ):
         assert part in report, (part, report)
     assert "top growth since the last report:" in out[out.index("memdump: report 2 ") :]

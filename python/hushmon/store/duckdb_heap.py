@@ -154,15 +154,35 @@ def _ctl_offset(path: str) -> int | None:
     return _OFFSETS[path]
 
 
+def _controls() -> dict[str, Any]:
+    """Every jemalloc's control call in the process by name: the library's
+    (``duckdb``) and each loaded extension's private copy's; None where one
+    cannot be reached (no ``nm``, no symbol table, not a Linux build)."""
+    out: dict[str, Any] = {"duckdb": _MALLCTL}
+    for path, base in _loaded_extensions().items():
+        offset = _ctl_offset(path)
+        name = Path(path).name.removesuffix(_EXTENSION_SUFFIX)
+        out[name] = None if offset is None else _CTL_TYPE(base + offset)
+    return out
+
+
+def purge_every_copy() -> list[str]:
+    """Every jemalloc of the process gives its freed pages back now (each
+    arena's dirty and muzzy pages); the names of the copies that did."""
+    return [
+        name
+        for name, ctl in _controls().items()
+        if ctl is not None and ctl(f"arena.{_ARENAS_ALL}.purge".encode(), None, None, None, 0) == 0
+    ]
+
+
 def copies_mib() -> dict[str, dict[str, float] | None]:
     """:func:`stats_mib` of every jemalloc in the process: DuckDB's library
     (``duckdb``) and each loaded extension's private copy (by its name),
     None for a copy that cannot be read (no ``nm``, no symbol table)."""
-    out: dict[str, dict[str, float] | None] = {"duckdb": stats_mib()}
-    for path, base in _loaded_extensions().items():
-        offset = _ctl_offset(path)
-        name = Path(path).name.removesuffix(_EXTENSION_SUFFIX)
-        out[name] = None if offset is None else _stats_of(_CTL_TYPE(base + offset))
+    out: dict[str, dict[str, float] | None] = {}
+    for name, ctl in _controls().items():
+        out[name] = None if ctl is None else _stats_of(ctl)
     return out
 
 
