@@ -26,7 +26,7 @@ start: the copy's flag reads true, and no thread runs).
 
 Closing any DuckDB database switches the library's background thread off
 for the whole process, whatever that database's settings (measured on
-1.x: the flag reads false after any close), so the collector's reopen
+DuckDB 1.5: the flag reads false after any close), so the collector's reopen
 every 256 transactions left it off for the rest of each cycle and the
 library kept 20-60 MiB of freed pages. :func:`after_close` switches it
 on again and gives back at once what the closed database freed.
@@ -154,6 +154,10 @@ def _ctl_offset(path: str) -> int | None:
     return _OFFSETS[path]
 
 
+# jemalloc's control that purges every arena ("every arena" is index 4096)
+_PURGE_ALL = b"arena.4096.purge"
+
+
 def _controls() -> dict[str, Any]:
     """Every jemalloc's control call in the process by name: the library's
     (``duckdb``) and each loaded extension's private copy's; None where one
@@ -172,7 +176,7 @@ def purge_every_copy() -> list[str]:
     return [
         name
         for name, ctl in _controls().items()
-        if ctl is not None and ctl(f"arena.{_ARENAS_ALL}.purge".encode(), None, None, None, 0) == 0
+        if ctl is not None and ctl(_PURGE_ALL, None, None, None, 0) == 0
     ]
 
 
@@ -184,10 +188,6 @@ def copies_mib() -> dict[str, dict[str, float] | None]:
     for name, ctl in _controls().items():
         out[name] = None if ctl is None else _stats_of(ctl)
     return out
-
-
-# jemalloc's index for "every arena" in arena.<i>.* controls
-_ARENAS_ALL = 4096
 
 
 def background_thread_on() -> bool | None:
@@ -212,7 +212,7 @@ def after_close() -> bool:
         return False
     on = ctypes.c_bool(True)
     started = _MALLCTL(b"background_thread", None, None, ctypes.byref(on), ctypes.sizeof(on)) == 0
-    purged = _MALLCTL(f"arena.{_ARENAS_ALL}.purge".encode(), None, None, None, 0) == 0
+    purged = _MALLCTL(_PURGE_ALL, None, None, None, 0) == 0
     return started and purged
 
 
