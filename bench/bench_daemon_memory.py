@@ -19,7 +19,10 @@ daemon: resident MiB at the end of the warm-up (--warmup-s, default 360 s:
 the reducers' --keep-s window of 300 s full) and at the end, the slope of
 a least-squares line through the samples between them in MiB per 10
 minutes, and its CPU share over that span; the load average before and
-after.
+after; and the lowest resident size of each 5 minutes after the warm-up
+with their slope: a store that swings by 20-30 MiB between transactions
+moves the first slope with where a run happens to end, while only memory
+that stays raises the floors.
 
 With --memdump-every-s N, each side whose collector has the memory report
 (transport/memdump.py) has its summaries collector write one every N
@@ -46,6 +49,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -215,13 +219,32 @@ def slope_mib_per_10min(samples: list[tuple[float, int, float]]) -> float:
     return float(np.polyfit(t, mib, 1)[0] * 600)
 
 
+def window_floors_mib(samples: list[tuple[float, int, float]], window_s: float) -> list[float]:
+    """The lowest resident MiB of each whole window after the first sample:
+    a daemon that swings by tens of MiB between groups (a store's
+    transactions, a duplicate window) leaks only if these rise."""
+    if not samples:
+        return []
+    t0 = samples[0][0]
+    floors: dict[int, float] = {}
+    last = int((samples[-1][0] - t0) // window_s)
+    for t, kib, _ in samples:
+        w = int((t - t0) // window_s)
+        if w < last:  # the last, partial window is left out
+            floors[w] = min(floors.get(w, float("inf")), kib / 1024)
+    return [floors[w] for w in sorted(floors)]
+
+
+FLOOR_WINDOW_S = 300.0
+
+
 def figures(
     side: Side, warm_s: float
-) -> tuple[dict[str, dict[str, float]], dict[str, list[list[float]]]]:
+) -> tuple[dict[str, dict[str, Any]], dict[str, list[list[float]]]]:
     """Per daemon (kind #n): MiB at warm-up and end, slope, CPU share; and
     its resident MiB a sample a minute (the shape, a steady climb or a saw,
     says more than the slope)."""
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, Any]] = {}
     series: dict[str, list[list[float]]] = {}
     count: dict[str, int] = {}
     for d in sorted(side.daemons.values(), key=lambda d: (d.kind, d.pid)):
@@ -243,6 +266,13 @@ def figures(
             "cpu_share": (span[-1][2] - span[0][2]) / dt if dt > 0 else float("nan"),
             "span_s": dt,
         }
+        floors = window_floors_mib(span, FLOOR_WINDOW_S)
+        out[name]["floors_mib"] = floors
+        out[name]["floor_slope_mib_per_10min"] = (
+            float(np.polyfit(np.arange(len(floors)), floors, 1)[0] * 600 / FLOOR_WINDOW_S)
+            if len(floors) >= 3
+            else float("nan")
+        )
         step = max(1, round(60 / max(1e-9, d.samples[1][0] - d.samples[0][0])))
         series[name] = [[round(t), round(kib / 1024, 1)] for t, kib, _ in d.samples[::step]]
     return out, series
@@ -329,6 +359,19 @@ def main() -> int:
                 else "-"
             )
         print(f"{n:<24}" + "".join(f"{c:>40}" for c in cells))
+    print(
+        f"lowest resident MiB of each {FLOOR_WINDOW_S / 60:.0f} minutes after the warm-up "
+        "(swings between groups leave these; a leak raises them) and their slope per 10 min:"
+    )
+    for n in names:
+        for s in sides:
+            f = results[s.name].get(n)
+            if f and f["floors_mib"]:
+                print(
+                    f"{n:<24}{s.name[:20]:<22}"
+                    + " ".join(f"{x:.0f}" for x in f["floors_mib"])
+                    + f"   {f['floor_slope_mib_per_10min']:+.2f}/10min"
+                )
     dumps = {s.name: memdump_lines(s) for s in sides if s.dump_every_s}
     for name, lines in dumps.items():
         print(f"# {name}: the summaries collector's memory reports (memdump.py), headlines")
