@@ -118,12 +118,16 @@ def test_every_copy_purged_gives_its_freed_pages_back() -> None:
     con = duckdb.connect()
     try:
         kept = _leave_freed_pages(con)
+        by_arena = duckdb_heap.arenas_of("duckdb")
         purged = duckdb_heap.purge_every_copy()
         given_back = duckdb_heap.stats_mib()
     finally:
         con.close()
         duckdb_heap.after_close()
     assert "duckdb" in purged, purged
+    # the arena that keeps them, with the decay that should give them back
+    assert by_arena is not None and sum(mib for _, mib, _ in by_arena) > 20, by_arena
+    assert all(ms is not None and ms >= 0 for _, _, ms in by_arena), by_arena
     assert kept is not None and given_back is not None
     assert kept["dirty"] > 20, kept
     assert given_back["dirty"] < 5, (kept, given_back)

@@ -102,7 +102,7 @@ def test_sigusr2_writes_a_memory_report_and_collection_goes_on(
         "nats.subs=",
         "python heap traced",
         "top sites by size:",
-        "duckdb allocator (duckdb) background purge thread: on",
+        "duckdb allocator (duckdb) background purge thread: on; freed pages kept by arena",
         "given back when told (DuckDB's allocators purged: duckdb, ",
         "glibc trimmed: yes): RssAnon ",
     ):

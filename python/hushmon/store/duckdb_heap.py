@@ -170,6 +170,39 @@ def _controls() -> dict[str, Any]:
     return out
 
 
+def _read_ssize(ctl: Any, name: str) -> int | None:
+    value = ctypes.c_ssize_t()
+    size = ctypes.c_size_t(ctypes.sizeof(value))
+    rc = ctl(name.encode(), ctypes.byref(value), ctypes.byref(size), None, 0)
+    return int(value.value) if rc == 0 else None
+
+
+def arenas_of(name: str = "duckdb") -> list[tuple[int, float, int | None]] | None:
+    """Per arena of one jemalloc copy (the library's by default): its index,
+    the freed pages it keeps (MiB) and its dirty decay (ms; -1 never, 0 at
+    once), for the arenas that keep any: which arena holds freed pages
+    that the decay should have given back. None where it cannot be read."""
+    ctl = _controls().get(name)
+    if ctl is None:
+        return None
+    epoch = ctypes.c_uint64(1)
+    size = ctypes.c_size_t(ctypes.sizeof(epoch))
+    if ctl(b"epoch", ctypes.byref(epoch), ctypes.byref(size), ctypes.byref(epoch), 8) != 0:
+        return None
+    narenas = ctypes.c_uint()
+    size = ctypes.c_size_t(ctypes.sizeof(narenas))
+    page = _read_size(ctl, "arenas.page")
+    if ctl(b"arenas.narenas", ctypes.byref(narenas), ctypes.byref(size), None, 0) != 0 or not page:
+        return None
+    out = []
+    for i in range(narenas.value):
+        pdirty = _read_size(ctl, f"stats.arenas.{i}.pdirty")
+        if pdirty:
+            decay = _read_ssize(ctl, f"arena.{i}.dirty_decay_ms")
+            out.append((i, pdirty * page / _MIB, decay))
+    return out
+
+
 def purge_every_copy() -> list[str]:
     """Every jemalloc of the process gives its freed pages back now (each
     arena's dirty and muzzy pages); the names of the copies that did."""

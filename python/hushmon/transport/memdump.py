@@ -216,9 +216,16 @@ class MemoryDump:
                 else f"duckdb allocator ({name}): not readable (no duckdb_je_mallctl found)"
             )
         on = duckdb_heap.background_thread_on()
+        arenas = duckdb_heap.arenas_of("duckdb")
         out.append(
             "duckdb allocator (duckdb) background purge thread: "
             + ("unknown" if on is None else "on" if on else "off")
+            + "; freed pages kept by arena (MiB, its decay ms): "
+            + (
+                "not readable"
+                if arenas is None
+                else ", ".join(f"{i}: {mib:.1f} ({ms})" for i, mib, ms in arenas) or "none"
+            )
         )
         out.append(arrow_mib())
         con = self.connection()
