@@ -273,7 +273,14 @@ int main(int argc, char **argv)
             bad = parse_int(a, v, 0, 1023, &gpu), i++;
         else if (!strcmp(a, "--library") && v)
             library = v, i++;
-        else {
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: nvml_call_cost [--reps N] [--gap-ms MS] [--gpu I] [--library PATH]\n"
+                   "The CPU and wall time of each NVML call hushmon-agent's gpu_nvidia source\n"
+                   "makes in a period, and of each field of its field-values call alone\n"
+                   "(medians of N calls MS apart; default 50, 100 ms; GPU 0;\n"
+                   "libnvidia-ml.so.1). Exits 2 without NVML.\n");
+            return 0;
+        } else {
             fprintf(stderr, "usage: nvml_call_cost [--reps N] [--gap-ms MS] [--gpu I] "
                             "[--library PATH] (unknown or incomplete: '%s')\n",
                     a);

@@ -440,6 +440,7 @@ NO_JSON = {
     "hushmon-reduce": "a daemon: summaries go to NATS, its counters to stderr",
     "hushmon-loadgen": "bench/bench_reduce.py's load generator; the script prints the figures",
     "nats_publish_cost": "bench/bench_nats_publish.py's micro benchmark; the script prints them",
+    "nvml_call_cost": "a micro benchmark of NVML calls on a GPU node; a table for docs/agent.md",
 }
 
 

@@ -289,8 +289,10 @@ def test_live_trace_of_a_command_and_its_children(tmp_path: Path) -> None:
     traced_s = t.on_cpu_ns(*t.span_ns) / S
     # the trace holds the python's whole CPU time (a task's slices are never
     # shorter than its accounted time) and sh's and sleep's few ms; a slice
-    # started at its wake-up adds the wake-up's latency only
-    assert cpu_s * 0.95 < traced_s < cpu_s + 0.05, (
+    # started at its wake-up adds the wake-up's latency, which on a loaded
+    # 2-core machine (CI: 3 test workers) reached 63 ms once
+    slack_s = 0.05 + 0.1 * max(1, t.inferred_starts)
+    assert cpu_s * 0.95 < traced_s < cpu_s + slack_s, (
         f"traced {traced_s:.4f} s of the program's {cpu_s:.4f} s on the CPU "
         f"({t.inferred_starts} slices started at a wake-up)"
     )
