@@ -13,10 +13,13 @@ from hushmon.hostlist import expand_hostlist
 _ACTIVE_STATES = "RUNNING,COMPLETING,SUSPENDED"
 
 
-def job_nodes(job: str, timeout_s: float = 5.0) -> list[str] | None:
+def job_nodes(job: str, timeout_s: float = 15.0) -> list[str] | None:
     """The hosts of the active Slurm job ``job``, or None when Slurm is not
     here or does not know it as active (a job id of `hushmon run` outside
-    Slurm): the caller then asks every agent."""
+    Slurm): the caller then asks every agent. squeue answers in milliseconds
+    unless slurmctld is busy; the bound is long because a give-up turns a
+    job's request into a broadcast that cannot name a silent node (the bed
+    under a loaded CI saw 5 s pass)."""
     squeue = shutil.which("squeue")
     if squeue is None or not job.isdigit():
         return None
