@@ -18,8 +18,9 @@ def job_nodes(job: str, timeout_s: float = 15.0) -> list[str] | None:
     here or does not know it as active (a job id of `hushmon run` outside
     Slurm): the caller then asks every agent. squeue answers in milliseconds
     unless slurmctld is busy; the bound is long because a give-up turns a
-    job's request into a broadcast that cannot name a silent node (the bed
-    under a loaded CI saw 5 s pass)."""
+    job's request into a broadcast that cannot name a silent node (a bed
+    test under a loaded CI-like run got such a broadcast; 5 s running out
+    is the likely cause, not shown)."""
     squeue = shutil.which("squeue")
     if squeue is None or not job.isdigit():
         return None
