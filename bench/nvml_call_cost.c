@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../c/agent/samplers/nvml_api.h"
+#include "../c/agent/samplers/gpu_nvidia_request.h"
 
 #define NVML_CLOCK_SM 1
 #define NVML_CLOCK_MEM 2
@@ -51,27 +51,17 @@ typedef struct call_ctx {
 } call_ctx;
 
 /* The fields gpu_nvidia asks for in its one nvmlDeviceGetFieldValues call. */
-static const unsigned int field_ids[] = {
-    NVML_FI_DEV_POWER_INSTANT,          NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
-    NVML_FI_DEV_ECC_SBE_VOL_TOTAL,      NVML_FI_DEV_ECC_DBE_VOL_TOTAL,
-    NVML_FI_DEV_PCIE_COUNT_TX_BYTES,    NVML_FI_DEV_PCIE_COUNT_RX_BYTES,
-    NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX,
-};
-enum { n_field_ids = sizeof field_ids / sizeof field_ids[0] };
+static const unsigned int field_ids[NFV] = {HM_GPU_FIELDS(HM_GPU_ID)};
 
-/* first..first+count-1 of field_ids in one call; a field's own return code
+/* first..first+count-1 of field_ids in one call, scoped as gpu_nvidia asks; a field's own return code
  * counts as the call's when it failed (a field the GPU lacks). */
 static nvmlReturn_t field_values(call_ctx *c, int first, int count)
 {
-    nvmlFieldValue_t v[n_field_ids];
+    nvmlFieldValue_t v[NFV];
     memset(v, 0, sizeof v);
     for (int k = 0; k < count; k++) {
         v[k].fieldId = field_ids[first + k];
-        /* as gpu_nvidia asks: all links for NVLink, else scope 0 (the GPU) */
-        v[k].scopeId = v[k].fieldId == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX ||
-                               v[k].fieldId == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
-                           ? ~0u
-                           : 0;
+        v[k].scopeId = hm_gpu_field_scope(v[k].fieldId);
     }
     nvmlReturn_t r = c->f->nvmlDeviceGetFieldValues(c->dev, count, v);
     for (int k = 0; r == NVML_SUCCESS && k < count; k++)
@@ -82,7 +72,7 @@ static nvmlReturn_t field_values(call_ctx *c, int first, int count)
 
 static nvmlReturn_t call_field_values(call_ctx *c, int field)
 {
-    return field < 0 ? field_values(c, 0, n_field_ids) : field_values(c, field, 1);
+    return field < 0 ? field_values(c, 0, NFV) : field_values(c, field, 1);
 }
 
 static nvmlReturn_t call_energy_function(call_ctx *c, int unused)
@@ -174,16 +164,13 @@ static nvmlReturn_t call_gpm_sample(call_ctx *c, int unused)
 static nvmlReturn_t call_gpm_metrics(call_ctx *c, int unused)
 {
     (void)unused;
-    static const unsigned int ids[] = {
-        NVML_GPM_METRIC_DRAM_BW_UTIL, NVML_GPM_METRIC_FP64_UTIL,       NVML_GPM_METRIC_FP32_UTIL,
-        NVML_GPM_METRIC_FP16_UTIL,    NVML_GPM_METRIC_ANY_TENSOR_UTIL, NVML_GPM_METRIC_SM_OCCUPANCY,
-    };
+    static const unsigned int ids[NGPM] = {HM_GPU_GPM_METRICS(HM_GPU_ID)};
     if (!c->gpm_sample[0])
         return NVML_ERROR_NOT_SUPPORTED;
     nvmlGpmMetricsGet_t *q = c->gpm_req;
     memset(q, 0, sizeof *q);
     q->version = NVML_GPM_METRICS_GET_VERSION;
-    q->numMetrics = sizeof ids / sizeof ids[0];
+    q->numMetrics = NGPM;
     q->sample1 = c->gpm_sample[c->gpm_next ^ 1];
     q->sample2 = c->gpm_sample[c->gpm_next];
     for (unsigned k = 0; k < q->numMetrics; k++)
@@ -199,7 +186,7 @@ typedef struct {
 
 /* In the order gpu_nvidia's sample() makes them each period. */
 static const nvml_call calls[] = {
-    {"nvmlDeviceGetFieldValues (8 fields)", call_field_values, -1},
+    {"nvmlDeviceGetFieldValues (all fields)", call_field_values, -1},
     {"nvmlDeviceGetUtilizationRates", call_utilization, 0},
     {"nvmlDeviceGetMemoryInfo", call_memory, 0},
     {"nvmlDeviceGetClockInfo (SM, memory)", call_clocks, 0},
@@ -207,18 +194,13 @@ static const nvml_call calls[] = {
     {"nvmlDeviceGetCurrentClocksThrottleReasons", call_throttle, 0},
     {"nvmlEventSetWait_v2 (XID, no wait)", call_xid_events, 0},
     {"nvmlGpmSampleGet", call_gpm_sample, 0},
-    {"nvmlGpmMetricsGet (6 metrics)", call_gpm_metrics, 0},
+    {"nvmlGpmMetricsGet (all metrics)", call_gpm_metrics, 0},
     {"nvmlDeviceGetComputeRunningProcesses_v3", call_processes, 0},
     {"nvmlDeviceGetProcessUtilization", call_process_utilization, 0},
     /* The field call split by field: which one costs what. */
-    {"  field POWER_INSTANT alone", call_field_values, 0},
-    {"  field TOTAL_ENERGY_CONSUMPTION alone", call_field_values, 1},
-    {"  field ECC_SBE_VOL_TOTAL alone", call_field_values, 2},
-    {"  field ECC_DBE_VOL_TOTAL alone", call_field_values, 3},
-    {"  field PCIE_COUNT_TX_BYTES alone", call_field_values, 4},
-    {"  field PCIE_COUNT_RX_BYTES alone", call_field_values, 5},
-    {"  field NVLINK_THROUGHPUT_DATA_TX alone", call_field_values, 6},
-    {"  field NVLINK_THROUGHPUT_DATA_RX alone", call_field_values, 7},
+#define FIELD_ALONE(slot, id, name) {"  field " name " alone", call_field_values, slot},
+    HM_GPU_FIELDS(FIELD_ALONE)
+#undef FIELD_ALONE
     /* Not in the period: the same readings through their own functions. */
     {"  nvmlDeviceGetTotalEnergyConsumption", call_energy_function, 0},
     {"  nvmlDeviceGetPowerUsage", call_power_function, 0},

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "counter.h"
+#include "gpu_nvidia_request.h"
 #include "hm_log.h"
 #include "nvml_api.h"
 #include "procfile.h"
@@ -101,21 +102,10 @@ typedef struct nvml_fns {
 #undef X
 } nvml_fns;
 
-/* The GPM metrics asked for, in this order, and their fields. */
-enum { GPM_DRAM, GPM_FP64, GPM_FP32, GPM_FP16, GPM_TENSOR, GPM_OCC, NGPM };
-static const unsigned gpm_id[NGPM] = {
-    NVML_GPM_METRIC_DRAM_BW_UTIL, NVML_GPM_METRIC_FP64_UTIL, NVML_GPM_METRIC_FP32_UTIL,
-    NVML_GPM_METRIC_FP16_UTIL,    NVML_GPM_METRIC_ANY_TENSOR_UTIL, NVML_GPM_METRIC_SM_OCCUPANCY,
-};
-
-/* The fields read in the one nvmlDeviceGetFieldValues call per GPU. */
-enum { FV_POWER, FV_ENERGY, FV_ECC_SBE, FV_ECC_DBE, FV_PCIE_TX, FV_PCIE_RX, FV_NVL_TX, FV_NVL_RX, NFV };
-static const unsigned fv_id[NFV] = {
-    NVML_FI_DEV_POWER_INSTANT,         NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
-    NVML_FI_DEV_ECC_SBE_VOL_TOTAL,     NVML_FI_DEV_ECC_DBE_VOL_TOTAL,
-    NVML_FI_DEV_PCIE_COUNT_TX_BYTES,   NVML_FI_DEV_PCIE_COUNT_RX_BYTES,
-    NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX,
-};
+/* The GPM metrics asked for and the fields of the field-values call, in
+ * their order (gpu_nvidia_request.h: NGPM, NFV and their slots). */
+static const unsigned gpm_id[NGPM] = {HM_GPU_GPM_METRICS(HM_GPU_ID)};
+static const unsigned fv_id[NFV] = {HM_GPU_FIELDS(HM_GPU_ID)};
 
 /* The readings that are calls of their own; a bit each in gpu_dev.off. */
 enum { C_UTIL, C_MEM, C_CLK_SM, C_CLK_MEM, C_TEMP, C_THROTTLE, C_PROCS, C_PUTIL, NCALLS };
@@ -236,7 +226,7 @@ static void build_request(gpu_dev *d, bool with_energy)
         nvmlFieldValue_t *v = &d->fv[d->nfv];
         memset(v, 0, sizeof *v);
         v->fieldId = fv_id[k];
-        v->scopeId = (k == FV_NVL_TX || k == FV_NVL_RX) ? UINT_MAX : 0;
+        v->scopeId = hm_gpu_field_scope(fv_id[k]);
         d->fv_of[d->nfv++] = k;
     }
 }

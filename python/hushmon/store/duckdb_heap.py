@@ -80,21 +80,27 @@ _MALLCTL = _mallctl()
 _OFFSETS: dict[str, int | None] = {}
 
 
-def _read_size(ctl: Any, name: str) -> int | None:
-    value = ctypes.c_size_t()
+def _read(ctl: Any, name: str, ctype: Any = ctypes.c_size_t) -> Any:
+    """One jemalloc setting or statistic as a ctypes ``ctype`` (size_t
+    unless told), its value; None where the control refuses it."""
+    value = ctype()
     size = ctypes.c_size_t(ctypes.sizeof(value))
     rc = ctl(name.encode(), ctypes.byref(value), ctypes.byref(size), None, 0)
-    return int(value.value) if rc == 0 else None
+    return value.value if rc == 0 else None
+
+
+def _refresh(ctl: Any) -> bool:
+    """Advances the epoch: jemalloc's statistics are a snapshot taken then."""
+    epoch = ctypes.c_uint64(1)
+    size = ctypes.c_size_t(ctypes.sizeof(epoch))
+    return ctl(b"epoch", ctypes.byref(epoch), ctypes.byref(size), ctypes.byref(epoch), 8) == 0
 
 
 def _stats_of(ctl: Any) -> dict[str, float] | None:
-    epoch = ctypes.c_uint64(1)
-    size = ctypes.c_size_t(ctypes.sizeof(epoch))
-    # the statistics are a snapshot taken when the epoch advances
-    if ctl(b"epoch", ctypes.byref(epoch), ctypes.byref(size), ctypes.byref(epoch), 8) != 0:
+    if not _refresh(ctl):
         return None
     names = ("allocated", "active", "metadata", "resident", "mapped")
-    read = {k: _read_size(ctl, f"stats.{k}") for k in names}
+    read = {k: _read(ctl, f"stats.{k}") for k in names}
     if any(v is None for v in read.values()):
         return None
     got = {k: float(v or 0) for k, v in read.items()}
@@ -170,35 +176,23 @@ def _controls() -> dict[str, Any]:
     return out
 
 
-def _read_ssize(ctl: Any, name: str) -> int | None:
-    value = ctypes.c_ssize_t()
-    size = ctypes.c_size_t(ctypes.sizeof(value))
-    rc = ctl(name.encode(), ctypes.byref(value), ctypes.byref(size), None, 0)
-    return int(value.value) if rc == 0 else None
-
-
 def arenas_of(name: str = "duckdb") -> list[tuple[int, float, int | None]] | None:
     """Per arena of one jemalloc copy (the library's by default): its index,
     the freed pages it keeps (MiB) and its dirty decay (ms; -1 never, 0 at
     once), for the arenas that keep any: which arena holds freed pages
     that the decay should have given back. None where it cannot be read."""
     ctl = _controls().get(name)
-    if ctl is None:
+    if ctl is None or not _refresh(ctl):
         return None
-    epoch = ctypes.c_uint64(1)
-    size = ctypes.c_size_t(ctypes.sizeof(epoch))
-    if ctl(b"epoch", ctypes.byref(epoch), ctypes.byref(size), ctypes.byref(epoch), 8) != 0:
-        return None
-    narenas = ctypes.c_uint()
-    size = ctypes.c_size_t(ctypes.sizeof(narenas))
-    page = _read_size(ctl, "arenas.page")
-    if ctl(b"arenas.narenas", ctypes.byref(narenas), ctypes.byref(size), None, 0) != 0 or not page:
+    page = _read(ctl, "arenas.page")
+    narenas = _read(ctl, "arenas.narenas", ctypes.c_uint)
+    if not page or narenas is None:
         return None
     out = []
-    for i in range(narenas.value):
-        pdirty = _read_size(ctl, f"stats.arenas.{i}.pdirty")
+    for i in range(narenas):
+        pdirty = _read(ctl, f"stats.arenas.{i}.pdirty")
         if pdirty:
-            decay = _read_ssize(ctl, f"arena.{i}.dirty_decay_ms")
+            decay = _read(ctl, f"arena.{i}.dirty_decay_ms", ctypes.c_ssize_t)
             out.append((i, pdirty * page / _MIB, decay))
     return out
 
@@ -228,11 +222,8 @@ def background_thread_on() -> bool | None:
     gives freed pages back as they decay); None where it cannot be read."""
     if _MALLCTL is None:
         return None
-    value = ctypes.c_bool()
-    size = ctypes.c_size_t(ctypes.sizeof(value))
-    if _MALLCTL(b"background_thread", ctypes.byref(value), ctypes.byref(size), None, 0) != 0:
-        return None
-    return bool(value.value)
+    on = _read(_MALLCTL, "background_thread", ctypes.c_bool)
+    return None if on is None else bool(on)
 
 
 def after_close() -> bool:
