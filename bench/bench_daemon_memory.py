@@ -12,7 +12,7 @@ this side the working tree's; both use build/bin's C programs. Two sides
 at once share the load they meet, so their figures compare as a ratio.
 
 This script samples every process under each side every --every-s seconds
-(/proc: VmRSS, utime + stime) and names it by its command line: hub and
+(/proc: VmRSS and RssAnon, utime + stime) and names it by its command line: hub and
 leaf nats-servers, rack and top reducers, raw and summaries collectors (the
 load generator, digests and short-lived helpers are left out). Printed per
 daemon: resident MiB at the end of the warm-up (--warmup-s, default 360 s:
@@ -59,7 +59,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from baseline import baseline_tree  # noqa: E402
 
-from hushmon.procstat import process_cpu_s, rss_kib  # noqa: E402
+from hushmon.procstat import process_cpu_s, status_kib  # noqa: E402
 
 # the memory report's lines that the summary keeps (memdump.py writes more)
 MEMDUMP_HEADLINES = (
@@ -131,6 +131,10 @@ class Series:
     kind: str
     pid: int
     samples: list[tuple[float, int, float]] = field(default_factory=list)
+    # its anonymous resident KiB (RssAnon) at the same times: its own memory,
+    # without the pages of the libraries it maps, which the page cache
+    # shares and which depend on what else read those files
+    anon: list[tuple[float, int, float]] = field(default_factory=list)
     # memory reports (memdump.py): when the last was asked for, the log's
     # offset read up to, and the report lines read
     dumped_at: float = 0.0
@@ -155,6 +159,9 @@ class Series:
     def between(self, t0: float, t1: float) -> list[tuple[float, int, float]]:
         return [s for s in self.samples if t0 <= s[0] <= t1]
 
+    def between_anon(self, t0: float, t1: float) -> list[tuple[float, int, float]]:
+        return [s for s in self.anon if t0 <= s[0] <= t1]
+
 
 @dataclass
 class Side:
@@ -174,9 +181,10 @@ class Side:
                 if kind is None:
                     continue
                 d = self.daemons[pid] = Series(kind, pid)
-            kib = rss_kib(pid)
-            if kib > 0:
-                d.samples.append((t, kib, process_cpu_s(f"/proc/{pid}/stat")))
+            st = status_kib(pid, ("VmRSS", "RssAnon"))
+            if st.get("VmRSS", 0) > 0:
+                d.samples.append((t, st["VmRSS"], process_cpu_s(f"/proc/{pid}/stat")))
+                d.anon.append((t, st.get("RssAnon", 0), 0.0))
             if self.dump_every_s and d.kind == "summaries collector":
                 d.read_dumps()
                 # the first once it has run a minute (its handler is set by then)
@@ -266,13 +274,14 @@ def figures(
             "cpu_share": (span[-1][2] - span[0][2]) / dt if dt > 0 else float("nan"),
             "span_s": dt,
         }
-        floors = window_floors_mib(span, FLOOR_WINDOW_S)
-        out[name]["floors_mib"] = floors
-        out[name]["floor_slope_mib_per_10min"] = (
-            float(np.polyfit(np.arange(len(floors)), floors, 1)[0] * 600 / FLOOR_WINDOW_S)
-            if len(floors) >= 3
-            else float("nan")
-        )
+        for key, of in (("", span), ("anon_", d.between_anon(warm_s, end_s))):
+            floors = window_floors_mib(of, FLOOR_WINDOW_S)
+            out[name][f"{key}floors_mib"] = floors
+            out[name][f"{key}floor_slope_mib_per_10min"] = (
+                float(np.polyfit(np.arange(len(floors)), floors, 1)[0] * 600 / FLOOR_WINDOW_S)
+                if len(floors) >= 3
+                else float("nan")
+            )
         step = max(1, round(60 / max(1e-9, d.samples[1][0] - d.samples[0][0])))
         series[name] = [[round(t), round(kib / 1024, 1)] for t, kib, _ in d.samples[::step]]
     return out, series
@@ -359,19 +368,28 @@ def main() -> int:
                 else "-"
             )
         print(f"{n:<24}" + "".join(f"{c:>40}" for c in cells))
-    print(
-        f"lowest resident MiB of each {FLOOR_WINDOW_S / 60:.0f} minutes after the warm-up "
-        "(swings between groups leave these; a leak raises them) and their slope per 10 min:"
-    )
-    for n in names:
-        for s in sides:
-            f = results[s.name].get(n)
-            if f and f["floors_mib"]:
-                print(
-                    f"{n:<24}{s.name[:20]:<22}"
-                    + " ".join(f"{x:.0f}" for x in f["floors_mib"])
-                    + f"   {f['floor_slope_mib_per_10min']:+.2f}/10min"
-                )
+    for key, what in (
+        ("", "resident MiB"),
+        ("anon_", "anonymous resident MiB (RssAnon: without the libraries' file pages)"),
+    ):
+        print(
+            f"lowest {what} of each {FLOOR_WINDOW_S / 60:.0f} minutes after the warm-up "
+            "(swings between groups leave these; a leak raises them) and their slope per 10 min:"
+        )
+        for n in names:
+            for s in sides:
+                f = results[s.name].get(n)
+                if f and f[f"{key}floors_mib"]:
+                    slope = f[f"{key}floor_slope_mib_per_10min"]
+                    print(
+                        f"{n:<24}{s.name[:20]:<22}"
+                        + " ".join(f"{x:.0f}" for x in f[f"{key}floors_mib"])
+                        + (
+                            f"   {slope:+.2f}/10min"
+                            if slope == slope
+                            else "   (no slope under 3 windows)"
+                        )
+                    )
     dumps = {s.name: memdump_lines(s) for s in sides if s.dump_every_s}
     for name, lines in dumps.items():
         print(f"# {name}: the summaries collector's memory reports (memdump.py), headlines")

@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,12 @@ def installed(kind: str) -> str:
     return path
 
 
+def run_launcher(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
 @pytest.mark.parametrize("kind", sorted(LAUNCHERS))
 def test_flags_work_on_the_real_launcher(
     kind: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
@@ -49,12 +57,19 @@ def test_flags_work_on_the_real_launcher(
         hosts=[f"localhost:{nprocs}"],
         tcp=True,
     )
-    # Hydra forwards its stdin to rank 0: an inherited stdin still open after
-    # the ranks exit is a candidate for the SIGPIPE (-13, no stderr) that
-    # mpiexec.mpich died of once under CI's parallel workers.
-    out = subprocess.run(
-        cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=False
-    )
+    # Hydra forwards its stdin to rank 0, so it gets /dev/null. Even so
+    # mpiexec.mpich (4.0) died twice of SIGPIPE (-13, no output, no stderr)
+    # in CI-like runs of ~1150 tests under parallel workers, and passed on the
+    # next run of the same tree. A launcher killed by a signal before any
+    # rank printed says nothing about the flags (a refused flag exits 255
+    # with a message), so that one case is run once more, and said.
+    out = run_launcher(cmd)
+    if out.returncode == -signal.SIGPIPE and not out.stdout:
+        warnings.warn(
+            f"{kind}: the launcher died of SIGPIPE before any rank ran; ran it again",
+            stacklevel=1,
+        )
+        out = run_launcher(cmd)
     assert out.returncode == 0, f"exit {out.returncode}: {out.stderr}"
     assert out.stdout.splitlines() == ["rank a b"] * nprocs
 

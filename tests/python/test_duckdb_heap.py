@@ -1,12 +1,13 @@
 """DuckDB's own allocators as store/duckdb_heap.py reads them: a table that
 DuckDB builds is counted there (and not by glibc), the pages it frees are
 counted as kept until DuckDB's decay gives them back, and a lake
-connection has them given back in the background."""
+connection has them given back as they are freed."""
 
 from __future__ import annotations
 
+import os
 import shutil
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -17,10 +18,22 @@ from hushmon.store.lake import open_lake
 from hushmon.transport.memdump import malloc_mib
 
 
-def test_a_duckdb_table_is_counted_by_duckdbs_allocator() -> None:
-    before = duckdb_heap.stats_mib()
+@pytest.fixture
+def decay_10s() -> Iterator[None]:
+    """The library's jemalloc keeps freed pages for 10 s, whatever an earlier
+    test's lake connection set in this process (the decay is process-wide:
+    with 0, nothing freed would be kept to count); its decay restored after."""
+    before = duckdb_heap.decay_ms()
     if before is None:
         pytest.skip("this DuckDB library exports no duckdb_je_mallctl (not a Linux build)")
+    assert duckdb_heap.set_decay_ms(10_000)
+    yield
+    duckdb_heap.set_decay_ms(before)
+
+
+def test_a_duckdb_table_is_counted_by_duckdbs_allocator(decay_10s: None) -> None:
+    before = duckdb_heap.stats_mib()
+    assert before is not None
     glibc_before = malloc_mib()
     con = duckdb.connect()
     try:
@@ -47,26 +60,31 @@ def test_a_duckdb_table_is_counted_by_duckdbs_allocator() -> None:
 
 
 def test_a_lake_connection_gives_duckdbs_freed_pages_back(tmp_path: Path) -> None:
-    """open_lake has DuckDB's allocators give freed pages back: the
-    library's within seconds, not when its arena next allocates (the
-    collector idles between groups); each extension's own copy at once."""
+    """open_lake has DuckDB's allocators give pages back as they are freed,
+    the library's (decay 0, set at run time in every arena) and each
+    extension's own copy (by its start-up variable): the collector's
+    transactions free tens of MiB each, and it idles between them."""
     if duckdb_heap.stats_mib() is None:
         pytest.skip("this DuckDB library exports no duckdb_je_mallctl (not a Linux build)")
+    if os.environ.get(duckdb_heap.CONF_ENV, duckdb_heap.PURGE_CONF) != duckdb_heap.PURGE_CONF:
+        pytest.skip(f"{duckdb_heap.CONF_ENV} is set here: the site's decay stands")
     con = open_lake(tmp_path / "t.lake")
     try:
+        assert duckdb_heap.decay_ms() == 0
         con.execute("CREATE TEMP TABLE t AS SELECT range AS a, range * 2 AS b FROM range(3000000)")
+        held = duckdb_heap.stats_mib()
         con.execute("DROP TABLE t")
         freed = duckdb_heap.stats_mib()
-        assert freed is not None
-        deadline = time.monotonic() + 20
-        now = freed
-        while now is not None and now["dirty"] > 10 and time.monotonic() < deadline:
-            time.sleep(0.2)
-            now = duckdb_heap.stats_mib()
-        assert now is not None and now["dirty"] <= 10, (freed, now)
+        by_arena = duckdb_heap.arenas_of("duckdb")
         copies = duckdb_heap.copies_mib()
     finally:
         con.close()
+        duckdb_heap.after_close()
+    assert held is not None and freed is not None
+    assert held["allocated"] - freed["allocated"] > 30, (held, freed)
+    # given back as freed, not kept for a decay to run
+    assert freed["dirty"] < 5, (held, freed)
+    assert by_arena is not None and all(ms == 0 for _, _, ms in by_arena), by_arena
     assert {"duckdb", "ducklake", "sqlite_scanner"} <= set(copies), copies
     if shutil.which("nm") is not None:
         for name in ("ducklake", "sqlite_scanner"):
@@ -85,7 +103,7 @@ def _leave_freed_pages(con: duckdb.DuckDBPyConnection) -> dict[str, float] | Non
     return duckdb_heap.stats_mib()
 
 
-def test_a_closed_database_leaves_the_background_purge_on_after_close() -> None:
+def test_a_closed_database_leaves_the_background_purge_on_after_close(decay_10s: None) -> None:
     """Closing any DuckDB database switches the library's background purge
     thread off for every database of the process; after_close switches it
     on again and gives the freed pages back at once (the collector's
@@ -96,6 +114,7 @@ def test_a_closed_database_leaves_the_background_purge_on_after_close() -> None:
     try:
         duckdb_heap.purge_freed_pages(keep)
         assert duckdb_heap.background_thread_on() is True
+        duckdb_heap.set_decay_ms(10_000)  # freed pages kept, to be counted
         duckdb.connect().close()
         # DuckDB's behaviour that after_close answers: if this ever reads
         # True, DuckDB changed and after_close may no longer be needed
@@ -112,9 +131,7 @@ def test_a_closed_database_leaves_the_background_purge_on_after_close() -> None:
     assert given_back["dirty"] < 5, (kept, given_back)
 
 
-def test_every_copy_purged_gives_its_freed_pages_back() -> None:
-    if duckdb_heap.stats_mib() is None:
-        pytest.skip("this DuckDB library exports no duckdb_je_mallctl (not a Linux build)")
+def test_every_copy_purged_gives_its_freed_pages_back(decay_10s: None) -> None:
     con = duckdb.connect()
     try:
         kept = _leave_freed_pages(con)
