@@ -24,16 +24,16 @@ SERIES = 10
 STEP_S = 10  # a value every 10 s: 8,640 per series and day
 
 
-def _make_days(lake: Path, days: int) -> None:
-    """``days`` UTC days of raw data, random values (they do not compress),
-    two commits a day as a collector's groups would be."""
+def _make_days(lake: Path, days: int, value_sql: str = "random() * 1000") -> None:
+    """``days`` UTC days of raw data, random values (they do not compress)
+    unless told, two commits a day as a collector's groups would be."""
     con = open_lake(lake)
     try:
         for d in range(days):
             for part in range(2):
                 start = DAY0 + d * NS_PER_DAY + part * 12 * NS_PER_HOUR
                 con.execute(
-                    "INSERT INTO samples SELECT i % ?, ? + (i // ?) * ?, random() * 1000 "
+                    f"INSERT INTO samples SELECT i % ?, ? + (i // ?) * ?, {value_sql} "
                     "FROM range(?) t(i)",
                     [SERIES, start, SERIES, STEP_S * NS_PER_S, SERIES * 12 * 3600 // STEP_S],
                 ).fetchall()
@@ -202,6 +202,29 @@ def test_late_data_is_rolled_up_again_before_its_raw_day_expires(tmp_path: Path)
     assert row == (60 // STEP_S + 1, 5000.0)  # the minute's values and the late one
 
 
+def test_a_compaction_held_to_64_mib_rolls_up_the_same(tmp_path: Path) -> None:
+    """DuckDB's memory bound (it spills to <lake>/spill beyond it) leaves the
+    rollups as they are with DuckDB's default (80 % of the machine)."""
+    rollups = []
+    for name, memory_mib in (("small", 64), ("default", None)):
+        lake = tmp_path / f"{name}.lake"
+        _make_days(lake, 2, value_sql="(i * 7919) % 1000")
+        now_ns = DAY0 + 2 * NS_PER_DAY
+        report = (
+            compact(lake, now_ns=now_ns, grace_s=0)
+            if memory_mib is None
+            else compact(lake, now_ns=now_ns, grace_s=0, memory_mib=memory_mib)
+        )
+        assert report.memory_limit_mib == (memory_mib or 2048)
+        assert report.rollup_rows_added > SERIES * 1440
+        assert report.peak_rss_mib > 0
+        assert (lake / "spill").is_dir()
+        con = open_lake_readonly(lake)
+        rollups.append(con.execute("SELECT * FROM samples_1m ORDER BY ALL").fetchall())
+        con.close()
+    assert rollups[0] == rollups[1]
+
+
 def test_status_of_the_embedded_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "s.duckdb"
     con = open_store(db)
@@ -242,6 +265,7 @@ def test_bad_input_is_one_line_and_exit_1(
         "shorter than --raw-days",
     )
     _refused(capsys, ["store", "compact", "--db", str(lake), "--now", "yesterday"], "bad --now")
+    _refused(capsys, ["store", "compact", "--db", str(lake), "--memory-mib", "8"], "at least 64")
     con = open_lake(lake)
     con.execute("INSERT INTO hushmon_schema VALUES (99, current_timestamp)").fetchall()
     con.close()

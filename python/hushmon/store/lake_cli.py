@@ -51,6 +51,14 @@ def register(subparsers: Any) -> None:
         metavar="TIME",
         help="act as if it were TIME (UTC, ISO 8601): for a lake copied from elsewhere",
     )
+    c.add_argument(
+        "--memory-mib",
+        type=int,
+        default=None,
+        metavar="N",
+        help="DuckDB's memory bound in MiB (default 2048); beyond it the compaction spills to "
+        "<lake>/spill instead of taking the collectors' memory",
+    )
     c.set_defaults(func=run_compact)
 
     s = sub.add_parser(
@@ -159,11 +167,18 @@ def _utc(t_ns: int | None) -> str:
 @writes_job_data
 def run_compact(args: argparse.Namespace) -> int:
     from hushmon.store.lake_bytes import human_bytes
-    from hushmon.store.lake_compact import DEFAULT_GRACE_S, DEFAULT_SETTLE_S, compact
+    from hushmon.store.lake_compact import (
+        DEFAULT_GRACE_S,
+        DEFAULT_MEMORY_MIB,
+        DEFAULT_SETTLE_S,
+        compact,
+    )
 
     for name in ("grace", "settle"):
         if getattr(args, name) is not None and getattr(args, name) < 0:
             raise HushmonError(f"bad --{name} {getattr(args, name)}: seconds >= 0")
+    if args.memory_mib is not None and args.memory_mib < 64:
+        raise HushmonError(f"bad --memory-mib {args.memory_mib}: at least 64 (MiB)")
     now_ns = _parse_now(args.now)
     lake, reports = _lake_arg(args)
     report = compact(
@@ -172,9 +187,16 @@ def run_compact(args: argparse.Namespace) -> int:
         now_ns=now_ns,
         grace_s=DEFAULT_GRACE_S if args.grace is None else args.grace,
         settle_s=DEFAULT_SETTLE_S if args.settle is None else args.settle,
+        memory_mib=DEFAULT_MEMORY_MIB if args.memory_mib is None else args.memory_mib,
     )
     out = jsonio.human_stream(args.json)
-    print(printable(f"compacted {lake} in {report.seconds:.1f} s"), file=out)
+    print(
+        printable(
+            f"compacted {lake} in {report.seconds:.1f} s, peak {report.peak_rss_mib:,.0f} MiB "
+            f"resident (DuckDB held to {report.memory_limit_mib:,} MiB)"
+        ),
+        file=out,
+    )
     print(
         f"  inlined rows flushed from {report.flushed_tables} table(s); "
         f"{report.rollup_rows_added:,} rollup rows added",

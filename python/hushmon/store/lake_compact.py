@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import resource
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -77,6 +78,11 @@ from hushmon.store.lake_summaries_compact import DEFAULT_CLOSE_S, store_closed_s
 
 DEFAULT_GRACE_S = 600  # > the longest read (a 4096-node digest: about 60 s)
 DEFAULT_SETTLE_S = 300  # > a collector's lag (p99 5 s) and an agent's short replay
+# DuckDB's memory_limit for a compaction, which spills to <lake>/spill beyond
+# it. DuckDB's own default is 80 % of the machine: compacting 34 minutes of
+# 1000 agents (10,006 files, 2.1 M rollup rows) peaked at 8.9 GiB resident,
+# on the host where the collectors run (docs/store.md, "Compaction's memory").
+DEFAULT_MEMORY_MIB = 2048
 # Files with at least this share of rows deleted are rewritten (retention's
 # straddling files); below it a delete file costs less than a rewrite.
 REWRITE_DELETE_SHARE = 0.05
@@ -152,6 +158,8 @@ class CompactReport:
     summary_rows_expired: int = 0  # rows of the summary tables older than their cut
     commit_retries: int = 0
     seconds: float = 0.0
+    memory_limit_mib: int = 0
+    peak_rss_mib: float = 0.0  # this process's peak resident size at the end
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -300,14 +308,17 @@ def compact(
     grace_s: float = DEFAULT_GRACE_S,
     settle_s: float = DEFAULT_SETTLE_S,
     summary_close_s: float = DEFAULT_CLOSE_S,
+    memory_mib: int = DEFAULT_MEMORY_MIB,
 ) -> CompactReport:
-    """One compaction of ``lake`` (see the module's docstring)."""
+    """One compaction of ``lake`` (see the module's docstring), DuckDB held
+    to ``memory_mib`` (it spills to ``<lake>/spill`` beyond it)."""
     began = time.perf_counter()
     now_ns = time.time_ns() if now_ns is None else now_ns
-    report = CompactReport(lake=str(lake), now_ns=now_ns)
+    report = CompactReport(lake=str(lake), now_ns=now_ns, memory_limit_mib=memory_mib)
     stats = CommitStats()
     con = open_lake(lake, create=False)
     try:
+        bound_memory(con, Path(lake), memory_mib)
         report.before = asdict(tier_bytes(con, lake, reports))
         # Before the flush: the rows it stores are inlined, and DuckLake 1.0
         # fails to rewrite a table's files while it holds inlined rows with
@@ -370,7 +381,19 @@ def compact(
         con.close()
     report.commit_retries = stats.retries
     report.seconds = time.perf_counter() - began
+    report.peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return report
+
+
+def bound_memory(con: duckdb.DuckDBPyConnection, lake: Path, memory_mib: int) -> None:
+    """DuckDB's memory_limit for this connection, with a folder in the lake
+    (the service's own state directory, which it may write) to spill to
+    beyond it: the rollups' aggregation and the merges' sorts spill instead
+    of growing until the collectors beside them are killed."""
+    spill = lake / "spill"
+    spill.mkdir(mode=0o700, exist_ok=True)
+    con.execute(f"SET memory_limit = '{int(memory_mib)}MiB'").fetchall()
+    con.execute("SET temp_directory = ?", [str(spill)]).fetchall()
 
 
 MAX_MERGE_COMMITS = 10_000
