@@ -171,6 +171,42 @@ class Side:
     t0: float
     dump_every_s: float = 0.0  # 0: no memory reports asked for
     daemons: dict[int, Series] = field(default_factory=dict)
+    # `hushmon store compact` of the side's lake every compact_every_s (0:
+    # none), as a site's timer runs it: the one running and those done
+    compact_every_s: float = 0.0
+    compacting: tuple[float, subprocess.Popen[bytes], Path] | None = None
+    compactions: list[str] = field(default_factory=list)
+
+    def compact_now(self, t: float) -> None:
+        """Starts a compaction when one is due and none runs; notes one that ended."""
+        if self.compacting is not None:
+            began, proc, out = self.compacting
+            if proc.poll() is None:
+                return
+            try:
+                rep = json.loads(out.read_text())
+                what = (
+                    f"{rep['seconds']:.0f} s, peak {rep['peak_rss_mib']:,.0f} MiB, "
+                    f"{rep['files_merged']:,} files merged, "
+                    f"{rep['rollup_rows_added']:,} rollup rows"
+                )
+            except (OSError, ValueError, KeyError):
+                what = f"exit {proc.returncode}"
+            self.compactions.append(f"t = {began:.0f} s: {what}")
+            self.compacting = None
+        due = self.compact_every_s * (len(self.compactions) + 1)
+        if not self.compact_every_s or t < due:
+            return
+        for d in self.daemons.values():
+            argv = cmdline(d.pid)
+            if d.kind.endswith("collector") and "collect" in argv and "--db" in argv:
+                lake = argv[argv.index("--db") + 1]
+                out = self.out.with_name(f"compact-{len(self.compactions)}.json")
+                cmd = ["nice", "-n", "10", *argv[: argv.index("collect")]]
+                cmd += ["store", "compact", "--db", lake, "--json", str(out)]
+                proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                self.compacting = (t, proc, out)
+                return
 
     def sample(self) -> None:
         t = time.monotonic() - self.t0
@@ -192,6 +228,7 @@ class Side:
                 if t >= (d.dumped_at + self.dump_every_s if d.dumped_at else first_s):
                     d.dumped_at = t
                     os.kill(pid, signal.SIGUSR2)
+        self.compact_now(t)
 
 
 def start_side(name: str, a: argparse.Namespace, tmp: Path, python: Path) -> Side:
@@ -216,7 +253,7 @@ def start_side(name: str, a: argparse.Namespace, tmp: Path, python: Path) -> Sid
     with out.open("wb") as f:
         proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
     dump_every_s = a.memdump_every_s if has_memdump else 0.0
-    return Side(name, proc, out, time.monotonic(), dump_every_s)
+    return Side(name, proc, out, time.monotonic(), dump_every_s, compact_every_s=a.compact_every_s)
 
 
 def slope_mib_per_10min(samples: list[tuple[float, int, float]]) -> float:
@@ -307,11 +344,25 @@ def main() -> int:
         metavar="N",
         help="a memory report from each side's summaries collector every N s (memdump.py)",
     )
+    ap.add_argument(
+        "--compact-every-s",
+        type=float,
+        default=0.0,
+        metavar="N",
+        help="'hushmon store compact' (nice 10) of each side's lake every N s, as a site's "
+        "hourly timer does (default: none)",
+    )
     a = ap.parse_args()
-    if a.agents < 2 or a.minutes * 60 <= a.warmup_s + 60 or a.every_s <= 0 or a.memdump_every_s < 0:
+    if (
+        a.agents < 2
+        or a.minutes * 60 <= a.warmup_s + 60
+        or a.every_s <= 0
+        or a.memdump_every_s < 0
+        or a.compact_every_s < 0
+    ):
         print(
             "bench_daemon_memory: need --agents >= 2, --minutes past --warmup-s by a minute, "
-            "--every-s > 0, --memdump-every-s >= 0",
+            "--every-s > 0, --memdump-every-s >= 0, --compact-every-s >= 0",
             file=sys.stderr,
         )
         return 2
@@ -342,6 +393,10 @@ def main() -> int:
         rcs = [s.proc.wait() for s in sides]
         stop.set()
         thread.join()
+        for s in sides:
+            if s.compacting is not None:  # its lake is gone with the side's bench
+                s.compacting[1].terminate()
+                s.compacting[1].wait()
         both = {s.name: figures(s, a.warmup_s) for s in sides}
         results = {name: f for name, (f, _) in both.items()}
         print(f"# /proc/loadavg after: {loadavg()}")
@@ -390,6 +445,9 @@ def main() -> int:
                             else "   (no slope under 3 windows)"
                         )
                     )
+    for s in sides:
+        for line in s.compactions:
+            print(f"# {s.name}: store compact at {line}")
     dumps = {s.name: memdump_lines(s) for s in sides if s.dump_every_s}
     for name, lines in dumps.items():
         print(f"# {name}: the summaries collector's memory reports (memdump.py), headlines")
