@@ -245,8 +245,7 @@ def after_close() -> bool:
     refused either call."""
     if _MALLCTL is None:
         return False
-    on = ctypes.c_bool(True)
-    started = _MALLCTL(b"background_thread", None, None, ctypes.byref(on), ctypes.sizeof(on)) == 0
+    started = _write(_MALLCTL, "background_thread", ctypes.c_bool(True))
     purged = _MALLCTL(_PURGE_ALL, None, None, None, 0) == 0
     return started and purged
 

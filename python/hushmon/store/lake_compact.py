@@ -79,9 +79,10 @@ from hushmon.store.lake_summaries_compact import DEFAULT_CLOSE_S, store_closed_s
 DEFAULT_GRACE_S = 600  # > the longest read (a 4096-node digest: about 60 s)
 DEFAULT_SETTLE_S = 300  # > a collector's lag (p99 5 s) and an agent's short replay
 # DuckDB's memory_limit for a compaction, which spills to <lake>/spill beyond
-# it. DuckDB's own default is 80 % of the machine: compacting 34 minutes of
-# 1000 agents (10,006 files, 2.1 M rollup rows) peaked at 8.9 GiB resident,
-# on the host where the collectors run (docs/store.md, "Compaction's memory").
+# it. DuckDB's own default is 80 % of the machine: compacting 26 minutes of
+# 1000 agents peaked at 13.9 GiB resident, on the host where the collectors
+# run; held to 2048 MiB, 2.45 GiB in 1.38x the time (docs/store.md,
+# "Compaction's memory").
 DEFAULT_MEMORY_MIB = 2048
 # Files with at least this share of rows deleted are rewritten (retention's
 # straddling files); below it a delete file costs less than a rewrite.
