@@ -31,9 +31,14 @@ heap): the reports' headline figures are printed per side at the end, so
 that resident growth splits into glibc's heap, its free-but-kept bytes,
 Arrow's pool and DuckDB's buffer manager.
 
+With --compact-every-s N, each side's lake gets `hushmon store compact`
+(nice 10) every N seconds, one at a time, as a site's hourly timer runs it
+(the bench alone never compacts, so files and snapshots pile up for the
+whole run); each compaction's time, peak and work are printed.
+
     .venv/bin/python bench/bench_daemon_memory.py [--agents 1000] [--minutes 20]
         [--baseline COMMIT] [--collectors 1] [--warmup-s 360] [--json FILE]
-        [--memdump-every-s N]
+        [--memdump-every-s N] [--compact-every-s N]
 """
 
 from __future__ import annotations
