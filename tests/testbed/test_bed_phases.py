@@ -131,7 +131,11 @@ def test_the_other_phases_are_not_network_bound(phases_run: tuple) -> None:
     limit of random_access was [low] network bandwidth 5-9 % from that one
     period (message_periods 1); at 10:39 solve's, from the transpose's
     first. Such a boundary finding is allowed; the network named from a
-    phase's own periods, or above [low], is not."""
+    phase's own periods, or above [low], is not. One more is allowed: a
+    [low] topology finding for random_access, whose partners are random, so
+    that half its messages cross racks (a CI-like run, 2026-11-27 21:46:
+    [low] topology 0-9 %, the machine loaded by an upload beside the tests);
+    a topology finding is a fair small limit there, as for alltoall."""
     digest, _, _ = phases_run
     spans = {p["name"]: p["spans"] for p in digest["phases"]["phases"]}
     not_limits = {
@@ -148,7 +152,17 @@ def test_the_other_phases_are_not_network_bound(phases_run: tuple) -> None:
             and main["severity"] == "low"
             and main.get("evidence", {}).get("message_periods", 99) <= 1
         )
-        assert main is None or main["factor"] not in factors or boundary, (name, main, spans)
+        random_partners = (
+            name == "random_access"
+            and main is not None
+            and main["factor"] == "topology"
+            and main["severity"] == "low"
+        )
+        assert main is None or main["factor"] not in factors or boundary or random_partners, (
+            name,
+            main,
+            spans,
+        )
 
 
 class _Rows(HTMLParser):
