@@ -161,11 +161,9 @@ class Series:
             if line.startswith("memdump: "):
                 self.dumps.append(line[len("memdump: ") :])
 
-    def between(self, t0: float, t1: float) -> list[tuple[float, int, float]]:
-        return [s for s in self.samples if t0 <= s[0] <= t1]
-
-    def between_anon(self, t0: float, t1: float) -> list[tuple[float, int, float]]:
-        return [s for s in self.anon if t0 <= s[0] <= t1]
+    def between(self, t0: float, t1: float, anon: bool = False) -> list[tuple[float, int, float]]:
+        """The samples (VmRSS, or RssAnon with ``anon``) taken from t0 to t1."""
+        return [s for s in (self.anon if anon else self.samples) if t0 <= s[0] <= t1]
 
 
 @dataclass
@@ -316,7 +314,7 @@ def figures(
             "cpu_share": (span[-1][2] - span[0][2]) / dt if dt > 0 else float("nan"),
             "span_s": dt,
         }
-        for key, of in (("", span), ("anon_", d.between_anon(warm_s, end_s))):
+        for key, of in (("", span), ("anon_", d.between(warm_s, end_s, anon=True))):
             floors = window_floors_mib(of, FLOOR_WINDOW_S)
             out[name][f"{key}floors_mib"] = floors
             out[name][f"{key}floor_slope_mib_per_10min"] = (
