@@ -12,6 +12,7 @@ ranks > cores   --oversubscribe        (allowed anyway)
 environment     -x NAME=VALUE          -genv NAME VALUE
 hosts           --host a,b             -hosts a,b
 TCP transport   --mca btl tcp,self     MPIR_CVAR_NOLOCAL=1, UCX_TLS=tcp,self
+ (one node)     btl_tcp_if_include lo
 ==============  =====================  ======================================
 
 The launcher is ``$HUSHMON_MPIRUN`` (a name on PATH or a path), else the
@@ -26,6 +27,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import socket
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -132,6 +134,12 @@ def mpirun_command(
             cmd.append("--oversubscribe")
         if tcp:
             cmd += ["--mca", "btl", "tcp,self"]
+            if _one_node(hosts):
+                # Left to itself Open MPI's TCP transport offers every
+                # interface up at start (a container bridge, a test bed's
+                # veth) and dies with "bind ... failed" when one goes away
+                # mid-run; between ranks of one node loopback is the path.
+                cmd += ["--mca", "btl_tcp_if_include", "lo"]
         for name, value in env.items():
             cmd += ["-x", f"{name}={value}"]
         if hosts:
@@ -151,6 +159,12 @@ def mpirun_command(
     cmd += ["-np", str(nprocs), *extra]
     cmd += [str(p) for p in program]
     return cmd
+
+
+def _one_node(hosts: Sequence[str]) -> bool:
+    """Whether ``hosts`` (``name[:slots]``) names only this machine."""
+    here = {"localhost", "127.0.0.1", socket.gethostname()}
+    return all(host.split(":", 1)[0] in here for host in hosts)
 
 
 def check_process_count(program: str, asked: int, got: int | None) -> None:

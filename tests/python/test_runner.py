@@ -81,6 +81,13 @@ def test_open_mpi_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
         path, *root, "--mca", "btl", "tcp,self", "-x", "A=1", "--host", "n1,n2",
         "-np", "1", "prog",
     ]  # fmt: skip
+    # Ranks of one node talk over loopback only: an interface that comes and
+    # goes during the run (a test bed's veth) cannot break them.
+    one_node = ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"]
+    assert mpirun_command(2, ["prog"], tcp=True) == [path, *root, *one_node, "-np", "2", "prog"]
+    assert mpirun_command(2, ["prog"], hosts=["localhost:2"], tcp=True) == [
+        path, *root, *one_node, "--host", "localhost:2", "-np", "2", "prog"
+    ]  # fmt: skip
 
 
 def test_unknown_launcher_gets_plain_np_and_no_guesses(
