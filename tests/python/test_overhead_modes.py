@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from waiting import wait_until
 
+from hushmon.overhead.execute import AgentUsage
 from hushmon.overhead.modes import MODES, get
 from hushmon.overhead.modes.base import Processes
 from hushmon.procstat import pid_cpu_s, process_cpu_s, rss_kib
@@ -148,3 +149,13 @@ def test_a_daemon_that_exits_is_reported(tmp_path: Path) -> None:
     procs.procs[0].wait()
     assert procs.dead() == "sh exited with code 3"
     assert procs.cpu_s() == 0.0  # a dead process is not read
+
+
+def test_an_agent_up_under_5_periods_gets_a_note_not_a_figure_taken_at_face_value() -> None:
+    # Two class S runs can fit inside one 1 s period: the agent may not wake
+    # at all and its CPU reads 0.
+    short = AgentUsage("hushmon", starts=2, up_s=1.6, cpu_s=0.0)
+    note = short.too_short_note(1.0)
+    assert note is not None and note.startswith("hushmon: its CPU use was measured over 1.6 s")
+    assert "under 5 sampling periods of 1 s" in note
+    assert AgentUsage("hushmon", starts=2, up_s=1.6, cpu_s=0.01).too_short_note(0.1) is None

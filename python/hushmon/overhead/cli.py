@@ -136,6 +136,11 @@ def main(args: argparse.Namespace) -> int:
                 "hushmon_pmu ran on the simulated PMU (this machine has none): only the "
                 "agent's own work is measured, not the cost of counting in the CPU."
             )
+    notes += [
+        note
+        for u in usage.values()
+        if u.mode != BASELINE and (note := u.too_short_note(args.period_s))
+    ]
     notes.append(
         f"Load average (1, 5, 15 min): {load_start[0]:.2f} {load_start[1]:.2f} "
         f"{load_start[2]:.2f} at start, {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f} "

@@ -90,6 +90,18 @@ class AgentUsage:
         """Percent of one CPU."""
         return 100.0 * self.cpu_s / self.up_s if self.up_s > 0 else float("nan")
 
+    def too_short_note(self, period_s: float) -> str | None:
+        """Says so when the agent was up for under 5 sampling periods: a
+        daemon that sleeps between samples may not run at all in a window
+        shorter than its period, and its CPU then reads 0 and means nothing."""
+        if self.up_s >= 5 * period_s:
+            return None
+        return (
+            f"{self.mode}: its CPU use was measured over {self.up_s:.1f} s, under 5 sampling "
+            f"periods of {period_s:g} s: too short to mean much (more --runs, or a shorter "
+            "--period-s)."
+        )
+
 
 def execute(
     schedule: list[PlannedRun], work: Path, period_s: float, settle_s: float, tick: Progress
