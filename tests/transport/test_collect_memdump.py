@@ -90,6 +90,7 @@ def test_sigusr2_writes_a_memory_report_and_collection_goes_on(
         "RssAnon",
         "resident by mapping MiB: heap",
         "glibc heap MiB: in_use",
+        "; set at start: arena_max 2, mmap_threshold_bytes 1048576",
         "anonymous outside glibc's arenas",
         "arrow pool",
         "duckdb allocator (duckdb) MiB: allocated",

@@ -41,7 +41,11 @@ from hushmon.transport.collect_store import (
 )
 from hushmon.transport.connect import reachable
 from hushmon.transport.forward import ForwardStats, LineForwarder
-from hushmon.transport.memdump import MemoryDump, start_tracing_if_asked
+from hushmon.transport.memdump import (
+    MemoryDump,
+    start_tracing_if_asked,
+    tune_malloc_for_a_daemon,
+)
 from hushmon.transport.natsserver import (
     COLLECT_ACK_WAIT_S,
     COLLECT_RAW,
@@ -544,8 +548,9 @@ def collect(opts: CollectOptions) -> CollectReport:
     """Runs until SIGTERM/SIGINT (finishing the group in hand) or, with
     ``once``, until both consumers have nothing left. SIGUSR2 writes a
     memory report to the progress stream (memdump.py)."""
+    malloc_settings = tune_malloc_for_a_daemon()  # before the threads start
     start_tracing_if_asked()
-    memdump = MemoryDump(opts.progress or sys.stderr)
+    memdump = MemoryDump(opts.progress or sys.stderr, malloc_settings)
 
     async def main() -> CollectReport:
         stop = asyncio.Event()

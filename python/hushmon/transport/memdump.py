@@ -132,6 +132,43 @@ def malloc_trim() -> bool:
     return bool(fn(0)) if fn is not None else False
 
 
+# mallopt's parameter numbers (glibc's malloc.h)
+_M_MMAP_THRESHOLD = -3
+_M_ARENA_MAX = -8
+# A daemon's glibc heap: two arenas, whatever the core count, and blocks of
+# 1 MiB or more always mmapped (so given back whole at free).
+DAEMON_ARENA_MAX = 2
+DAEMON_MMAP_THRESHOLD_BYTES = 1 << 20
+
+
+def tune_malloc_for_a_daemon() -> dict[str, int]:
+    """Sets glibc's heap for a process that runs for weeks, before its
+    threads start; returns what it set (nothing where glibc is missing).
+
+    Each thread that allocates while another holds the lock gets an arena
+    of its own, up to 8 per core, and every arena keeps its high-water mark
+    in fragments a trim cannot return: DuckDB's worker threads, a store
+    thread and the event loop took a collector's arenas from 38 to 45 MiB
+    in 20 minutes while their bytes in use stayed flat. glibc also raises
+    its mmap threshold to the largest block freed so far, after which such
+    blocks come from the arenas and fragment them too. A site's own
+    MALLOC_ARENA_MAX or MALLOC_MMAP_THRESHOLD_ is kept."""
+    fn = getattr(_LIBC, "mallopt", None) if _LIBC is not None else None
+    if fn is None:
+        return {}
+    wanted = {
+        "arena_max": ("MALLOC_ARENA_MAX", _M_ARENA_MAX, DAEMON_ARENA_MAX),
+        "mmap_threshold_bytes": (
+            "MALLOC_MMAP_THRESHOLD_", _M_MMAP_THRESHOLD, DAEMON_MMAP_THRESHOLD_BYTES,
+        ),
+    }  # fmt: skip
+    done = {}
+    for name, (env, param, value) in wanted.items():
+        if env not in os.environ and fn(param, value) == 1:
+            done[name] = value
+    return done
+
+
 def duckdb_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
     """duckdb_memory()'s tags that hold anything, and the settings that bound them."""
     try:
@@ -157,8 +194,10 @@ class MemoryDump:
     """One report per request; the Python heap's growth is against the
     previous report's snapshot (the first: against the process's start)."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, malloc_settings: dict[str, int] | None = None) -> None:
         self.out = out
+        # what tune_malloc_for_a_daemon set at the start, said with the heap
+        self.malloc_settings = malloc_settings or {}
         # set by the owner once it has them: its long-lived containers'
         # sizes, and its DuckDB connection (read only between its transactions)
         self.containers: Callable[[], dict[str, int]] = dict
@@ -196,7 +235,12 @@ class MemoryDump:
         copies = duckdb_heap.copies_mib()
         heap = malloc_mib()
         if heap is not None:
-            out.append("glibc heap MiB: " + ", ".join(f"{k} {v:.1f}" for k, v in heap.items()))
+            out.append(
+                "glibc heap MiB: "
+                + ", ".join(f"{k} {v:.1f}" for k, v in heap.items())
+                + "; set at start: "
+                + (", ".join(f"{k} {v}" for k, v in self.malloc_settings.items()) or "nothing")
+            )
             if maps:
                 # glibc's arenas other than the main heap are anonymous
                 # mappings; what is left there is DuckDB's jemalloc copies

@@ -1,0 +1,62 @@
+"""tune_malloc_for_a_daemon (transport/memdump.py): a collector's glibc
+heap holds at most two arenas however many threads allocate, and a site's
+own MALLOC_ARENA_MAX is kept. Counted from glibc's own malloc_info, in a
+fresh process (arenas are per process and never go away)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+# Starts 12 threads that each allocate (glibc gives each new thread an arena
+# of its own until the limit, 8 per core by default) and prints the number
+# of arenas malloc_info lists.
+COUNT_ARENAS = r"""
+import ctypes, sys, threading
+from hushmon.transport.memdump import tune_malloc_for_a_daemon
+print(sorted(tune_malloc_for_a_daemon().items()) if sys.argv[1] == "tune" else [])
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+go = threading.Barrier(12)
+def work():
+    go.wait()
+    for _ in range(200):
+        libc.free(libc.malloc(4096))
+threads = [threading.Thread(target=work) for _ in range(12)]
+for t in threads: t.start()
+for t in threads: t.join()
+buf, size = ctypes.c_char_p(), ctypes.c_size_t()
+libc.open_memstream.restype = ctypes.c_void_p
+stream = libc.open_memstream(ctypes.byref(buf), ctypes.byref(size))
+libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+libc.fclose.argtypes = [ctypes.c_void_p]
+assert libc.malloc_info(0, stream) == 0
+libc.fclose(stream)
+print(buf.value.decode().count("<heap nr="))
+"""
+
+
+def arenas(mode: str, **env: str) -> tuple[str, int]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run(
+        [sys.executable, "-c", COUNT_ARENAS, mode],
+        capture_output=True, text=True, timeout=60, check=True, env={**clean, **env},
+    )  # fmt: skip
+    settings, count = out.stdout.split("\n")[:2]
+    return settings, int(count)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's heap")
+def test_a_daemon_keeps_two_arenas_and_a_site_setting_wins() -> None:
+    settings, tuned = arenas("tune")
+    assert settings == "[('arena_max', 2), ('mmap_threshold_bytes', 1048576)]"
+    assert 1 <= tuned <= 2
+    # the same threads without the setting: an arena each, up to 8 per core
+    _, untuned = arenas("plain")
+    assert untuned > 2, "glibc shared its arenas unasked: the check above shows nothing"
+    settings, site = arenas("tune", MALLOC_ARENA_MAX="3")
+    assert settings == "[('mmap_threshold_bytes', 1048576)]" and site == 3
