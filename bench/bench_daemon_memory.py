@@ -249,6 +249,8 @@ def start_side(name: str, a: argparse.Namespace, tmp: Path, python: Path) -> Sid
         "--warmup-s", str(a.warmup_s),
         "--drain-s", "120",
     ]  # fmt: skip
+    if a.stream_max_age_s:
+        argv += ["--stream-max-age-s", str(a.stream_max_age_s)]
     # the C programs of this tree's build for both sides (a baseline's
     # package would look for them beside its archive)
     bin_dir = os.environ.get("HUSHMON_BIN") or str(ROOT / "build" / "bin")
@@ -354,6 +356,14 @@ def main() -> int:
         metavar="N",
         help="'hushmon store compact' (nice 10) of each side's lake every N s, as a site's "
         "hourly timer does (default: none)",
+    )
+    ap.add_argument(
+        "--stream-max-age-s",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="how long the hub's streams keep messages (default: the site's 6 h / 7 days); "
+        "a run longer than this shows whether the hub's memory follows what they hold",
     )
     a = ap.parse_args()
     if (

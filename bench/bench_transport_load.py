@@ -92,6 +92,7 @@ from hushmon.transport.natsserver import (
     LEAF_PING_MAX,
     LocalNatsServer,
     NatsServerConfig,
+    StreamLimits,
     ensure_streams,
     free_port,
     site_consumers,
@@ -162,6 +163,13 @@ def parse_args() -> argparse.Namespace:
         metavar="N",
         help="run each digest under nice -n N (default 0: at the daemons' priority); a site "
         "digests on another machine than its collectors, which this 2-vCPU box cannot",
+    )
+    ap.add_argument(
+        "--stream-max-age-s",
+        type=float,
+        metavar="S",
+        help="how long HM_RAW and HM_SUM keep messages (default: the site's 6 h and 7 days): "
+        "a run longer than this shows whether the hub's memory follows what they hold",
     )
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     a = ap.parse_args()
@@ -313,7 +321,12 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
     servers = [hub]
     daemons: list[Daemon] = []
     try:
-        ensure_streams(hub.url, consumers=site_consumers(racks))
+        limits = StreamLimits()
+        if a.stream_max_age_s:
+            limits = StreamLimits(
+                raw_max_age_s=a.stream_max_age_s, sum_max_age_s=a.stream_max_age_s
+            )
+        ensure_streams(hub.url, consumers=site_consumers(racks), limits=limits)
         raw_rate = raw_publish_rate(hub.url, per_rack)
         print(f"1. raw JetStream publish on the hub: {raw_rate:,.0f} msgs/s (the physical limit)")
         for leaf in leaves.values():
