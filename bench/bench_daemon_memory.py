@@ -418,7 +418,9 @@ def main() -> int:
             lost = [x for x in lines if "lost" in x and "duplicated" in x][:1]
             print(f"# {s.name}: bench_transport_load exit {rc}; {' '.join(lost).strip()}")
             if rc != 0:
-                print("\n".join(f"#   {x}" for x in lines[-8:]))
+                # its own reasons (a daemon's exit, a digest), else its tail
+                why = [x for x in lines if x.startswith("# ") and ("exited" in x or "failed" in x)]
+                print("\n".join(f"#   {x}" for x in why or lines[-8:]))
     names = sorted({n for r in results.values() for n in r})
     print(
         f"resident MiB after the warm-up ({a.warmup_s:.0f} s) -> at the end of the load, "
