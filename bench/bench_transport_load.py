@@ -321,11 +321,8 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
     servers = [hub]
     daemons: list[Daemon] = []
     try:
-        limits = StreamLimits()
-        if a.stream_max_age_s:
-            limits = StreamLimits(
-                raw_max_age_s=a.stream_max_age_s, sum_max_age_s=a.stream_max_age_s
-            )
+        age = a.stream_max_age_s
+        limits = StreamLimits(raw_max_age_s=age, sum_max_age_s=age) if age else None
         ensure_streams(hub.url, consumers=site_consumers(racks), limits=limits)
         raw_rate = raw_publish_rate(hub.url, per_rack)
         print(f"1. raw JetStream publish on the hub: {raw_rate:,.0f} msgs/s (the physical limit)")

@@ -58,6 +58,11 @@ def _libc() -> Any:
 _LIBC = _libc()
 
 
+def _libc_function(name: str) -> Any:
+    """One of glibc's functions, or None (no libc found, or not glibc)."""
+    return getattr(_LIBC, name, None)
+
+
 def start_tracing_if_asked() -> bool:
     """tracemalloc on when HUSHMON_TRACEMALLOC=1 (before the work starts, so
     that what the collector holds is traced from its first allocation)."""
@@ -70,7 +75,7 @@ def malloc_mib() -> dict[str, float] | None:
     """glibc's heap: in use (small blocks and mmapped ones) and free but
     kept, over every arena; None where mallinfo2 is missing (musl, glibc
     before 2.33)."""
-    fn = getattr(_LIBC, "mallinfo2", None) if _LIBC is not None else None
+    fn = _libc_function("mallinfo2")
     if fn is None:
         return None
     fn.restype = _MallInfo2
@@ -128,7 +133,7 @@ def arrow_mib() -> str:
 
 def malloc_trim() -> bool:
     """Gives glibc's free pages back to the kernel; False where it cannot."""
-    fn = getattr(_LIBC, "malloc_trim", None) if _LIBC is not None else None
+    fn = _libc_function("malloc_trim")
     return bool(fn(0)) if fn is not None else False
 
 
@@ -145,15 +150,15 @@ def tune_malloc_for_a_daemon() -> dict[str, int]:
     """Sets glibc's heap for a process that runs for weeks, before its
     threads start; returns what it set (nothing where glibc is missing).
 
-    Each thread that allocates while another holds the lock gets an arena
-    of its own, up to 8 per core, and every arena keeps its high-water mark
-    in fragments a trim cannot return: DuckDB's worker threads, a store
+    glibc gives each new thread that allocates an arena of its own, up to
+    8 per core, and every arena keeps its high-water mark in fragments a
+    trim cannot return: DuckDB's worker threads, a store
     thread and the event loop took a collector's arenas from 38 to 45 MiB
     in 20 minutes while their bytes in use stayed flat. glibc also raises
     its mmap threshold to the largest block freed so far, after which such
     blocks come from the arenas and fragment them too. A site's own
     MALLOC_ARENA_MAX or MALLOC_MMAP_THRESHOLD_ is kept."""
-    fn = getattr(_LIBC, "mallopt", None) if _LIBC is not None else None
+    fn = _libc_function("mallopt")
     if fn is None:
         return {}
     wanted = {
