@@ -70,8 +70,10 @@ def _writer(lake: Path, groups: int, start: float, tag: int = 1) -> subprocess.P
 def test_a_reader_sees_only_whole_groups_while_a_writer_appends(tmp_path: Path) -> None:
     lake = tmp_path / "w.lake"
     open_lake(lake).close()
-    writer = _writer(lake, groups=12, start=time.time())
+    # The reader opens first: opening loads DuckDB's extensions, which on a
+    # loaded machine once took longer than the writer's 12 commits.
     reader = open_lake_readonly(lake)
+    writer = _writer(lake, groups=12, start=time.time())
     counts = []
     statuses = []
     try:
