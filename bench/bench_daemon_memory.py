@@ -70,6 +70,7 @@ from hushmon.procstat import process_cpu_s, status_kib  # noqa: E402
 MEMDUMP_HEADLINES = (
     "report ",
     "resident by mapping",
+    "largest anonymous",
     "glibc heap",
     "anonymous outside",
     "arrow pool",

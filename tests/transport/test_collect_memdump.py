@@ -89,6 +89,7 @@ def test_sigusr2_writes_a_memory_report_and_collection_goes_on(
     for part in (
         "RssAnon",
         "resident by mapping MiB: heap",
+        "largest anonymous mappings, resident/size MiB: ",
         "glibc heap MiB: in_use",
         "; set at start: arena_max 2, mmap_threshold_bytes 1048576",
         "anonymous outside glibc's arenas",

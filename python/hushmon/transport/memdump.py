@@ -21,6 +21,7 @@ import os
 import time
 import tracemalloc
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -89,35 +90,100 @@ def malloc_mib() -> dict[str, float] | None:
     }
 
 
-def mappings_mib() -> dict[str, float]:
-    """Resident MiB of the process's mappings by kind (/proc/self/smaps):
-    glibc's main heap, anonymous mappings (glibc's other arenas, large
-    blocks, Python's object arenas, Arrow's allocator), stacks, and files
-    (the libraries: DuckDB's alone is ~60 MiB)."""
-    kinds = {"heap": 0, "anon": 0, "stack": 0, "file": 0}
-    kind = "anon"
+@dataclass(frozen=True)
+class Mapping:
+    """One of the process's mappings (a VMA of /proc/self/smaps)."""
+
+    start: int
+    size_kib: int
+    perms: str
+    path: str
+    rss_kib: int
+
+    @property
+    def kind(self) -> str:
+        if self.path == "[heap]":
+            return "heap"
+        if self.path.startswith("[stack"):
+            return "stack"
+        return "anon" if not self.path or self.path.startswith("[") else "file"
+
+
+# glibc's arenas other than the main one live in heaps of at most 64 MiB
+# (HEAP_MAX_SIZE on 64-bit), each aligned to its own maximum size: an
+# anonymous mapping that starts on such a boundary is most likely one
+GLIBC_HEAP_ALIGN = 64 << 20
+# a thread's stack: glibc's default 8 MiB, under a guard page of its own
+THREAD_STACK_KIB = 8 << 10
+# mimalloc (Arrow's default pool) asks the kernel for its regions at hint
+# addresses from 2 TiB up to 30 TiB, far below where glibc's mmaps land
+MIMALLOC_HINTS = range(2 << 40, 30 << 40)
+LARGEST_SHOWN = 8
+
+
+def mappings() -> list[Mapping]:
+    """The process's mappings, in address order; [] where smaps is unreadable."""
+    out: list[Mapping] = []
     try:
         with open("/proc/self/smaps") as f:
+            head: list[str] | None = None
             for line in f:
-                first = line.split(maxsplit=6)
+                first = line.split(maxsplit=5)
                 if not first:
                     continue
                 if "-" in first[0] and len(first) >= 5 and ":" not in first[0]:
-                    path = first[5].strip() if len(first) > 5 else ""
-                    kind = (
-                        "heap"
-                        if path == "[heap]"
-                        else "stack"
-                        if path.startswith("[stack")
-                        else "anon"
-                        if not path or path.startswith("[")
-                        else "file"
-                    )
-                elif first[0] == "Rss:":
-                    kinds[kind] += int(first[1])
+                    head = first
+                elif first[0] == "Rss:" and head is not None:
+                    lo, hi = (int(x, 16) for x in head[0].split("-"))
+                    path = head[5].strip() if len(head) > 5 else ""
+                    out.append(Mapping(lo, (hi - lo) >> 10, head[1], path, int(first[1])))
+                    head = None
     except (OSError, ValueError, IndexError):
-        return {}
+        return []
+    return out
+
+
+def mappings_mib(maps: list[Mapping] | None = None) -> dict[str, float]:
+    """Resident MiB of the process's mappings by kind: glibc's main heap,
+    anonymous mappings (glibc's other arenas, large blocks, Python's object
+    arenas, Arrow's allocator), stacks, and files (the libraries: DuckDB's
+    alone is ~60 MiB)."""
+    kinds = {"heap": 0, "anon": 0, "stack": 0, "file": 0}
+    for m in mappings() if maps is None else maps:
+        kinds[m.kind] += m.rss_kib
     return {k: v / 1024 for k, v in kinds.items()}
+
+
+def guess_owner(m: Mapping) -> str:
+    """Who most likely made an anonymous mapping, from its shape alone (the
+    kernel merges neighbours made alike, so this is a hint: Python's 1 MiB
+    object arenas have no shape of their own, and merge with thread stacks
+    and glibc's large blocks)."""
+    if m.start % GLIBC_HEAP_ALIGN == 0 and m.size_kib <= GLIBC_HEAP_ALIGN >> 10:
+        return "glibc arena"
+    if m.size_kib == THREAD_STACK_KIB:
+        return "thread stack"
+    if m.start in MIMALLOC_HINTS:
+        return "mimalloc"
+    return "?"
+
+
+def largest_anonymous(maps: list[Mapping], n: int = LARGEST_SHOWN) -> str:
+    """The n anonymous mappings that hold the most resident memory, each as
+    address: resident/size MiB (its likely owner); a report's readers
+    compare these between reports to see which one grows."""
+    anon = sorted(
+        (m for m in maps if m.kind == "anon" and m.rss_kib > 0),
+        key=lambda m: m.rss_kib,
+        reverse=True,
+    )
+    return (
+        ", ".join(
+            f"{m.start:x}: {m.rss_kib / 1024:.1f}/{m.size_kib / 1024:.1f} ({guess_owner(m)})"
+            for m in anon[:n]
+        )
+        or "none"
+    )
 
 
 def arrow_mib() -> str:
@@ -235,8 +301,10 @@ class MemoryDump:
             + ", ".join(f"{k} {v / 1024:.1f}" for k, v in st.items())
             + " MiB"
         ]
-        maps = mappings_mib()
+        vmas = mappings()
+        maps = mappings_mib(vmas) if vmas else {}
         out.append("resident by mapping MiB: " + ", ".join(f"{k} {v:.1f}" for k, v in maps.items()))
+        out.append("largest anonymous mappings, resident/size MiB: " + largest_anonymous(vmas))
         copies = duckdb_heap.copies_mib()
         heap = malloc_mib()
         if heap is not None:
