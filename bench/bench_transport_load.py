@@ -556,6 +556,10 @@ def run(tmp: Path, a: argparse.Namespace, periods: int, per_rack: int) -> int:
         figures = {
             "rss_mib_start_warm_end": rss_json(watched, *rss_at[:3]),
             "agents": agents,
+            "load_s": periods,
+            # how long the streams kept messages (None: the site's 6 h and 7
+            # days, so none aged out): the hub works more once they expire
+            "stream_max_age_s": a.stream_max_age_s,
             "racks": a.racks,
             "collectors": a.collectors,
             "summaries_only_collector": a.summaries_only,

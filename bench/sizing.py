@@ -39,7 +39,10 @@ per-group commit dominates). The summary collector's CPU per message: the load r
 --summary-ms-per-message (bench_summary_collect.py's figure for the append-only
 path of store schema 3, measured with groups of a site's size; a load run
 on this 2-vCPU machine carries ~10 messages a second, groups of a few, whose
-per-group commit dominates). The note printed says which.
+per-group commit dominates). The hub's: the load run's, or --hub-us-per-batch
+(a site's hub deletes as many messages as it stores once its streams are
+older than their age, 6 h, and works more then: a run without
+--stream-max-age-s never gets there). The note printed says which.
 
 Bytes per stored value: --bytes-per-value (docs/store.md's measurement with
 the agent's real fields, when there is one), else the run's lake size over
@@ -49,7 +52,8 @@ files, an upper bound).
     .venv/bin/python bench/sizing.py --from load.json [--nodes 1000,2000,10000]
         [--periods-s 1,10] [--sensors V] [--bytes-per-value X] [--use 0.5]
         [--nodes-per-rack 40] [--jobs-per-rack 2] [--job-nodes 64] [--markdown]
-        [--summary-ms-per-message MS] [--collector-us-per-batch US] [--json FILE]
+        [--summary-ms-per-message MS] [--collector-us-per-batch US]
+        [--hub-us-per-batch US] [--json FILE]
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +79,9 @@ COLUMN_NAMES = {
 # kinds that run as one process whatever their load (the hub: one server whose
 # threads use its machine's cores); summary collectors, like raw ones, share
 # their consumer, so they count ceil(cores / use)
-ONE_PROCESS = ("hub nats-server", "top reducer")
+HUB = "hub nats-server"
+SUMMARIES = "collector, summaries"
+ONE_PROCESS = (HUB, "top reducer")
 # of those, the ones that do their work on about one core: above --use there
 # is a limit of this design, marked '!'
 SINGLE = ("top reducer",)
@@ -90,8 +96,11 @@ class Measured:
     per_message: tuple[str, ...]  # kinds whose unit is a summary message
     bytes_per_value: float
     bytes_source: str
-    summary_source: str = "the load run"
-    collector_source: str = "the load run"
+    # where a kind's CPU figure came from, when not the load run as it was
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def figure_source(self, kind: str) -> str:
+        return self.sources.get(kind, "the load run")
 
 
 @dataclass(frozen=True)
@@ -120,6 +129,7 @@ def load_measured(path: Path, bytes_per_value: float | None) -> Measured:
         packed = doc.get("bytes_per_value_compacted")
         run_bpv = float(packed if packed is not None else doc["bytes_per_value"])
         run_how = "compacted" if packed is not None else "as written, not compacted"
+        hub_how = hub_source(doc.get("stream_max_age_s"), doc.get("load_s"))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SystemExit(
             f"sizing: {path}: not bench_transport_load.py --json output ({exc})"
@@ -127,9 +137,17 @@ def load_measured(path: Path, bytes_per_value: float | None) -> Measured:
     kinds = {k: v for k, v in kinds.items() if k in COLUMN_NAMES}
     if "rack reducer" not in kinds or not any(k.startswith("collector") for k in kinds) or vpb < 1:
         raise SystemExit(f"sizing: {path}: no CPU figure for the reducers, collectors or values")
+    sources = {HUB: hub_how}
     if bytes_per_value is not None:
         return Measured(
-            str(path), agents, vpb, kinds, per_message, bytes_per_value, "--bytes-per-value"
+            str(path),
+            agents,
+            vpb,
+            kinds,
+            per_message,
+            bytes_per_value,
+            "--bytes-per-value",
+            sources,
         )
     return Measured(
         str(path),
@@ -139,6 +157,27 @@ def load_measured(path: Path, bytes_per_value: float | None) -> Measured:
         per_message,
         run_bpv,
         f"the run's lake ({run_how}): {run_bpv:.2f} B",
+        sources,
+    )
+
+
+# the hub's CPU once its streams delete as many messages as they store,
+# over the same hub before any expired: 110 % / 82 % of a core at 10,000
+# agents (docs/transport.md, "The hub once messages expire")
+HUB_EXPIRY_RISE = 0.34
+
+
+def hub_source(stream_max_age_s: float | None, load_s: float | None) -> str:
+    """What the load run's hub figure stands for: a site's hub deletes as
+    many messages as it stores from 6 h after its start on."""
+    if stream_max_age_s is not None and load_s is not None and stream_max_age_s < load_s:
+        return (
+            f"the load run (its streams kept {stream_max_age_s:g} s of its {load_s:g} s: "
+            "messages expired in part of it)"
+        )
+    return (
+        f"the load run, before any message expired: a site's hub takes about "
+        f"{HUB_EXPIRY_RISE:.0%} more once they do (--hub-us-per-batch)"
     )
 
 
@@ -307,6 +346,13 @@ def main() -> int:
         "instead of the load run's",
     )
     ap.add_argument(
+        "--hub-us-per-batch",
+        type=float,
+        metavar="US",
+        help="the hub's CPU per batch in the steady state, its streams deleting as many "
+        "messages as they store, instead of the load run's",
+    )
+    ap.add_argument(
         "--rollup-row-bytes",
         type=float,
         default=ROLLUP_BYTES_PER_ROW,
@@ -346,20 +392,26 @@ def main() -> int:
         or (a.bytes_per_value is not None and a.bytes_per_value <= 0)
         or (a.summary_ms_per_message is not None and a.summary_ms_per_message <= 0)
         or (a.collector_us_per_batch is not None and a.collector_us_per_batch <= 0)
+        or (a.hub_us_per_batch is not None and a.hub_us_per_batch <= 0)
         or a.rollup_row_bytes < 0
         or a.summary_row_bytes < 0
     ):
         print(
-            "sizing: --sensors, --bytes-per-value, --summary-ms-per-message and "
-            "--collector-us-per-batch must be positive, the row bytes not negative",
+            "sizing: --sensors, --bytes-per-value, --summary-ms-per-message, "
+            "--collector-us-per-batch and --hub-us-per-batch must be positive, the row bytes "
+            "not negative",
             file=sys.stderr,
         )
         return 2
     m = load_measured(a.src, a.bytes_per_value)
     if a.summary_ms_per_message is not None:
-        m = with_summary_cost(m, a.summary_ms_per_message)
+        ms = a.summary_ms_per_message
+        m = with_cost(m, SUMMARIES, ms * 1000.0, f"--summary-ms-per-message ({ms:g} ms)")
     if a.collector_us_per_batch is not None:
-        m = with_collector_cost(m, a.collector_us_per_batch)
+        us = a.collector_us_per_batch
+        m = with_cost(m, raw_kind(m), us, f"--collector-us-per-batch ({us:g} us)")
+    if a.hub_us_per_batch is not None:
+        m = with_cost(m, HUB, a.hub_us_per_batch, f"--hub-us-per-batch ({a.hub_us_per_batch:g} us)")
     sensors = a.sensors or m.values_per_batch
     shape = Shape(a.nodes_per_rack, a.jobs_per_rack, a.job_nodes)
     rows = [
@@ -372,8 +424,8 @@ def main() -> int:
         f"per batch); {sensors} values per node per period; a process at {a.use:.0%} of a core; "
         f"{a.nodes_per_rack} nodes per rack, {a.jobs_per_rack:g} jobs per rack, jobs of "
         f"{a.job_nodes} nodes; bytes per value from {m.bytes_source}; summary collector's "
-        f"CPU per message from {m.summary_source}; raw collectors' CPU per batch from "
-        f"{m.collector_source}"
+        f"CPU per message from {m.figure_source(SUMMARIES)}; raw collectors' CPU per batch from "
+        f"{m.figure_source(raw_kind(m))}; the hub's from {m.figure_source(HUB)}"
     )
     for line in markdown(rows, a.use) if a.markdown else table(rows, a.use):
         print(line)
@@ -390,28 +442,22 @@ def main() -> int:
     return 0
 
 
-def with_summary_cost(m: Measured, ms_per_message: float) -> Measured:
-    """The run's figures with the summary collector's cost per message
-    replaced (its own kind added when the run had one collector only)."""
-    kind = "collector, summaries"
+def with_cost(m: Measured, kind: str, us_per_unit: float, source: str) -> Measured:
+    """The run's figures with one kind's CPU per unit replaced (a kind the
+    run did not split out, as a lone collector's summaries, is added)."""
+    per_message = (*m.per_message, kind) if kind == SUMMARIES else m.per_message
     return replace(
         m,
-        cpu_us_per_batch={**m.cpu_us_per_batch, kind: ms_per_message * 1000.0},
-        per_message=tuple(dict.fromkeys((*m.per_message, kind))),
-        summary_source=f"--summary-ms-per-message ({ms_per_message:g} ms)",
+        cpu_us_per_batch={**m.cpu_us_per_batch, kind: us_per_unit},
+        per_message=tuple(dict.fromkeys(per_message)),
+        sources={**m.sources, kind: source},
     )
 
 
-def with_collector_cost(m: Measured, us_per_batch: float) -> Measured:
-    """The run's figures with the raw collectors' CPU per batch replaced:
-    "collector, raw path" where the run split its collectors, else
-    "collector" (then the summaries' share is the run's, folded in)."""
-    kind = "collector, raw path" if "collector, raw path" in m.cpu_us_per_batch else "collector"
-    return replace(
-        m,
-        cpu_us_per_batch={**m.cpu_us_per_batch, kind: us_per_batch},
-        collector_source=f"--collector-us-per-batch ({us_per_batch:g} us)",
-    )
+def raw_kind(m: Measured) -> str:
+    """The raw collectors' kind: "collector, raw path" where the run split
+    its collectors, else "collector" (the summaries' share folded in)."""
+    return "collector, raw path" if "collector, raw path" in m.cpu_us_per_batch else "collector"
 
 
 def _largest_fast(rows: list[SiteRow]) -> SiteRow:
