@@ -10,13 +10,16 @@ A viewer who is not an admin gets only their own jobs: a job of someone
 else's is answered exactly as one that does not exist (404), so its
 existence does not leak. The store is opened for each request and closed
 (the embedded file is then free for ``hushmon run`` to write); the work
-runs in a thread, one request at a time (DuckDB, matplotlib)."""
+runs in one thread of its own, one request at a time (DuckDB, matplotlib):
+the event loop's default pool would start up to 32 threads for requests
+that wait on each other, and glibc gives each its own heap arena."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +45,9 @@ class History:
     db: Path | None = None  # --db; None: the data folder's store (the lake once there is one)
     live: bool = True  # the live view is served too (links to it)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _worker: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="hushmon-history")
+    )
     reader: StoreReader = field(init=False)
 
     def __post_init__(self) -> None:
@@ -65,7 +71,10 @@ class History:
             work = lambda: self.compare(jobs, viewer, path.endswith(".json"))  # noqa: E731
         else:
             return None
-        return await asyncio.to_thread(self._serialized, work, path.endswith(".json"))
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._worker, self._serialized, work, path.endswith(".json")
+        )
 
     def _serialized(self, work: Any, as_json: bool) -> Reply:
         with self._lock:
