@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -238,6 +239,24 @@ def test_search_sort_and_pages_over_http(served: Served) -> None:
     assert (page["total"], page["pages"], [j["job"] for j in page["jobs"]]) == (3, 2, ["11"])
     status, body = get(served, "/jobs.json?sort=nope", admin)
     assert status == 400 and "sort must be one of" in json.loads(body)["error"]
+
+
+def _threads(pid: int) -> int:
+    m = re.search(r"^Threads:\s+(\d+)", Path(f"/proc/{pid}/status").read_text(), re.M)
+    assert m is not None
+    return int(m.group(1))
+
+
+def test_many_users_at_once_add_no_threads(served: Served) -> None:
+    """The history answers one request at a time in one thread of its own:
+    a burst of users leaves no idle pool behind (each thread would hold a
+    glibc heap arena of its own)."""
+    jobs_of(served, ADMIN_TOKEN)  # the history's thread has started
+    before = _threads(served.proc.pid)
+    with ThreadPoolExecutor(12) as pool:
+        answers = list(pool.map(lambda _: jobs_of(served, ADMIN_TOKEN), range(24)))
+    assert all(a == ["21", "12", "11"] for a in answers)
+    assert _threads(served.proc.pid) == before
 
 
 def test_a_token_file_holds_only_its_hash(tmp_path: Path) -> None:
