@@ -17,7 +17,7 @@ figures over the baseline's as a ratio. The sides run one after the
 other on the same lake, so both have the machine to themselves.
 
     .venv/bin/python bench/bench_serve_memory.py [--jobs 20000] [--clients 16]
-        [--seconds 60] [--baseline COMMIT] [--json FILE]
+        [--seconds 60] [--baseline COMMIT|DIR] [--json FILE]
 """
 
 from __future__ import annotations
@@ -137,7 +137,11 @@ def run_side(side: Side, python: Path, lake: Path, tmp: Path, a: argparse.Namesp
     token_file.write_text(TOKEN + "\n")
     token_file.chmod(0o600)
     log = tmp / f"{side.name}.log"
-    env = {**os.environ, "PYTHONPATH": str(python)}
+    # the side's package first; what the caller's path holds (a machine's
+    # wheels unpacked elsewhere) after it
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        x for x in (str(python), os.environ.get("PYTHONPATH", "")) if x
+    )}  # fmt: skip
     argv = [sys.executable, "-m", "hushmon.cli", "serve", "--db", str(lake), "--port", "0",
             "--token-file", str(token_file)]  # fmt: skip
     with log.open("w") as err:
@@ -183,7 +187,12 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=20_000)
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--seconds", type=float, default=60.0)
-    ap.add_argument("--baseline", metavar="COMMIT", help="also run this commit's package")
+    ap.add_argument(
+        "--baseline",
+        metavar="COMMIT",
+        help="also run this commit's package (or a folder's python/hushmon: one made by "
+        "git archive for a machine without the repository)",
+    )
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     a = ap.parse_args()
     if a.jobs < 100 or a.clients < 1 or a.seconds < 2 * WARM_S:
@@ -199,7 +208,9 @@ def main() -> int:
         _write(lake, _records(a.jobs, 200), chunks=20)
         trees = [("this tree", ROOT / "python")]
         if a.baseline:
-            trees.append((f"baseline {a.baseline}", baseline_tree(a.baseline, tmp) / "python"))
+            made = Path(a.baseline) / "python" / "hushmon"
+            tree = Path(a.baseline) if made.is_dir() else baseline_tree(a.baseline, tmp)
+            trees.append((f"baseline {a.baseline}", tree / "python"))
         sides = []
         for label, python in trees:
             side = Side(label.split()[0])
