@@ -191,3 +191,25 @@ def test_index_records_the_jobs_nobody_recorded(tmp_path: Path) -> None:
     assert (later.added, later.settling) == (1, 0)  # 33 now
     again = index_jobs(db, data, since_days=7, settle_s=120, now_ns=now + 600 * 10**9, slurm=False)
     assert again.added == 0
+
+
+def test_a_servers_lake_connection_is_opened_again_every_so_many_uses(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hushmon serve keeps a lake open (history/reader.py) and opens it
+    again every REOPEN_EVERY_QUERIES uses, since DuckLake's catalog keeps
+    part of every query until then; the embedded file is opened per use."""
+    from hushmon.history import reader as reader_module
+
+    monkeypatch.setattr(reader_module, "REOPEN_EVERY_QUERIES", 3)
+    reader = reader_module.StoreReader(lambda: store)
+    seen = []
+    for _ in range(7):
+        with reader.connection() as c:
+            seen.append(id(c))
+            assert _jobs(c, JobQuery(owner="alice")) == ["9", "7"]
+    if store.suffix == ".lake":
+        assert reader.opens == 3  # uses 1-3, 4-6, 7
+        assert seen[0] == seen[1] == seen[2] != seen[3]
+    else:
+        assert reader.opens == 0  # none kept
