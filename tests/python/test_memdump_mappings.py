@@ -48,7 +48,9 @@ def test_owner_guesses_go_by_shape() -> None:
     stack = Mapping(0x7F00_0000_1000, 8 << 10, "rw-p", "", 40)
     assert guess_owner(stack) == "thread stack"
     assert guess_owner(Mapping(0x7F00_0010_0000, 1 << 10, "rw-p", "", 1024)) == "?"
-    assert guess_owner(Mapping(0x2B9F_B800_000, 1 << 20, "rw-p", "", 20 << 10)) == "mimalloc"
+    assert guess_owner(Mapping(0x2B9F_B800_000, 64 << 10, "rw-p", "", 20 << 10)) == "mimalloc"
+    # an arena of 1 GiB, wherever the kernel put it
+    assert guess_owner(Mapping(0x7F4B_6580_0000, 1 << 20, "rw-p", "", 54 << 10)) == "mimalloc"
     # larger than a glibc heap can be, although aligned: not one
     assert guess_owner(Mapping(GLIBC_HEAP_ALIGN, 128 << 10, "rw-p", "", 10)) == "?"
 

@@ -115,8 +115,10 @@ class Mapping:
 GLIBC_HEAP_ALIGN = 64 << 20
 # a thread's stack: glibc's default 8 MiB, under a guard page of its own
 THREAD_STACK_KIB = 8 << 10
-# mimalloc (Arrow's default pool) asks the kernel for its regions at hint
-# addresses from 2 TiB up to 30 TiB, far below where glibc's mmaps land
+# mimalloc (Arrow's default pool) reserves its arenas 1 GiB at a time, and
+# asks for other regions at hint addresses from 2 TiB up to 30 TiB, far
+# below where glibc's mmaps land
+MIMALLOC_ARENA_KIB = 1 << 20
 MIMALLOC_HINTS = range(2 << 40, 30 << 40)
 LARGEST_SHOWN = 8
 
@@ -163,7 +165,7 @@ def guess_owner(m: Mapping) -> str:
         return "glibc arena"
     if m.size_kib == THREAD_STACK_KIB:
         return "thread stack"
-    if m.start in MIMALLOC_HINTS:
+    if m.start in MIMALLOC_HINTS or m.size_kib == MIMALLOC_ARENA_KIB:
         return "mimalloc"
     return "?"
 
