@@ -60,3 +60,26 @@ def test_a_daemon_keeps_two_arenas_and_a_site_setting_wins() -> None:
     assert untuned > 2, "glibc shared its arenas unasked: the check above shows nothing"
     settings, site = arenas("tune", MALLOC_ARENA_MAX="3")
     assert settings == "[('mmap_threshold_bytes', 1048576)]" and site == 3
+
+
+ARROW_POOL = r"""
+import pyarrow as pa
+from hushmon.transport.memdump import arrow_pool_for_a_daemon
+print(sorted(arrow_pool_for_a_daemon().items()), pa.default_memory_pool().backend_name)
+pa.array(range(1000))  # a buffer from the pool the process now uses
+"""
+
+
+def test_a_daemon_s_arrow_buffers_come_from_glibc_unless_the_site_says_otherwise() -> None:
+    clean = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+
+    def pool(**env: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-c", ARROW_POOL],
+            capture_output=True, text=True, timeout=60, check=True, env={**clean, **env},
+        )  # fmt: skip
+        return out.stdout.strip()
+
+    assert pool() == "[('arrow_pool', 'system')] system"
+    # a site's choice is Arrow's own, and kept
+    assert pool(ARROW_DEFAULT_MEMORY_POOL="jemalloc") == "[] jemalloc"

@@ -43,6 +43,7 @@ from hushmon.transport.connect import reachable
 from hushmon.transport.forward import ForwardStats, LineForwarder
 from hushmon.transport.memdump import (
     MemoryDump,
+    arrow_pool_for_a_daemon,
     start_tracing_if_asked,
     tune_malloc_for_a_daemon,
 )
@@ -548,7 +549,11 @@ def collect(opts: CollectOptions) -> CollectReport:
     """Runs until SIGTERM/SIGINT (finishing the group in hand) or, with
     ``once``, until both consumers have nothing left. SIGUSR2 writes a
     memory report to the progress stream (memdump.py)."""
-    malloc_settings = tune_malloc_for_a_daemon()  # before the threads start
+    # before the threads start
+    malloc_settings: dict[str, int | str] = {
+        **tune_malloc_for_a_daemon(),
+        **arrow_pool_for_a_daemon(),
+    }
     start_tracing_if_asked()
     memdump = MemoryDump(opts.progress or sys.stderr, malloc_settings)
 

@@ -242,6 +242,24 @@ def tune_malloc_for_a_daemon() -> dict[str, int]:
     return done
 
 
+ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
+
+
+def arrow_pool_for_a_daemon() -> dict[str, str]:
+    """Arrow's buffers from glibc's heap (Arrow's system pool), tuned above,
+    instead of mimalloc: after a compaction's backlog, mimalloc's arena held
+    54 MiB of a summaries collector while Arrow had nothing allocated, and
+    no trim gives that back; glibc's large blocks are mmapped and returned
+    at free (an hour side by side: docs/transport.md, "Arrow's buffers from
+    glibc"). A site's own ARROW_DEFAULT_MEMORY_POOL is kept."""
+    if ARROW_POOL_ENV in os.environ:
+        return {}
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
+    return {"arrow_pool": "system"}
+
+
 def duckdb_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
     """duckdb_memory()'s tags that hold anything, and the settings that bound them."""
     try:
@@ -267,7 +285,7 @@ class MemoryDump:
     """One report per request; the Python heap's growth is against the
     previous report's snapshot (the first: against the process's start)."""
 
-    def __init__(self, out: TextIO, malloc_settings: dict[str, int] | None = None) -> None:
+    def __init__(self, out: TextIO, malloc_settings: dict[str, int | str] | None = None) -> None:
         self.out = out
         # what tune_malloc_for_a_daemon set at the start, said with the heap
         self.malloc_settings = malloc_settings or {}
