@@ -72,7 +72,8 @@ MEMDUMP_HEADLINES = (
     "resident by mapping",
     "largest anonymous",
     "glibc heap",
-    "anonymous outside",
+    "anonymous ",
+    "python object arenas",
     "arrow pool",
     "duckdb allocator",
     "duckdb buffer",
@@ -419,8 +420,11 @@ def main() -> int:
             lost = [x for x in lines if "lost" in x and "duplicated" in x][:1]
             print(f"# {s.name}: bench_transport_load exit {rc}; {' '.join(lost).strip()}")
             if rc != 0:
-                # its own reasons (a daemon's exit, a digest), else its tail
+                # its own reasons (a daemon's exit, a digest, with every
+                # digest's line to say which), else its tail
                 why = [x for x in lines if x.startswith("# ") and ("exited" in x or "failed" in x)]
+                if any("digests failed" in x for x in why):
+                    why += [x for x in lines if x.lstrip().startswith("job ")]
                 print("\n".join(f"#   {x}" for x in why or lines[-8:]))
     names = sorted({n for r in results.values() for n in r})
     print(

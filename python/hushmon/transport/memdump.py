@@ -188,6 +188,85 @@ def largest_anonymous(maps: list[Mapping], n: int = LARGEST_SHOWN) -> str:
     )
 
 
+def python_arenas_mib() -> dict[str, float] | None:
+    """Python's small-object allocator (pymalloc): its arenas now and at
+    most (1 MiB each), and the bytes of their blocks in use and free. An
+    arena goes back to the kernel only once every block in it is free, so
+    after a peak of objects a few survivors can keep many arenas: the
+    blocks free in them say how many. None where the interpreter does not
+    say (sys._debugmallocstats writes to C's stderr, borrowed meanwhile)."""
+    import sys
+    import tempfile
+
+    stats = getattr(sys, "_debugmallocstats", None)
+    if stats is None:
+        return None
+    try:
+        with tempfile.TemporaryFile("w+") as out:
+            saved = os.dup(2)
+            try:
+                os.dup2(out.fileno(), 2)
+                stats()
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+            out.seek(0)
+            text = out.read()
+    except OSError:
+        return None
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition("=")
+        key = PYMALLOC_FIELDS.get(name.strip("# ").strip())
+        if key is not None:
+            found[key] = int(value.strip().replace(",", ""))
+    if "arenas" not in found:
+        return None
+    arena_mib = PYMALLOC_ARENA_BYTES / (1 << 20)
+    return {
+        "arenas_mib": found["arenas"] * arena_mib,
+        "highwater_mib": found.get("highwater", 0) * arena_mib,
+        "in_use_mib": found.get("in_use", 0) / (1 << 20),
+        "free_mib": found.get("free", 0) / (1 << 20),
+    }
+
+
+# sys._debugmallocstats's lines that python_arenas_mib reads
+PYMALLOC_FIELDS = {
+    "arenas allocated current": "arenas",
+    "arenas highwater mark": "highwater",
+    "bytes in allocated blocks": "in_use",
+    "bytes in available blocks": "free",
+}
+PYMALLOC_ARENA_BYTES = 1 << 20  # 64-bit CPython 3.10 and later
+
+
+def anonymous_by_owner(
+    vmas: list[Mapping],
+    duckdb_copies: dict[str, dict[str, float] | None],
+    pyheap: dict[str, float] | None,
+) -> str:
+    """The anonymous resident memory split among the allocators that own
+    it: glibc's arenas other than the main heap and mimalloc's by their
+    mappings' shape (guess_owner), DuckDB's jemalloc copies and Python's
+    object arenas by what they report; the rest is what none of them
+    claims (thread stacks, glibc's mmapped blocks, a misread shape)."""
+    anon = [m for m in vmas if m.kind == "anon"]
+    total = sum(m.rss_kib for m in anon) / 1024
+    by_shape = {
+        owner: sum(m.rss_kib for m in anon if guess_owner(m) == owner) / 1024
+        for owner in ("glibc arena", "mimalloc")
+    }
+    duck = sum(c["resident"] for c in duckdb_copies.values() if c is not None)
+    python = pyheap["arenas_mib"] if pyheap is not None else 0.0
+    rest = total - by_shape["glibc arena"] - by_shape["mimalloc"] - duck - python
+    return (
+        f"anonymous {total:.1f} MiB by owner: glibc's other arenas {by_shape['glibc arena']:.1f}, "
+        f"DuckDB's allocators {duck:.1f}, Python's object arenas {python:.1f}, mimalloc "
+        f"{by_shape['mimalloc']:.1f}, the rest {rest:.1f}"
+    )
+
+
 def arrow_mib() -> str:
     """Arrow's default pool: its allocator, bytes allocated now and at most."""
     import pyarrow as pa
@@ -334,17 +413,15 @@ class MemoryDump:
                 + "; set at start: "
                 + (", ".join(f"{k} {v}" for k, v in self.malloc_settings.items()) or "nothing")
             )
-            if maps:
-                # glibc's arenas other than the main heap are anonymous
-                # mappings; what is left there is DuckDB's jemalloc copies
-                # (read below), Python's object arenas, the threads' stacks
-                # and Arrow's heap: the rest is what no allocator read owns
-                other = maps["anon"] - (heap["arena"] - maps["heap"])
-                duck_mib = sum(c["resident"] for c in copies.values() if c is not None)
-                out.append(
-                    f"anonymous outside glibc's arenas: {other:.1f} MiB, of which DuckDB's "
-                    f"allocators {duck_mib:.1f}, the rest {other - duck_mib:.1f}"
-                )
+        pyheap = python_arenas_mib()
+        if pyheap is not None:
+            out.append(
+                f"python object arenas MiB: {pyheap['arenas_mib']:.0f} (at most "
+                f"{pyheap['highwater_mib']:.0f}), blocks in use {pyheap['in_use_mib']:.1f}, "
+                f"free in them {pyheap['free_mib']:.1f}"
+            )
+        if maps:
+            out.append(anonymous_by_owner(vmas, copies, pyheap))
         for name, duck in copies.items():
             out.append(
                 f"duckdb allocator ({name}) MiB: "
