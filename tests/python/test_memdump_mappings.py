@@ -5,16 +5,19 @@ their likely owner, so that a report shows which one grows."""
 from __future__ import annotations
 
 import mmap
+import os
 
 import pytest
 
 from hushmon.transport.memdump import (
     GLIBC_HEAP_ALIGN,
     Mapping,
+    anonymous_by_owner,
     guess_owner,
     largest_anonymous,
     mappings,
     mappings_mib,
+    python_arenas_mib,
 )
 
 MIB = 1 << 20
@@ -75,3 +78,35 @@ def test_largest_anonymous_lists_the_most_resident_first_and_skips_files() -> No
     assert largest_anonymous(maps) == "20100000: 4.0/8.0 (thread stack), 1000: 1.0/4.0 (?)"
     assert largest_anonymous(maps, 1) == "20100000: 4.0/8.0 (thread stack)"
     assert largest_anonymous([]) == "none"
+
+
+def test_python_s_object_arenas_are_read_and_stderr_is_given_back(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    before = python_arenas_mib()
+    assert before is not None
+    objects = [bytearray(100) for _ in range(200_000)]  # ~30 MiB of small blocks
+    grown = python_arenas_mib()
+    assert grown is not None and grown["arenas_mib"] >= before["arenas_mib"] + 10
+    assert grown["highwater_mib"] >= grown["arenas_mib"]
+    del objects[1::2]  # every other one freed: their arenas stay, half free
+    holed = python_arenas_mib()
+    assert holed is not None and holed["free_mib"] >= before["free_mib"] + 5
+    assert holed["arenas_mib"] >= grown["arenas_mib"] - 2
+    os.write(2, b"after\n")  # the borrowed stderr is this process's again
+    assert capfd.readouterr().err == "after\n"
+
+
+def test_anonymous_memory_is_split_by_owner() -> None:
+    maps = [
+        Mapping(5 * GLIBC_HEAP_ALIGN, 8192, "rw-p", "", 6 << 10),  # a glibc arena
+        Mapping(0x7F4B_6580_0000, 1 << 20, "rw-p", "", 2 << 10),  # mimalloc's arena
+        Mapping(0x7F4B_0010_0000, 20 << 10, "rw-p", "", 20 << 10),  # anything else
+        Mapping(0x7F4B_0200_0000, 1 << 10, "r-xp", "/usr/lib/libc.so.6", 1 << 10),
+    ]
+    duck = {"duckdb": {"resident": 3.0}, "ducklake": None}
+    line = anonymous_by_owner(maps, duck, {"arenas_mib": 12.0})
+    assert line == (
+        "anonymous 28.0 MiB by owner: glibc's other arenas 6.0, DuckDB's allocators 3.0, "
+        "Python's object arenas 12.0, mimalloc 2.0, the rest 5.0"
+    )
