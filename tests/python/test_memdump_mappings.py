@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import tracemalloc
 
 import pytest
 
@@ -95,6 +96,15 @@ def test_python_s_object_arenas_are_read_and_stderr_is_given_back(
     assert holed["arenas_mib"] >= grown["arenas_mib"] - 2
     os.write(2, b"after\n")  # the borrowed stderr is this process's again
     assert capfd.readouterr().err == "after\n"
+
+
+def test_python_s_object_arenas_are_not_read_while_tracemalloc_traces() -> None:
+    tracemalloc.start()
+    try:
+        assert python_arenas_mib() is None  # its hooks hide pymalloc
+    finally:
+        tracemalloc.stop()
+    assert python_arenas_mib() is not None
 
 
 def test_anonymous_memory_is_split_by_owner() -> None:

@@ -194,7 +194,8 @@ def python_arenas_mib() -> dict[str, float] | None:
     arena goes back to the kernel only once every block in it is free, so
     after a peak of objects a few survivors can keep many arenas: the
     blocks free in them say how many. None where the interpreter does not
-    say (sys._debugmallocstats writes to C's stderr, borrowed meanwhile)."""
+    say (sys._debugmallocstats writes to C's stderr, borrowed meanwhile;
+    it says nothing while tracemalloc traces, or under PYTHONMALLOC=malloc)."""
     import sys
     import tempfile
 
@@ -414,12 +415,16 @@ class MemoryDump:
                 + (", ".join(f"{k} {v}" for k, v in self.malloc_settings.items()) or "nothing")
             )
         pyheap = python_arenas_mib()
-        if pyheap is not None:
-            out.append(
-                f"python object arenas MiB: {pyheap['arenas_mib']:.0f} (at most "
-                f"{pyheap['highwater_mib']:.0f}), blocks in use {pyheap['in_use_mib']:.1f}, "
-                f"free in them {pyheap['free_mib']:.1f}"
-            )
+        out.append(
+            f"python object arenas MiB: {pyheap['arenas_mib']:.0f} (at most "
+            f"{pyheap['highwater_mib']:.0f}), blocks in use {pyheap['in_use_mib']:.1f}, "
+            f"free in them {pyheap['free_mib']:.1f}"
+            if pyheap is not None
+            # tracemalloc's hooks stand between Python and pymalloc, which
+            # then says nothing: the traced bytes below stand for it
+            else "python object arenas: not readable"
+            + (f" while tracemalloc traces ({TRACE_ENV}=1)" if tracemalloc.is_tracing() else "")
+        )
         if maps:
             out.append(anonymous_by_owner(vmas, copies, pyheap))
         for name, duck in copies.items():
