@@ -251,7 +251,9 @@ def anonymous_by_owner(
     it: glibc's arenas other than the main heap and mimalloc's by their
     mappings' shape (guess_owner), DuckDB's jemalloc copies and Python's
     object arenas by what they report; the rest is what none of them
-    claims (thread stacks, glibc's mmapped blocks, a misread shape)."""
+    claims (thread stacks, glibc's mmapped blocks, a misread shape). It can
+    read below zero: jemalloc's "resident" is an upper bound (pages mapped
+    but never touched count), and an arena of Python's is counted whole."""
     anon = [m for m in vmas if m.kind == "anon"]
     total = sum(m.rss_kib for m in anon) / 1024
     by_shape = {
