@@ -21,9 +21,8 @@ from typing import Any
 
 import duckdb
 
-from hushmon.store import duckdb_heap
 from hushmon.store.lake import is_lake
-from hushmon.transport.memdump import malloc_trim
+from hushmon.transport.memdump import give_back_after_close
 
 # Uses of a kept lake connection between reopens (module doc): what the
 # catalog keeps stays under ~8 MiB, and the reopen's ~1 CPU-s is under 2 %
@@ -77,13 +76,10 @@ class StoreReader:
                 raise
 
     def _close_lake(self) -> None:
-        """The kept lake connection closed and its memory given back (glibc
-        keeps freed pages of its arenas otherwise, and the close switched
-        DuckDB's background purge off for the whole process)."""
+        """The kept lake connection closed and its memory given back."""
         if self._lake is None:
             return
         with contextlib.suppress(duckdb.Error):
             self._lake[1].close()
         self._lake = None
-        malloc_trim()
-        duckdb_heap.after_close()
+        give_back_after_close()

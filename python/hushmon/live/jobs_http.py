@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +43,7 @@ class History:
     data: DataDir
     db: Path | None = None  # --db; None: the data folder's store (the lake once there is one)
     live: bool = True  # the live view is served too (links to it)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    # one thread: the requests run one at a time (DuckDB, matplotlib)
     _worker: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="hushmon-history")
     )
@@ -77,12 +76,11 @@ class History:
         )
 
     def _serialized(self, work: Any, as_json: bool) -> Reply:
-        with self._lock:
-            try:
-                reply: Reply = work()
-                return reply
-            except HushmonError as exc:
-                return _error("400 Bad Request", str(exc), as_json)
+        try:
+            reply: Reply = work()
+            return reply
+        except HushmonError as exc:
+            return _error("400 Bad Request", str(exc), as_json)
 
     # -- /jobs -----------------------------------------------------------
     def jobs(self, pairs: list[tuple[str, str]], viewer: Viewer, as_json: bool) -> Reply:

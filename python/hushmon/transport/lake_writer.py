@@ -51,11 +51,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hushmon.errors import HushmonError
-from hushmon.store import duckdb_heap
 from hushmon.store.lake import CommitStats, lake_commit, open_lake
 from hushmon.store.lake_add_files import FileWriter, PendingFile, register
 from hushmon.transport.collect_records import Event
-from hushmon.transport.memdump import malloc_trim
+from hushmon.transport.memdump import give_back_after_close
 from hushmon.transport.raw_group import RawGroup
 
 # HUSHMON_COLLECT_FAULT=exit-after-commit:N (or exit-before-commit:N): the
@@ -190,12 +189,7 @@ class LakeWriter:
         self.reopens += 1
         with contextlib.suppress(duckdb.Error):
             old.close()
-        # the closed database's memory, freed, back to the kernel: glibc
-        # keeps freed pages of its arenas otherwise, and the close switched
-        # DuckDB's background purge off for the whole process
-        # (docs/transport.md)
-        malloc_trim()
-        duckdb_heap.after_close()
+        give_back_after_close()
 
     def newest_seqs(self) -> dict[tuple[str, int], int]:
         """The newest seq stored per (host, epoch), by any collector, among

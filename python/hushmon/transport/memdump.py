@@ -18,6 +18,8 @@ import ctypes
 import ctypes.util
 import gc
 import os
+import sys
+import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -196,9 +198,6 @@ def python_arenas_mib() -> dict[str, float] | None:
     blocks free in them say how many. None where the interpreter does not
     say (sys._debugmallocstats writes to C's stderr, borrowed meanwhile;
     it says nothing while tracemalloc traces, or under PYTHONMALLOC=malloc)."""
-    import sys
-    import tempfile
-
     stats = getattr(sys, "_debugmallocstats", None)
     if stats is None:
         return None
@@ -285,6 +284,15 @@ def malloc_trim() -> bool:
     """Gives glibc's free pages back to the kernel; False where it cannot."""
     fn = _libc_function("malloc_trim")
     return bool(fn(0)) if fn is not None else False
+
+
+def give_back_after_close() -> None:
+    """After a long-running process closed a DuckDB database: what it freed
+    back to the kernel. glibc keeps freed pages of its arenas otherwise, and
+    the close switched DuckDB's background purge off for the whole process
+    (store/duckdb_heap.py, docs/transport.md)."""
+    malloc_trim()
+    duckdb_heap.after_close()
 
 
 # mallopt's parameter numbers (glibc's malloc.h)
