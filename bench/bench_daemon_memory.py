@@ -25,8 +25,8 @@ moves the first slope with where a run happens to end, while only memory
 that stays raises the floors.
 
 With --memdump-every-s N, each side whose collector has the memory report
-(transport/memdump.py) has its summaries collector write one every N
-seconds (SIGUSR2; HUSHMON_TRACEMALLOC=1 in the environment adds Python's
+(transport/memdump.py) has each of its collectors (summaries and raw) write one
+every N seconds (SIGUSR2; HUSHMON_TRACEMALLOC=1 in the environment adds Python's
 heap): the reports' headline figures are printed per side at the end, so
 that resident growth splits into glibc's heap, its free-but-kept bytes,
 Arrow's pool and DuckDB's buffer manager.
@@ -226,7 +226,7 @@ class Side:
             if st.get("VmRSS", 0) > 0:
                 d.samples.append((t, st["VmRSS"], process_cpu_s(f"/proc/{pid}/stat")))
                 d.anon.append((t, st.get("RssAnon", 0), 0.0))
-            if self.dump_every_s and d.kind == "summaries collector":
+            if self.dump_every_s and d.kind.endswith("collector"):
                 d.read_dumps()
                 # the first once it has run a minute (its handler is set by then)
                 first_s = d.samples[0][0] + min(60.0, self.dump_every_s)
@@ -331,8 +331,9 @@ def figures(
     return out, series
 
 
-def memdump_lines(side: Side) -> list[str]:
-    return [x for d in side.daemons.values() if d.kind == "summaries collector" for x in d.dumps]
+def memdump_lines(side: Side) -> dict[str, list[str]]:
+    """Each collector's memory report lines, by "kind (pid N)"."""
+    return {f"{d.kind} (pid {d.pid})": d.dumps for d in side.daemons.values() if d.dumps}
 
 
 def main() -> int:
@@ -349,7 +350,7 @@ def main() -> int:
         type=float,
         default=0.0,
         metavar="N",
-        help="a memory report from each side's summaries collector every N s (memdump.py)",
+        help="a memory report from each side's collectors every N s (memdump.py)",
     )
     ap.add_argument(
         "--compact-every-s",
@@ -469,9 +470,10 @@ def main() -> int:
         for line in s.compactions:
             print(f"# {s.name}: store compact at {line}")
     dumps = {s.name: memdump_lines(s) for s in sides if s.dump_every_s}
-    for name, lines in dumps.items():
-        print(f"# {name}: the summaries collector's memory reports (memdump.py), headlines")
-        print("\n".join(f"#   {x}" for x in lines if x.startswith(MEMDUMP_HEADLINES)))
+    for name, by_daemon in dumps.items():
+        for daemon, lines in by_daemon.items():
+            print(f"# {name}: the {daemon}'s memory reports (memdump.py), headlines")
+            print("\n".join(f"#   {x}" for x in lines if x.startswith(MEMDUMP_HEADLINES)))
     if a.json:
         Path(a.json).write_text(
             json.dumps(
