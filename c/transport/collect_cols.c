@@ -16,6 +16,27 @@ void hm_col_free(hm_col *c)
     c->item = item;
 }
 
+size_t hm_room_settle(void **p, size_t cap, size_t peak, size_t item)
+{
+    size_t want = 256;
+    while (want < peak)
+        want *= 2;
+    if (cap * item < HM_ROOM_SETTLE_MIN_BYTES || cap / 4 < want)
+        return cap;
+    void *q = realloc(*p, want * item);
+    if (q == NULL)
+        return cap;
+    *p = q;
+    return want;
+}
+
+void hm_col_settle(hm_col *c)
+{
+    hm_col_clear(c);
+    c->cap = hm_room_settle(&c->p, c->cap, c->peak, c->item);
+    c->peak = 0;
+}
+
 void hm_strcol_init(hm_strcol *s)
 {
     hm_col_init(&s->offsets, sizeof(int32_t));
@@ -24,8 +45,14 @@ void hm_strcol_init(hm_strcol *s)
 
 void hm_strcol_reset(hm_strcol *s)
 {
-    s->offsets.n = 0;
-    s->bytes.n = 0;
+    hm_col_clear(&s->offsets);
+    hm_col_clear(&s->bytes);
+}
+
+void hm_strcol_settle(hm_strcol *s)
+{
+    hm_col_settle(&s->offsets);
+    hm_col_settle(&s->bytes);
 }
 
 void hm_strcol_free(hm_strcol *s)

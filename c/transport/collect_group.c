@@ -6,6 +6,12 @@
 #include <string.h>
 
 #define REASON_MAX 8192
+/* Groups between two looks at the room the last ones used
+ * (hm_group_cols_settle): a backlog's groups of 8192 batches grow the
+ * columns and scratch buffers to ~50 MiB, which steady groups of a few
+ * hundred would otherwise keep for good. At a group a second, room is
+ * given back a minute or two after a backlog. */
+#define SETTLE_EVERY_GROUPS 64
 
 typedef struct accepted {
     const hm_collect_msg *msg;
@@ -48,7 +54,7 @@ static void free_work(hm_collect_group *g)
         free(a[i].reason_exact);
         free(a[i].lie);
     }
-    g->work.n = 0;
+    hm_col_clear(&g->work);
 }
 
 void hm_group_free(hm_collect_group *g)
@@ -80,7 +86,7 @@ static void reset(hm_collect_group *g)
                       &g->b_dropped, &g->b_replay, &g->b_stream_seq, &g->b_received_us,
                       &g->e_epoch, &g->e_seq, &g->e_has_key, &g->e_count, &g->recheck};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
-        cols[i]->n = 0;
+        hm_col_clear(cols[i]);
     hm_strcol *strs[] = {&g->b_host, &g->b_subject, &g->e_kind, &g->e_host, &g->e_subject,
                          &g->e_reason};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
@@ -88,6 +94,15 @@ static void reset(hm_collect_group *g)
     free_work(g);
     hm_strmap_free(&g->seen);
     memset(&g->seen, 0, sizeof g->seen);
+    if (++g->groups_since_settle < SETTLE_EVERY_GROUPS)
+        return;
+    g->groups_since_settle = 0;
+    hm_group_cols_settle(&g->cols);
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
+        hm_col_settle(cols[i]);
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        hm_strcol_settle(strs[i]);
+    hm_col_settle(&g->work);
 }
 
 static int event(hm_collect_group *g, const char *kind, const char *host, size_t host_len,

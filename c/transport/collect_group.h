@@ -41,6 +41,7 @@ typedef struct hm_collect_group {
     hm_strmap newest; /* host:epoch -> int64_t* the newest seq stored (acked) */
     /* per accepted message of the group, while it is built */
     hm_col work;
+    unsigned groups_since_settle; /* builds since room was last given back */
 } hm_collect_group;
 
 int hm_group_init(hm_collect_group *g, int64_t max_batch_bytes);

@@ -64,7 +64,7 @@ void hm_line_reader_committed(hm_line_reader *r, hm_group_cols *cols)
     hm_series_ref *ref = cols->pending.p;
     for (size_t i = 0; i < cols->pending.n; i++)
         ref[i].key->fields[ref[i].field].known = 1;
-    cols->pending.n = 0;
+    hm_col_clear(&cols->pending);
 }
 
 static char *arena_str(hm_arena *a, const char *s, size_t n)
@@ -253,14 +253,18 @@ static int add_series(hm_group_cols *c, hm_key_info *k, hm_field_info *f, uint32
 
 void hm_group_cols_reset(hm_group_cols *c)
 {
-    c->s_series_id.n = c->s_time_ns.n = c->s_value.n = c->s_batch.n = 0;
-    c->se_id.n = c->a_time_ns.n = c->a_batch.n = c->pending.n = 0;
+    hm_col *cols[] = {&c->s_series_id, &c->s_time_ns, &c->s_value, &c->s_batch, &c->se_id,
+                      &c->a_time_ns, &c->a_batch, &c->pending};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
+        hm_col_clear(cols[i]);
     hm_strcol *strs[] = {&c->se_host, &c->se_measurement, &c->se_tags, &c->se_field, &c->a_job,
                          &c->a_host};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         hm_strcol_reset(strs[i]);
     if (c->line_set_count)
         memset(c->line_set, 0, c->line_set_cap * sizeof *c->line_set);
+    if (c->line_set_count > c->line_set_peak)
+        c->line_set_peak = c->line_set_count;
     c->line_set_count = 0;
     c->maybe_repeats = false;
     hm_strmap_free(&c->activity_seen);
@@ -426,6 +430,10 @@ static size_t bucket_of(int64_t sid, unsigned shift) { return (size_t)(((uint64_
 
 static int sort_scratch(hm_group_cols *c, size_t n, size_t buckets)
 {
+    if (n > c->sort_rows_peak)
+        c->sort_rows_peak = n;
+    if (buckets + 1 > c->sort_count_peak)
+        c->sort_count_peak = buckets + 1;
     if (c->sort_rows_cap < n) {
         sample_row *p = realloc(c->sort_rows, n * sizeof *p);
         if (p == NULL)
@@ -440,6 +448,31 @@ static int sort_scratch(hm_group_cols *c, size_t n, size_t buckets)
     }
     memset(c->sort_count, 0, (buckets + 1) * sizeof *c->sort_count);
     return 0;
+}
+
+void hm_group_cols_settle(hm_group_cols *c)
+{
+    hm_col *cols[] = {&c->s_series_id, &c->s_time_ns, &c->s_value, &c->s_batch, &c->se_id,
+                      &c->a_time_ns, &c->a_batch, &c->pending};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
+        hm_col_settle(cols[i]);
+    hm_strcol *strs[] = {&c->se_host, &c->se_measurement, &c->se_tags, &c->se_field, &c->a_job,
+                         &c->a_host};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        hm_strcol_settle(strs[i]);
+    /* the set is all zeros after the reset, and so is any prefix of it;
+     * twice its most entries keep its lookups short (line_seen) */
+    void *p = c->line_set;
+    c->line_set_cap = hm_room_settle(&p, c->line_set_cap, 2 * c->line_set_peak, sizeof *c->line_set);
+    c->line_set = p;
+    p = c->sort_rows;
+    c->sort_rows_cap = hm_room_settle(&p, c->sort_rows_cap, c->sort_rows_peak, sizeof *c->sort_rows);
+    c->sort_rows = p;
+    p = c->sort_count;
+    c->sort_count_cap =
+        hm_room_settle(&p, c->sort_count_cap, c->sort_count_peak, sizeof *c->sort_count);
+    c->sort_count = p;
+    c->line_set_peak = c->sort_rows_peak = c->sort_count_peak = 0;
 }
 
 int hm_group_cols_sort(hm_group_cols *c, size_t series_max)

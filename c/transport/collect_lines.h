@@ -64,10 +64,16 @@ typedef struct hm_group_cols {
     struct sample_row *sort_rows;                            /* hm_group_cols_sort's scratch */
     size_t sort_rows_cap, sort_count_cap;
     uint32_t *sort_count;
+    /* the most each buffer above held since the last hm_group_cols_settle */
+    size_t line_set_peak, sort_rows_peak, sort_count_peak;
 } hm_group_cols;
 
 /* A new group's columns: rows dropped, sets emptied (memory kept). */
 void hm_group_cols_reset(hm_group_cols *c);
+/* After a reset: gives back the room of every column and scratch buffer
+ * that the groups since the last settle used under a quarter of
+ * (hm_room_settle), so a backlog's big groups leave nothing behind. */
+void hm_group_cols_settle(hm_group_cols *c);
 void hm_group_cols_free(hm_group_cols *c);
 /* Drops every value after the first of its (series, time), keeping the
  * order (collect_raw._samples): only when maybe_repeats. -1: no memory. */
