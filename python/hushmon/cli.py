@@ -9,7 +9,8 @@ import sys
 from collections.abc import Sequence
 
 from hushmon import __version__
-from hushmon.commands import COMMANDS
+from hushmon.commands import COMMANDS, DAEMONS
+from hushmon.daemon_env import set_for_a_daemon
 from hushmon.errors import HushmonError
 
 
@@ -38,6 +39,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     names = {name for name, _module in COMMANDS}
+    if argv and argv[0] in DAEMONS:
+        set_for_a_daemon()
     parser = build_parser(only=argv[0] if argv and argv[0] in names else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -30,3 +30,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("export", "hushmon.export.cli"),
     ("probe", "hushmon.probe.cli"),
 ]
+
+# Commands that run for weeks as a site's services: hushmon.cli gives them a
+# daemon's environment (daemon_env.py) before their module is imported.
+DAEMONS: frozenset[str] = frozenset({"collect", "serve", "metrics", "alert"})

@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from hushmon.commands import DAEMONS
+
 # Starts 12 threads that each allocate (glibc gives each new thread an arena
 # of its own until the limit, 8 per core by default) and prints the number
 # of arenas malloc_info lists.
@@ -80,6 +82,44 @@ def test_a_daemon_s_arrow_buffers_come_from_glibc_unless_the_site_says_otherwise
         )  # fmt: skip
         return out.stdout.strip()
 
-    assert pool() == "[('arrow_pool', 'system')] system"
+    # started without hushmon.cli: pyarrow's calls move, Arrow's C++ parts
+    # cannot, and the report says which they use
+    assert pool() == (
+        "[('arrow_pool', 'system, its C++ parts mimalloc (set ARROW_DEFAULT_MEMORY_POOL "
+        "before start)')] system"
+    )
+    assert pool(ARROW_DEFAULT_MEMORY_POOL="system") == "[('arrow_pool', 'system')] system"
     # a site's choice is Arrow's own, and kept
-    assert pool(ARROW_DEFAULT_MEMORY_POOL="jemalloc") == "[] jemalloc"
+    assert pool(ARROW_DEFAULT_MEMORY_POOL="jemalloc") == "[('arrow_pool', 'jemalloc')] jemalloc"
+
+
+# A command started as the hushmon CLI starts it, then a Parquet file
+# written as the lake writer writes its files: the bytes mimalloc's pool
+# ever held, and Arrow's default pool.
+CLI_THEN_PARQUET = r"""
+import io, sys
+from hushmon.cli import main
+try:
+    main([sys.argv[1], "--help"])
+except SystemExit:
+    pass
+import pyarrow as pa, pyarrow.parquet as pq
+pq.write_table(pa.table({"a": list(range(200_000))}), io.BytesIO(), compression="zstd")
+print(pa.default_memory_pool().backend_name, pa.mimalloc_memory_pool().max_memory() > 0)
+"""
+
+
+def test_a_daemon_started_by_the_cli_writes_parquet_from_glibc_not_mimalloc() -> None:
+    clean = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+
+    def run(command: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-c", CLI_THEN_PARQUET, command],
+            capture_output=True, text=True, timeout=120, check=True, env=clean,
+        )  # fmt: skip
+        return out.stdout.strip().splitlines()[-1]
+
+    for daemon in sorted(DAEMONS):
+        assert run(daemon) == "system False", daemon
+    # a command that ends soon keeps Arrow's own default
+    assert run("digest") == "mimalloc True"

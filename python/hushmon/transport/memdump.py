@@ -29,6 +29,7 @@ from typing import Any, TextIO
 
 import duckdb
 
+from hushmon.daemon_env import ARROW_POOL_ENV
 from hushmon.procstat import status_kib
 from hushmon.store import duckdb_heap
 
@@ -332,22 +333,24 @@ def tune_malloc_for_a_daemon() -> dict[str, int]:
     return done
 
 
-ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
-
-
 def arrow_pool_for_a_daemon() -> dict[str, str]:
     """Arrow's buffers from glibc's heap (Arrow's system pool), tuned above,
     instead of mimalloc: after a compaction's backlog, mimalloc's arena held
     54 MiB of a summaries collector while Arrow had nothing allocated, and
     no trim gives that back; glibc's large blocks are mmapped and returned
     at free (an hour side by side: docs/transport.md, "Arrow's buffers from
-    glibc"). A site's own ARROW_DEFAULT_MEMORY_POOL is kept."""
-    if ARROW_POOL_ENV in os.environ:
-        return {}
+    glibc"). Started by hushmon.cli, a daemon has Arrow's C++ default set
+    before any import (daemon_env.py). Started otherwise (a test, ``python
+    -c``), pyarrow's own calls move here, the Parquet writer's cannot, and
+    the answer says so. A site's own ARROW_DEFAULT_MEMORY_POOL is kept."""
     import pyarrow as pa
 
+    # Arrow's C++ default while pyarrow's own is unset, as in a fresh daemon
+    cpp = pa.default_memory_pool().backend_name
+    if cpp == "system" or ARROW_POOL_ENV in os.environ:
+        return {"arrow_pool": cpp}
     pa.set_memory_pool(pa.system_memory_pool())
-    return {"arrow_pool": "system"}
+    return {"arrow_pool": f"system, its C++ parts {cpp} (set {ARROW_POOL_ENV} before start)"}
 
 
 def duckdb_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
