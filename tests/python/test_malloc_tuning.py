@@ -1,4 +1,4 @@
-"""tune_malloc_for_a_daemon (transport/memdump.py): a collector's glibc
+"""tune_malloc_for_a_daemon (daemon_env.py): a collector's glibc
 heap holds at most two arenas however many threads allocate, and a site's
 own MALLOC_ARENA_MAX is kept. Counted from glibc's own malloc_info, in a
 fresh process (arenas are per process and never go away)."""
@@ -18,7 +18,7 @@ from hushmon.commands import DAEMONS
 # of arenas malloc_info lists.
 COUNT_ARENAS = r"""
 import ctypes, sys, threading
-from hushmon.transport.memdump import tune_malloc_for_a_daemon
+from hushmon.daemon_env import tune_malloc_for_a_daemon
 print(sorted(tune_malloc_for_a_daemon().items()) if sys.argv[1] == "tune" else [])
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p

@@ -412,9 +412,7 @@ async def run_serve(opts: ServeOptions) -> int:
 
 
 def serve(opts: ServeOptions) -> int:
-    from hushmon.transport.memdump import tune_malloc_for_a_daemon
-
-    tune_malloc_for_a_daemon()  # it runs for weeks: before its threads start
+    # a daemon: hushmon.cli tuned its heap and Arrow's pool (daemon_env.py)
     try:
         return asyncio.run(run_serve(opts))
     except KeyboardInterrupt:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
+from hushmon.daemon_env import tune_malloc_for_a_daemon
 from hushmon.errors import HushmonError
 from hushmon.store.lake import is_lake
 from hushmon.transport.collect_lake import LakeCollectorStore
@@ -45,7 +46,6 @@ from hushmon.transport.memdump import (
     MemoryDump,
     arrow_pool_for_a_daemon,
     start_tracing_if_asked,
-    tune_malloc_for_a_daemon,
 )
 from hushmon.transport.natsserver import (
     COLLECT_ACK_WAIT_S,
@@ -549,7 +549,8 @@ def collect(opts: CollectOptions) -> CollectReport:
     """Runs until SIGTERM/SIGINT (finishing the group in hand) or, with
     ``once``, until both consumers have nothing left. SIGUSR2 writes a
     memory report to the progress stream (memdump.py)."""
-    # before the threads start
+    # before the threads start (hushmon.cli set them already; again for a
+    # collector started otherwise, and for the report's line)
     malloc_settings: dict[str, int | str] = {
         **tune_malloc_for_a_daemon(),
         **arrow_pool_for_a_daemon(),

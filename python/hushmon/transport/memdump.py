@@ -15,7 +15,6 @@ containers. docs/transport.md, "Memory over time", says how to read it.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import gc
 import os
 import sys
@@ -25,11 +24,11 @@ import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import duckdb
 
-from hushmon.daemon_env import ARROW_POOL_ENV
+from hushmon.daemon_env import ARROW_POOL_ENV, libc_function
 from hushmon.procstat import status_kib
 from hushmon.store import duckdb_heap
 
@@ -51,22 +50,6 @@ class _MallInfo2(ctypes.Structure):
     ]  # fmt: skip
 
 
-def _libc() -> Any:
-    name = ctypes.util.find_library("c")
-    try:
-        return ctypes.CDLL(name) if name else None
-    except OSError:
-        return None
-
-
-_LIBC = _libc()
-
-
-def _libc_function(name: str) -> Any:
-    """One of glibc's functions, or None (no libc found, or not glibc)."""
-    return getattr(_LIBC, name, None)
-
-
 def start_tracing_if_asked() -> bool:
     """tracemalloc on when HUSHMON_TRACEMALLOC=1 (before the work starts, so
     that what the collector holds is traced from its first allocation)."""
@@ -79,7 +62,7 @@ def malloc_mib() -> dict[str, float] | None:
     """glibc's heap: in use (small blocks and mmapped ones) and free but
     kept, over every arena; None where mallinfo2 is missing (musl, glibc
     before 2.33)."""
-    fn = _libc_function("mallinfo2")
+    fn = libc_function("mallinfo2")
     if fn is None:
         return None
     fn.restype = _MallInfo2
@@ -283,7 +266,7 @@ def arrow_mib() -> str:
 
 def malloc_trim() -> bool:
     """Gives glibc's free pages back to the kernel; False where it cannot."""
-    fn = _libc_function("malloc_trim")
+    fn = libc_function("malloc_trim")
     return bool(fn(0)) if fn is not None else False
 
 
@@ -294,43 +277,6 @@ def give_back_after_close() -> None:
     (store/duckdb_heap.py, docs/transport.md)."""
     malloc_trim()
     duckdb_heap.after_close()
-
-
-# mallopt's parameter numbers (glibc's malloc.h)
-_M_MMAP_THRESHOLD = -3
-_M_ARENA_MAX = -8
-# A daemon's glibc heap: two arenas, whatever the core count, and blocks of
-# 1 MiB or more always mmapped (so given back whole at free).
-DAEMON_ARENA_MAX = 2
-DAEMON_MMAP_THRESHOLD_BYTES = 1 << 20
-
-
-def tune_malloc_for_a_daemon() -> dict[str, int]:
-    """Sets glibc's heap for a process that runs for weeks, before its
-    threads start; returns what it set (nothing where glibc is missing).
-
-    glibc gives each new thread that allocates an arena of its own, up to
-    8 per core, and every arena keeps its high-water mark in fragments a
-    trim cannot return: DuckDB's worker threads, a store
-    thread and the event loop took a collector's arenas from 38 to 45 MiB
-    in 20 minutes while their bytes in use stayed flat. glibc also raises
-    its mmap threshold to the largest block freed so far, after which such
-    blocks come from the arenas and fragment them too. A site's own
-    MALLOC_ARENA_MAX or MALLOC_MMAP_THRESHOLD_ is kept."""
-    fn = _libc_function("mallopt")
-    if fn is None:
-        return {}
-    wanted = {
-        "arena_max": ("MALLOC_ARENA_MAX", _M_ARENA_MAX, DAEMON_ARENA_MAX),
-        "mmap_threshold_bytes": (
-            "MALLOC_MMAP_THRESHOLD_", _M_MMAP_THRESHOLD, DAEMON_MMAP_THRESHOLD_BYTES,
-        ),
-    }  # fmt: skip
-    done = {}
-    for name, (env, param, value) in wanted.items():
-        if env not in os.environ and fn(param, value) == 1:
-            done[name] = value
-    return done
 
 
 def arrow_pool_for_a_daemon() -> dict[str, str]:
