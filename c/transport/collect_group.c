@@ -57,19 +57,26 @@ static void free_work(hm_collect_group *g)
     hm_col_clear(&g->work);
 }
 
-void hm_group_free(hm_collect_group *g)
+/* Does num to each of the batch and event columns and to work (already
+ * emptied by free_work), str to each string column. */
+static void each_col(hm_collect_group *g, void (*num)(hm_col *), void (*str)(hm_strcol *))
 {
-    free_work(g);
-    hm_group_cols_free(&g->cols);
     hm_col *cols[] = {&g->b_epoch, &g->b_seq, &g->b_lines, &g->b_period_ns, &g->b_period_valid,
                       &g->b_dropped, &g->b_replay, &g->b_stream_seq, &g->b_received_us,
                       &g->e_epoch, &g->e_seq, &g->e_has_key, &g->e_count, &g->recheck, &g->work};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
-        hm_col_free(cols[i]);
+        num(cols[i]);
     hm_strcol *strs[] = {&g->b_host, &g->b_subject, &g->e_kind, &g->e_host, &g->e_subject,
                          &g->e_reason};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
-        hm_strcol_free(strs[i]);
+        str(strs[i]);
+}
+
+void hm_group_free(hm_collect_group *g)
+{
+    free_work(g);
+    hm_group_cols_free(&g->cols);
+    each_col(g, hm_col_free, hm_strcol_free);
     hm_strmap_free(&g->seen);
     hm_strmap *newest = &g->newest;
     for (size_t i = 0; i < newest->cap; i++)
@@ -82,27 +89,15 @@ void hm_group_free(hm_collect_group *g)
 static void reset(hm_collect_group *g)
 {
     hm_group_cols_reset(&g->cols);
-    hm_col *cols[] = {&g->b_epoch, &g->b_seq, &g->b_lines, &g->b_period_ns, &g->b_period_valid,
-                      &g->b_dropped, &g->b_replay, &g->b_stream_seq, &g->b_received_us,
-                      &g->e_epoch, &g->e_seq, &g->e_has_key, &g->e_count, &g->recheck};
-    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
-        hm_col_clear(cols[i]);
-    hm_strcol *strs[] = {&g->b_host, &g->b_subject, &g->e_kind, &g->e_host, &g->e_subject,
-                         &g->e_reason};
-    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
-        hm_strcol_reset(strs[i]);
     free_work(g);
+    each_col(g, hm_col_clear, hm_strcol_reset);
     hm_strmap_free(&g->seen);
     memset(&g->seen, 0, sizeof g->seen);
     if (++g->groups_since_settle < SETTLE_EVERY_GROUPS)
         return;
     g->groups_since_settle = 0;
     hm_group_cols_settle(&g->cols);
-    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
-        hm_col_settle(cols[i]);
-    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
-        hm_strcol_settle(strs[i]);
-    hm_col_settle(&g->work);
+    each_col(g, hm_col_settle, hm_strcol_settle);
 }
 
 static int event(hm_collect_group *g, const char *kind, const char *host, size_t host_len,

@@ -251,16 +251,22 @@ static int add_series(hm_group_cols *c, hm_key_info *k, hm_field_info *f, uint32
     return 0;
 }
 
-void hm_group_cols_reset(hm_group_cols *c)
+/* Does num to each number column and str to each string column. */
+static void each_col(hm_group_cols *c, void (*num)(hm_col *), void (*str)(hm_strcol *))
 {
     hm_col *cols[] = {&c->s_series_id, &c->s_time_ns, &c->s_value, &c->s_batch, &c->se_id,
                       &c->a_time_ns, &c->a_batch, &c->pending};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
-        hm_col_clear(cols[i]);
+        num(cols[i]);
     hm_strcol *strs[] = {&c->se_host, &c->se_measurement, &c->se_tags, &c->se_field, &c->a_job,
                          &c->a_host};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
-        hm_strcol_reset(strs[i]);
+        str(strs[i]);
+}
+
+void hm_group_cols_reset(hm_group_cols *c)
+{
+    each_col(c, hm_col_clear, hm_strcol_reset);
     if (c->line_set_count)
         memset(c->line_set, 0, c->line_set_cap * sizeof *c->line_set);
     if (c->line_set_count > c->line_set_peak)
@@ -273,14 +279,7 @@ void hm_group_cols_reset(hm_group_cols *c)
 
 void hm_group_cols_free(hm_group_cols *c)
 {
-    hm_col *cols[] = {&c->s_series_id, &c->s_time_ns, &c->s_value, &c->s_batch, &c->se_id,
-                      &c->a_time_ns, &c->a_batch, &c->pending};
-    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
-        hm_col_free(cols[i]);
-    hm_strcol *strs[] = {&c->se_host, &c->se_measurement, &c->se_tags, &c->se_field, &c->a_job,
-                         &c->a_host};
-    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
-        hm_strcol_free(strs[i]);
+    each_col(c, hm_col_free, hm_strcol_free);
     free(c->line_set);
     c->line_set = NULL;
     c->line_set_cap = c->line_set_count = 0;
@@ -452,14 +451,7 @@ static int sort_scratch(hm_group_cols *c, size_t n, size_t buckets)
 
 void hm_group_cols_settle(hm_group_cols *c)
 {
-    hm_col *cols[] = {&c->s_series_id, &c->s_time_ns, &c->s_value, &c->s_batch, &c->se_id,
-                      &c->a_time_ns, &c->a_batch, &c->pending};
-    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
-        hm_col_settle(cols[i]);
-    hm_strcol *strs[] = {&c->se_host, &c->se_measurement, &c->se_tags, &c->se_field, &c->a_job,
-                         &c->a_host};
-    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
-        hm_strcol_settle(strs[i]);
+    each_col(c, hm_col_settle, hm_strcol_settle);
     /* the set is all zeros after the reset, and so is any prefix of it;
      * twice its most entries keep its lookups short (line_seen) */
     void *p = c->line_set;
