@@ -20,15 +20,20 @@ ARROW_DEFAULT_MEMORY_POOL is kept.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
+import functools
 import os
 from typing import Any
 
 ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
 
 
+@functools.cache
 def _libc() -> Any:
+    # found at the first use, not at import: every hushmon command imports
+    # this module, and ctypes.util's import and find_library's ldconfig
+    # cost ~25 ms
+    import ctypes.util
+
     name = ctypes.util.find_library("c")
     try:
         return ctypes.CDLL(name) if name else None
@@ -36,12 +41,9 @@ def _libc() -> Any:
         return None
 
 
-_LIBC = _libc()
-
-
 def libc_function(name: str) -> Any:
     """One of glibc's functions, or None (no libc found, or not glibc)."""
-    return getattr(_LIBC, name, None)
+    return getattr(_libc(), name, None)
 
 
 # mallopt's parameter numbers (glibc's malloc.h)
