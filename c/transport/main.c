@@ -24,8 +24,10 @@ static void on_signal(int sig)
  * over, and fetch lists above the dynamic mmap threshold get mmap'ed and
  * unmapped each time. Keeping 16 MiB of slack and raising both thresholds
  * cut the reducer's CPU per batch by 5-10 % (docs/transport.md, "Reducer
- * throughput"); the resident size stays that of the working set (peak
- * ~20 MiB at 100,000 batches drained). */
+ * throughput"). The price was that a backlog's pages stayed resident
+ * (a rack reducer's 6 -> 10 MiB over an hour): the once-a-minute trim of
+ * the loop's upkeep (reduce.h) gives them back, far too rarely to cost
+ * what the per-second trimming did. */
 static void keep_heap_warm(void)
 {
     if (mallopt(M_TOP_PAD, 16 << 20) != 1 || mallopt(M_TRIM_THRESHOLD, 64 << 20) != 1 ||

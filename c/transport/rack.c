@@ -8,6 +8,7 @@
 
 #include "batch.h"
 #include "groups.h"
+#include "hm_heap.h"
 #include "hm_log.h"
 #include "lineproto.h"
 #include "nats_io.h"
@@ -39,6 +40,7 @@ typedef struct rack {
     uint64_t batches, lines, partials, partials_dup, late, unknown_subject, publish_errors;
     uint64_t bad[BAD_N];
     int64_t last_publish_error_log_ns;
+    hm_reduce_upkeep upkeep;
 } rack;
 
 static int64_t grace_ns(const rack *r)
@@ -281,12 +283,12 @@ static void print_stats(rack *r, const char *what, double dt_s, uint64_t d_batch
             " publish_errors=%" PRIu64 " fetch_errors=%" PRIu64 " consumer_missing=%" PRIu64
             " ack_errors=%" PRIu64 " pull_requests=%" PRIu64 " pull_stale=%" PRIu64
             " pull_lost=%" PRIu64 " open_groups=%zu held_msgs=%zu grace_ms=%" PRId64
-            " cpu_s=%.3f heap_mib=%.1f\n",
+            " cpu_s=%.3f heap_mib=%.1f heap_trims=%" PRIu64 "\n",
             r->publish_errors, r->nats.fetch_errors, r->nats.consumer_missing, r->nats.ack_errors,
             r->nats.pull.requests, r->nats.pull.stale_status, r->nats.pull.lost,
             hm_groups_open(&r->groups), r->groups.pending_msgs,
             (int64_t)(grace_ns(r) / NS_PER_MS), hm_reduce_cpu_s(),
-            hm_reduce_heap_mib());
+            hm_heap_in_use_mib(), r->upkeep.heap_trims);
 }
 
 static void rack_free(rack *r)
@@ -318,7 +320,7 @@ int hm_reduce_rack(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_erro
         return -1;
     }
     hm_log_notice("rack %s: consuming %s as %s from %s", o->rack, filter, durable, o->url);
-    int64_t start = hm_reduce_now_ns(), last_stats = start, last_prune = start;
+    int64_t start = hm_reduce_now_ns(), last_stats = start;
     uint64_t stats_batches = 0, stats_lines = 0;
     int rc = 0;
     hm_col msgs; /* natsMsg* of one pull */
@@ -340,10 +342,7 @@ int hm_reduce_rack(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_erro
         msgs.n = 0;
         int64_t now = hm_reduce_now_ns();
         hm_groups_due(&r->groups, now, grace_ns(r), max_hold_ns(r), false, publish_group, r);
-        if (now - last_prune > NS_PER_S) {
-            hm_groups_prune(&r->groups, now, o->keep_s * NS_PER_S);
-            last_prune = now;
-        }
+        hm_reduce_upkeep_run(&r->upkeep, &r->groups, now, o->keep_s);
         if (o->stats_every_s > 0 && now - last_stats >= o->stats_every_s * NS_PER_S) {
             print_stats(r, "stats", (double)(now - last_stats) / 1e9, r->batches - stats_batches,
                         r->lines - stats_lines);

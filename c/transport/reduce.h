@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "groups.h"
 #include "hm_error.h"
 
 /* How long one pull waits for messages: until the first open group is
@@ -37,12 +38,22 @@ int hm_reduce_top(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_error
 /* Shared by both levels. */
 int64_t hm_reduce_now_ns(void);       /* CLOCK_MONOTONIC */
 double hm_reduce_cpu_s(void);         /* this process's CPU time */
-double hm_reduce_heap_mib(void);      /* malloc'ed and not freed, MiB */
 /* The longest a group stays open (then a later batch makes a late
  * partial): 5 graces and 10 s, bounding memory, and never past half the
  * consumer's AckWait (set by the admin step), so the server does not
  * redeliver what a reducer holds. */
 int64_t hm_reduce_max_hold_ns(int64_t grace_ns, int64_t ack_wait_ns);
+/* The upkeep both levels do between pulls: every second, the groups
+ * published more than keep_s ago are forgotten; every minute, when 1 MiB
+ * or more of the heap lies free, it is given back (hm_heap.h: without it
+ * each backlog left its pages resident). */
+#define HM_REDUCE_TRIM_EVERY_S 60
+#define HM_REDUCE_TRIM_MIN_FREE_BYTES ((size_t)1 << 20)
+typedef struct hm_reduce_upkeep {
+    int64_t last_prune_ns, last_trim_ns;
+    uint64_t heap_trims; /* times free pages were given back */
+} hm_reduce_upkeep;
+void hm_reduce_upkeep_run(hm_reduce_upkeep *u, hm_groups *g, int64_t now_ns, int64_t keep_s);
 /* A subject token from a name: '.', '*', '>' and white space become '_'. */
 void hm_reduce_subject_token(char *out, size_t cap, const char *name);
 

@@ -1,6 +1,7 @@
 #include "reduce.h"
 
-#include <malloc.h>
+#include "hm_heap.h"
+
 #include <stdio.h>
 #include <time.h>
 
@@ -18,13 +19,16 @@ double hm_reduce_cpu_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-double hm_reduce_heap_mib(void)
+void hm_reduce_upkeep_run(hm_reduce_upkeep *u, hm_groups *g, int64_t now_ns, int64_t keep_s)
 {
-    /* glibc's count of bytes handed out and not freed (heap and mmap'ed):
-     * what the reducer holds, apart from the resident size, which also
-     * has the allocator's free lists and fragmentation in it. */
-    struct mallinfo2 mi = mallinfo2();
-    return (double)(mi.uordblks + mi.hblkhd) / (1024.0 * 1024.0);
+    const int64_t ns_per_s = 1000000000;
+    if (now_ns - u->last_prune_ns > ns_per_s) {
+        hm_groups_prune(g, now_ns, keep_s * ns_per_s);
+        u->last_prune_ns = now_ns;
+    }
+    u->heap_trims += (uint64_t)hm_heap_trim_every(now_ns, HM_REDUCE_TRIM_EVERY_S * ns_per_s,
+                                                   HM_REDUCE_TRIM_MIN_FREE_BYTES,
+                                                   &u->last_trim_ns);
 }
 
 int64_t hm_reduce_max_hold_ns(int64_t grace_ns, int64_t ack_wait_ns)

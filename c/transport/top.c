@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "groups.h"
+#include "hm_heap.h"
 #include "hm_log.h"
 #include "nats_io.h"
 #include "reduce.h"
@@ -25,6 +26,7 @@ typedef struct top {
     uint64_t partials_in, merged, duplicates, overlaps, late, summaries, summaries_dup;
     uint64_t bad_partials, unknown_subject, publish_errors;
     int64_t last_log_ns;
+    hm_reduce_upkeep upkeep;
 } top;
 
 static int64_t grace_ns(const top *t)
@@ -157,14 +159,14 @@ static void print_stats(top *t, const char *what, double dt_s, uint64_t d_in)
             " publish_errors=%" PRIu64 " fetch_errors=%" PRIu64 " consumer_missing=%" PRIu64
             " ack_errors=%" PRIu64 " pull_requests=%" PRIu64 " pull_stale=%" PRIu64
             " pull_lost=%" PRIu64 " open_groups=%zu held_msgs=%zu grace_ms=%" PRId64
-            " cpu_s=%.3f heap_mib=%.1f\n",
+            " cpu_s=%.3f heap_mib=%.1f heap_trims=%" PRIu64 "\n",
             what, t->partials_in, dt_s > 0 ? (double)d_in / dt_s : 0.0, t->merged, t->duplicates,
             t->overlaps, t->late, t->summaries, t->summaries_dup, t->bad_partials, t->unknown_subject,
             t->publish_errors, t->nats.fetch_errors, t->nats.consumer_missing, t->nats.ack_errors,
             t->nats.pull.requests, t->nats.pull.stale_status, t->nats.pull.lost,
             hm_groups_open(&t->groups), t->groups.pending_msgs,
             (int64_t)(grace_ns(t) / NS_PER_MS), hm_reduce_cpu_s(),
-            hm_reduce_heap_mib());
+            hm_heap_in_use_mib(), t->upkeep.heap_trims);
 }
 
 int hm_reduce_top(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_error *err)
@@ -178,7 +180,7 @@ int hm_reduce_top(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_error
         return -1;
     }
     hm_log_notice("top: consuming hm.sum.rack.> as reduce-top from %s", o->url);
-    int64_t start = hm_reduce_now_ns(), last_stats = start, last_prune = start;
+    int64_t start = hm_reduce_now_ns(), last_stats = start;
     uint64_t stats_in = 0;
     int rc = 0;
     hm_col msgs; /* natsMsg* of one pull */
@@ -200,10 +202,7 @@ int hm_reduce_top(const hm_reduce_opts *o, volatile sig_atomic_t *stop, hm_error
         msgs.n = 0;
         int64_t now = hm_reduce_now_ns();
         hm_groups_due(&t.groups, now, grace_ns(&t), max_hold_ns(&t), false, publish_group, &t);
-        if (now - last_prune > NS_PER_S) {
-            hm_groups_prune(&t.groups, now, o->keep_s * NS_PER_S);
-            last_prune = now;
-        }
+        hm_reduce_upkeep_run(&t.upkeep, &t.groups, now, o->keep_s);
         if (o->stats_every_s > 0 && now - last_stats >= o->stats_every_s * NS_PER_S) {
             print_stats(&t, "stats", (double)(now - last_stats) / 1e9, t.partials_in - stats_in);
             last_stats = now;
