@@ -347,6 +347,12 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         # memory case's outofcore hung this way once under its 512 MiB limit
         fail(f"hushmon {' '.join(args)[:200]} ran over {timeout:.0f} s")
         raise  # not reached: fail exits
+    except BaseException:
+        # SIGTERM (main's handler) or Ctrl-C: the child's own session would
+        # outlive us and run on against the bed that our way out takes down
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
@@ -781,6 +787,10 @@ def main(argv: list[str] | None = None) -> int:
         help="run each job N times: the saving measured as a range (default 1)",
     )
     args = ap.parse_args(argv)
+    # a SIGTERM (a test's timeout, a batch system's limit) unwinds like an
+    # error: the case's bed goes down and its lock is let go, not left to
+    # the next user of the machine
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: fail("terminated (SIGTERM)"))
     if not 1 <= args.repeat <= 10:
         fail(f"--repeat {args.repeat}: use 1 to 10")
     if os.geteuid() != 0:

@@ -16,20 +16,32 @@ from bedlib import bed_unavailable
 
 from hushmon.paths import REPO_ROOT
 
+# The case takes about a minute (one bed up, two runs, down); its
+# commands' own limits add up to more than this (a hung run: 300 s).
+TIMEOUT_S = 600
+CLEANUP_S = 180  # testbed down (120 s at most) and the data folder
+
 
 def test_bench_findings_short() -> None:
     reason = bed_unavailable()
     if reason:
         pytest.skip(reason)
-    out = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, str(REPO_ROOT / "bench" / "bench_findings.py"), "--short", "--json", "-"],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=600,
-        check=False,
     )
-    assert out.returncode == 0, out.stderr[-2000:]
-    doc = json.loads(out.stdout)
+    try:
+        stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        # SIGTERM, not the SIGKILL of run(timeout=): the bench takes its bed
+        # down on the way out, and the bed tests after this one find none up
+        proc.terminate()
+        stdout, stderr = proc.communicate(timeout=CLEANUP_S)
+        pytest.fail(f"bench_findings --short ran over {TIMEOUT_S} s: {stderr[-2000:]}")
+    assert proc.returncode == 0, stderr[-2000:]
+    doc = json.loads(stdout)
     (case,) = doc["cases"]
     assert case["case"] == "pair-racks"
     # n1 is the job's only node in rack r1: all it sent crossed, by the uplink's own
@@ -49,4 +61,4 @@ def test_bench_findings_short() -> None:
     # hushmon compare A B on the same two jobs finds the finding gone or smaller
     assert case["compare"].startswith("compare "), case["compare"]
     assert "measured" in case["compare"] and case["compare"].endswith(("hit", "miss"))
-    assert "hits:" in out.stderr
+    assert "hits:" in stderr
