@@ -179,6 +179,9 @@ class Side:
     # `hushmon store compact` of the side's lake every compact_every_s (0:
     # none), as a site's timer runs it: the one running and those done
     compact_every_s: float = 0.0
+    # none started once the load has ended: bench_transport_load compacts the
+    # lake itself then, and a second compaction beside it fails
+    load_s: float = float("inf")
     compacting: tuple[float, subprocess.Popen[bytes], Path] | None = None
     compactions: list[str] = field(default_factory=list)
 
@@ -196,11 +199,14 @@ class Side:
                     f"{rep['rollup_rows_added']:,} rollup rows"
                 )
             except (OSError, ValueError, KeyError):
-                what = f"exit {proc.returncode}"
+                err_file = out.with_suffix(".err")
+                text = err_file.read_text(errors="replace") if err_file.exists() else ""
+                last = text.strip().splitlines()[-1:]
+                what = f"exit {proc.returncode}" + (f": {last[0][:200]}" if last else "")
             self.compactions.append(f"t = {began:.0f} s: {what}")
             self.compacting = None
         due = self.compact_every_s * (len(self.compactions) + 1)
-        if not self.compact_every_s or t < due:
+        if not self.compact_every_s or t < due or t >= self.load_s:
             return
         for d in self.daemons.values():
             argv = cmdline(d.pid)
@@ -209,7 +215,8 @@ class Side:
                 out = self.out.with_name(f"compact-{len(self.compactions)}.json")
                 cmd = ["nice", "-n", "10", *argv[: argv.index("collect")]]
                 cmd += ["store", "compact", "--db", lake, "--json", str(out)]
-                proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                with out.with_suffix(".err").open("wb") as stderr:
+                    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr)
                 self.compacting = (t, proc, out)
                 return
 
@@ -260,7 +267,15 @@ def start_side(name: str, a: argparse.Namespace, tmp: Path, python: Path) -> Sid
     with out.open("wb") as f:
         proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
     dump_every_s = a.memdump_every_s if has_memdump else 0.0
-    return Side(name, proc, out, time.monotonic(), dump_every_s, compact_every_s=a.compact_every_s)
+    return Side(
+        name,
+        proc,
+        out,
+        time.monotonic(),
+        dump_every_s,
+        compact_every_s=a.compact_every_s,
+        load_s=a.minutes * 60,
+    )
 
 
 def slope_mib_per_10min(samples: list[tuple[float, int, float]]) -> float:
