@@ -28,14 +28,16 @@ from hushmon.store.lake_status import lake_status
 
 GROUP_ROWS = 20_000
 
-# A writer process: appends GROUPS groups of GROUP_ROWS rows, each one commit.
+# A writer process: appends GROUPS groups of GROUP_ROWS rows, each one commit;
+# with PAUSE_EVERY > 0 it waits for a line on stdin after every PAUSE_EVERY-th
+# group but the last, so that a test can see the lake between its commits.
 _WRITER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
     from hushmon.store.lake import lake_commit, open_lake
-    lake, groups, rows, start, tag = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), \\
-        float(sys.argv[4]), int(sys.argv[5])
+    lake, groups, rows, start, tag, pause_every = Path(sys.argv[1]), int(sys.argv[2]), \\
+        int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
     time.sleep(max(0.0, start - time.time()))
     con = open_lake(lake)
     for g in range(groups):
@@ -44,12 +46,16 @@ _WRITER = textwrap.dedent(
                 "INSERT INTO samples SELECT ? * 1000 + i % 100, (? * ? + i) * 1000000000, "
                 "random() FROM range(?) t(i)", [tag, g, rows, rows]).fetchall()
         lake_commit(con, body)
+        if pause_every and (g + 1) % pause_every == 0 and g + 1 < groups:
+            sys.stdin.readline()
     con.close()
     """
 )
 
 
-def _writer(lake: Path, groups: int, start: float, tag: int = 1) -> subprocess.Popen[str]:
+def _writer(
+    lake: Path, groups: int, start: float, tag: int = 1, pause_every: int = 0
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
             sys.executable,
@@ -60,7 +66,9 @@ def _writer(lake: Path, groups: int, start: float, tag: int = 1) -> subprocess.P
             str(GROUP_ROWS),
             str(start),
             str(tag),
+            str(pause_every),
         ],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -73,15 +81,29 @@ def test_a_reader_sees_only_whole_groups_while_a_writer_appends(tmp_path: Path) 
     # The reader opens first: opening loads DuckDB's extensions, which on a
     # loaded machine once took longer than the writer's 12 commits.
     reader = open_lake_readonly(lake)
-    writer = _writer(lake, groups=12, start=time.time())
+    # The writer waits after every 4th group until this reader has seen it: on
+    # CI's loaded VM all 12 commits once landed between two of its reads.
+    pause_every = 4
+    writer = _writer(lake, groups=12, start=time.time(), pause_every=pause_every)
+    assert writer.stdin is not None
+    seen_pause_rows = pause_every * GROUP_ROWS
+    deadline = time.monotonic() + 300
     counts = []
     statuses = []
     try:
         while writer.poll() is None:
+            if time.monotonic() > deadline:
+                writer.kill()
+                pytest.fail(f"the writer did not finish in 300 s; counts so far {counts}")
             # each count in its own transaction: the newest snapshot each time
             counts.append(int(reader.execute("SELECT count(*) FROM samples").fetchone()[0]))
             if len(statuses) < 2 and counts[-1] > 0:  # `store status` while it writes
                 statuses.append(lake_status(lake, None)["tiers"]["raw"]["rows"])
+            # the writer waits at each pause but the last group: let it go on
+            if seen_pause_rows < 12 * GROUP_ROWS and counts[-1] >= seen_pause_rows:
+                writer.stdin.write("go\n")
+                writer.stdin.flush()
+                seen_pause_rows += pause_every * GROUP_ROWS
             time.sleep(0.02)
         _out, err = writer.communicate()
         assert writer.returncode == 0, err
@@ -91,7 +113,8 @@ def test_a_reader_sees_only_whole_groups_while_a_writer_appends(tmp_path: Path) 
     assert counts[-1] == 12 * GROUP_ROWS
     assert all(b >= a for a, b in itertools.pairwise(counts)), counts
     assert all(c % GROUP_ROWS == 0 for c in counts), counts  # never half a group
-    assert len(set(counts)) > 2, counts  # the reader did read during the writes
+    # the reader did read during the writes: at least each pause's count
+    assert {4 * GROUP_ROWS, 8 * GROUP_ROWS} <= set(counts), counts
     assert statuses and all(r % GROUP_ROWS == 0 and r > 0 for r in statuses), statuses
 
 
