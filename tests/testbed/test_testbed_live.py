@@ -160,7 +160,10 @@ def test_digest_of_a_bandwidth_limited_butterfly_finds_the_network(
 ) -> None:
     digest = json.loads(Path(slurm_butterfly["digest"]["json"]).read_text())
     network = [f for f in digest["findings"] if f["factor"] == "network_bandwidth"]
-    assert network, [f["factor"] for f in digest["findings"]]
+    # on failure, why the factor said nothing (seen once under 3 test workers
+    # and a busy loop on this 2-vCPU VM, with no reason kept)
+    why = [s for s in digest.get("skipped", []) if "network" in json.dumps(s)]
+    assert network, ([f["factor"] for f in digest["findings"]], why)
     evidence = json.dumps(network[0]["evidence"])
     assert "capacity" in evidence
 
