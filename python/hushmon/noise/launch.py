@@ -208,6 +208,27 @@ def _last_line(path: Path) -> str:
     return (own or lines or [""])[-1].strip()
 
 
+# Open MPI 4 on a loaded machine: a rank's PMIx client now and then fails to
+# reach mpirun ("OPAL ERROR: Unreachable" in MPI_Init), and mpirun may then
+# wait for the other ranks until it is killed.
+MPI_INIT_FAILED = ("OPAL ERROR", "error occurred in MPI_Init")
+
+
+def hung_run_detail(path: Path) -> str:
+    """What the output of a run that did not finish says: the line of a rank
+    that failed in MPI_Init (a launch failure, not the program's), else its
+    last line; "" when there is nothing."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    failed = [ln.strip() for ln in lines if any(m in ln for m in MPI_INIT_FAILED)]
+    if failed:
+        return f"a rank failed in MPI_Init: {failed[0]}"
+    last = _last_line(path)
+    return f"its last output: {last}" if last else ""
+
+
 def gated_shell(cmd: str) -> list[str]:
     """A shell that waits for a line on stdin, then execs cmd (stdin
     /dev/null): its pid is known, and traced, before cmd forks anything."""
@@ -278,7 +299,11 @@ def run_detector(cfg: DetectorConfig, run_dir: Path, timeout_s: float) -> None:
         try:
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired as exc:
-            raise HushmonError(f"hushmon-detect did not finish in {timeout_s:.0f} s") from exc
+            detail = hung_run_detail(out)
+            raise HushmonError(
+                f"hushmon-detect did not finish in {timeout_s:.0f} s"
+                + (f" ({detail})" if detail else "")
+            ) from exc
     if rc != 0:
         raise HushmonError(f"hushmon-detect failed (exit {rc}): {_last_line(out)}")
     try:
