@@ -86,7 +86,7 @@ def test_a_reader_sees_only_whole_groups_while_a_writer_appends(tmp_path: Path) 
     pause_every = 4
     writer = _writer(lake, groups=12, start=time.time(), pause_every=pause_every)
     assert writer.stdin is not None
-    seen_pause_rows = pause_every * GROUP_ROWS
+    next_pause_rows = pause_every * GROUP_ROWS
     deadline = time.monotonic() + 300
     counts = []
     statuses = []
@@ -100,10 +100,10 @@ def test_a_reader_sees_only_whole_groups_while_a_writer_appends(tmp_path: Path) 
             if len(statuses) < 2 and counts[-1] > 0:  # `store status` while it writes
                 statuses.append(lake_status(lake, None)["tiers"]["raw"]["rows"])
             # the writer waits at each pause but the last group: let it go on
-            if seen_pause_rows < 12 * GROUP_ROWS and counts[-1] >= seen_pause_rows:
+            if next_pause_rows < 12 * GROUP_ROWS and counts[-1] >= next_pause_rows:
                 writer.stdin.write("go\n")
                 writer.stdin.flush()
-                seen_pause_rows += pause_every * GROUP_ROWS
+                next_pause_rows += pause_every * GROUP_ROWS
             time.sleep(0.02)
         _out, err = writer.communicate()
         assert writer.returncode == 0, err
