@@ -184,3 +184,18 @@ def check_process_count(program: str, asked: int, got: int | None) -> None:
         f"{run.version or 'this launcher'}; set HUSHMON_BIN and HUSHMON_MPIRUN to a matching "
         "pair (e.g. build-mpich/bin and mpiexec.mpich)"
     )
+
+
+# Open MPI 4 on a loaded machine: a rank's PMIx client now and then fails to
+# reach its mpirun ("OPAL ERROR: Unreachable" in MPI_Init), and mpirun may then
+# wait for the other ranks until it is killed. The launch failed, not the program.
+MPI_INIT_FAILED_MARKS = ("OPAL ERROR", "error occurred in MPI_Init")
+
+
+def mpi_init_failure(output: str) -> str | None:
+    """The first line of a launch's output that says a rank failed in
+    MPI_Init, or None."""
+    for line in output.splitlines():
+        if any(mark in line for mark in MPI_INIT_FAILED_MARKS):
+            return line.strip()
+    return None

@@ -19,7 +19,7 @@ from typing import Any
 from hushmon import jsonio
 from hushmon.errors import HushmonError
 from hushmon.paths import program
-from hushmon.runner import check_process_count, mpirun_command
+from hushmon.runner import check_process_count, mpi_init_failure, mpirun_command
 
 RUN_FILE = "run.json"
 DETECT_JSON = "detect.json"
@@ -199,33 +199,33 @@ def injector_argv(
     return with_nice(nice, argv)
 
 
-def _last_line(path: Path) -> str:
+def _read(path: Path) -> str:
     try:
-        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+        return path.read_text(errors="replace")
     except OSError:
         return ""
+
+
+def _last_of(text: str) -> str:
+    """The last line of a program's output, its own ("hushmon-...") first."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
     own = [ln for ln in lines if ln.startswith("hushmon-")]
     return (own or lines or [""])[-1].strip()
 
 
-# Open MPI 4 on a loaded machine: a rank's PMIx client now and then fails to
-# reach mpirun ("OPAL ERROR: Unreachable" in MPI_Init), and mpirun may then
-# wait for the other ranks until it is killed.
-MPI_INIT_FAILED = ("OPAL ERROR", "error occurred in MPI_Init")
+def _last_line(path: Path) -> str:
+    return _last_of(_read(path))
 
 
 def hung_run_detail(path: Path) -> str:
     """What the output of a run that did not finish says: the line of a rank
     that failed in MPI_Init (a launch failure, not the program's), else its
     last line; "" when there is nothing."""
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    failed = [ln.strip() for ln in lines if any(m in ln for m in MPI_INIT_FAILED)]
+    text = _read(path)
+    failed = mpi_init_failure(text)
     if failed:
-        return f"a rank failed in MPI_Init: {failed[0]}"
-    last = _last_line(path)
+        return f"a rank failed in MPI_Init: {failed}"
+    last = _last_of(text)
     return f"its last output: {last}" if last else ""
 
 
